@@ -1,0 +1,1 @@
+"""Pure domain contracts: models, rules, lifecycles. Nothing here does I/O."""
