@@ -1,0 +1,194 @@
+"""Events of the correction path: what subscribers of `corrections.events.>` and
+`corrections.attempts.>` receive. Commands live in `contracts.corrections`.
+
+Events are built from the stored aggregate, never assembled by hand in a worker, so
+a republished event is identical to the first one.
+"""
+
+from __future__ import annotations
+
+from typing import Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from contracts import correction_subjects as subjects
+from contracts.corrections import (
+    ATTEMPT_LIFECYCLE,
+    CORRECTION_LIFECYCLE,
+    Correction,
+    CorrectionAttemptRecord,
+    CorrectionAttemptState,
+    CorrectionMode,
+    CorrectionStatus,
+)
+from contracts.ids import Ulid, new_id
+from contracts.timestamps import UtcTime
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class CorrectionTransitioned(_Frozen):
+    """Published once per lifecycle transition to `corrections.events.<plan_id>.<to_status>`."""
+
+    event_id: Ulid = Field(description="ULID of this event (stable across republishing).")
+    correction_id: Ulid = Field(description="The correction.")
+    plan_id: Ulid = Field(description="Plan of the target.")
+    decision_id: Ulid = Field(description="The target decision.")
+    mode: CorrectionMode = Field(description="revert or append.", examples=["revert"])
+    from_status: CorrectionStatus | None = Field(
+        description="Status before; None when the correction was just created (to pending)."
+    )
+    to_status: CorrectionStatus = Field(description="Status after.", examples=["applied"])
+    at: UtcTime = Field(description="When the transition happened (UTC).")
+    reason: str | None = Field(default=None, description="Why (e.g. a cancel reason).")
+    # applied only
+    new_decision_id: Ulid | None = Field(
+        default=None,
+        description="applied: the replacement (revert) or user_intervention (append) decision.",
+    )
+    superseded_ids: list[Ulid] = Field(
+        default_factory=list, description="applied (revert): decisions superseded."
+    )
+    child_plans_rolled_back: list[Ulid] = Field(
+        default_factory=list, description="applied (revert): child plans rolled back."
+    )
+    child_plans_spawned: list[Ulid] = Field(
+        default_factory=list, description="applied (append): the child plan created."
+    )
+    archived_artifacts_path: str | None = Field(
+        default=None, description="applied (revert): where affected artifacts were archived."
+    )
+    # failed only
+    error: str | None = Field(default=None, description="failed: what went wrong.")
+
+    @classmethod
+    def from_correction(cls, correction: Correction, index: int = -1) -> CorrectionTransitioned:
+        """The event of `correction.history[index]` (default: the latest transition)."""
+        entry = correction.history[index]
+        applied = entry.to_status is CorrectionStatus.APPLIED
+        return cls(
+            event_id=entry.event_id, correction_id=correction.correction_id,
+            plan_id=correction.plan_id, decision_id=correction.decision_id,
+            mode=correction.mode, from_status=entry.from_status, to_status=entry.to_status,
+            at=entry.at, reason=entry.reason, error=entry.error,
+            **(correction.model_dump(include={
+                "new_decision_id", "superseded_ids", "child_plans_rolled_back",
+                "child_plans_spawned", "archived_artifacts_path",
+            }) if applied else {}),
+        )
+
+    @property
+    def subject(self) -> str:
+        return subjects.event(self.plan_id, self.to_status)
+
+    @property
+    def msg_id(self) -> str:
+        return subjects.event_msg_id(self.correction_id, self.to_status)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if self.from_status is None:
+            if self.to_status is not CorrectionStatus.PENDING:
+                raise ValueError("only the creation event (to pending) has no from_status")
+        elif not CORRECTION_LIFECYCLE.allows(self.from_status, self.to_status):
+            raise ValueError(f"{self.from_status} -> {self.to_status} is not a transition")
+        applied = self.to_status is CorrectionStatus.APPLIED
+        if applied and self.new_decision_id is None:
+            raise ValueError("an applied event names new_decision_id")
+        if not applied and (
+            self.new_decision_id or self.superseded_ids or self.child_plans_rolled_back
+            or self.child_plans_spawned or self.archived_artifacts_path
+        ):
+            raise ValueError("result fields belong to the applied event only")
+        if (self.to_status is CorrectionStatus.FAILED) != (self.error is not None):
+            raise ValueError("error is set exactly on the failed event")
+        return self
+
+
+class AttemptTransitioned(_Frozen):
+    """Published once per attempt state change to `corrections.attempts.<plan_id>.<to_state>`."""
+
+    event_id: Ulid = Field(default_factory=new_id, description="ULID of this event.")
+    attempt_id: Ulid = Field(description="The attempt (CorrectionAttemptRecord.id).")
+    correction_id: Ulid = Field(description="Its correction.")
+    plan_id: Ulid = Field(description="Plan of the target.")
+    from_state: CorrectionAttemptState | None = Field(
+        description="State before; None when the attempt was just created (pending)."
+    )
+    to_state: CorrectionAttemptState = Field(description="State after.")
+    at: UtcTime = Field(description="When (UTC).")
+    new_decision_id: Ulid | None = Field(default=None, description="complete: the new decision.")
+    archived_artifacts_path: str | None = Field(
+        default=None, description="complete (revert): archive location."
+    )
+
+    @classmethod
+    def from_attempt(
+        cls, attempt: CorrectionAttemptRecord, from_state: CorrectionAttemptState | None,
+        *, at: UtcTime | None = None, event_id: str | None = None,
+    ) -> AttemptTransitioned:
+        """The event for `attempt` having just entered its current state from `from_state`.
+
+        `at` defaults to completed_at (terminal) or created_at (pending); an attempt
+        does not store when it began executing, so pass `at` for that one.
+        """
+        when = at or attempt.completed_at or attempt.created_at
+        return cls(
+            event_id=event_id or new_id(), attempt_id=attempt.id,
+            correction_id=attempt.correction_id, plan_id=attempt.plan_id,
+            from_state=from_state, to_state=attempt.state, at=when,
+            new_decision_id=attempt.new_decision_id,
+            archived_artifacts_path=attempt.archived_artifacts_path,
+        )
+
+    @property
+    def subject(self) -> str:
+        return subjects.attempt(self.plan_id, self.to_state)
+
+    @property
+    def msg_id(self) -> str:
+        return subjects.attempt_msg_id(self.attempt_id, self.to_state)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if self.from_state is None:
+            if self.to_state is not CorrectionAttemptState.PENDING:
+                raise ValueError("only the creation event (to pending) has no from_state")
+        elif not ATTEMPT_LIFECYCLE.allows(self.from_state, self.to_state):
+            raise ValueError(f"{self.from_state} -> {self.to_state} is not a transition")
+        return self
+
+
+class CancelRefused(_Frozen):
+    """Published to `corrections.cancel_refused.<plan_id>` (and sent as the reply, if the
+    cancel was a request) when a correction is past the point where it can be cancelled."""
+
+    correction_id: Ulid = Field(description="The correction that was not cancelled.")
+    plan_id: Ulid = Field(description="Its plan.")
+    status: CorrectionStatus | None = Field(
+        description="Its status when the cancel arrived; None if no such correction exists."
+    )
+    reason: str = Field(description="Why the cancel was refused, in one sentence.")
+
+    @classmethod
+    def for_status(
+        cls, correction_id: str, plan_id: str, status: CorrectionStatus | None
+    ) -> CancelRefused:
+        if status is None:
+            why = f"no correction {correction_id} in plan {plan_id}"
+        else:
+            why = (
+                f"correction {correction_id} is {status.value}; only pending or analyzing "
+                "corrections can be cancelled"
+            )
+        return cls(correction_id=correction_id, plan_id=plan_id, status=status, reason=why)
+
+    @property
+    def subject(self) -> str:
+        return subjects.cancel_refused(self.plan_id)
+
+    @property
+    def msg_id(self) -> str:
+        return subjects.cancel_refused_msg_id(self.correction_id, self.status)

@@ -1,0 +1,102 @@
+"""NATS subjects and message IDs of the correction path: the public wire contract.
+
+Every event's message ID is derived from what it announces, never from when it was
+sent, so whichever replica (re)publishes it, JetStream's duplicate window keeps one.
+"""
+
+from __future__ import annotations
+
+from contracts.corrections import CorrectionAttemptState, CorrectionStatus
+from contracts.ids import is_ulid
+
+CORRECTIONS_STREAM = "CORRECTIONS"
+REQUESTED_PREFIX = "corrections.requested"
+DRYRUN_PREFIX = "corrections.dryrun"
+CANCEL_PREFIX = "corrections.cancel"
+EVENTS_PREFIX = "corrections.events"
+ATTEMPTS_PREFIX = "corrections.attempts"
+CANCEL_REFUSED_PREFIX = "corrections.cancel_refused"
+
+CORRECTIONS_STREAM_SUBJECTS: tuple[str, ...] = (
+    f"{REQUESTED_PREFIX}.*",
+    f"{CANCEL_PREFIX}.*",
+    f"{EVENTS_PREFIX}.*.*",
+    f"{ATTEMPTS_PREFIX}.*.*",
+    f"{CANCEL_REFUSED_PREFIX}.*",
+)
+"""What the stream captures. `corrections.dryrun.*` is deliberately absent: a dry run is
+core request-reply, and a stream capturing it would answer the requester with a PubAck."""
+
+ALL_REQUESTED = f"{REQUESTED_PREFIX}.*"
+ALL_CANCELS = f"{CANCEL_PREFIX}.*"
+ALL_DRYRUNS = f"{DRYRUN_PREFIX}.*"
+ALL_EVENTS = f"{EVENTS_PREFIX}.>"
+ALL_ATTEMPTS = f"{ATTEMPTS_PREFIX}.>"
+
+
+def _token(plan_id: str) -> str:
+    # A plan_id is one subject token; a '.', '*' or '>' in it would address other plans.
+    if not is_ulid(plan_id):
+        raise ValueError(f"plan_id {plan_id!r} is not a ULID, so not a safe subject token")
+    return plan_id.upper()
+
+
+def requested(plan_id: str) -> str:
+    """Where an operator publishes a CorrectionRequest (Nats-Msg-Id: <correction_id>)."""
+    return f"{REQUESTED_PREFIX}.{_token(plan_id)}"
+
+
+def dryrun(plan_id: str) -> str:
+    """Request-reply: a CorrectionRequest in, a DryRunReport back."""
+    return f"{DRYRUN_PREFIX}.{_token(plan_id)}"
+
+
+def cancel(plan_id: str) -> str:
+    return f"{CANCEL_PREFIX}.{_token(plan_id)}"
+
+
+def cancel_refused(plan_id: str) -> str:
+    return f"{CANCEL_REFUSED_PREFIX}.{_token(plan_id)}"
+
+
+def event(plan_id: str, status: CorrectionStatus) -> str:
+    """`corrections.events.<plan_id>.<status>`; subscribe to `corrections.events.*.applied`."""
+    return f"{EVENTS_PREFIX}.{_token(plan_id)}.{status.value}"
+
+
+def events_with_status(status: CorrectionStatus) -> str:
+    """Wildcard over all plans for one status."""
+    return f"{EVENTS_PREFIX}.*.{status.value}"
+
+
+def attempt(plan_id: str, state: CorrectionAttemptState) -> str:
+    return f"{ATTEMPTS_PREFIX}.{_token(plan_id)}.{state.value}"
+
+
+def plan_of(subject: str, prefix: str) -> str | None:
+    """The <plan_id> token right after `prefix`, or None if the subject has another shape."""
+    head = prefix + "."
+    if not subject.startswith(head):
+        return None
+    token = subject[len(head):].split(".", 1)[0]
+    return token or None
+
+
+def request_msg_id(correction_id: str) -> str:
+    """Nats-Msg-Id of a CorrectionRequest: the correction_id itself, as the issue fixes."""
+    return correction_id
+
+
+def event_msg_id(correction_id: str, to_status: CorrectionStatus) -> str:
+    """One per status reached; the lifecycle is acyclic, so one per transition."""
+    return f"{correction_id}:{to_status.value}"
+
+
+def attempt_msg_id(attempt_id: str, to_state: CorrectionAttemptState) -> str:
+    return f"attempt:{attempt_id}:{to_state.value}"
+
+
+def cancel_refused_msg_id(correction_id: str, status: CorrectionStatus | None) -> str:
+    """A refusal is a fact about the status it met (None: no such correction), so a
+    repeated cancel meeting the same status is the same fact and is published once."""
+    return f"cancel_refused:{correction_id}:{status.value if status else 'missing'}"

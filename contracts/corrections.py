@@ -1,0 +1,366 @@
+"""Corrections: the commands an operator sends, and the two lifecycles they drive.
+
+The `Correction` aggregate and the `CorrectionAttemptRecord` never change in place:
+`transition` checks the table and returns a new value, so the store can write the
+result with a conditional update on the old status and a racing replica loses
+cleanly instead of overwriting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from enum import StrEnum
+from itertools import pairwise
+from types import MappingProxyType
+from typing import Annotated, Any, Self, TypedDict, Unpack
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from contracts.decision import NonEmptyStr
+from contracts.ids import Ulid, new_id
+from contracts.lifecycle import Lifecycle
+from contracts.timestamps import UtcTime, utc_now
+
+GUIDANCE_MIN_CHARS = 1
+GUIDANCE_MAX_CHARS = 10_000
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise PydanticCustomError(
+            "non_empty", "rule non_empty: guidance must contain a non-blank character",
+            {"rule": "non_empty"},
+        )
+    return value
+
+
+Guidance = Annotated[
+    str,
+    StringConstraints(min_length=GUIDANCE_MIN_CHARS, max_length=GUIDANCE_MAX_CHARS),
+    AfterValidator(_not_blank),
+]
+"""Operator guidance: 1-10,000 characters, counted as sent; all-whitespace is refused."""
+
+
+class CorrectionMode(StrEnum):
+    REVERT = "revert"
+    APPEND = "append"
+
+
+class CorrectionStatus(StrEnum):
+    """Lower-case values: they are the last token of `corrections.events.<plan_id>.<status>`."""
+
+    PENDING = "pending"
+    ANALYZING = "analyzing"
+    EXECUTING = "executing"
+    APPLIED = "applied"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class CorrectionAttemptState(StrEnum):
+    PENDING = "pending"
+    EXECUTING = "executing"
+    COMPLETE = "complete"
+    FAILED = "failed"
+
+
+_C = CorrectionStatus
+CORRECTION_TRANSITIONS: Mapping[CorrectionStatus, frozenset[CorrectionStatus]] = MappingProxyType({
+    _C.PENDING: frozenset({_C.ANALYZING, _C.CANCELLED, _C.FAILED}),
+    _C.ANALYZING: frozenset({_C.EXECUTING, _C.CANCELLED, _C.FAILED}),
+    _C.EXECUTING: frozenset({_C.APPLIED, _C.FAILED}),
+    _C.APPLIED: frozenset(),
+    _C.FAILED: frozenset(),
+    _C.CANCELLED: frozenset(),
+})
+"""The seed's correction lifecycle, plus PENDING -> FAILED and ANALYZING -> FAILED.
+
+The seed only lets EXECUTING fail. But a request whose target is missing, already
+superseded or in another plan must end FAILED with a reason *without executing*
+(issue 3): entering EXECUTING first would publish an `executing` event for work that
+never starts. So validation failures are detected while PENDING or ANALYZING and
+go straight to FAILED. Cancellation stays limited to PENDING and ANALYZING, as seeded.
+The table is acyclic, so each status is entered at most once per correction, which is
+what makes `<correction_id>:<status>` a sound JetStream message id.
+"""
+
+_A = CorrectionAttemptState
+ATTEMPT_TRANSITIONS: Mapping[CorrectionAttemptState, frozenset[CorrectionAttemptState]] = (
+    MappingProxyType({
+        _A.PENDING: frozenset({_A.EXECUTING}),
+        _A.EXECUTING: frozenset({_A.COMPLETE, _A.FAILED}),
+        _A.COMPLETE: frozenset(),
+        _A.FAILED: frozenset(),
+    })
+)
+"""The seed's attempt lifecycle, exactly: pending -> executing -> complete | failed."""
+
+CORRECTION_LIFECYCLE = Lifecycle("correction", CORRECTION_TRANSITIONS, CorrectionStatus.PENDING)
+ATTEMPT_LIFECYCLE = Lifecycle(
+    "correction_attempt", ATTEMPT_TRANSITIONS, CorrectionAttemptState.PENDING
+)
+CANCELLABLE: frozenset[CorrectionStatus] = frozenset(
+    s for s in CorrectionStatus if CORRECTION_LIFECYCLE.allows(s, CorrectionStatus.CANCELLED)
+)
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class CorrectionRequest(_Frozen):
+    """Published by an operator to `corrections.requested.<plan_id>`, Nats-Msg-Id = correction_id.
+
+    The same body, sent as a request to `corrections.dryrun.<plan_id>`, asks for a dry run.
+    """
+
+    correction_id: Ulid = Field(
+        default_factory=new_id,
+        description="ULID chosen by the operator; a second request with it is ignored.",
+        examples=["01JD7X4Q9R8N2V5K3M6P1T0W7Y"],
+    )
+    plan_id: Ulid = Field(description="Plan of the target; must match the subject.")
+    decision_id: Ulid = Field(description="The decision to correct (the target).")
+    mode: CorrectionMode = Field(
+        description="revert: supersede the target's subtree; append: spawn a child plan.",
+        examples=["revert"],
+    )
+    guidance: Guidance = Field(
+        description="Operator guidance, 1-10,000 characters, not blank.",
+        examples=["Use an online migration that avoids table locks."],
+    )
+    requested_by: NonEmptyStr = Field(description="Who asked for it.", examples=["alice"])
+    chosen_option: NonEmptyStr | None = Field(
+        default=None,
+        description="Revert only: chosen_option of the replacement decision (default: guidance).",
+    )
+    requested_at: UtcTime = Field(default_factory=utc_now, description="UTC request time.")
+
+
+class CancelRequest(_Frozen):
+    """Published to `corrections.cancel.<plan_id>`; honoured only from PENDING or ANALYZING."""
+
+    correction_id: Ulid = Field(description="The correction to cancel.")
+    plan_id: Ulid = Field(description="Its plan; must match the subject.")
+    reason: str | None = Field(default=None, description="Why, for the history and the event.")
+
+
+class Transition(_Frozen):
+    """One entry of a correction's history; also the outbox row its event is published from."""
+
+    event_id: Ulid = Field(
+        default_factory=new_id,
+        description="ULID of the event announcing this transition; fixed here so a "
+        "republish after a crash carries the same ID.",
+    )
+    from_status: CorrectionStatus | None = Field(
+        description="Status before; None for the entry that created the correction."
+    )
+    to_status: CorrectionStatus = Field(description="Status after.")
+    at: UtcTime = Field(description="When it happened (UTC).")
+    reason: str | None = Field(default=None, description="Why, e.g. a cancel reason.")
+    error: str | None = Field(default=None, description="What went wrong (to FAILED only).")
+
+
+class TransitionInfo(TypedDict, total=False):
+    """What `Correction.transition` may record besides the new status."""
+
+    reason: str | None
+    error: str
+    new_decision_id: str
+    superseded_ids: Sequence[str]
+    child_plans_rolled_back: Sequence[str]
+    child_plans_spawned: Sequence[str]
+    archived_artifacts_path: str | None
+
+
+_RESULT_FIELDS = (
+    "new_decision_id", "superseded_ids", "child_plans_rolled_back",
+    "child_plans_spawned", "archived_artifacts_path",
+)
+
+
+class Correction(_Frozen):
+    """The stored aggregate (collection `corrections`): the request, its status and history."""
+
+    correction_id: Ulid = Field(description="ULID from the request; the document key.")
+    plan_id: Ulid = Field(description="Plan of the target.")
+    decision_id: Ulid = Field(description="The target decision.")
+    mode: CorrectionMode = Field(description="revert or append.")
+    guidance: Guidance = Field(description="Operator guidance.")
+    requested_by: NonEmptyStr = Field(description="Who asked for it.")
+    chosen_option: NonEmptyStr | None = Field(
+        default=None, description="Revert only: chosen_option of the replacement."
+    )
+    requested_at: UtcTime = Field(description="When the operator asked (UTC).")
+    status: CorrectionStatus = Field(description="Current lifecycle status.")
+    history: list[Transition] = Field(
+        min_length=1, description="Every transition, oldest first; the last ends at `status`."
+    )
+    # Results, set by the transition to APPLIED (error: by the one to FAILED).
+    new_decision_id: Ulid | None = Field(
+        default=None,
+        description="Revert: the replacement decision; append: the user_intervention decision.",
+    )
+    superseded_ids: list[Ulid] = Field(
+        default_factory=list, description="Decisions superseded by the new one (revert)."
+    )
+    child_plans_rolled_back: list[Ulid] = Field(
+        default_factory=list, description="Child plans marked rolled_back (revert)."
+    )
+    child_plans_spawned: list[Ulid] = Field(
+        default_factory=list, description="Child plan created (append)."
+    )
+    archived_artifacts_path: str | None = Field(
+        default=None, description="Archive folder of the affected artifacts (revert)."
+    )
+    error: str | None = Field(default=None, description="Why it FAILED.")
+
+    @classmethod
+    def from_request(
+        cls, request: CorrectionRequest, at: datetime, *, event_id: str | None = None
+    ) -> Correction:
+        """A new PENDING correction whose history holds its creation entry."""
+        entry = Transition(
+            event_id=event_id or new_id(), from_status=None,
+            to_status=CorrectionStatus.PENDING, at=at,
+        )
+        return cls(
+            **request.model_dump(), status=CorrectionStatus.PENDING, history=[entry]
+        )
+
+    @property
+    def is_terminal(self) -> bool:
+        return CORRECTION_LIFECYCLE.is_terminal(self.status)
+
+    @property
+    def last(self) -> Transition:
+        return self.history[-1]
+
+    def request(self) -> CorrectionRequest:
+        return CorrectionRequest.model_validate(
+            self.model_dump(include=set(CorrectionRequest.model_fields))
+        )
+
+    def transition(
+        self, to: CorrectionStatus, at: datetime, *, event_id: str | None = None,
+        **info: Unpack[TransitionInfo],
+    ) -> Correction:
+        """The correction after moving to `to`; raises IllegalTransition before building it."""
+        CORRECTION_LIFECYCLE.check(self.status, to)
+        entry = Transition(
+            event_id=event_id or new_id(), from_status=self.status, to_status=to, at=at,
+            reason=info.get("reason"), error=info.get("error"),
+        )
+        update: dict[str, Any] = {"status": to, "history": [*self.history, entry]}
+        update |= {k: info[k] for k in _RESULT_FIELDS if k in info}  # type: ignore[literal-required]
+        if "error" in info:
+            update["error"] = info["error"]
+        return type(self).model_validate(self.model_dump() | update)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        _check_history(self.history, self.status)
+        if self.status is CorrectionStatus.APPLIED and self.new_decision_id is None:
+            raise ValueError("an APPLIED correction names its new_decision_id")
+        if self.status is not CorrectionStatus.APPLIED and any(
+            getattr(self, k) for k in _RESULT_FIELDS
+        ):
+            raise ValueError("result fields are set only by the transition to APPLIED")
+        if (self.status is CorrectionStatus.FAILED) != (self.error is not None):
+            raise ValueError("error is set exactly when the correction is FAILED")
+        return self
+
+
+def _check_history(history: Sequence[Transition], status: CorrectionStatus) -> None:
+    # Loaded documents are checked too, so a hand-edited history cannot slip in an
+    # edge the table forbids.
+    first = history[0]
+    if first.from_status is not None or first.to_status is not CorrectionStatus.PENDING:
+        raise ValueError("history starts with the creation entry None -> pending")
+    for before, after in pairwise(history):
+        if after.from_status is not before.to_status or not CORRECTION_LIFECYCLE.allows(
+            before.to_status, after.to_status
+        ):
+            raise ValueError(
+                f"history breaks the lifecycle at {after.from_status} -> {after.to_status}"
+            )
+    if history[-1].to_status is not status:
+        raise ValueError(f"status {status} differs from the last history entry")
+
+
+class CorrectionAttemptRecord(_Frozen):
+    """One execution of a correction (collection `correction_attempts`), as the seed defines it.
+
+    A correction stays EXECUTING while an attempt fails and another is tried; it
+    becomes FAILED only when the service gives up.
+    """
+
+    id: Ulid = Field(default_factory=new_id, description="ULID of this attempt.")
+    correction_id: Ulid = Field(description="Parent correction ULID.")
+    plan_id: Ulid = Field(description="Plan this correction targets.")
+    original_decision_id: Ulid = Field(description="Decision being corrected.")
+    new_decision_id: Ulid | None = Field(
+        default=None, description="Replacement decision (set on success)."
+    )
+    mode: CorrectionMode = Field(description="revert or append.")
+    state: CorrectionAttemptState = Field(
+        default=CorrectionAttemptState.PENDING, description="Current attempt state."
+    )
+    guidance: Guidance = Field(description="Operator guidance text (1-10,000 chars).")
+    created_at: UtcTime = Field(default_factory=utc_now, description="UTC creation time.")
+    completed_at: UtcTime | None = Field(
+        default=None, description="UTC completion time (terminal states only)."
+    )
+    archived_artifacts_path: str | None = Field(
+        default=None, description="Path to archived artifacts (revert mode)."
+    )
+
+    @classmethod
+    def for_correction(
+        cls, correction: Correction, at: datetime, *, attempt_id: str | None = None
+    ) -> CorrectionAttemptRecord:
+        return cls(
+            id=attempt_id or new_id(), correction_id=correction.correction_id,
+            plan_id=correction.plan_id, original_decision_id=correction.decision_id,
+            mode=correction.mode, guidance=correction.guidance, created_at=at,
+        )
+
+    @property
+    def is_terminal(self) -> bool:
+        return ATTEMPT_LIFECYCLE.is_terminal(self.state)
+
+    def transition(
+        self, to: CorrectionAttemptState, at: datetime, *,
+        new_decision_id: str | None = None, archived_artifacts_path: str | None = None,
+    ) -> CorrectionAttemptRecord:
+        """The attempt in state `to`; `completed_at` is set here when `to` is terminal."""
+        ATTEMPT_LIFECYCLE.check(self.state, to)
+        update: dict[str, Any] = {"state": to}
+        if ATTEMPT_LIFECYCLE.is_terminal(to):
+            update["completed_at"] = at
+        if new_decision_id is not None:
+            update["new_decision_id"] = new_decision_id
+        if archived_artifacts_path is not None:
+            update["archived_artifacts_path"] = archived_artifacts_path
+        return type(self).model_validate(self.model_dump() | update)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if self.is_terminal != (self.completed_at is not None):
+            raise ValueError("completed_at is set exactly in the terminal states")
+        if self.state is CorrectionAttemptState.COMPLETE and self.new_decision_id is None:
+            raise ValueError("a complete attempt names its new_decision_id")
+        if self.state is not CorrectionAttemptState.COMPLETE and self.new_decision_id:
+            raise ValueError("new_decision_id is set only on success (complete)")
+        return self
