@@ -1,0 +1,255 @@
+"""The recording path's pure rules: read one inbound message, then plan a batch.
+
+The recorder worker pulls a batch, calls `read_message` on each message, asks the
+store for the few facts the tree rules need (which IDs exist, their plans, the
+plans' roots) and calls `plan_batch`. Everything here is deterministic and free of
+I/O, so every rule is tested without a server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from contracts.decision import Decision, DecisionType
+from contracts.ids import is_ulid
+from contracts.rules import Rule, RuleViolation, violations_from
+from contracts.subjects import plan_of_subject
+
+MSG_ID_HEADER = "Nats-Msg-Id"
+
+
+@dataclass(frozen=True, slots=True)
+class Inbound:
+    """One message as it came off the stream."""
+
+    subject: str
+    headers: Mapping[str, str]
+    data: bytes
+    stream_sequence: int
+    delivered: int = 1
+    stored_at: datetime | None = None  # when JetStream stored it: how long it has waited
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A message that passed the single-message rules."""
+
+    stream_sequence: int
+    decision: Decision
+    content_hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class Invalid:
+    stream_sequence: int
+    plan_id: str | None
+    violations: tuple[RuleViolation, ...]
+
+
+def content_hash(decision: Decision) -> str:
+    """What identifies a decision's content: every field but created_at and the
+    recorder-assigned ones, so a publisher retry stamped at a later time is still the
+    same decision, while a different choice under a reused ID is a conflict."""
+    body = decision.model_dump_json(exclude={"created_at", "sequence_number"})
+    return "sha256:" + hashlib.sha256(body.encode()).hexdigest()
+
+
+def _plan_hint(data: object, subject: str) -> str | None:
+    """Best guess at the plan a bad message concerns, for the rejection subject."""
+    if isinstance(data, dict):
+        plan = data.get("plan_id")
+        if isinstance(plan, str) and is_ulid(plan):
+            return plan.upper()
+    plan = plan_of_subject(subject)
+    return plan.upper() if plan and is_ulid(plan) else None
+
+
+def read_message(msg: Inbound, received_at: datetime) -> Candidate | Invalid:
+    """Apply every rule that needs only this message."""
+    try:
+        text = msg.data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return Invalid(msg.stream_sequence, _plan_hint(None, msg.subject), (RuleViolation(
+            rule=Rule.NOT_UTF8, message=f"payload is not UTF-8 ({exc.reason} at byte {exc.start})"),))
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return Invalid(msg.stream_sequence, _plan_hint(None, msg.subject), (RuleViolation(
+            rule=Rule.NOT_JSON, message=f"payload is not JSON: {exc.msg} at line {exc.lineno} "
+            f"column {exc.colno}"),))
+    plan_hint = _plan_hint(raw, msg.subject)
+    if not isinstance(raw, dict):
+        return Invalid(msg.stream_sequence, plan_hint, (RuleViolation(
+            rule=Rule.SCHEMA, message="payload must be a JSON object (a Decision)"),))
+
+    wire: list[RuleViolation] = []
+    if raw.get("sequence_number") is not None:
+        wire.append(RuleViolation(
+            rule=Rule.SEQUENCE_ASSIGNED_BY_RECORDER, field="sequence_number",
+            message="sequence_number is assigned by the recorder; leave it out"))
+    for name in ("superseded_by", "corrects_decision_id"):
+        if raw.get(name) is not None:
+            wire.append(RuleViolation(
+                rule=Rule.CORRECTIONS_USE_WORKFLOW, field=name,
+                message=f"{name} is set only by the correction workflow "
+                "(publish a CorrectionRequest to corrections.requested.<plan_id>)"))
+    if raw.get("is_correction") is True:
+        wire.append(RuleViolation(
+            rule=Rule.CORRECTIONS_USE_WORKFLOW, field="is_correction",
+            message="corrections are not recorded directly; publish a CorrectionRequest to "
+            "corrections.requested.<plan_id>"))
+    if "created_at" not in raw or raw["created_at"] is None:
+        raw["created_at"] = received_at
+    try:
+        decision = Decision.model_validate(raw)
+    except ValidationError as exc:
+        return Invalid(msg.stream_sequence, plan_hint, (*wire, *violations_from(exc)))
+
+    subject_plan = plan_of_subject(msg.subject)
+    if subject_plan is None or subject_plan.upper() != decision.plan_id:
+        wire.append(RuleViolation(
+            rule=Rule.SUBJECT_MATCHES_PLAN, field="plan_id",
+            message=f"published on {msg.subject!r} but plan_id is {decision.plan_id}; "
+            f"publish to decisions.recorded.{decision.plan_id}"))
+    msg_id = msg.headers.get(MSG_ID_HEADER)
+    if msg_id is None or msg_id.upper() != decision.decision_id:
+        wire.append(RuleViolation(
+            rule=Rule.MSG_ID_MATCHES_DECISION, field="decision_id",
+            message=f"header {MSG_ID_HEADER} must equal decision_id {decision.decision_id} "
+            f"(got {msg_id!r}), so a retry is deduplicated"))
+    if wire:
+        return Invalid(msg.stream_sequence, decision.plan_id, tuple(wire))
+    return Candidate(msg.stream_sequence, decision, content_hash(decision))
+
+
+class Outcome(StrEnum):
+    ACCEPT = "accept"        # new: write it
+    DUPLICATE = "duplicate"  # already stored with the same content: write nothing
+    REJECT = "reject"        # a rule is broken: dead-letter it
+    WAIT = "wait"            # its parent is not stored yet: retry later
+
+
+@dataclass(frozen=True, slots=True)
+class StoredFacts:
+    """What the store knows that the tree rules need, fetched once per batch."""
+
+    existing_hashes: Mapping[str, str]   # decision_id -> content_hash, for IDs in the batch
+    plan_of: Mapping[str, str]           # decision_id -> plan_id, for stored parents
+    root_of_plan: Mapping[str, str]      # plan_id -> root decision_id, for plans in the batch
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """What to do with each message of a batch. `accept` is in write order: a parent
+    always comes before its children, so sequence numbers follow the tree."""
+
+    accept: list[Candidate] = field(default_factory=list)
+    duplicate: list[Candidate] = field(default_factory=list)
+    reject: list[tuple[Candidate, tuple[RuleViolation, ...]]] = field(default_factory=list)
+    wait: list[Candidate] = field(default_factory=list)
+
+
+def plan_batch(candidates: Sequence[Candidate], facts: StoredFacts) -> BatchPlan:
+    """Decide every candidate of a batch against what is stored and what is beside it."""
+    plan = BatchPlan()
+    seen: dict[str, Candidate] = {}
+    fresh: list[Candidate] = []
+    for c in candidates:
+        d = c.decision
+        stored = facts.existing_hashes.get(d.decision_id)
+        twin = seen.get(d.decision_id)
+        known = stored if stored is not None else (twin.content_hash if twin else None)
+        if known is None:
+            seen[d.decision_id] = c
+            fresh.append(c)
+        elif known == c.content_hash:
+            plan.duplicate.append(c)
+        else:
+            plan.reject.append((c, (RuleViolation(
+                rule=Rule.DECISION_ID_CONFLICT, field="decision_id",
+                message=f"decision {d.decision_id} is already recorded with different content; "
+                "a new choice needs a new decision_id"),)))
+
+    # Resolve parents, accepting in dependency order. A child whose parent is in the
+    # batch waits for the parent's verdict; the loop ends when a pass accepts nothing.
+    accepted_plan_of: dict[str, str] = dict(facts.plan_of)
+    roots: dict[str, str] = dict(facts.root_of_plan)
+    rejected_ids: set[str] = set()
+    pending = fresh
+    while pending:
+        progressed = False
+        still: list[Candidate] = []
+        for c in pending:
+            d = c.decision
+            if d.is_root:
+                root = roots.get(d.plan_id)
+                if root is not None and root != d.decision_id:
+                    plan.reject.append((c, (RuleViolation(
+                        rule=Rule.ONE_ROOT_PER_PLAN, field="decision_type",
+                        message=f"plan {d.plan_id} already has the root {root}; "
+                        "a plan has one prompt_definition"),)))
+                    rejected_ids.add(d.decision_id)
+                else:
+                    roots[d.plan_id] = d.decision_id
+                    accepted_plan_of[d.decision_id] = d.plan_id
+                    plan.accept.append(c)
+                progressed = True
+                continue
+            parent = d.parent_decision_id
+            assert parent is not None  # the model guarantees non-roots have one
+            if parent in accepted_plan_of:
+                if accepted_plan_of[parent] != d.plan_id:
+                    plan.reject.append((c, (RuleViolation(
+                        rule=Rule.PARENT_IN_SAME_PLAN, field="parent_decision_id",
+                        message=f"parent {parent} belongs to plan {accepted_plan_of[parent]}, "
+                        f"not {d.plan_id}"),)))
+                    rejected_ids.add(d.decision_id)
+                else:
+                    accepted_plan_of[d.decision_id] = d.plan_id
+                    plan.accept.append(c)
+                progressed = True
+            elif parent in rejected_ids:
+                plan.reject.append((c, (RuleViolation(
+                    rule=Rule.PARENT_EXISTS, field="parent_decision_id",
+                    message=f"parent {parent} was rejected in the same batch"),)))
+                rejected_ids.add(d.decision_id)
+                progressed = True
+            else:
+                still.append(c)
+        if not progressed:
+            break
+        pending = still
+    plan.wait.extend(pending)
+    return plan
+
+
+class DecisionPersisted(BaseModel):
+    """Published on decisions.persisted.<plan_id> after the decision is committed."""
+
+    model_config = ConfigDict(frozen=True)
+
+    decision_id: str = Field(description="The recorded decision.")
+    plan_id: str = Field(description="Its plan.")
+    sequence_number: int = Field(description="Order within the plan, assigned by the recorder.")
+    decision_type: DecisionType = Field(description="Its type.")
+    parent_decision_id: str | None = Field(description="Its parent; None for the root.")
+
+
+class DecisionRejected(BaseModel):
+    """Published on decisions.rejected.<plan_id|unknown> when a message is dead-lettered."""
+
+    model_config = ConfigDict(frozen=True)
+
+    dead_letter_id: str = Field(description="ID of the dead_letters document that keeps it.")
+    subject: str = Field(description="Subject the message was published on.")
+    plan_id: str | None = Field(description="Its plan, when it could be read.")
+    decision_id: str | None = Field(description="Its decision_id, when it could be read.")
+    errors: list[RuleViolation] = Field(description="Every rule it broke.")
+    rejected_at: datetime = Field(description="When the recorder rejected it.")

@@ -1,0 +1,43 @@
+"""NATS subjects and JetStream streams of the recording path: the public wire contract."""
+
+from __future__ import annotations
+
+DECISIONS_STREAM = "DECISIONS"
+DECISIONS_SUBJECTS = "decisions.>"
+DECISIONS_DUPLICATE_WINDOW_SECONDS = 120.0
+
+RECORDED_PREFIX = "decisions.recorded"
+PERSISTED_PREFIX = "decisions.persisted"
+REJECTED_PREFIX = "decisions.rejected"
+UNKNOWN_PLAN = "unknown"
+
+RECORDER_DURABLE = "recorder"
+
+
+def recorded(plan_id: str) -> str:
+    """Where an agent publishes a decision (header Nats-Msg-Id: <decision_id>)."""
+    return f"{RECORDED_PREFIX}.{plan_id}"
+
+
+def persisted(plan_id: str) -> str:
+    return f"{PERSISTED_PREFIX}.{plan_id}"
+
+
+def rejected(plan_id: str | None) -> str:
+    return f"{REJECTED_PREFIX}.{plan_id or UNKNOWN_PLAN}"
+
+
+def plan_of_subject(subject: str, prefix: str = RECORDED_PREFIX) -> str | None:
+    """The <plan_id> token of `<prefix>.<plan_id>`, or None if the subject has another shape."""
+    head, _, tail = subject.rpartition(".")
+    return tail if head == prefix and tail else None
+
+
+def persisted_msg_id(decision_id: str) -> str:
+    """Nats-Msg-Id of the persisted event: one event per decision, whoever publishes it."""
+    return f"persisted:{decision_id}"
+
+
+def rejected_msg_id(stream_sequence: int) -> str:
+    """Nats-Msg-Id of a rejection: one per rejected stream message."""
+    return f"rejected:{stream_sequence}"

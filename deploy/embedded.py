@@ -1,0 +1,126 @@
+"""Start the embedded servers that `pip install` brings: nats-server and secantusd-py.
+
+Used by `agents up` and by the test fixtures, so both run exactly the same servers.
+Production points NATS_URL / MONGODB_URI at real clusters and never calls this.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+class EmbeddedServerError(RuntimeError):
+    """A server could not be started; the message says why and what to do."""
+
+
+def _binary(name: str) -> str:
+    """Console scripts live beside the interpreter in a venv, which may not be on PATH."""
+    beside = Path(sys.executable).parent / name
+    if beside.exists():
+        return str(beside)
+    found = shutil.which(name)
+    if found is None:
+        raise EmbeddedServerError(
+            f"{name} not found: install the project (pip install -e .) so its wheel brings it"
+        )
+    return found
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def ensure_port_free(host: str, port: int, what: str, flag: str) -> None:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            raise EmbeddedServerError(
+                f"port {port} on {host} is taken, so {what} cannot start there: "
+                f"stop whatever listens on it, or pass {flag} with a free port"
+            ) from None
+
+
+def _wait_for_port(host: str, port: int, proc: subprocess.Popen[bytes], log: Path,
+                   timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+            raise EmbeddedServerError(f"server exited with code {proc.returncode}:\n{tail}")
+        with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.2):
+            return
+        time.sleep(0.05)
+    raise EmbeddedServerError(f"server did not listen on {host}:{port} within {timeout}s")
+
+
+@dataclass
+class ManagedServer:
+    """A child process we started and must stop."""
+
+    name: str
+    url: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    args: list[str] = field(default_factory=list)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def _spawn(name: str, args: list[str], log_path: Path) -> subprocess.Popen[bytes]:
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log = log_path.open("ab")
+    # A new session, so Ctrl-C in the terminal reaches only our supervisor, which then
+    # stops the servers in order (workers first, then the servers they use).
+    return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                            env={**os.environ})
+
+
+def start_nats(data_dir: Path, port: int = 4222, host: str = "127.0.0.1",
+               timeout: float = 20.0) -> ManagedServer:
+    """nats-server with JetStream, file storage under data_dir/nats."""
+    ensure_port_free(host, port, "NATS", "--nats-port")
+    store = data_dir / "nats"
+    store.mkdir(parents=True, exist_ok=True)
+    args = [_binary("nats-server"), "-a", host, "-p", str(port), "-js", "-sd", str(store)]
+    log = data_dir / "logs" / "nats-server.log"
+    proc = _spawn("nats", args, log)
+    _wait_for_port(host, port, proc, log, timeout)
+    return ManagedServer("nats", f"nats://{host}:{port}", proc, log, args)
+
+
+def start_mongo(data_dir: Path, port: int = 27017, host: str = "127.0.0.1",
+                test_commands: bool = False, timeout: float = 30.0) -> ManagedServer:
+    """secantusd-py (MongoDB wire protocol, WiredTiger) with data under data_dir/mongo."""
+    ensure_port_free(host, port, "MongoDB (secantusd-py)", "--mongo-port")
+    store = data_dir / "mongo"
+    store.mkdir(parents=True, exist_ok=True)
+    args = [_binary("secantusd-py"), "--host", host, "--port", str(port),
+            "--storage-path", str(store), "--log-level", "WARNING"]
+    if test_commands:
+        args.append("--enable-test-commands")
+    log = data_dir / "logs" / "secantusd.log"
+    proc = _spawn("mongo", args, log)
+    _wait_for_port(host, port, proc, log, timeout)
+    return ManagedServer("mongo", f"mongodb://{host}:{port}/?directConnection=true", proc, log,
+                         args)

@@ -1,0 +1,25 @@
+"""What the services need from the outside world, as protocols.
+
+The services never import NATS: workers hand them an `EventPublisher` backed by
+JetStream, and tests can hand them the same thing against a real server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class OutgoingEvent:
+    subject: str
+    payload: bytes
+    msg_id: str
+
+
+class EventPublisher(Protocol):
+    async def publish_all(self, events: Sequence[OutgoingEvent]) -> None:
+        """Publish every event with its Nats-Msg-Id and return once each is stored
+        (acknowledged by JetStream); raise if any was not."""
+        ...

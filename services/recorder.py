@@ -1,0 +1,201 @@
+"""Record a pulled batch of decision messages: the recorder worker's whole behaviour.
+
+Order of effects, chosen so that a crash at any point loses and doubles nothing:
+  1. read and validate each message; plan the batch against what is stored;
+  2. insert the accepted decisions with one bulk write (sequence numbers reserved per plan);
+  3. publish the persisted events (Nats-Msg-Id `persisted:<id>`), wait for JetStream;
+  4. note them as published; keep rejected messages in dead_letters and report them;
+  5. only then tell the caller to ack.
+A crash before 5 means redelivery: the decisions are found stored with the same
+content (nothing written again), and an event not yet noted as published is
+published again under the same Nats-Msg-Id, which JetStream drops if it had it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from contracts.dead_letter import DeadLetter, dead_letter_id
+from contracts.decision import Decision, utc_now
+from contracts.recording import (
+    Candidate,
+    DecisionPersisted,
+    DecisionRejected,
+    Inbound,
+    Invalid,
+    plan_batch,
+    read_message,
+)
+from contracts.rules import Rule, RuleViolation
+from contracts.subjects import (
+    DECISIONS_STREAM,
+    persisted,
+    persisted_msg_id,
+    rejected,
+    rejected_msg_id,
+)
+from services.ports import EventPublisher, OutgoingEvent
+from store.dead_letters import DeadLetterRepository
+from store.decisions import DecisionRepository
+from store.published import PublishedEvents
+
+log = logging.getLogger(__name__)
+
+RACE_RETRIES = 3
+
+
+class Verdict(StrEnum):
+    ACK = "ack"    # stored (or already stored): done
+    TERM = "term"  # rejected and dead-lettered: never redeliver
+    NAK = "nak"    # parent not stored yet: redeliver after `delay`
+
+
+@dataclass(frozen=True, slots=True)
+class Disposition:
+    verdict: Verdict
+    delay: float = 0.0
+
+
+@dataclass(frozen=True)
+class RecorderPolicy:
+    parent_wait_seconds: float = 60.0
+    """How long a decision may wait for its parent before it is dead-lettered."""
+    max_backoff_seconds: float = 5.0
+
+    def backoff(self, delivered: int) -> float:
+        """0.25 s, 0.5 s, 1 s, 2 s, ... capped: quick when the parent is merely behind."""
+        return float(min(self.max_backoff_seconds, 0.25 * 2 ** max(0, delivered - 1)))
+
+
+def persisted_event(d: Decision) -> OutgoingEvent:
+    assert d.sequence_number is not None
+    body = DecisionPersisted(
+        decision_id=d.decision_id, plan_id=d.plan_id, sequence_number=d.sequence_number,
+        decision_type=d.decision_type, parent_decision_id=d.parent_decision_id,
+    )
+    return OutgoingEvent(persisted(d.plan_id), body.model_dump_json().encode(),
+                         persisted_msg_id(d.decision_id))
+
+
+class RecorderService:
+    def __init__(self, decisions: DecisionRepository, dead_letters: DeadLetterRepository,
+                 published: PublishedEvents, publisher: EventPublisher,
+                 policy: RecorderPolicy | None = None) -> None:
+        self._decisions = decisions
+        self._dead_letters = dead_letters
+        self._published = published
+        self._publisher = publisher
+        self.policy = policy or RecorderPolicy()
+
+    async def record(self, batch: Sequence[Inbound]) -> dict[int, Disposition]:
+        """Dispositions by stream sequence, for every message of the batch."""
+        now = utc_now()
+        by_seq = {m.stream_sequence: m for m in batch}
+        verdicts: dict[int, Disposition] = {}
+        letters: dict[int, DeadLetter] = {}
+
+        def reject(msg: Inbound, plan_id: str | None, decision_id: str | None,
+                   violations: Sequence[RuleViolation]) -> None:
+            letters[msg.stream_sequence] = self._letter(msg, plan_id, decision_id, violations,
+                                                         now)
+
+        candidates: list[Candidate] = []
+        for msg in batch:
+            read = read_message(msg, now)
+            if isinstance(read, Invalid):
+                reject(msg, read.plan_id, None, read.violations)
+            else:
+                candidates.append(read)
+
+        written: list[Decision] = []
+        duplicates: list[Candidate] = []
+        waiting: list[Candidate] = []
+        todo = candidates
+        for _ in range(RACE_RETRIES):
+            plan = plan_batch(todo, await self._decisions.facts_for(todo))
+            duplicates += plan.duplicate
+            waiting += plan.wait
+            for c, violations in plan.reject:
+                reject(by_seq[c.stream_sequence], c.decision.plan_id, c.decision.decision_id,
+                       violations)
+            result = await self._decisions.insert_recorded(plan.accept, now)
+            written += result.written
+            for c in result.second_roots:
+                reject(by_seq[c.stream_sequence], c.decision.plan_id, c.decision.decision_id,
+                       (RuleViolation(rule=Rule.ONE_ROOT_PER_PLAN, field="decision_type",
+                                      message=f"plan {c.decision.plan_id} already has a root; "
+                                      "a plan has one prompt_definition"),))
+            # Another worker stored some of these first: plan them again, now as
+            # duplicates or conflicts of what it stored.
+            todo = result.raced
+            if not todo:
+                break
+        else:
+            raise RuntimeError(f"{len(todo)} decisions kept racing with another writer")
+
+        for c in waiting:
+            msg = by_seq[c.stream_sequence]
+            waited = (now - msg.stored_at).total_seconds() if msg.stored_at else 0.0
+            if waited < self.policy.parent_wait_seconds:
+                verdicts[c.stream_sequence] = Disposition(
+                    Verdict.NAK, self.policy.backoff(msg.delivered))
+            else:
+                reject(msg, c.decision.plan_id, c.decision.decision_id, (RuleViolation(
+                    rule=Rule.PARENT_EXISTS, field="parent_decision_id",
+                    message=f"parent not found: {c.decision.parent_decision_id} was not "
+                    f"recorded within {self.policy.parent_wait_seconds:g}s"),))
+
+        await self._publish_persisted(written, duplicates)
+        await self._reject(letters, now)
+
+        for seq in letters:
+            verdicts[seq] = Disposition(Verdict.TERM)
+        for c in candidates:
+            verdicts.setdefault(c.stream_sequence, Disposition(Verdict.ACK))
+        return verdicts
+
+    async def _publish_persisted(self, written: list[Decision],
+                                 duplicates: list[Candidate]) -> None:
+        events = [persisted_event(d) for d in written]
+        ids = {c.decision.decision_id for c in duplicates} - {d.decision_id for d in written}
+        if ids:
+            # A redelivery: publish only what was not noted as published before.
+            done = await self._published.published(persisted_msg_id(i) for i in ids)
+            missing = [i for i in ids if persisted_msg_id(i) not in done]
+            stored = await self._decisions.get_many(missing)
+            events += [persisted_event(stored[i]) for i in missing if i in stored]
+        if events:
+            await self._publisher.publish_all(events)
+            await self._published.mark(e.msg_id for e in events)
+
+    async def _reject(self, letters: dict[int, DeadLetter], now: datetime) -> None:
+        """Keep first, then report: a crash between the two redelivers the message,
+        which is kept once (its ID is its stream position) and reported again under
+        the same Nats-Msg-Id."""
+        if not letters:
+            return
+        await self._dead_letters.keep(list(letters.values()))
+        events = []
+        for seq, dl in letters.items():
+            body = DecisionRejected(
+                dead_letter_id=dl.id, subject=dl.subject, plan_id=dl.plan_id,
+                decision_id=dl.decision_id, errors=dl.errors, rejected_at=now)
+            events.append(OutgoingEvent(rejected(dl.plan_id), body.model_dump_json().encode(),
+                                        rejected_msg_id(seq)))
+            log.warning("rejected %s on %s: %s", dl.id, dl.subject,
+                        "; ".join(str(e) for e in dl.errors))
+        await self._publisher.publish_all(events)
+
+    @staticmethod
+    def _letter(msg: Inbound, plan_id: str | None, decision_id: str | None,
+                violations: Sequence[RuleViolation], now: datetime) -> DeadLetter:
+        return DeadLetter(
+            id=dead_letter_id(DECISIONS_STREAM, msg.stream_sequence), subject=msg.subject,
+            headers=dict(msg.headers), payload=msg.data, plan_id=plan_id,
+            decision_id=decision_id, errors=list(violations), rejected_at=now,
+            delivered=msg.delivered)
+

@@ -1,0 +1,53 @@
+"""The dead_letters collection: rejected messages, kept with their reasons."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import BulkWriteError
+
+from contracts.dead_letter import DeadLetter
+from store.database import DEAD_LETTERS, Document
+
+DUPLICATE_KEY = 11000
+
+
+def _to_doc(dl: DeadLetter) -> Document:
+    doc = dl.model_dump(mode="python", exclude={"id", "errors"})
+    doc["_id"] = dl.id
+    doc["errors"] = [e.model_dump(mode="json") for e in dl.errors]
+    return doc
+
+
+def _from_doc(doc: Document) -> DeadLetter:
+    fields = {k: v for k, v in doc.items() if k != "_id"}
+    return DeadLetter.model_validate({**fields, "id": doc["_id"]})
+
+
+class DeadLetterRepository:
+    def __init__(self, db: AsyncDatabase[Document]) -> None:
+        self._coll = db[DEAD_LETTERS]
+
+    async def keep(self, letters: Sequence[DeadLetter]) -> None:
+        """Insert all; one already kept (a redelivery) is left as it was."""
+        if not letters:
+            return
+        try:
+            await self._coll.insert_many([_to_doc(dl) for dl in letters], ordered=False)
+        except BulkWriteError as exc:
+            if any(e.get("code") != DUPLICATE_KEY for e in exc.details.get("writeErrors", [])):
+                raise
+
+    async def get(self, dead_letter_id: str) -> DeadLetter | None:
+        doc = await self._coll.find_one({"_id": dead_letter_id})
+        return _from_doc(doc) if doc else None
+
+    async def list(self, plan_id: str | None = None, limit: int = 100) -> list[DeadLetter]:
+        query = {"plan_id": plan_id} if plan_id else {}
+        cursor = self._coll.find(query).sort("rejected_at", -1).limit(limit)
+        return [_from_doc(d) async for d in cursor]
+
+    async def delete(self, dead_letter_id: str) -> bool:
+        res = await self._coll.delete_one({"_id": dead_letter_id})
+        return res.deleted_count == 1

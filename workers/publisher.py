@@ -1,0 +1,28 @@
+"""JetStream side of `services.ports.EventPublisher`."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+
+from services.ports import OutgoingEvent
+
+MSG_ID = "Nats-Msg-Id"
+
+
+class JetStreamPublisher:
+    def __init__(self, nc: Client, ack_timeout: float = 10.0) -> None:
+        self._js: JetStreamContext = nc.jetstream(publish_async_max_pending=10_000)
+        self._ack_timeout = ack_timeout
+
+    async def publish_all(self, events: Sequence[OutgoingEvent]) -> None:
+        # Pipelined: send all, then wait for every PubAck, instead of one round trip each.
+        futures = [
+            await self._js.publish_async(e.subject, e.payload, headers={MSG_ID: e.msg_id})
+            for e in events
+        ]
+        if futures:
+            await asyncio.wait_for(asyncio.gather(*futures), self._ack_timeout)

@@ -1,0 +1,48 @@
+"""Every JetStream stream the system uses, declared in one place.
+
+Defaults suit one machine (file storage, one replica). Production wants R3 and the
+server's `sync_interval: always` (deploy/nats-server.conf) so an acked message
+survives a power cut; set STREAM_REPLICAS=3 there.
+"""
+
+from __future__ import annotations
+
+import os
+
+from nats.js import JetStreamContext
+from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
+from nats.js.errors import NotFoundError
+
+from contracts.subjects import (
+    DECISIONS_DUPLICATE_WINDOW_SECONDS,
+    DECISIONS_STREAM,
+    DECISIONS_SUBJECTS,
+)
+
+
+def stream_configs() -> list[StreamConfig]:
+    replicas = int(os.environ.get("STREAM_REPLICAS", "1"))
+    return [
+        StreamConfig(
+            name=DECISIONS_STREAM,
+            subjects=[DECISIONS_SUBJECTS],
+            retention=RetentionPolicy.LIMITS,
+            storage=StorageType.FILE,
+            discard=DiscardPolicy.OLD,
+            duplicate_window=DECISIONS_DUPLICATE_WINDOW_SECONDS,
+            num_replicas=replicas,
+            description="Decisions recorded by agents, and the recorder's persisted/rejected "
+            "events.",
+        ),
+    ]
+
+
+async def ensure_streams(js: JetStreamContext) -> None:
+    """Create each stream, or bring an existing one to this configuration."""
+    for config in stream_configs():
+        try:
+            await js.stream_info(config.name or "")
+        except NotFoundError:
+            await js.add_stream(config)
+        else:
+            await js.update_stream(config)
