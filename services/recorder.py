@@ -124,13 +124,8 @@ class RecorderService:
                        violations)
             result = await self._decisions.insert_recorded(plan.accept, now)
             written += result.written
-            for c in result.second_roots:
-                reject(by_seq[c.stream_sequence], c.decision.plan_id, c.decision.decision_id,
-                       (RuleViolation(rule=Rule.ONE_ROOT_PER_PLAN, field="decision_type",
-                                      message=f"plan {c.decision.plan_id} already has a root; "
-                                      "a plan has one prompt_definition"),))
-            # Another worker stored some of these first: plan them again, now as
-            # duplicates or conflicts of what it stored.
+            # Another worker stored some of these first (or its plan's root): plan them
+            # again against what it stored, as duplicates, conflicts or second roots.
             todo = result.raced
             if not todo:
                 break

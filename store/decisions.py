@@ -22,7 +22,6 @@ from contracts.recording import Candidate, StoredFacts
 from store.database import DECISIONS, PLANS, Document
 
 DUPLICATE_KEY = 11000
-ROOT_INDEX = "one_root_per_plan"
 
 
 def to_document(decision: Decision, content_hash: str | None = None) -> Document:
@@ -42,12 +41,12 @@ def from_document(doc: Document) -> Decision:
 
 @dataclass
 class InsertResult:
-    """What a batch insert did: written decisions (with sequence numbers), IDs that a
-    concurrent writer stored first, and roots that lost a race for their plan."""
+    """What a batch insert did: written decisions (with sequence numbers), and those a
+    concurrent writer beat to a unique key (the same decision_id, or its plan's root),
+    which the caller plans again against what is now stored."""
 
     written: list[Decision] = field(default_factory=list)
     raced: list[Candidate] = field(default_factory=list)
-    second_roots: list[Candidate] = field(default_factory=list)
 
 
 class DecisionRepository:
@@ -119,10 +118,11 @@ class DecisionRepository:
         plan_of = {d["_id"]: d["plan_id"]
                    async for d in self._decisions.find({"_id": {"$in": list(parents)}},
                                                        {"plan_id": 1})} if parents else {}
-        roots = {p["_id"]: p["root_decision_id"]
-                 async for p in self._plans.find({"_id": {"$in": list(plans)},
-                                                  "root_decision_id": {"$exists": True}},
-                                                 {"root_decision_id": 1})}
+        # Served by the partial unique index one_root_per_plan.
+        roots = {d["plan_id"]: d["_id"]
+                 async for d in self._decisions.find(
+                     {"plan_id": {"$in": list(plans)}, "decision_type": "prompt_definition"},
+                     {"plan_id": 1})}
         return StoredFacts(existing_hashes=existing, plan_of=plan_of, root_of_plan=roots)
 
     async def _reserve_sequences(self, plan_id: str, count: int, now: datetime) -> int:
@@ -153,21 +153,19 @@ class DecisionRepository:
             numbered.extend((c, c.decision.model_copy(update={"sequence_number": start + i}))
                             for i, c in enumerate(group))
         docs = [to_document(d, c.content_hash) for c, d in numbered]
-        failed: dict[int, str] = {}
+        failed: set[int] = set()
         try:
             await self._decisions.insert_many(docs, ordered=False)
         except BulkWriteError as exc:
             for err in exc.details.get("writeErrors", []):
                 if err.get("code") != DUPLICATE_KEY:
                     raise
-                failed[err["index"]] = err.get("errmsg", "")
+                failed.add(err["index"])
         for i, (c, d) in enumerate(numbered):
-            if i not in failed:
-                result.written.append(d)
-            elif ROOT_INDEX in failed[i]:
-                result.second_roots.append(c)
-            else:
+            if i in failed:
                 result.raced.append(c)
+            else:
+                result.written.append(d)
         for d in result.written:
             if d.is_root:
                 await self._plans.update_one(

@@ -1,0 +1,164 @@
+"""Real servers for the tests: nats-server and secantusd-py from their wheels.
+
+MongoDB is started once per session and each test gets its own database; NATS is
+cheap to start, so each test that needs it gets its own server (streams and durable
+consumers never leak between tests). With MONGODB_URI_TEST set, the tests use that
+server instead (a real mongod replica set, say).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nats
+import pytest
+from nats.js.errors import NotFoundError
+from pymongo import AsyncMongoClient
+from pymongo.asynchronous.database import AsyncDatabase
+from ulid import ULID
+
+from contracts.subjects import DECISIONS_STREAM, RECORDER_DURABLE
+from deploy.embedded import ManagedServer, free_port, start_mongo, start_nats
+from store.database import Document, ensure_indexes
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def mongo_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    external = os.environ.get("MONGODB_URI_TEST")
+    if external:
+        yield external
+        return
+    server = start_mongo(tmp_path_factory.mktemp("mongo"), port=free_port(), test_commands=True)
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+async def mongo_client(mongo_uri: str) -> AsyncIterator[AsyncMongoClient[Document]]:
+    client: AsyncMongoClient[Document] = AsyncMongoClient(mongo_uri, tz_aware=True)
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+@pytest.fixture
+def db_name() -> str:
+    return f"t_{str(ULID()).lower()}"
+
+
+@pytest.fixture
+async def db(mongo_client: AsyncMongoClient[Document],
+             db_name: str) -> AsyncIterator[AsyncDatabase[Document]]:
+    database = mongo_client[db_name]
+    await ensure_indexes(database)
+    try:
+        yield database
+    finally:
+        await mongo_client.drop_database(db_name)
+
+
+@pytest.fixture
+def nats_server(tmp_path: Path) -> Iterator[ManagedServer]:
+    server = start_nats(tmp_path, port=free_port())
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+async def nc(nats_server: ManagedServer) -> AsyncIterator[nats.NATS]:
+    client = await nats.connect(nats_server.url)
+    try:
+        yield client
+    finally:
+        await client.drain()
+
+
+@dataclass
+class Workers:
+    """`python -m workers` as a child process, as production runs it."""
+
+    env: dict[str, str]
+    log_path: Path
+    proc: subprocess.Popen[bytes] | None = None
+    starts: list[int] = field(default_factory=list)
+
+    async def start(self, nats_url: str) -> None:
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen([sys.executable, "-m", "workers"], cwd=ROOT, env=self.env,
+                                     stdout=log, stderr=subprocess.STDOUT)
+        self.starts.append(self.proc.pid)
+        await wait_for_consumer(nats_url, self.proc, self.log_path)
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self) -> int:
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait()
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+async def wait_for_consumer(nats_url: str, proc: subprocess.Popen[bytes], log: Path,
+                            timeout: float = 30.0) -> None:
+    """Ready when the recorder's durable consumer exists and has a pull waiting."""
+    client = await nats.connect(nats_url)
+    try:
+        js = client.jetstream()
+        deadline = asyncio.get_running_loop().time() + timeout
+        while asyncio.get_running_loop().time() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(f"workers exited early:\n{log.read_text()[-3000:]}")
+            try:
+                info = await js.consumer_info(DECISIONS_STREAM, RECORDER_DURABLE)
+                if (info.num_waiting or 0) > 0:
+                    return
+            except NotFoundError:
+                pass
+            await asyncio.sleep(0.1)
+        raise RuntimeError(f"workers not ready in {timeout}s:\n{log.read_text()[-3000:]}")
+    finally:
+        await client.close()
+
+
+def worker_env(nats_url: str, mongo_uri: str, db_name: str, **extra: str) -> dict[str, str]:
+    return {**os.environ, "NATS_URL": nats_url, "MONGODB_URI": mongo_uri, "MONGODB_DB": db_name,
+            "RECORDER_PARENT_WAIT_SECONDS": "3", "PYTHONPATH": str(ROOT), **extra}
+
+
+@pytest.fixture
+async def workers(nats_server: ManagedServer, mongo_uri: str, db: AsyncDatabase[Document],
+                  db_name: str, tmp_path: Path) -> AsyncIterator[Workers]:
+    w = Workers(worker_env(nats_server.url, mongo_uri, db_name), tmp_path / "workers.log")
+    await w.start(nats_server.url)
+    try:
+        yield w
+    finally:
+        w.stop()

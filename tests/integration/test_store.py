@@ -1,0 +1,81 @@
+"""The decisions repository against the real server."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import DuplicateKeyError
+
+from contracts.decision import Decision
+from contracts.recording import Candidate, content_hash
+from store.database import Document
+from store.decisions import DecisionRepository, to_document
+from tests.factories import decision, plan_tree, root
+
+pytestmark = pytest.mark.store
+NOW = datetime(2026, 11, 30, tzinfo=UTC)
+
+
+def cand(d: dict[str, object], seq: int = 0) -> Candidate:
+    model = Decision.model_validate(d)
+    return Candidate(seq, model, content_hash(model))
+
+
+async def test_insert_assigns_dense_sequence_per_plan(db: AsyncDatabase[Document]) -> None:
+    repo = DecisionRepository(db)
+    a, b = plan_tree(5, seed=1), plan_tree(4, seed=2)
+    await repo.insert_recorded([cand(d) for d in a[:3]] + [cand(d) for d in b], NOW)
+    await repo.insert_recorded([cand(d) for d in a[3:]], NOW)
+    for tree in (a, b):
+        stored = await repo.in_sequence(tree[0]["plan_id"])
+        assert [d.sequence_number for d in stored] == list(range(len(tree)))
+        assert [d.decision_id for d in stored] == [d["decision_id"] for d in tree]
+
+
+async def test_reads_the_trees(db: AsyncDatabase[Document]) -> None:
+    repo = DecisionRepository(db)
+    r = root()
+    plan = r["plan_id"]
+    s1 = decision(plan, r["decision_id"])
+    s2 = decision(plan, r["decision_id"])
+    i1 = decision(plan, s1["decision_id"], "implementation_choice")
+    t1 = decision(plan, i1["decision_id"], "tool_invocation")
+    tree = [r, s1, s2, i1, t1]
+    await repo.insert_recorded([cand(d) for d in tree], NOW)
+    await db["decisions"].update_one({"_id": s2["decision_id"]},
+                                     {"$set": {"superseded_by": t1["decision_id"]}})
+
+    got = await repo.get(i1["decision_id"])
+    assert got is not None and got.model_dump(exclude={"sequence_number", "created_at"}) == \
+        Decision.model_validate(i1).model_dump(exclude={"sequence_number", "created_at"})
+    assert [d.decision_id for d in await repo.current_tree(plan)] == \
+        [d["decision_id"] for d in tree if d is not s2]
+    assert len(await repo.full_tree(plan)) == 5
+    assert [d.decision_id for d in await repo.subtree(s1["decision_id"])] == \
+        [s1["decision_id"], i1["decision_id"], t1["decision_id"]]
+    assert [d.decision_id for d in await repo.children(r["decision_id"])] == [s1["decision_id"]]
+    assert len(await repo.children(r["decision_id"], current_only=False)) == 2
+    assert await repo.get("01JD7X4Q9R8N2V5K3M6P1T0W7Y") is None
+
+
+async def test_server_refuses_a_second_root_and_a_reused_sequence(
+        db: AsyncDatabase[Document]) -> None:
+    repo = DecisionRepository(db)
+    r = root()
+    await repo.insert_recorded([cand(r)], NOW)
+    result = await repo.insert_recorded([cand(root(r["plan_id"]))], NOW)
+    assert len(result.raced) == 1 and not result.written
+    other = Decision.model_validate(decision(r["plan_id"], r["decision_id"]))
+    with pytest.raises(DuplicateKeyError):
+        await db["decisions"].insert_one(
+            to_document(other.model_copy(update={"sequence_number": 0})))
+
+
+async def test_concurrent_writer_is_reported_as_raced(db: AsyncDatabase[Document]) -> None:
+    repo = DecisionRepository(db)
+    r = cand(root())
+    await repo.insert_recorded([r], NOW)
+    result = await repo.insert_recorded([r], NOW)
+    assert result.raced == [r]
