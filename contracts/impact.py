@@ -1,0 +1,518 @@
+"""Impact analysis: which decisions, files and child plans a correction would touch.
+
+The analysis is a BFS from the target over the *current* tree (decisions not yet
+superseded), following three kinds of edge, in this order for each decision:
+its children by parent link, its declared dependents (`downstream_decision_ids`),
+and the child plans it spawned (`downstream_plan_ids`), whose root decisions are
+then followed in turn, so child plans are reached transitively. Every node is
+visited once, so a cycle among declared dependents cannot loop.
+
+The store never hands over a whole plan: `ImpactWalk.expand` lets it fetch
+one BFS level per round trip (the views of the frontier's decisions and the roots
+of the frontier's plans), so the cost follows the affected subtree, not the plan.
+`compute_impact` does the same BFS over an in-memory graph, for tests and small
+plans; the two are property-tested to agree.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict, deque
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import NamedTuple, Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from contracts.corrections import CorrectionMode, CorrectionRequest
+from contracts.decision import ArtifactRef, Decision, DecisionType
+from contracts.errors import TargetNotFound
+from contracts.ids import Ulid
+
+LOW_RISK_MAX = 3
+"""At most this many affected decisions (target included) is low risk."""
+MEDIUM_RISK_MAX = 10
+"""At most this many is medium risk; more is high."""
+
+DEFAULT_DECISION_SECONDS = 30.0
+"""Recompute time assumed per decision whose type has no recorded history in the sample.
+
+Thirty seconds is roughly one LLM round trip with a tool call; it is only a fallback,
+and the dry run says when it was used."""
+
+
+class RiskLevel(StrEnum):
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+
+
+def risk_level_for(affected_count: int) -> RiskLevel:
+    if affected_count <= LOW_RISK_MAX:
+        return RiskLevel.LOW
+    if affected_count <= MEDIUM_RISK_MAX:
+        return RiskLevel.MEDIUM
+    return RiskLevel.HIGH
+
+
+# --- the view of the tree the BFS needs ------------------------------------------
+
+
+class NodeKind(StrEnum):
+    DECISION = "decision"
+    PLAN = "plan"
+
+
+class Ref(NamedTuple):
+    """A BFS node: a decision, or a child plan whose roots are still to be followed."""
+
+    kind: NodeKind
+    id: str
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionView:
+    """What the BFS needs to know about one decision.
+
+    `children` are the IDs of its current children in the order the store lists
+    them (sequence_number ascending, then decision_id); that order becomes the BFS
+    order, so the store and `ImpactGraph.from_decisions` must use the same one.
+    """
+
+    decision_id: str
+    decision_type: DecisionType
+    children: tuple[str, ...] = ()
+    dependents: tuple[str, ...] = ()
+    child_plans: tuple[str, ...] = ()
+    artifacts: tuple[ArtifactRef, ...] = ()
+    parent_decision_id: str | None = None
+    created_at: datetime | None = None
+    superseded: bool = False
+
+    @classmethod
+    def from_decision(cls, decision: Decision, children: Sequence[str] = ()) -> DecisionView:
+        return cls(
+            decision_id=decision.decision_id,
+            decision_type=decision.decision_type,
+            children=tuple(children),
+            dependents=tuple(decision.downstream_decision_ids),
+            child_plans=tuple(decision.downstream_plan_ids),
+            artifacts=tuple(decision.artifacts_produced),
+            parent_decision_id=decision.parent_decision_id,
+            created_at=decision.created_at,
+            superseded=decision.superseded_by is not None,
+        )
+
+    def edges(self) -> tuple[Ref, ...]:
+        return (
+            *(Ref(NodeKind.DECISION, c) for c in self.children),
+            *(Ref(NodeKind.DECISION, d) for d in self.dependents),
+            *(Ref(NodeKind.PLAN, p) for p in self.child_plans),
+        )
+
+
+def child_order(decisions: Iterable[Decision]) -> list[str]:
+    """IDs in the order children are listed: sequence_number, unnumbered last, then ID."""
+    return [
+        d.decision_id
+        for d in sorted(
+            decisions,
+            key=lambda d: (d.sequence_number is None, d.sequence_number or 0, d.decision_id),
+        )
+    ]
+
+
+@dataclass(frozen=True)
+class ImpactGraph:
+    """A whole graph in memory: for tests and for plans small enough to load."""
+
+    decisions: Mapping[str, DecisionView]
+    plan_roots: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @classmethod
+    def from_decisions(cls, decisions: Iterable[Decision]) -> ImpactGraph:
+        all_ = list(decisions)
+        current = [d for d in all_ if d.superseded_by is None]
+        by_parent: dict[str | None, list[Decision]] = defaultdict(list)
+        roots: dict[str, list[Decision]] = defaultdict(list)
+        for d in current:
+            by_parent[d.parent_decision_id].append(d)
+            if d.parent_decision_id is None:
+                roots[d.plan_id].append(d)
+        return cls(
+            decisions={
+                d.decision_id: DecisionView.from_decision(
+                    d, child_order(by_parent.get(d.decision_id, []))
+                )
+                for d in all_
+            },
+            plan_roots={p: tuple(child_order(rs)) for p, rs in roots.items()},
+        )
+
+
+# --- level-by-level BFS, for the store --------------------------------------------
+
+
+class ImpactWalk:
+    """The BFS between two round trips: call `expand` with the frontier's views until `done`.
+
+    The one mutable object in the domain, on purpose: copying the visited set each
+    round would make a 10,000-deep chain quadratic. It still does no I/O, and the
+    result depends only on what it was fed.
+    """
+
+    def __init__(self, target_decision_id: str) -> None:
+        self.target_decision_id = target_decision_id
+        first = Ref(NodeKind.DECISION, target_decision_id)
+        self._frontier: tuple[Ref, ...] = (first,)
+        self._seen: set[Ref] = {first}
+        self._affected: list[DecisionView] = []
+        self._plans: list[str] = []
+        self.rounds = 0
+
+    @property
+    def done(self) -> bool:
+        return not self._frontier
+
+    @property
+    def frontier(self) -> tuple[Ref, ...]:
+        return self._frontier
+
+    @property
+    def decision_ids_wanted(self) -> tuple[str, ...]:
+        """Decisions whose views the next `expand` needs (a missing one counts as gone)."""
+        return tuple(r.id for r in self._frontier if r.kind is NodeKind.DECISION)
+
+    @property
+    def plan_ids_wanted(self) -> tuple[str, ...]:
+        """Plans whose current root decisions the next `expand` needs."""
+        return tuple(r.id for r in self._frontier if r.kind is NodeKind.PLAN)
+
+    @property
+    def affected(self) -> tuple[DecisionView, ...]:
+        return tuple(self._affected)
+
+    @property
+    def child_plan_ids(self) -> tuple[str, ...]:
+        return tuple(self._plans)
+
+    def expand(
+        self,
+        decisions: Mapping[str, DecisionView],
+        plan_roots: Mapping[str, Sequence[str]],
+    ) -> tuple[Ref, ...]:
+        """Visit one BFS level in order; return the next frontier.
+
+        `decisions` holds the views of `decision_ids_wanted` that exist (extra entries
+        are ignored); `plan_roots` the current roots of `plan_ids_wanted`.
+        """
+        nxt: list[Ref] = []
+        for ref in self._frontier:
+            if ref.kind is NodeKind.PLAN:
+                edges: Iterable[Ref] = (
+                    Ref(NodeKind.DECISION, r) for r in plan_roots.get(ref.id, ()))
+            else:
+                view = decisions.get(ref.id)
+                if view is None or not _follow(view, ref, self.target_decision_id):
+                    continue
+                self._affected.append(view)
+                edges = view.edges()
+            for edge in edges:
+                if edge not in self._seen:
+                    self._seen.add(edge)
+                    nxt.append(edge)
+                    if edge.kind is NodeKind.PLAN:
+                        self._plans.append(edge.id)
+        self._frontier = tuple(nxt)
+        self.rounds += 1
+        return self._frontier
+
+
+def _follow(view: DecisionView, ref: Ref, target: str) -> bool:
+    # The target is analysed even when superseded, so a dry run can still report on
+    # it (with a warning); anything else must be in the current tree.
+    return not view.superseded or ref.id == target
+
+
+def walk_graph(target_decision_id: str, graph: ImpactGraph) -> ImpactWalk:
+    """Run the level-by-level BFS against an in-memory graph, as the store does against Mongo."""
+    walk = ImpactWalk(target_decision_id)
+    while not walk.done:
+        found = ((i, graph.decisions.get(i)) for i in walk.decision_ids_wanted)
+        walk.expand(
+            {i: v for i, v in found if v is not None},
+            {p: graph.plan_roots.get(p, ()) for p in walk.plan_ids_wanted},
+        )
+    return walk
+
+
+# --- recompute time from recorded history ---------------------------------------
+
+
+class TimingSample(NamedTuple):
+    """How long one recorded decision took: from its parent's creation to its own."""
+
+    decision_type: DecisionType
+    created_at: datetime
+    parent_created_at: datetime
+
+
+def timing_samples(views: Iterable[DecisionView]) -> list[TimingSample]:
+    """Samples for the views whose parent is among them (e.g. an affected subtree)."""
+    by_id = {v.decision_id: v for v in views}
+    out: list[TimingSample] = []
+    for v in by_id.values():
+        parent = by_id.get(v.parent_decision_id) if v.parent_decision_id else None
+        if v.created_at is not None and parent is not None and parent.created_at is not None:
+            out.append(TimingSample(v.decision_type, v.created_at, parent.created_at))
+    return out
+
+
+def type_durations(samples: Iterable[TimingSample]) -> dict[DecisionType, float]:
+    """Median seconds per decision type.
+
+    The median, because one decision that waited hours for a human would drag a
+    mean far from the typical case. Negative gaps (clock skew between agents) are
+    dropped rather than clamped, so they do not pull the median toward zero.
+    """
+    gaps: dict[DecisionType, list[float]] = defaultdict(list)
+    for s in samples:
+        gap = (s.created_at - s.parent_created_at).total_seconds()
+        if gap >= 0:
+            gaps[s.decision_type].append(gap)
+    return {t: float(statistics.median(g)) for t, g in gaps.items()}
+
+
+def estimate_recompute_seconds(
+    types: Iterable[DecisionType],
+    durations: Mapping[DecisionType, float],
+    fallback: float = DEFAULT_DECISION_SECONDS,
+) -> float:
+    """Sum of each affected decision's typical duration; `fallback` for unknown types."""
+    return float(sum(durations.get(t, fallback) for t in types))
+
+
+def types_without_history(
+    types: Iterable[DecisionType], durations: Mapping[DecisionType, float]
+) -> frozenset[DecisionType]:
+    return frozenset(t for t in types if t not in durations)
+
+
+# --- the result --------------------------------------------------------------------
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class AffectedArtifact(_Frozen):
+    """An artifact of an affected decision: one line of the revert's archive manifest."""
+
+    decision_id: Ulid = Field(description="The affected decision that produced it.")
+    artifact_path: str = Field(description="Its path, as recorded.")
+    artifact_type: str = Field(description="Its kind, as recorded.")
+
+
+class CorrectionImpact(_Frozen):
+    """What a correction of `target_decision_id` touches."""
+
+    target_decision_id: Ulid = Field(description="The target decision.")
+    affected_decision_ids: list[Ulid] = Field(
+        min_length=1, description="Affected decisions in BFS order, the target first."
+    )
+    affected_count: int = Field(description="len(affected_decision_ids), target included.")
+    affected_files: list[str] = Field(
+        default_factory=list, description="Artifact paths of affected decisions, de-duplicated."
+    )
+    affected_artifacts: list[AffectedArtifact] = Field(
+        default_factory=list,
+        description="Every artifact with the decision that produced it (the archive manifest).",
+    )
+    affected_child_plan_ids: list[Ulid] = Field(
+        default_factory=list, description="Child plans reached, transitively, in BFS order."
+    )
+    estimated_recompute_time_seconds: float = Field(
+        ge=0, description="Sum of typical durations of the affected decisions' types."
+    )
+    risk_level: RiskLevel = Field(description="low <= 3 < medium <= 10 < high.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if self.affected_decision_ids[0] != self.target_decision_id:
+            raise ValueError("the target comes first among the affected decisions")
+        if self.affected_count != len(self.affected_decision_ids):
+            raise ValueError("affected_count must equal len(affected_decision_ids)")
+        if len(set(self.affected_decision_ids)) != self.affected_count:
+            raise ValueError("affected_decision_ids must not repeat")
+        if self.risk_level is not risk_level_for(self.affected_count):
+            raise ValueError(f"risk for {self.affected_count} decisions is "
+                             f"{risk_level_for(self.affected_count)}")
+        return self
+
+
+def summarize(
+    walk: ImpactWalk, durations: Mapping[DecisionType, float] | None = None
+) -> CorrectionImpact:
+    """The impact of a finished walk.
+
+    Without `durations`, they come from the affected decisions' own history: how
+    long each took after its parent the first time is the best guess of how long it
+    takes again, and reading it costs nothing beyond the walk.
+    """
+    if not walk.done:
+        raise ValueError("the walk is not finished; expand it until done")
+    return _impact(walk.target_decision_id, walk.affected, walk.child_plan_ids, durations)
+
+
+def _impact(
+    target: str,
+    affected: Sequence[DecisionView],
+    plans: Sequence[str],
+    durations: Mapping[DecisionType, float] | None,
+) -> CorrectionImpact:
+    if not affected or affected[0].decision_id != target:
+        raise TargetNotFound(target)
+    if durations is None:
+        durations = type_durations(timing_samples(affected))
+    artifacts = [
+        AffectedArtifact(
+            decision_id=v.decision_id, artifact_path=a.artifact_path,
+            artifact_type=a.artifact_type,
+        )
+        for v in affected for a in v.artifacts
+    ]
+    count = len(affected)
+    return CorrectionImpact(
+        target_decision_id=target,
+        affected_decision_ids=[v.decision_id for v in affected],
+        affected_count=count,
+        affected_files=list(dict.fromkeys(a.artifact_path for a in artifacts)),
+        affected_artifacts=artifacts,
+        affected_child_plan_ids=list(plans),
+        estimated_recompute_time_seconds=estimate_recompute_seconds(
+            (v.decision_type for v in affected), durations),
+        risk_level=risk_level_for(count),
+    )
+
+
+def compute_impact(
+    target_decision_id: str,
+    graph: ImpactGraph,
+    durations: Mapping[DecisionType, float] | None = None,
+) -> CorrectionImpact:
+    """The seed's queue-based BFS over a whole in-memory graph.
+
+    Written independently of `expand` (one queue, no levels) so that the property
+    test comparing the two checks the level-by-level version rather than itself.
+    """
+    start = Ref(NodeKind.DECISION, target_decision_id)
+    queue: deque[Ref] = deque([start])
+    seen = {start}
+    affected: list[DecisionView] = []
+    plans: list[str] = []
+    while queue:
+        ref = queue.popleft()
+        if ref.kind is NodeKind.PLAN:
+            nexts: Iterable[Ref] = (
+                Ref(NodeKind.DECISION, r) for r in graph.plan_roots.get(ref.id, ()))
+        else:
+            view = graph.decisions.get(ref.id)
+            if view is None or not _follow(view, ref, target_decision_id):
+                continue
+            affected.append(view)
+            nexts = view.edges()
+        for n in nexts:
+            if n not in seen:
+                seen.add(n)
+                queue.append(n)
+                if n.kind is NodeKind.PLAN:
+                    plans.append(n.id)
+    return _impact(target_decision_id, affected, plans, durations)
+
+
+# --- dry run -------------------------------------------------------------------------
+
+
+class DryRunReport(_Frozen):
+    """The reply to `corrections.dryrun.<plan_id>`: what the correction would do."""
+
+    correction_id: Ulid = Field(description="From the request.")
+    plan_id: Ulid = Field(description="From the request.")
+    mode: CorrectionMode = Field(description="From the request.")
+    impact: CorrectionImpact = Field(description="The full impact analysis.")
+    decisions_to_invalidate: list[Ulid] = Field(
+        default_factory=list,
+        description="Decisions that would be superseded (revert only; empty for append).",
+    )
+    child_plans_to_rollback: list[Ulid] = Field(
+        default_factory=list, description="Child plans that would be rolled back (revert only)."
+    )
+    estimated_recompute_time_seconds: float = Field(
+        ge=0, description="Wall-clock estimate of the work invalidated (0 for append)."
+    )
+    warnings: list[str] = Field(
+        default_factory=list, description="Human-readable cautions, most serious first."
+    )
+
+
+def _listing(ids: Sequence[str], limit: int = 5) -> str:
+    shown = ", ".join(ids[:limit])
+    return shown + (f" and {len(ids) - limit} more" if len(ids) > limit else "")
+
+
+def build_dry_run_report(
+    request: CorrectionRequest,
+    impact: CorrectionImpact,
+    *,
+    target_superseded: bool,
+    target_plan_id: str | None = None,
+    fallback_types: Collection[DecisionType] = (),
+) -> DryRunReport:
+    """The report, with every warning an operator should read before applying."""
+    if request.decision_id != impact.target_decision_id:
+        raise ValueError("the impact was computed for another target")
+    revert = request.mode is CorrectionMode.REVERT
+    warnings: list[str] = []
+    if target_superseded:
+        warnings.append(
+            f"Target {request.decision_id} is already superseded: applying this correction "
+            "would fail. Correct the decision that replaced it instead.")
+    if target_plan_id is not None and target_plan_id != request.plan_id:
+        warnings.append(
+            f"Target {request.decision_id} belongs to plan {target_plan_id}, not "
+            f"{request.plan_id}: applying this correction would fail.")
+    if revert and impact.risk_level is RiskLevel.HIGH:
+        warnings.append(
+            f"High risk: {impact.affected_count} decisions would be superseded "
+            f"(more than {MEDIUM_RISK_MAX}).")
+    plans = impact.affected_child_plan_ids
+    if revert and plans:
+        warnings.append(f"{len(plans)} child plan(s) would be rolled back: {_listing(plans)}.")
+    if revert and impact.affected_files:
+        warnings.append(
+            f"{len(impact.affected_files)} artifact(s) would be archived: "
+            f"{_listing(impact.affected_files)}.")
+    if not revert:
+        warnings.append(
+            f"Append mode leaves the existing tree untouched: the target and the "
+            f"{impact.affected_count - 1} decision(s) below it stay current; a child plan "
+            "carrying the guidance is spawned under the target.")
+        if request.chosen_option is not None:
+            warnings.append("chosen_option is ignored in append mode; it names the "
+                            "replacement decision of a revert.")
+    if revert and fallback_types:
+        names = ", ".join(sorted(t.value for t in fallback_types))
+        warnings.append(
+            f"No recorded history for {names}: the estimate assumes "
+            f"{DEFAULT_DECISION_SECONDS:g}s per such decision.")
+    return DryRunReport(
+        correction_id=request.correction_id, plan_id=request.plan_id, mode=request.mode,
+        impact=impact,
+        decisions_to_invalidate=list(impact.affected_decision_ids) if revert else [],
+        child_plans_to_rollback=list(plans) if revert else [],
+        estimated_recompute_time_seconds=impact.estimated_recompute_time_seconds if revert
+        else 0.0,
+        warnings=warnings,
+    )
