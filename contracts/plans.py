@@ -1,0 +1,73 @@
+"""Plan records (collection `plans`): where a child plan came from and whether it stands.
+
+A plan exists through its decisions; a record is written for the plans the
+correction path creates (append) or changes (revert rolls child plans back), so
+that "which plans were rolled back, and why" is answered without scanning decisions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from contracts.corrections import Guidance
+from contracts.ids import Ulid
+from contracts.lifecycle import Lifecycle
+from contracts.timestamps import UtcTime, utc_now
+
+
+class PlanStatus(StrEnum):
+    ACTIVE = "active"
+    ROLLED_BACK = "rolled_back"
+    COMPLETED = "completed"
+
+
+PLAN_TRANSITIONS: Mapping[PlanStatus, frozenset[PlanStatus]] = MappingProxyType({
+    PlanStatus.ACTIVE: frozenset({PlanStatus.ROLLED_BACK, PlanStatus.COMPLETED}),
+    # A finished child plan is still rolled back when the decision that spawned it is reverted.
+    PlanStatus.COMPLETED: frozenset({PlanStatus.ROLLED_BACK}),
+    PlanStatus.ROLLED_BACK: frozenset(),
+})
+PLAN_LIFECYCLE = Lifecycle("plan", PLAN_TRANSITIONS, PlanStatus.ACTIVE)
+
+
+class PlanRecord(BaseModel):
+    """One document of `plans`, keyed by plan_id."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    plan_id: Ulid = Field(description="ULID of the plan.")
+    parent_plan_id: Ulid | None = Field(
+        default=None, description="Plan it was spawned from; None for a top-level plan."
+    )
+    spawned_from_decision_id: Ulid | None = Field(
+        default=None, description="Decision of the parent plan that spawned it."
+    )
+    guidance: Guidance | None = Field(
+        default=None, description="Operator guidance it carries (plans spawned by append)."
+    )
+    status: PlanStatus = Field(default=PlanStatus.ACTIVE, description="active, rolled_back "
+                               "or completed.")
+    created_at: UtcTime = Field(default_factory=utc_now, description="UTC creation time.")
+    project: str | None = Field(default=None, description="Project the plan targets.")
+    action_template: str | None = Field(default=None, description="Action template it uses.")
+    root_decision_id: Ulid | None = Field(
+        default=None, description="Its root prompt_definition decision, once recorded."
+    )
+
+    def transition(self, to: PlanStatus) -> PlanRecord:
+        PLAN_LIFECYCLE.check(self.status, to)
+        return self.model_copy(update={"status": to})
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if (self.parent_plan_id is None) != (self.spawned_from_decision_id is None):
+            raise ValueError("parent_plan_id and spawned_from_decision_id go together")
+        if self.parent_plan_id == self.plan_id:
+            raise ValueError("a plan cannot be its own parent")
+        return self
+
