@@ -270,18 +270,20 @@ def timing_samples(views: Iterable[DecisionView]) -> list[TimingSample]:
     return out
 
 
-def type_durations(samples: Iterable[TimingSample]) -> dict[DecisionType, float]:
-    """Median seconds per decision type.
+def type_durations(
+    samples: Iterable[tuple[DecisionType, datetime, datetime]],
+) -> dict[DecisionType, float]:
+    """Median seconds per decision type, from (type, created_at, parent's created_at).
 
     The median, because one decision that waited hours for a human would drag a
     mean far from the typical case. Negative gaps (clock skew between agents) are
     dropped rather than clamped, so they do not pull the median toward zero.
     """
     gaps: dict[DecisionType, list[float]] = defaultdict(list)
-    for s in samples:
-        gap = (s.created_at - s.parent_created_at).total_seconds()
+    for decision_type, created_at, parent_created_at in samples:
+        gap = (created_at - parent_created_at).total_seconds()
         if gap >= 0:
-            gaps[s.decision_type].append(gap)
+            gaps[decision_type].append(gap)
     return {t: float(statistics.median(g)) for t, g in gaps.items()}
 
 
