@@ -23,9 +23,7 @@ from types import FrameType
 from typing import Annotated
 from urllib.parse import urlsplit, urlunsplit
 
-import nats.errors
 import typer
-from pymongo.errors import PyMongoError
 from rich.console import Console
 from rich.logging import RichHandler
 from rich.markup import escape
@@ -40,7 +38,6 @@ from deploy.embedded import (
     start_mongo,
     start_nats,
 )
-from workers.app import build_app
 from workers.settings import Settings
 
 log = logging.getLogger("cli")
@@ -72,6 +69,8 @@ def _redact(url: str) -> str:
 
 
 async def _run_app(settings: Settings, on_ready: Callable[[], None] | None = None) -> None:
+    from workers.app import build_app  # noqa: PLC0415 - see _run_workers
+
     app = build_app(settings)
     if on_ready is not None:
         # Registered after build_app's own hooks, so it fires once consumers are pulling.
@@ -85,6 +84,11 @@ async def _run_app(settings: Settings, on_ready: Callable[[], None] | None = Non
 
 
 def _run_workers(settings: Settings, on_ready: Callable[[], None] | None = None) -> None:
+    # Imported here, not at the top: the worker stack takes over a second to import, and
+    # `agents --help`, a mistyped flag or a taken port should answer at once.
+    import nats.errors  # noqa: PLC0415
+    from pymongo.errors import PyMongoError  # noqa: PLC0415
+
     try:
         asyncio.run(_run_app(settings, on_ready))
     except PyMongoError as exc:
@@ -150,7 +154,8 @@ def _banner(settings: Settings, data_dir: Path, servers: list[ManagedServer],
             table.add_row(f"{server.name} log", escape(str(server.log_path)))
     if exports:
         table.add_row("other shells", "run the export line below")
-    table.add_row("", "[dim]Ctrl-C stops the workers, then the servers[/]")
+    stops = "the workers, then the servers" if servers else "the workers"
+    table.add_row("", f"[dim]Ctrl-C stops {stops}[/]")
     return Panel(table, title="agents up", border_style="green", expand=False)
 
 
