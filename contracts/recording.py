@@ -13,7 +13,6 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -34,7 +33,6 @@ class Inbound:
     data: bytes
     stream_sequence: int
     delivered: int = 1
-    stored_at: datetime | None = None  # when JetStream stored it: how long it has waited
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,18 +127,19 @@ def read_message(msg: Inbound, received_at: datetime) -> Candidate | Invalid:
     return Candidate(msg.stream_sequence, decision, content_hash(decision))
 
 
-class Outcome(StrEnum):
-    ACCEPT = "accept"        # new: write it
-    DUPLICATE = "duplicate"  # already stored with the same content: write nothing
-    REJECT = "reject"        # a rule is broken: dead-letter it
-    WAIT = "wait"            # its parent is not stored yet: retry later
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """What the store holds for a decision_id the batch names."""
+
+    content_hash: str
+    recorded_from: int  # stream sequence of the message that wrote it
 
 
 @dataclass(frozen=True, slots=True)
 class StoredFacts:
     """What the store knows that the tree rules need, fetched once per batch."""
 
-    existing_hashes: Mapping[str, str]   # decision_id -> content_hash, for IDs in the batch
+    existing: Mapping[str, Stored]       # for the decision_ids in the batch
     plan_of: Mapping[str, str]           # decision_id -> plan_id, for stored parents
     root_of_plan: Mapping[str, str]      # plan_id -> root decision_id, for plans in the batch
 
@@ -148,9 +147,16 @@ class StoredFacts:
 @dataclass(frozen=True)
 class BatchPlan:
     """What to do with each message of a batch. `accept` is in write order: a parent
-    always comes before its children, so sequence numbers follow the tree."""
+    always comes before its children, so sequence numbers follow the tree.
+
+    Of the messages already stored with the same content, `redelivered` are the very
+    message that wrote the decision (a worker died before acking it: its persisted
+    event may not have gone out, so it is published again under the same Nats-Msg-Id,
+    which JetStream drops if it had it), and `duplicate` are other messages with the
+    same decision (a publisher's retry): for them nothing is written or published."""
 
     accept: list[Candidate] = field(default_factory=list)
+    redelivered: list[Candidate] = field(default_factory=list)
     duplicate: list[Candidate] = field(default_factory=list)
     reject: list[tuple[Candidate, tuple[RuleViolation, ...]]] = field(default_factory=list)
     wait: list[Candidate] = field(default_factory=list)
@@ -163,14 +169,17 @@ def plan_batch(candidates: Sequence[Candidate], facts: StoredFacts) -> BatchPlan
     fresh: list[Candidate] = []
     for c in candidates:
         d = c.decision
-        stored = facts.existing_hashes.get(d.decision_id)
+        stored = facts.existing.get(d.decision_id)
         twin = seen.get(d.decision_id)
-        known = stored if stored is not None else (twin.content_hash if twin else None)
+        known = stored.content_hash if stored else (twin.content_hash if twin else None)
         if known is None:
             seen[d.decision_id] = c
             fresh.append(c)
         elif known == c.content_hash:
-            plan.duplicate.append(c)
+            if stored and stored.recorded_from == c.stream_sequence:
+                plan.redelivered.append(c)
+            else:
+                plan.duplicate.append(c)
         else:
             plan.reject.append((c, (RuleViolation(
                 rule=Rule.DECISION_ID_CONFLICT, field="decision_id",

@@ -2,13 +2,16 @@
 
 Order of effects, chosen so that a crash at any point loses and doubles nothing:
   1. read and validate each message; plan the batch against what is stored;
-  2. insert the accepted decisions with one bulk write (sequence numbers reserved per plan);
+  2. in one transaction, reserve sequence numbers per plan and insert the accepted
+     decisions with one bulk write, each noting the stream message that wrote it;
   3. publish the persisted events (Nats-Msg-Id `persisted:<id>`), wait for JetStream;
-  4. note them as published; keep rejected messages in dead_letters and report them;
+  4. keep rejected messages in dead_letters, then report them;
   5. only then tell the caller to ack.
-A crash before 5 means redelivery: the decisions are found stored with the same
-content (nothing written again), and an event not yet noted as published is
-published again under the same Nats-Msg-Id, which JetStream drops if it had it.
+A crash before 5 means redelivery of the same stream message: its decision is found
+stored, written by that very message, so its event is published again under the same
+Nats-Msg-Id, which JetStream drops if it already had it. A publisher's retry is a
+different stream message: it finds the decision written by another and publishes
+nothing.
 """
 
 from __future__ import annotations
@@ -41,7 +44,6 @@ from contracts.subjects import (
 from services.ports import EventPublisher, OutgoingEvent
 from store.dead_letters import DeadLetterRepository
 from store.decisions import DecisionRepository
-from store.published import PublishedEvents
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +72,14 @@ class RecorderPolicy:
         """0.25 s, 0.5 s, 1 s, 2 s, ... capped: quick when the parent is merely behind."""
         return float(min(self.max_backoff_seconds, 0.25 * 2 ** max(0, delivered - 1)))
 
+    def waited(self, delivered: int) -> float:
+        """How long a message delivered `delivered` times has waited for its parent.
+
+        Counted from its own backoff delays, not from when it was published: in a
+        backlog (or after a crash, while the parent awaits redelivery) a message can
+        be old on arrival without having waited at all."""
+        return sum(self.backoff(k) for k in range(1, delivered))
+
 
 def persisted_event(d: Decision) -> OutgoingEvent:
     assert d.sequence_number is not None
@@ -83,11 +93,10 @@ def persisted_event(d: Decision) -> OutgoingEvent:
 
 class RecorderService:
     def __init__(self, decisions: DecisionRepository, dead_letters: DeadLetterRepository,
-                 published: PublishedEvents, publisher: EventPublisher,
+                 publisher: EventPublisher,
                  policy: RecorderPolicy | None = None) -> None:
         self._decisions = decisions
         self._dead_letters = dead_letters
-        self._published = published
         self._publisher = publisher
         self.policy = policy or RecorderPolicy()
 
@@ -112,30 +121,27 @@ class RecorderService:
                 candidates.append(read)
 
         written: list[Decision] = []
-        duplicates: list[Candidate] = []
+        redelivered: list[Candidate] = []
         waiting: list[Candidate] = []
         todo = candidates
         for _ in range(RACE_RETRIES):
             plan = plan_batch(todo, await self._decisions.facts_for(todo))
-            duplicates += plan.duplicate
-            waiting += plan.wait
+            stored = await self._decisions.insert_recorded(plan.accept, now)
+            if stored is None:
+                # Another worker stored one of these first (or its plan's root): plan
+                # them again against what it stored.
+                continue
+            written, redelivered, waiting = stored, plan.redelivered, plan.wait
             for c, violations in plan.reject:
                 reject(by_seq[c.stream_sequence], c.decision.plan_id, c.decision.decision_id,
                        violations)
-            result = await self._decisions.insert_recorded(plan.accept, now)
-            written += result.written
-            # Another worker stored some of these first (or its plan's root): plan them
-            # again against what it stored, as duplicates, conflicts or second roots.
-            todo = result.raced
-            if not todo:
-                break
+            break
         else:
-            raise RuntimeError(f"{len(todo)} decisions kept racing with another writer")
+            raise RuntimeError("a batch kept racing with another writer; it will be redelivered")
 
         for c in waiting:
             msg = by_seq[c.stream_sequence]
-            waited = (now - msg.stored_at).total_seconds() if msg.stored_at else 0.0
-            if waited < self.policy.parent_wait_seconds:
+            if self.policy.waited(msg.delivered) < self.policy.parent_wait_seconds:
                 verdicts[c.stream_sequence] = Disposition(
                     Verdict.NAK, self.policy.backoff(msg.delivered))
             else:
@@ -144,7 +150,7 @@ class RecorderService:
                     message=f"parent not found: {c.decision.parent_decision_id} was not "
                     f"recorded within {self.policy.parent_wait_seconds:g}s"),))
 
-        await self._publish_persisted(written, duplicates)
+        await self._publish_persisted(written, redelivered)
         await self._reject(letters, now)
 
         for seq in letters:
@@ -154,18 +160,13 @@ class RecorderService:
         return verdicts
 
     async def _publish_persisted(self, written: list[Decision],
-                                 duplicates: list[Candidate]) -> None:
+                                 redelivered: list[Candidate]) -> None:
         events = [persisted_event(d) for d in written]
-        ids = {c.decision.decision_id for c in duplicates} - {d.decision_id for d in written}
-        if ids:
-            # A redelivery: publish only what was not noted as published before.
-            done = await self._published.published(persisted_msg_id(i) for i in ids)
-            missing = [i for i in ids if persisted_msg_id(i) not in done]
-            stored = await self._decisions.get_many(missing)
-            events += [persisted_event(stored[i]) for i in missing if i in stored]
+        if redelivered:
+            stored = await self._decisions.get_many(c.decision.decision_id for c in redelivered)
+            events += [persisted_event(d) for d in stored.values()]
         if events:
             await self._publisher.publish_all(events)
-            await self._published.mark(e.msg_id for e in events)
 
     async def _reject(self, letters: dict[int, DeadLetter], now: datetime) -> None:
         """Keep first, then report: a crash between the two redelivers the message,

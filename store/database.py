@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Iterable
 from typing import Any
 
 from pymongo import ASCENDING, AsyncMongoClient, IndexModel
+from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 
 Document = dict[str, Any]
@@ -12,7 +15,6 @@ Document = dict[str, Any]
 DECISIONS = "decisions"
 PLANS = "plans"
 DEAD_LETTERS = "dead_letters"
-PUBLISHED = "published_events"
 
 _INDEXES: dict[str, list[IndexModel]] = {
     DECISIONS: [
@@ -21,8 +23,10 @@ _INDEXES: dict[str, list[IndexModel]] = {
         # One root per plan, enforced by the server even when two workers race.
         IndexModel([("plan_id", ASCENDING)], unique=True, name="one_root_per_plan",
                    partialFilterExpression={"decision_type": "prompt_definition"}),
+        # Children by parent link: every tree walk goes through it. (No index for the
+        # current tree: it is read per plan through plan_sequence_unique, and each
+        # secondary index costs a third or more of the insert rate.)
         IndexModel([("parent_decision_id", ASCENDING)], name="children"),
-        IndexModel([("plan_id", ASCENDING), ("superseded_by", ASCENDING)], name="current_tree"),
     ],
     DEAD_LETTERS: [
         IndexModel([("plan_id", ASCENDING), ("rejected_at", ASCENDING)], name="by_plan"),
@@ -40,3 +44,18 @@ async def ensure_indexes(db: AsyncDatabase[Document]) -> None:
     """Create every index; safe to run at every start (create_indexes is idempotent)."""
     for name, indexes in _INDEXES.items():
         await db[name].create_indexes(indexes)
+
+
+ID_CHUNK = 50
+"""Largest `$in` list per query. SecantusDB's `$in` slows down faster than linearly with
+the list (500 IDs: 0.53 s; 10 queries of 50: 0.13 s, measured); mongod is indifferent."""
+
+
+async def find_by_ids(coll: AsyncCollection[Document], ids: Iterable[str],
+                      projection: dict[str, Any] | None = None) -> list[Document]:
+    """Documents whose _id is in `ids`, fetched in chunks of ID_CHUNK concurrently."""
+    unique = list(dict.fromkeys(ids))
+    chunks = [unique[i:i + ID_CHUNK] for i in range(0, len(unique), ID_CHUNK)]
+    results = await asyncio.gather(*[
+        coll.find({"_id": {"$in": chunk}}, projection).to_list() for chunk in chunks])
+    return [doc for docs in results for doc in docs]

@@ -9,48 +9,52 @@ level and reads only the subtree, whatever the size of the plan.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
-from pymongo.errors import BulkWriteError
+from pymongo.asynchronous.client_session import AsyncClientSession
+from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from contracts.decision import Decision
-from contracts.recording import Candidate, StoredFacts
-from store.database import DECISIONS, PLANS, Document
+from contracts.recording import Candidate, Stored, StoredFacts
+from store.cache import LRUCache
+from store.database import DECISIONS, PLANS, Document, find_by_ids
 
 DUPLICATE_KEY = 11000
+PLAN_OF_CACHE = 200_000
 
 
-def to_document(decision: Decision, content_hash: str | None = None) -> Document:
+INTERNAL_FIELDS = ("_id", "content_hash", "recorded_from")
+"""Bookkeeping beside the Decision's own fields: what a redelivery is compared against."""
+
+
+def to_document(decision: Decision, content_hash: str | None = None,
+                recorded_from: int | None = None) -> Document:
     doc: Document = decision.model_dump(mode="json", exclude={"decision_id", "created_at"})
     doc["_id"] = decision.decision_id
     doc["created_at"] = decision.created_at
     if content_hash is not None:
         doc["content_hash"] = content_hash
+    if recorded_from is not None:
+        doc["recorded_from"] = recorded_from
     return doc
 
 
 def from_document(doc: Document) -> Decision:
-    fields = {k: v for k, v in doc.items() if k not in ("_id", "content_hash")}
+    fields = {k: v for k, v in doc.items() if k not in INTERNAL_FIELDS}
     fields["decision_id"] = doc["_id"]
     return Decision.model_validate(fields)
 
 
-@dataclass
-class InsertResult:
-    """What a batch insert did: written decisions (with sequence numbers), and those a
-    concurrent writer beat to a unique key (the same decision_id, or its plan's root),
-    which the caller plans again against what is now stored."""
-
-    written: list[Decision] = field(default_factory=list)
-    raced: list[Candidate] = field(default_factory=list)
-
-
 class DecisionRepository:
     def __init__(self, db: AsyncDatabase[Document]) -> None:
+        self._client = db.client
+        # decision_id -> plan_id of decisions known to be stored. Both are immutable and
+        # decisions are only ever added, so a parent seen once need not be read again:
+        # in a steady stream nearly every parent was written moments ago by this worker.
+        self._plan_of: LRUCache[str, str] = LRUCache(PLAN_OF_CACHE)
         self._decisions = db[DECISIONS]
         self._plans = db[PLANS]
 
@@ -61,11 +65,8 @@ class DecisionRepository:
         return from_document(doc) if doc else None
 
     async def get_many(self, decision_ids: Iterable[str]) -> dict[str, Decision]:
-        ids = list(set(decision_ids))
-        if not ids:
-            return {}
         return {d["_id"]: from_document(d)
-                async for d in self._decisions.find({"_id": {"$in": ids}})}
+                for d in await find_by_ids(self._decisions, decision_ids)}
 
     async def in_sequence(self, plan_id: str) -> list[Decision]:
         """Every decision of the plan, superseded ones too, in sequence order."""
@@ -108,68 +109,77 @@ class DecisionRepository:
     # --- the recorder's batch --------------------------------------------------
 
     async def facts_for(self, candidates: Sequence[Candidate]) -> StoredFacts:
-        """The three lookups `plan_batch` needs, each one indexed query by _id."""
+        """The three lookups `plan_batch` needs, each by an index."""
         ids = {c.decision.decision_id for c in candidates}
         parents = {c.decision.parent_decision_id for c in candidates} - ids - {None}
         plans = {c.decision.plan_id for c in candidates}
-        existing = {d["_id"]: d.get("content_hash", "")
-                    async for d in self._decisions.find({"_id": {"$in": list(ids)}},
-                                                        {"content_hash": 1})}
-        plan_of = {d["_id"]: d["plan_id"]
-                   async for d in self._decisions.find({"_id": {"$in": list(parents)}},
-                                                       {"plan_id": 1})} if parents else {}
+        existing = {d["_id"]: Stored(d.get("content_hash", ""), d.get("recorded_from", -1))
+                    for d in await find_by_ids(self._decisions, ids,
+                                               {"content_hash": 1, "recorded_from": 1})}
+        plan_of = {p: self._plan_of[p] for p in parents if p in self._plan_of}
+        unknown = [p for p in parents if p not in plan_of and p is not None]
+        for d in await find_by_ids(self._decisions, unknown, {"plan_id": 1}):
+            plan_of[d["_id"]] = self._plan_of[d["_id"]] = d["plan_id"]
         # Served by the partial unique index one_root_per_plan.
         roots = {d["plan_id"]: d["_id"]
                  async for d in self._decisions.find(
                      {"plan_id": {"$in": list(plans)}, "decision_type": "prompt_definition"},
                      {"plan_id": 1})}
-        return StoredFacts(existing_hashes=existing, plan_of=plan_of, root_of_plan=roots)
+        return StoredFacts(existing=existing, plan_of=plan_of, root_of_plan=roots)
 
-    async def _reserve_sequences(self, plan_id: str, count: int, now: datetime) -> int:
-        """Atomically take `count` sequence numbers of a plan; returns the first.
-
-        A number taken by a writer that dies before inserting is never reused: the
-        sequence stays monotonic and is dense whenever nothing failed."""
+    async def _reserve_sequences(self, plan_id: str, count: int, now: datetime,
+                                 session: AsyncClientSession) -> int:
+        """Take `count` sequence numbers of a plan; returns the first. Inside the insert's
+        transaction, so numbers are never reused and stay dense even if a writer dies."""
         before = await self._plans.find_one_and_update(
             {"_id": plan_id},
             {"$inc": {"next_sequence": count},
              "$setOnInsert": {"created_at": now, "status": "active"}},
             upsert=True, return_document=ReturnDocument.BEFORE,
-            projection={"next_sequence": 1},
+            projection={"next_sequence": 1}, session=session,
         )
         return int(before.get("next_sequence", 0)) if before else 0
 
-    async def insert_recorded(self, accepted: Sequence[Candidate], now: datetime) -> InsertResult:
-        """Assign sequence numbers per plan in the given order and insert with one bulk write."""
-        result = InsertResult()
+    async def insert_recorded(self, accepted: Sequence[Candidate],
+                              now: datetime) -> list[Decision] | None:
+        """Number the decisions per plan, in the given order, and insert them with one bulk
+        write, all in one transaction. None means a concurrent writer stored one of these
+        IDs (or its plan's root) first: nothing was written, and the caller plans again."""
         if not accepted:
-            return result
+            return []
+        async with self._client.start_session() as session:
+            try:
+                written = await session.with_transaction(
+                    lambda s: self._insert(accepted, now, s))
+            except DuplicateKeyError:
+                return None
+            except BulkWriteError as exc:
+                if all(e.get("code") == DUPLICATE_KEY
+                       for e in exc.details.get("writeErrors", [])):
+                    return None
+                raise
+        for d in written:  # only once committed
+            self._plan_of[d.decision_id] = d.plan_id
+        return written
+
+    async def _insert(self, accepted: Sequence[Candidate], now: datetime,
+                      session: AsyncClientSession) -> list[Decision]:
+        # Runs again from the top if the transaction is retried, so it keeps no state.
         per_plan: dict[str, list[Candidate]] = {}
         for c in accepted:
             per_plan.setdefault(c.decision.plan_id, []).append(c)
         numbered: list[tuple[Candidate, Decision]] = []
         for plan_id, group in per_plan.items():
-            start = await self._reserve_sequences(plan_id, len(group), now)
+            start = await self._reserve_sequences(plan_id, len(group), now, session)
             numbered.extend((c, c.decision.model_copy(update={"sequence_number": start + i}))
                             for i, c in enumerate(group))
-        docs = [to_document(d, c.content_hash) for c, d in numbered]
-        failed: set[int] = set()
-        try:
-            await self._decisions.insert_many(docs, ordered=False)
-        except BulkWriteError as exc:
-            for err in exc.details.get("writeErrors", []):
-                if err.get("code") != DUPLICATE_KEY:
-                    raise
-                failed.add(err["index"])
-        for i, (c, d) in enumerate(numbered):
-            if i in failed:
-                result.raced.append(c)
-            else:
-                result.written.append(d)
-        for d in result.written:
+        await self._decisions.insert_many(
+            [to_document(d, c.content_hash, c.stream_sequence) for c, d in numbered], session=session)
+        written = [d for _, d in numbered]
+        for d in written:
             if d.is_root:
                 await self._plans.update_one(
                     {"_id": d.plan_id},
                     {"$set": {"root_decision_id": d.decision_id, "project": d.project,
-                              "action_template": d.action_template}})
-        return result
+                              "action_template": d.action_template}}, session=session)
+        return written

@@ -17,7 +17,6 @@ from services.recorder import RecorderPolicy, RecorderService
 from store.database import Document, connect, ensure_indexes
 from store.dead_letters import DeadLetterRepository
 from store.decisions import DecisionRepository
-from store.published import PublishedEvents
 from workers.publisher import JetStreamPublisher
 from workers.pull import BatchPuller
 from workers.recorder import document_recorder, recorder_puller
@@ -67,7 +66,7 @@ def build_app(settings: Settings | None = None, *, for_docs: bool = False) -> Fa
         await ensure_streams(broker.connection.jetstream())
         runtime.mongo = mongo
         runtime.recorder = RecorderService(
-            DecisionRepository(db), DeadLetterRepository(db), PublishedEvents(db),
+            DecisionRepository(db), DeadLetterRepository(db),
             JetStreamPublisher(broker.connection),
             RecorderPolicy(parent_wait_seconds=settings.recorder_parent_wait_seconds),
         )

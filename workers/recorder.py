@@ -57,8 +57,7 @@ def consumer_config(settings: Settings) -> ConsumerConfig:
 def to_inbound(m: Msg) -> Inbound:
     meta = m.metadata
     return Inbound(subject=m.subject, headers=dict(m.headers or {}), data=m.data,
-                   stream_sequence=meta.sequence.stream, delivered=meta.num_delivered,
-                   stored_at=meta.timestamp)
+                   stream_sequence=meta.sequence.stream, delivered=meta.num_delivered)
 
 
 def batch_handler(service: Callable[[], RecorderService]) -> Callable[[list[Msg]], Any]:

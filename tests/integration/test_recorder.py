@@ -13,6 +13,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from contracts.decision import Decision
 from contracts.ids import new_id
 from store.database import Document
+from store.decisions import from_document
 from tests.conftest import Workers
 from tests.factories import decision, encode, plan_tree, root, subject
 from tests.integration.wire import events, publish_all, publish_raw, wait_for_count
@@ -141,9 +142,7 @@ async def test_persisted_event_carries_what_was_recorded(
         assert ev["decision_type"] == d["decision_type"]
     stored = {doc["_id"]: doc async for doc in db["decisions"].find()}
     for d in tree:
-        model = Decision.model_validate({**{k: v for k, v in stored[d["decision_id"]].items()
-                                            if k not in ("_id", "content_hash")},
-                                         "decision_id": d["decision_id"]})
+        model = from_document(stored[d["decision_id"]])
         sent = json.loads(json.dumps(d))
         assert model.model_dump(mode="json", include=set(sent)) == \
             Decision.model_validate(sent).model_dump(mode="json", include=set(sent))

@@ -15,6 +15,7 @@ from contracts.recording import (
     Candidate,
     Inbound,
     Invalid,
+    Stored,
     StoredFacts,
     content_hash,
     plan_batch,
@@ -138,8 +139,10 @@ class TestPlanBatch:
     def test_redelivery_is_duplicate_and_changed_content_is_conflict(self) -> None:
         d = root()
         c = candidate(d)
-        facts = StoredFacts({d["decision_id"]: c.content_hash}, {}, {})
-        assert plan_batch([c], facts).duplicate == [c]
+        facts = StoredFacts({d["decision_id"]: Stored(c.content_hash, 1)}, {}, {})
+        assert plan_batch([c], facts).redelivered == [c]  # the very message that wrote it
+        retry = candidate(d, seq=2)
+        assert plan_batch([retry], facts).duplicate == [retry]  # a publisher's retry
         changed = candidate({**d, "chosen_option": "another"})
         plan = plan_batch([changed], facts)
         assert [v.rule for _, vs in plan.reject for v in vs] == [Rule.DECISION_ID_CONFLICT]
@@ -162,7 +165,8 @@ class TestPlanBatch:
         cut = data.draw(st.integers(0, size))
         first = plan_batch([candidate(d, i) for i, d in enumerate(shuffled[:cut])], NO_FACTS)
         stored_plan = {c.decision.decision_id: c.decision.plan_id for c in first.accept}
-        stored_hash = {c.decision.decision_id: c.content_hash for c in first.accept}
+        stored_hash = {c.decision.decision_id: Stored(c.content_hash, c.stream_sequence)
+                       for c in first.accept}
         rest = [candidate(d, i) for i, d in enumerate(shuffled[cut:])]
         rest += [candidate(json.loads(json.dumps(c.decision.model_dump(mode="json",
                  exclude={"sequence_number"}))), 99) for c in first.wait]
