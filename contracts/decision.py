@@ -237,7 +237,8 @@ class Decision(_Frozen):
         if value is not None and not 0.0 <= value <= 1.0:
             raise PydanticCustomError(
                 "confidence_range",
-                "rule confidence_range: confidence_score must be in [0.0, 1.0] or None, got {value}",
+                "rule confidence_range: confidence_score must be in [0.0, 1.0] or None, "
+                "got {value}",
                 {"value": value},
             )
         return value

@@ -75,7 +75,8 @@ def read_message(msg: Inbound, received_at: datetime) -> Candidate | Invalid:
         text = msg.data.decode("utf-8")
     except UnicodeDecodeError as exc:
         return Invalid(msg.stream_sequence, _plan_hint(None, msg.subject), (RuleViolation(
-            rule=Rule.NOT_UTF8, message=f"payload is not UTF-8 ({exc.reason} at byte {exc.start})"),))
+            rule=Rule.NOT_UTF8,
+            message=f"payload is not UTF-8 ({exc.reason} at byte {exc.start})"),))
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -165,6 +166,23 @@ class BatchPlan:
 def plan_batch(candidates: Sequence[Candidate], facts: StoredFacts) -> BatchPlan:
     """Decide every candidate of a batch against what is stored and what is beside it."""
     plan = BatchPlan()
+    fresh = _sort_out_known(candidates, facts, plan)
+    # Accept in dependency order: a child whose parent is in the batch waits for the
+    # parent's verdict; stop when a pass decides nothing more.
+    tree = _TreeState(dict(facts.plan_of), dict(facts.root_of_plan))
+    pending = fresh
+    while pending:
+        undecided = [c for c in pending if not tree.decide(c, plan)]
+        if len(undecided) == len(pending):
+            break
+        pending = undecided
+    plan.wait.extend(pending)
+    return plan
+
+
+def _sort_out_known(candidates: Sequence[Candidate], facts: StoredFacts,
+                    plan: BatchPlan) -> list[Candidate]:
+    """Put redeliveries, retries and conflicts aside; return the decisions new to the store."""
     seen: dict[str, Candidate] = {}
     fresh: list[Candidate] = []
     for c in candidates:
@@ -175,68 +193,63 @@ def plan_batch(candidates: Sequence[Candidate], facts: StoredFacts) -> BatchPlan
         if known is None:
             seen[d.decision_id] = c
             fresh.append(c)
-        elif known == c.content_hash:
-            if stored and stored.recorded_from == c.stream_sequence:
-                plan.redelivered.append(c)
-            else:
-                plan.duplicate.append(c)
-        else:
+        elif known != c.content_hash:
             plan.reject.append((c, (RuleViolation(
                 rule=Rule.DECISION_ID_CONFLICT, field="decision_id",
                 message=f"decision {d.decision_id} is already recorded with different content; "
                 "a new choice needs a new decision_id"),)))
+        elif stored and stored.recorded_from == c.stream_sequence:
+            plan.redelivered.append(c)
+        else:
+            plan.duplicate.append(c)
+    return fresh
 
-    # Resolve parents, accepting in dependency order. A child whose parent is in the
-    # batch waits for the parent's verdict; the loop ends when a pass accepts nothing.
-    accepted_plan_of: dict[str, str] = dict(facts.plan_of)
-    roots: dict[str, str] = dict(facts.root_of_plan)
-    rejected_ids: set[str] = set()
-    pending = fresh
-    while pending:
-        progressed = False
-        still: list[Candidate] = []
-        for c in pending:
-            d = c.decision
+
+@dataclass
+class _TreeState:
+    """The tree as the batch is decided: stored facts plus what the batch accepted."""
+
+    plan_of: dict[str, str]
+    roots: dict[str, str]
+    rejected: set[str] = field(default_factory=set)
+
+    def decide(self, c: Candidate, plan: BatchPlan) -> bool:
+        """Accept or reject `c`, or return False if its parent is still undecided."""
+        d = c.decision
+        broken = self._broken_rule(d)
+        if broken is None and d.parent_decision_id is not None \
+                and d.parent_decision_id not in self.plan_of:
+            return False
+        if broken is None:
+            self.plan_of[d.decision_id] = d.plan_id
             if d.is_root:
-                root = roots.get(d.plan_id)
-                if root is not None and root != d.decision_id:
-                    plan.reject.append((c, (RuleViolation(
-                        rule=Rule.ONE_ROOT_PER_PLAN, field="decision_type",
-                        message=f"plan {d.plan_id} already has the root {root}; "
-                        "a plan has one prompt_definition"),)))
-                    rejected_ids.add(d.decision_id)
-                else:
-                    roots[d.plan_id] = d.decision_id
-                    accepted_plan_of[d.decision_id] = d.plan_id
-                    plan.accept.append(c)
-                progressed = True
-                continue
-            parent = d.parent_decision_id
-            assert parent is not None  # the model guarantees non-roots have one
-            if parent in accepted_plan_of:
-                if accepted_plan_of[parent] != d.plan_id:
-                    plan.reject.append((c, (RuleViolation(
-                        rule=Rule.PARENT_IN_SAME_PLAN, field="parent_decision_id",
-                        message=f"parent {parent} belongs to plan {accepted_plan_of[parent]}, "
-                        f"not {d.plan_id}"),)))
-                    rejected_ids.add(d.decision_id)
-                else:
-                    accepted_plan_of[d.decision_id] = d.plan_id
-                    plan.accept.append(c)
-                progressed = True
-            elif parent in rejected_ids:
-                plan.reject.append((c, (RuleViolation(
-                    rule=Rule.PARENT_EXISTS, field="parent_decision_id",
-                    message=f"parent {parent} was rejected in the same batch"),)))
-                rejected_ids.add(d.decision_id)
-                progressed = True
-            else:
-                still.append(c)
-        if not progressed:
-            break
-        pending = still
-    plan.wait.extend(pending)
-    return plan
+                self.roots[d.plan_id] = d.decision_id
+            plan.accept.append(c)
+        else:
+            self.rejected.add(d.decision_id)
+            plan.reject.append((c, (broken,)))
+        return True
+
+    def _broken_rule(self, d: Decision) -> RuleViolation | None:
+        if d.is_root:
+            root = self.roots.get(d.plan_id)
+            if root is not None and root != d.decision_id:
+                return RuleViolation(
+                    rule=Rule.ONE_ROOT_PER_PLAN, field="decision_type",
+                    message=f"plan {d.plan_id} already has the root {root}; "
+                    "a plan has one prompt_definition")
+            return None
+        parent = d.parent_decision_id
+        if parent in self.rejected:
+            return RuleViolation(
+                rule=Rule.PARENT_EXISTS, field="parent_decision_id",
+                message=f"parent {parent} was rejected in the same batch")
+        if parent in self.plan_of and self.plan_of[parent] != d.plan_id:
+            return RuleViolation(
+                rule=Rule.PARENT_IN_SAME_PLAN, field="parent_decision_id",
+                message=f"parent {parent} belongs to plan {self.plan_of[parent]}, "
+                f"not {d.plan_id}")
+        return None
 
 
 class DecisionPersisted(BaseModel):

@@ -20,9 +20,11 @@ _INDEXES: dict[str, list[IndexModel]] = {
     DECISIONS: [
         IndexModel([("plan_id", ASCENDING), ("sequence_number", ASCENDING)], unique=True,
                    name="plan_sequence_unique"),
-        # One root per plan, enforced by the server even when two workers race.
+        # One root per plan, enforced by the server even when two workers race. A revert
+        # of the root records a corrected root (is_correction) beside the original.
         IndexModel([("plan_id", ASCENDING)], unique=True, name="one_root_per_plan",
-                   partialFilterExpression={"decision_type": "prompt_definition"}),
+                   partialFilterExpression={"decision_type": "prompt_definition",
+                                            "is_correction": False}),
         # Children by parent link: every tree walk goes through it. (No index for the
         # current tree: it is read per plan through plan_sequence_unique, and each
         # secondary index costs a third or more of the insert rate.)

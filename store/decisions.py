@@ -13,8 +13,8 @@ from datetime import datetime
 from typing import Any
 
 from pymongo import ReturnDocument
-from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.asynchronous.client_session import AsyncClientSession
+from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from contracts.decision import Decision
@@ -111,19 +111,21 @@ class DecisionRepository:
     async def facts_for(self, candidates: Sequence[Candidate]) -> StoredFacts:
         """The three lookups `plan_batch` needs, each by an index."""
         ids = {c.decision.decision_id for c in candidates}
-        parents = {c.decision.parent_decision_id for c in candidates} - ids - {None}
+        parents = {p for c in candidates
+                   if (p := c.decision.parent_decision_id) is not None and p not in ids}
         plans = {c.decision.plan_id for c in candidates}
         existing = {d["_id"]: Stored(d.get("content_hash", ""), d.get("recorded_from", -1))
                     for d in await find_by_ids(self._decisions, ids,
                                                {"content_hash": 1, "recorded_from": 1})}
         plan_of = {p: self._plan_of[p] for p in parents if p in self._plan_of}
-        unknown = [p for p in parents if p not in plan_of and p is not None]
+        unknown = [p for p in parents if p not in plan_of]
         for d in await find_by_ids(self._decisions, unknown, {"plan_id": 1}):
             plan_of[d["_id"]] = self._plan_of[d["_id"]] = d["plan_id"]
         # Served by the partial unique index one_root_per_plan.
         roots = {d["plan_id"]: d["_id"]
                  async for d in self._decisions.find(
-                     {"plan_id": {"$in": list(plans)}, "decision_type": "prompt_definition"},
+                     {"plan_id": {"$in": list(plans)}, "decision_type": "prompt_definition",
+                      "is_correction": False},
                      {"plan_id": 1})}
         return StoredFacts(existing=existing, plan_of=plan_of, root_of_plan=roots)
 
@@ -174,7 +176,8 @@ class DecisionRepository:
             numbered.extend((c, c.decision.model_copy(update={"sequence_number": start + i}))
                             for i, c in enumerate(group))
         await self._decisions.insert_many(
-            [to_document(d, c.content_hash, c.stream_sequence) for c, d in numbered], session=session)
+            [to_document(d, c.content_hash, c.stream_sequence) for c, d in numbered],
+            session=session)
         written = [d for _, d in numbered]
         for d in written:
             if d.is_root:
