@@ -30,3 +30,7 @@ class LRUCache(Generic[K, V]):
 
     def __len__(self) -> int:
         return len(self._data)
+
+    def discard(self, key: K) -> None:
+        """Forget a key: for the rare fact that stops being true (a deleted decision)."""
+        self._data.pop(key, None)

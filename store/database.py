@@ -15,6 +15,10 @@ Document = dict[str, Any]
 DECISIONS = "decisions"
 PLANS = "plans"
 DEAD_LETTERS = "dead_letters"
+CORRECTIONS = "corrections"
+CORRECTION_ATTEMPTS = "correction_attempts"
+OUTBOX = "outbox"
+PLAN_LOCKS = "plan_locks"
 
 _INDEXES: dict[str, list[IndexModel]] = {
     DECISIONS: [
@@ -33,6 +37,24 @@ _INDEXES: dict[str, list[IndexModel]] = {
     DEAD_LETTERS: [
         IndexModel([("plan_id", ASCENDING), ("rejected_at", ASCENDING)], name="by_plan"),
         IndexModel([("rejected_at", ASCENDING)], name="by_time"),
+    ],
+    # A plan's unfinished corrections, oldest arrival first: what a lease holder works through.
+    CORRECTIONS: [
+        IndexModel([("plan_id", ASCENDING), ("arrival", ASCENDING)], name="by_plan_arrival"),
+    ],
+    # Attempts are few (one or two per correction), so an index per lookup the seed's
+    # API and the RESTRICT rule need costs little.
+    CORRECTION_ATTEMPTS: [
+        IndexModel([("correction_id", ASCENDING), ("created_at", ASCENDING)],
+                   name="by_correction"),
+        IndexModel([("plan_id", ASCENDING), ("created_at", ASCENDING)], name="by_plan"),
+        IndexModel([("original_decision_id", ASCENDING)], name="by_original_decision"),
+        IndexModel([("new_decision_id", ASCENDING)], name="by_new_decision",
+                   partialFilterExpression={"new_decision_id": {"$type": "string"}}),
+    ],
+    # Flushing one correction's events in order; the relay scans the (small) rest by time.
+    OUTBOX: [
+        IndexModel([("correction_id", ASCENDING), ("order", ASCENDING)], name="by_correction"),
     ],
 }
 

@@ -20,7 +20,8 @@ from pymongo.errors import BulkWriteError, DuplicateKeyError
 from contracts.decision import Decision
 from contracts.recording import Candidate, Stored, StoredFacts
 from store.cache import LRUCache
-from store.database import DECISIONS, PLANS, Document, find_by_ids
+from store.database import CORRECTION_ATTEMPTS, DECISIONS, PLANS, Document, find_by_ids
+from store.errors import ResourceNotFoundError, RestrictViolation
 
 DUPLICATE_KEY = 11000
 PLAN_OF_CACHE = 200_000
@@ -57,6 +58,7 @@ class DecisionRepository:
         self._plan_of: LRUCache[str, str] = LRUCache(PLAN_OF_CACHE)
         self._decisions = db[DECISIONS]
         self._plans = db[PLANS]
+        self._attempts = db[CORRECTION_ATTEMPTS]
 
     # --- reads -----------------------------------------------------------------
 
@@ -128,6 +130,31 @@ class DecisionRepository:
                       "is_correction": False},
                      {"plan_id": 1})}
         return StoredFacts(existing=existing, plan_of=plan_of, root_of_plan=roots)
+
+    async def delete(self, decision_id: str) -> None:
+        """Hard-delete one decision, unless a correction attempt names it (RESTRICT).
+
+        The check and the delete share a transaction, so an attempt created meanwhile
+        either sees the decision or makes the delete fail; never an orphaned attempt.
+        """
+        async with self._client.start_session() as session:
+            await session.with_transaction(lambda s: self._delete(decision_id, s))
+        self._plan_of.discard(decision_id)
+
+    async def _delete(self, decision_id: str, s: AsyncClientSession) -> None:
+        naming = [a["_id"] async for a in self._attempts.find(
+            {"$or": [{"original_decision_id": decision_id}, {"new_decision_id": decision_id}]},
+            {"_id": 1}, session=s)]
+        if naming:
+            raise RestrictViolation(f"decision {decision_id}", naming)
+        res = await self._decisions.delete_one({"_id": decision_id}, session=s)
+        if res.deleted_count != 1:
+            raise ResourceNotFoundError("decision", decision_id)
+
+    async def reserve_sequences(self, plan_id: str, count: int, now: datetime,
+                                session: AsyncClientSession) -> int:
+        """Public name of the recorder's reservation, for the correction transaction."""
+        return await self._reserve_sequences(plan_id, count, now, session)
 
     async def _reserve_sequences(self, plan_id: str, count: int, now: datetime,
                                  session: AsyncClientSession) -> int:

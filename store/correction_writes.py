@@ -1,0 +1,143 @@
+"""One correction step, written in one MongoDB transaction.
+
+`Changes` says everything a step writes: the correction's new state (conditional on
+the version it was read at), attempt changes (conditional on their previous state),
+the tree changes of a revert or an append, and the events announcing all of it,
+which go to the outbox in the same transaction. The service builds a `Changes`
+from pure decisions (contracts.correction_plan); this module only makes it atomic.
+The transaction callback keeps no state, so the driver may run it again after a
+transient error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from pymongo.asynchronous.client_session import AsyncClientSession
+from pymongo.asynchronous.database import AsyncDatabase
+
+from contracts.correction_plan import AppendPlan, RevertPlan
+from contracts.corrections import Correction, CorrectionAttemptRecord, CorrectionAttemptState
+from contracts.decision import Decision
+from store.attempts import CorrectionAttemptRepository
+from store.corrections import Versioned, to_fields
+from store.database import CORRECTIONS, DECISIONS, ID_CHUNK, Document
+from store.decisions import DecisionRepository, to_document
+from store.errors import ConcurrentChange
+from store.locks import PlanLocks
+from store.outbox import OutboxMessage, OutboxRepository
+from store.plans import PlanRepository
+
+
+@dataclass(frozen=True)
+class AttemptChange:
+    attempt: CorrectionAttemptRecord
+    expected: CorrectionAttemptState | None
+    """State it must still be in; None to insert it."""
+
+
+@dataclass(frozen=True)
+class Changes:
+    correction: Correction
+    expected_version: int | None
+    """Version it was read at; None to insert it (a new PENDING correction)."""
+    arrival: int = 0
+    attempts: Sequence[AttemptChange] = ()
+    revert: RevertPlan | None = None
+    append: AppendPlan | None = None
+    events: Sequence[OutboxMessage] = ()
+    lease_owner: str | None = None
+    """When set, the transaction renews and requires this owner's lease on the plan."""
+
+
+@dataclass(frozen=True)
+class Written:
+    versioned: Versioned
+    new_decisions: list[Decision] = field(default_factory=list)
+
+
+class CorrectionWriter:
+    def __init__(self, db: AsyncDatabase[Document], locks: PlanLocks) -> None:
+        self._client = db.client
+        self._corrections = db[CORRECTIONS]
+        self._decisions = db[DECISIONS]
+        self._decision_repo = DecisionRepository(db)
+        self._attempts = CorrectionAttemptRepository(db)
+        self._plans = PlanRepository(db)
+        self._outbox = OutboxRepository(db)
+        self._locks = locks
+
+    async def commit(self, changes: Changes, now: datetime) -> Written:
+        async with self._client.start_session() as session:
+            written: Written = await session.with_transaction(
+                lambda s: self._write(changes, now, s))
+        return written
+
+    async def _write(self, c: Changes, now: datetime, s: AsyncClientSession) -> Written:
+        plan_id = c.correction.plan_id
+        if c.lease_owner is not None:
+            await self._locks.fence(plan_id, c.lease_owner, now, s)
+        version = await self._write_correction(c, s)
+        for a in c.attempts:
+            if a.expected is None:
+                await self._attempts.create(a.attempt, session=s)
+            else:
+                await self._attempts.replace(a.expected, a.attempt, s)
+        new: list[Decision] = []
+        if c.revert is not None:
+            new = await self._revert(c.revert, now, s)
+        if c.append is not None:
+            new = await self._append(c.append, now, s)
+        await self._outbox.add(c.correction.correction_id, version, c.events, now, s)
+        return Written(Versioned(c.correction, version, c.arrival), new)
+
+    async def _write_correction(self, c: Changes, s: AsyncClientSession) -> int:
+        fields = to_fields(c.correction)
+        if c.expected_version is None:
+            await self._corrections.insert_one(
+                {"_id": c.correction.correction_id, **fields, "version": 1,
+                 "arrival": c.arrival}, session=s)
+            return 1
+        version = c.expected_version + 1
+        res = await self._corrections.update_one(
+            {"_id": c.correction.correction_id, "version": c.expected_version},
+            {"$set": {**fields, "version": version}}, session=s)
+        if res.matched_count != 1:
+            raise ConcurrentChange(
+                f"correction {c.correction.correction_id} changed since version "
+                f"{c.expected_version}")
+        return version
+
+    async def _revert(self, plan: RevertPlan, now: datetime,
+                      s: AsyncClientSession) -> list[Decision]:
+        seq = await self._decision_repo.reserve_sequences(plan.plan_id, 1, now, s)
+        new = plan.new_decision.model_copy(update={"sequence_number": seq})
+        await self._decisions.insert_one(to_document(new), session=s)
+        ids = plan.supersede_ids
+        changed = 0
+        # update_many over _id chunks: one round trip per 50 decisions instead of one each;
+        # the superseded_by filter makes a decision superseded meanwhile a visible conflict.
+        for i in range(0, len(ids), ID_CHUNK):
+            res = await self._decisions.update_many(
+                {"_id": {"$in": list(ids[i:i + ID_CHUNK])}, "superseded_by": None},
+                {"$set": {"superseded_by": new.decision_id}}, session=s)
+            changed += res.modified_count
+        if changed != len(ids):
+            raise ConcurrentChange(
+                f"{len(ids) - changed} of the {len(ids)} decisions to supersede changed "
+                "since the impact analysis")
+        await self._plans.roll_back(plan.child_plans_to_roll_back, plan.correction_id, now, s)
+        return [new]
+
+    async def _append(self, plan: AppendPlan, now: datetime,
+                      s: AsyncClientSession) -> list[Decision]:
+        seq = await self._decision_repo.reserve_sequences(plan.plan_id, 1, now, s)
+        intervention = plan.intervention.model_copy(update={"sequence_number": seq})
+        # The child plan's root is its sequence 0, so its counter starts at 1.
+        await self._plans.insert_child(plan.child_plan, 1, s)
+        await self._decisions.insert_many(
+            [to_document(plan.child_root), to_document(intervention)], session=s)
+        return [intervention, plan.child_root]
+

@@ -1,0 +1,67 @@
+"""The corrections collection: one document per Correction aggregate, history included.
+
+Beside the aggregate's fields a document carries `version` (bumped by every write,
+which is conditional on the version read, so a racing replica or a cancel loses
+cleanly) and `arrival` (the stream sequence of the request, the per-plan order).
+Writes happen only through `store.correction_writes`, in the transaction that also
+writes the events they announce.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pymongo.asynchronous.database import AsyncDatabase
+
+from contracts.corrections import CORRECTION_LIFECYCLE, Correction, CorrectionStatus
+from store.database import CORRECTIONS, Document
+
+INTERNAL_FIELDS = ("_id", "version", "arrival")
+UNFINISHED = [s.value for s in CorrectionStatus if not CORRECTION_LIFECYCLE.is_terminal(s)]
+
+
+@dataclass(frozen=True, slots=True)
+class Versioned:
+    """A correction as read, with what a conditional write needs to go after it."""
+
+    correction: Correction
+    version: int
+    arrival: int
+
+
+def to_fields(correction: Correction) -> Document:
+    doc: Document = correction.model_dump(mode="python", exclude={"correction_id"})
+    return doc
+
+
+def from_document(doc: Document) -> Versioned:
+    fields = {k: v for k, v in doc.items() if k not in INTERNAL_FIELDS}
+    fields["correction_id"] = doc["_id"]
+    return Versioned(Correction.model_validate(fields), int(doc["version"]),
+                     int(doc.get("arrival", 0)))
+
+
+class CorrectionRepository:
+    def __init__(self, db: AsyncDatabase[Document]) -> None:
+        self._coll = db[CORRECTIONS]
+
+    async def get(self, correction_id: str) -> Versioned | None:
+        doc = await self._coll.find_one({"_id": correction_id})
+        return from_document(doc) if doc else None
+
+    async def find(self, plan_id: str | None = None, status: CorrectionStatus | None = None,
+                   limit: int = 100) -> list[Correction]:
+        query: dict[str, Any] = {}
+        if plan_id is not None:
+            query["plan_id"] = plan_id
+        if status is not None:
+            query["status"] = status.value
+        cursor = self._coll.find(query).sort([("arrival", 1), ("_id", 1)]).limit(limit)
+        return [from_document(d).correction async for d in cursor]
+
+    async def unfinished(self, plan_id: str) -> list[Versioned]:
+        """The plan's corrections not yet APPLIED, FAILED or CANCELLED, oldest arrival first."""
+        cursor = self._coll.find({"plan_id": plan_id, "status": {"$in": UNFINISHED}}).sort(
+            [("arrival", 1), ("_id", 1)])
+        return [from_document(d) async for d in cursor]

@@ -1,0 +1,51 @@
+"""Per-plan leases (collection `plan_locks`): one driver at a time works a plan's corrections.
+
+A lease is a document {_id: plan_id, owner, expires_at}. Taking it is one
+findAndModify that matches only a free or expired lease; when the lease is held, the
+upsert collides with the existing _id and the server refuses it, so two replicas can
+never both believe they hold it. A holder that dies simply lets it expire.
+Every correction transaction also renews the lease conditionally on its owner
+(`fence`), so a driver that stalled past its expiry cannot commit over its successor.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from pymongo.asynchronous.client_session import AsyncClientSession
+from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import DuplicateKeyError
+
+from store.database import PLAN_LOCKS, Document
+from store.errors import LeaseLost
+
+
+class PlanLocks:
+    def __init__(self, db: AsyncDatabase[Document], ttl_seconds: float) -> None:
+        self._coll = db[PLAN_LOCKS]
+        self.ttl = timedelta(seconds=ttl_seconds)
+
+    async def acquire(self, plan_id: str, owner: str, now: datetime) -> bool:
+        try:
+            await self._coll.find_one_and_update(
+                {"_id": plan_id, "$or": [{"owner": owner}, {"expires_at": {"$lt": now}}]},
+                {"$set": {"owner": owner, "expires_at": now + self.ttl}}, upsert=True)
+        except DuplicateKeyError:
+            return False
+        return True
+
+    async def release(self, plan_id: str, owner: str) -> None:
+        await self._coll.delete_one({"_id": plan_id, "owner": owner})
+
+    async def fence(self, plan_id: str, owner: str, now: datetime,
+                    session: AsyncClientSession) -> None:
+        """Renew inside a transaction; raise LeaseLost (aborting it) if no longer ours."""
+        res = await self._coll.update_one(
+            {"_id": plan_id, "owner": owner}, {"$set": {"expires_at": now + self.ttl}},
+            session=session)
+        if res.matched_count != 1:
+            raise LeaseLost(plan_id, owner)
+
+    async def holder(self, plan_id: str) -> str | None:
+        doc = await self._coll.find_one({"_id": plan_id})
+        return str(doc["owner"]) if doc else None

@@ -1,0 +1,80 @@
+"""The transactional outbox: events written in the same transaction as the change they
+announce, published after the commit, deleted once JetStream has them.
+
+A process that dies between commit and publish leaves its events here; whoever flushes
+next (the same correction's next step, a cancel, or the relay) publishes them under
+their fixed Nats-Msg-Id, so JetStream keeps exactly one copy. Flushing always takes
+*every* pending event of a correction in `order`, which is what keeps a correction's
+events in lifecycle order in the stream even when two processes flush at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pymongo.asynchronous.client_session import AsyncClientSession
+from pymongo.asynchronous.database import AsyncDatabase
+
+from store.database import ID_CHUNK, OUTBOX, Document
+
+ORDER_STRIDE = 1000
+"""Events of one transaction are ordered version * ORDER_STRIDE + index."""
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxMessage:
+    """An event to publish: subject, body, and the Nats-Msg-Id JetStream dedups on."""
+
+    subject: str
+    payload: bytes
+    msg_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    correction_id: str
+    order: int
+    message: OutboxMessage
+
+
+def _from_doc(doc: Document) -> Pending:
+    return Pending(doc["correction_id"], int(doc["order"]),
+                   OutboxMessage(doc["subject"], bytes(doc["payload"]), doc["_id"]))
+
+
+class OutboxRepository:
+    def __init__(self, db: AsyncDatabase[Document]) -> None:
+        self._coll = db[OUTBOX]
+
+    async def add(self, correction_id: str, version: int, messages: Sequence[OutboxMessage],
+                  now: datetime, session: AsyncClientSession) -> None:
+        if not messages:
+            return
+        await self._coll.insert_many([
+            {"_id": m.msg_id, "correction_id": correction_id,
+             "order": version * ORDER_STRIDE + i, "subject": m.subject, "payload": m.payload,
+             "created_at": now}
+            for i, m in enumerate(messages)], session=session)
+
+    async def pending_for(self, correction_id: str) -> list[Pending]:
+        cursor = self._coll.find({"correction_id": correction_id}).sort("order", 1)
+        return [_from_doc(d) async for d in cursor]
+
+    async def pending(self, created_before: datetime | None = None,
+                      limit: int = 1000) -> list[Pending]:
+        """Everything left behind (oldest first), for the relay."""
+        query: dict[str, Any] = {}
+        if created_before is not None:
+            query["created_at"] = {"$lt": created_before}
+        cursor = self._coll.find(query).sort([("created_at", 1), ("order", 1)]).limit(limit)
+        return [_from_doc(d) async for d in cursor]
+
+    async def delete(self, msg_ids: Sequence[str]) -> None:
+        for i in range(0, len(msg_ids), ID_CHUNK):
+            await self._coll.delete_many({"_id": {"$in": list(msg_ids[i:i + ID_CHUNK])}})
+
+    async def count(self) -> int:
+        return await self._coll.count_documents({})

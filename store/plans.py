@@ -1,0 +1,96 @@
+"""The plans collection: PlanRecords beside the recorder's per-plan sequence counters.
+
+A plan document is created by whichever comes first: the recorder reserving sequence
+numbers (counter only, status active) or an append creating a child plan (the full
+record, counter already past its root's sequence 0).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from pymongo.asynchronous.client_session import AsyncClientSession
+from pymongo.asynchronous.database import AsyncDatabase
+
+from contracts.plans import PlanRecord, PlanStatus
+from store.database import (
+    CORRECTION_ATTEMPTS,
+    CORRECTIONS,
+    DECISIONS,
+    OUTBOX,
+    PLANS,
+    Document,
+)
+from store.errors import ResourceNotFoundError, RestrictViolation
+
+RECORD_FIELDS = frozenset(PlanRecord.model_fields) - {"plan_id"}
+
+
+def from_document(doc: Document) -> PlanRecord:
+    fields = {k: v for k, v in doc.items() if k in RECORD_FIELDS}
+    return PlanRecord.model_validate({**fields, "plan_id": doc["_id"]})
+
+
+class PlanRepository:
+    def __init__(self, db: AsyncDatabase[Document]) -> None:
+        self._db = db
+        self._coll = db[PLANS]
+
+    async def get(self, plan_id: str) -> PlanRecord | None:
+        doc = await self._coll.find_one({"_id": plan_id})
+        return from_document(doc) if doc else None
+
+    async def children(self, plan_id: str) -> list[PlanRecord]:
+        return [from_document(d) async for d in self._coll.find({"parent_plan_id": plan_id})]
+
+    async def insert_child(self, record: PlanRecord, next_sequence: int,
+                           session: AsyncClientSession) -> None:
+        doc: Document = record.model_dump(mode="python", exclude={"plan_id"})
+        await self._coll.insert_one({"_id": record.plan_id, **doc,
+                                     "next_sequence": next_sequence}, session=session)
+
+    async def roll_back(self, plan_ids: Sequence[str], correction_id: str, now: datetime,
+                        session: AsyncClientSession) -> None:
+        """Mark plans rolled_back; a child plan never recorded gets a record saying so."""
+        for plan_id in plan_ids:
+            await self._coll.update_one(
+                {"_id": plan_id},
+                {"$set": {"status": PlanStatus.ROLLED_BACK.value,
+                          "rolled_back_by": correction_id, "rolled_back_at": now},
+                 "$setOnInsert": {"created_at": now, "next_sequence": 0}},
+                upsert=True, session=session)
+
+    async def delete(self, plan_id: str) -> None:
+        """Delete a plan with its decisions, corrections, attempts and pending events.
+
+        Refused (RestrictViolation) if an attempt of *another* plan names one of its
+        decisions: that attempt's audit trail would lose its decision.
+        """
+        client = self._db.client
+        async with client.start_session() as session:
+            await session.with_transaction(lambda s: self._delete(plan_id, s))
+
+    async def _delete(self, plan_id: str, s: AsyncClientSession) -> None:
+        plan = await self._coll.find_one({"_id": plan_id}, {"_id": 1}, session=s)
+        has_decisions = await self._db[DECISIONS].find_one({"plan_id": plan_id}, {"_id": 1},
+                                                          session=s)
+        if plan is None and has_decisions is None:
+            raise ResourceNotFoundError("plan", plan_id)
+        ids = [d["_id"] async for d in self._db[DECISIONS].find(
+            {"plan_id": plan_id}, {"_id": 1}, session=s)]
+        foreign = [a["_id"] async for a in self._db[CORRECTION_ATTEMPTS].find(
+            {"plan_id": {"$ne": plan_id},
+             "$or": [{"original_decision_id": {"$in": ids}}, {"new_decision_id": {"$in": ids}}]},
+            {"_id": 1}, session=s)] if ids else []
+        if foreign:
+            raise RestrictViolation(f"plan {plan_id}", foreign)
+        corrections = [c["_id"] async for c in self._db[CORRECTIONS].find(
+            {"plan_id": plan_id}, {"_id": 1}, session=s)]
+        await self._db[CORRECTION_ATTEMPTS].delete_many({"plan_id": plan_id}, session=s)
+        if corrections:
+            await self._db[OUTBOX].delete_many({"correction_id": {"$in": corrections}},
+                                               session=s)
+        await self._db[CORRECTIONS].delete_many({"plan_id": plan_id}, session=s)
+        await self._db[DECISIONS].delete_many({"plan_id": plan_id}, session=s)
+        await self._coll.delete_one({"_id": plan_id}, session=s)
