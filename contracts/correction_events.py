@@ -22,6 +22,7 @@ from contracts.corrections import (
     CorrectionStatus,
 )
 from contracts.ids import Ulid, new_id
+from contracts.rules import RuleViolation
 from contracts.timestamps import UtcTime
 
 
@@ -192,3 +193,30 @@ class CancelRefused(_Frozen):
     @property
     def msg_id(self) -> str:
         return subjects.cancel_refused_msg_id(self.correction_id, self.status)
+
+
+class CorrectionRejected(_Frozen):
+    """Published to `corrections.rejected.<plan_id|unknown>` when a request or cancel message
+    cannot be read; the message is kept in `dead_letters` and never redelivered."""
+
+    dead_letter_id: str = Field(description="'CORRECTIONS:<stream sequence>' in dead_letters.")
+    subject: str = Field(description="Subject the message was published on.")
+    plan_id: str | None = Field(default=None, description="Plan, when readable.")
+    correction_id: str | None = Field(default=None, description="correction_id, if readable.")
+    errors: list[RuleViolation] = Field(description="Every rule the message broke.")
+    rejected_at: UtcTime = Field(description="When (UTC).")
+
+
+class DryRunError(_Frozen):
+    """The reply to `corrections.dryrun.<plan_id>` when no report can be made.
+
+    code: `target_not_found`, `target_in_other_plan`, `target_superseded` (applying
+    would FAIL with the same message), or `invalid_request` (unreadable body, or a
+    body whose plan_id differs from the subject's).
+    """
+
+    error: str = Field(description="Machine-readable code.", examples=["target_superseded"])
+    message: str = Field(description="What is wrong, in one sentence.")
+    correction_id: str | None = Field(default=None, description="From the request, if readable.")
+    plan_id: str | None = Field(default=None, description="From the subject.")
+    decision_id: str | None = Field(default=None, description="The target, if readable.")

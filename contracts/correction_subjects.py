@@ -16,6 +16,15 @@ CANCEL_PREFIX = "corrections.cancel"
 EVENTS_PREFIX = "corrections.events"
 ATTEMPTS_PREFIX = "corrections.attempts"
 CANCEL_REFUSED_PREFIX = "corrections.cancel_refused"
+REJECTED_PREFIX = "corrections.rejected"
+UNKNOWN_PLAN = "unknown"
+CORRECTIONS_DUPLICATE_WINDOW_SECONDS = 600.0
+"""Ten minutes: longer than the relay ever leaves an event in the outbox after a crash,
+so a republished event is always recognised as a duplicate."""
+
+CORRECTOR_DURABLE = "corrector"
+CANCELLER_DURABLE = "correction-canceller"
+DRYRUN_QUEUE = "corrections-dryrun"
 
 CORRECTIONS_STREAM_SUBJECTS: tuple[str, ...] = (
     f"{REQUESTED_PREFIX}.*",
@@ -23,6 +32,7 @@ CORRECTIONS_STREAM_SUBJECTS: tuple[str, ...] = (
     f"{EVENTS_PREFIX}.*.*",
     f"{ATTEMPTS_PREFIX}.*.*",
     f"{CANCEL_REFUSED_PREFIX}.*",
+    f"{REJECTED_PREFIX}.*",
 )
 """What the stream captures. `corrections.dryrun.*` is deliberately absent: a dry run is
 core request-reply, and a stream capturing it would answer the requester with a PubAck."""
@@ -57,6 +67,15 @@ def cancel(plan_id: str) -> str:
 
 def cancel_refused(plan_id: str) -> str:
     return f"{CANCEL_REFUSED_PREFIX}.{_token(plan_id)}"
+
+
+def rejected(plan_id: str | None) -> str:
+    """Where an unreadable request or cancel is reported ('unknown' when no plan is readable)."""
+    return f"{REJECTED_PREFIX}.{_token(plan_id) if plan_id and is_ulid(plan_id) else UNKNOWN_PLAN}"
+
+
+def rejected_msg_id(stream_sequence: int) -> str:
+    return f"correction_rejected:{stream_sequence}"
 
 
 def event(plan_id: str, status: CorrectionStatus) -> str:

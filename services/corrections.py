@@ -1,0 +1,447 @@
+"""The correction service: the seed's API, and the driver that takes each correction of a
+plan from PENDING to APPLIED, FAILED or CANCELLED.
+
+Exactly-once events come from the transactional outbox (store.outbox): every step
+commits its state change together with the events announcing it, then publishes
+them under fixed Nats-Msg-Ids and deletes them. A process dying between the commit
+and the publish leaves them for the next flush of that correction or the relay.
+
+Ordering: a plan's corrections are worked one at a time by whoever holds the plan's
+lease (store.locks), oldest arrival first; every step's transaction renews the lease
+conditionally on its owner, so a driver that stalled past its lease cannot commit.
+A revert or append is one transaction, so the tree is either fully corrected or
+untouched; a driver that dies mid-way leaves the correction ANALYZING or EXECUTING
+and the next lease holder resumes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from pymongo.errors import DuplicateKeyError, PyMongoError
+
+from contracts import correction_subjects as subjects
+from contracts.correction_events import (
+    AttemptTransitioned,
+    CancelRefused,
+    CorrectionRejected,
+    CorrectionTransitioned,
+)
+from contracts.correction_plan import plan_append, plan_revert, validate_target
+from contracts.correction_subjects import CORRECTIONS_STREAM
+from contracts.correction_wire import Unreadable
+from contracts.corrections import (
+    CANCELLABLE,
+    Correction,
+    CorrectionAttemptRecord,
+    CorrectionAttemptState,
+    CorrectionMode,
+    CorrectionRequest,
+    CorrectionStatus,
+)
+from contracts.dead_letter import DeadLetter, dead_letter_id
+from contracts.errors import DomainError
+from contracts.ids import new_id
+from contracts.impact import (
+    CorrectionImpact,
+    DryRunReport,
+    build_dry_run_report,
+    summarize,
+    timing_samples,
+    type_durations,
+    types_without_history,
+)
+from contracts.timestamps import utc_now
+from services.archive import Archive
+from services.ports import EventPublisher, OutgoingEvent
+from store.correction_store import CorrectionStore
+from store.correction_writes import AttemptChange, Changes
+from store.corrections import Versioned
+from store.errors import ConcurrentChange, LeaseLost, ResourceNotFoundError
+from store.outbox import OutboxMessage
+
+log = logging.getLogger(__name__)
+
+A = CorrectionAttemptState
+S = CorrectionStatus
+
+CrashHook = Callable[[str], None]
+"""Called with a step name at each point a process could die; tests kill the worker there."""
+
+
+def no_crash(step: str) -> None:
+    """The production hook: nothing."""
+
+
+class PlanBusy(Exception):
+    """Another driver holds the plan's lease; its corrections will be run by that driver."""
+
+    def __init__(self, plan_id: str) -> None:
+        self.plan_id = plan_id
+        super().__init__(f"plan {plan_id} is being corrected by another driver")
+
+
+@dataclass(frozen=True)
+class CorrectionPolicy:
+    max_attempts: int = 3
+    """Attempts at the revert/append transaction before the correction is FAILED."""
+    attempt_backoff_seconds: float = 0.2
+
+
+def correction_event(c: Correction) -> OutboxMessage:
+    e = CorrectionTransitioned.from_correction(c)
+    return OutboxMessage(e.subject, e.model_dump_json().encode(), e.msg_id)
+
+
+def attempt_event(a: CorrectionAttemptRecord, from_state: CorrectionAttemptState | None,
+                  at: datetime) -> OutboxMessage:
+    e = AttemptTransitioned.from_attempt(a, from_state, at=at)
+    return OutboxMessage(e.subject, e.model_dump_json().encode(), e.msg_id)
+
+
+def new_attempt_events(a: CorrectionAttemptRecord, at: datetime) -> list[OutboxMessage]:
+    """An attempt is stored already EXECUTING; both of its transitions are announced."""
+    pending = a.model_copy(update={"state": A.PENDING})
+    return [attempt_event(pending, None, at), attempt_event(a, A.PENDING, at)]
+
+
+class CorrectionService:
+    def __init__(self, store: CorrectionStore, publisher: EventPublisher, archive: Archive, *,
+                 policy: CorrectionPolicy | None = None, crash: CrashHook = no_crash,
+                 worker_id: str | None = None,
+                 clock: Callable[[], datetime] = utc_now) -> None:
+        self._store = store
+        self._publisher = publisher
+        self._archive = archive
+        self.policy = policy or CorrectionPolicy()
+        self._crash = crash
+        self._worker_id = worker_id or new_id()
+        self._clock = clock
+
+    # --- the seed's API ------------------------------------------------------------
+
+    async def request_correction(self, request: CorrectionRequest, *,
+                                 arrival: int = 0) -> Correction:
+        """Record the request as a PENDING correction; a known correction_id records nothing.
+
+        `arrival` orders the plan's corrections (the stream sequence of the request).
+        """
+        existing = await self._store.corrections.get(request.correction_id)
+        if existing is None:
+            created = Correction.from_request(request, self._clock())
+            try:
+                await self._commit(Changes(created, None, arrival=arrival,
+                                           events=[correction_event(created)]))
+            except DuplicateKeyError:
+                pass  # a concurrent delivery recorded it first
+            else:
+                return created
+            existing = await self._store.corrections.get(request.correction_id)
+            assert existing is not None
+        await self.flush(request.correction_id)  # its pending event, if a crash left it
+        return existing.correction
+
+    async def analyze_impact(self, decision_id: str) -> CorrectionImpact:
+        """BFS impact of correcting `decision_id`; TargetNotFound if it does not exist."""
+        return await self._store.impact.impact(decision_id)
+
+    async def generate_dry_run_report(self, request: CorrectionRequest) -> DryRunReport:
+        """What the correction would do, reading only. Raises the named DomainError
+        (TargetNotFound, TargetInOtherPlan, TargetSuperseded) that applying would FAIL with."""
+        target = await self._store.decisions.get(request.decision_id)
+        validate_target(request, target)
+        walk = await self._store.impact.walk(request.decision_id)
+        durations = type_durations(timing_samples(walk.affected))
+        impact = summarize(walk, durations)
+        return build_dry_run_report(
+            request, impact, target_superseded=False,
+            fallback_types=types_without_history(
+                (v.decision_type for v in walk.affected), durations))
+
+    async def execute_correction(self, correction_id: str) -> Correction:
+        """Run one correction to a terminal status now; PlanBusy if its plan is being worked."""
+        v = await self._get(correction_id)
+        owner = self._owner()
+        plan_id = v.correction.plan_id
+        if not await self._store.locks.acquire(plan_id, owner, self._clock()):
+            raise PlanBusy(plan_id)
+        try:
+            return await self._advance(correction_id, owner)
+        finally:
+            await self._store.locks.release(plan_id, owner)
+
+    async def execute_revert(self, correction_id: str) -> Correction:
+        await self._require_mode(correction_id, CorrectionMode.REVERT)
+        return await self.execute_correction(correction_id)
+
+    async def execute_append(self, correction_id: str) -> Correction:
+        await self._require_mode(correction_id, CorrectionMode.APPEND)
+        return await self.execute_correction(correction_id)
+
+    async def get_correction(self, correction_id: str) -> Correction | None:
+        v = await self._store.corrections.get(correction_id)
+        return v.correction if v else None
+
+    async def list_corrections(self, plan_id: str | None = None,
+                               status: CorrectionStatus | None = None,
+                               limit: int = 100) -> list[Correction]:
+        return await self._store.corrections.find(plan_id, status, limit)
+
+    async def list_attempts(self, correction_id: str) -> list[CorrectionAttemptRecord]:
+        return await self._store.attempts.list_by_correction(correction_id)
+
+    async def cancel_correction(self, correction_id: str, reason: str | None = None, *,
+                                plan_id: str | None = None) -> Correction | CancelRefused:
+        """CANCELLED from PENDING or ANALYZING; otherwise the refusal, which is also
+        published to corrections.cancel_refused.<plan_id> (once per status met)."""
+        while True:
+            v = await self._store.corrections.get(correction_id)
+            if v is None or (plan_id is not None and v.correction.plan_id != plan_id):
+                return await self._refuse(correction_id, plan_id, None)
+            c = v.correction
+            if c.status not in CANCELLABLE:
+                return await self._refuse(correction_id, c.plan_id, c.status)
+            cancelled = c.transition(S.CANCELLED, self._clock(), reason=reason)
+            try:
+                await self._commit(Changes(cancelled, v.version,
+                                           events=[correction_event(cancelled)]))
+            except ConcurrentChange:
+                continue  # the driver moved it meanwhile: decide again on what it is now
+            return cancelled
+
+    # --- driving ---------------------------------------------------------------------
+
+    async def drive_plan(self, plan_id: str) -> bool:
+        """Work the plan's unfinished corrections, oldest arrival first, until none remain.
+
+        False if another driver holds the plan's lease (it will do the work)."""
+        owner = self._owner()
+        if not await self._store.locks.acquire(plan_id, owner, self._clock()):
+            return False
+        try:
+            while todo := await self._store.corrections.unfinished(plan_id):
+                for v in todo:
+                    await self._advance(v.correction.correction_id, owner)
+            return True
+        finally:
+            await self._store.locks.release(plan_id, owner)
+
+    async def flush(self, correction_id: str) -> None:
+        """Publish a correction's pending events in order, then forget them. A failed publish
+        is left to the next flush or the relay: the state change is already committed."""
+        pending = await self._store.outbox.pending_for(correction_id)
+        if not pending:
+            return
+        try:
+            await self._publisher.publish_all([
+                OutgoingEvent(p.message.subject, p.message.payload, p.message.msg_id)
+                for p in pending])
+        except Exception:
+            log.warning("publishing %d event(s) of correction %s failed; the relay will retry",
+                        len(pending), correction_id, exc_info=True)
+            return
+        await self._store.outbox.delete([p.message.msg_id for p in pending])
+
+    async def relay(self, created_before: datetime | None = None) -> int:
+        """Flush every correction with events left in the outbox; returns how many."""
+        left = await self._store.outbox.pending(created_before)
+        corrections = list(dict.fromkeys(p.correction_id for p in left))
+        for cid in corrections:
+            await self.flush(cid)
+        return len(corrections)
+
+    # --- the steps ---------------------------------------------------------------------
+
+    async def _advance(self, correction_id: str, owner: str) -> Correction:
+        impact: CorrectionImpact | None = None
+        while True:
+            v = await self._get(correction_id)
+            c = v.correction
+            if c.is_terminal:
+                # Its last events may be in the outbox if our own commit looked failed
+                # but had committed (an unknown commit result).
+                await self.flush(correction_id)
+                return c
+            try:
+                if c.status is S.PENDING:
+                    analyzing = c.transition(S.ANALYZING, self._clock())
+                    await self._commit(Changes(analyzing, v.version, lease_owner=owner,
+                                               events=[correction_event(analyzing)]))
+                elif c.status is S.ANALYZING:
+                    impact = await self._analyze(v, owner)
+                else:
+                    await self._execute(v, owner, impact)
+                    impact = None
+            except LeaseLost:
+                raise
+            except ConcurrentChange as exc:
+                log.info("correction %s changed under us (%s); reading it again",
+                         correction_id, exc)
+
+    async def _analyze(self, v: Versioned, owner: str) -> CorrectionImpact | None:
+        c = v.correction
+        target = await self._store.decisions.get(c.decision_id)
+        try:
+            validate_target(c.request(), target)
+            impact = await self._store.impact.impact(c.decision_id)
+        except DomainError as exc:
+            await self._fail(v, str(exc), owner, None)
+            return None
+        now = self._clock()
+        executing = c.transition(S.EXECUTING, now)
+        attempt = CorrectionAttemptRecord.for_correction(c, now).transition(A.EXECUTING, now)
+        await self._commit(Changes(
+            executing, v.version, lease_owner=owner,
+            attempts=[AttemptChange(attempt, None)],
+            events=[correction_event(executing), *new_attempt_events(attempt, now)]))
+        return impact
+
+    async def _execute(self, v: Versioned, owner: str, impact: CorrectionImpact | None) -> None:
+        c = v.correction
+        attempts = await self._store.attempts.list_by_correction(c.correction_id)
+        attempt = next((a for a in reversed(attempts) if a.state is A.EXECUTING), None)
+        if attempt is None:  # a crash between the two writes of a retry: start the next
+            now = self._clock()
+            attempt = CorrectionAttemptRecord.for_correction(c, now).transition(A.EXECUTING, now)
+            await self._commit(Changes(c, v.version, lease_owner=owner,
+                                       attempts=[AttemptChange(attempt, None)],
+                                       events=new_attempt_events(attempt, now)))
+            return
+        target = await self._store.decisions.get(c.decision_id)
+        request = c.request()
+        try:
+            validate_target(request, target)
+            assert target is not None
+            impact = impact or await self._store.impact.impact(c.decision_id)
+        except DomainError as exc:
+            await self._fail(v, str(exc), owner, attempt)
+            return
+        now = self._clock()
+        if c.mode is CorrectionMode.REVERT:
+            revert = plan_revert(request, target, impact, new_decision_id=new_id(),
+                                 sequence_number=0, at=now)
+            path = await asyncio.to_thread(self._archive.write, revert)
+            done = attempt.transition(A.COMPLETE, now, new_decision_id=revert.new_decision.
+                                      decision_id, archived_artifacts_path=path)
+            applied = c.transition(S.APPLIED, now, **revert.applied_info(path))
+            changes = Changes(applied, v.version, lease_owner=owner, revert=revert,
+                              attempts=[AttemptChange(done, A.EXECUTING)],
+                              events=[attempt_event(done, A.EXECUTING, now),
+                                      correction_event(applied)])
+        else:
+            record = await self._store.plans.get(c.plan_id)
+            append = plan_append(
+                request, target, child_plan_id=new_id(), child_root_decision_id=new_id(),
+                intervention_decision_id=new_id(), sequence_number=0, at=now,
+                project=record.project if record else target.project,
+                action_template=record.action_template if record else target.action_template)
+            done = attempt.transition(A.COMPLETE, now, new_decision_id=append.new_decision_id)
+            applied = c.transition(S.APPLIED, now, **append.applied_info())
+            changes = Changes(applied, v.version, lease_owner=owner, append=append,
+                              attempts=[AttemptChange(done, A.EXECUTING)],
+                              events=[attempt_event(done, A.EXECUTING, now),
+                                      correction_event(applied)])
+        self._crash("before_execute_commit")
+        try:
+            await self._commit(changes)
+        except ConcurrentChange:
+            raise
+        except PyMongoError as exc:
+            log.warning("attempt %s of correction %s failed: %s", attempt.id,
+                        c.correction_id, exc)
+            await self._attempt_failed(v, owner, attempt, len(attempts), exc)
+
+    async def _attempt_failed(self, v: Versioned, owner: str, attempt: CorrectionAttemptRecord,
+                              tried: int, exc: Exception) -> None:
+        c = v.correction
+        now = self._clock()
+        failed = attempt.transition(A.FAILED, now)
+        if tried >= self.policy.max_attempts:
+            error = (f"the {c.mode.value} transaction failed {tried} time(s); last error: "
+                     f"{type(exc).__name__}: {exc}")
+            await self._fail(v, error, owner, attempt)
+            return
+        retry = CorrectionAttemptRecord.for_correction(c, now).transition(A.EXECUTING, now)
+        await self._commit(Changes(
+            c, v.version, lease_owner=owner,
+            attempts=[AttemptChange(failed, A.EXECUTING), AttemptChange(retry, None)],
+            events=[attempt_event(failed, A.EXECUTING, now), *new_attempt_events(retry, now)]))
+        await asyncio.sleep(self.policy.attempt_backoff_seconds * tried)
+
+    async def _fail(self, v: Versioned, error: str, owner: str,
+                    attempt: CorrectionAttemptRecord | None) -> None:
+        c = v.correction
+        now = self._clock()
+        failed = c.transition(S.FAILED, now, error=error)
+        changes: list[AttemptChange] = []
+        events: list[OutboxMessage] = []
+        if attempt is not None:
+            gave_up = attempt.transition(A.FAILED, now)
+            changes.append(AttemptChange(gave_up, A.EXECUTING))
+            events.append(attempt_event(gave_up, A.EXECUTING, now))
+        events.append(correction_event(failed))
+        await self._commit(Changes(failed, v.version, lease_owner=owner, attempts=changes,
+                                   events=events))
+        if c.mode is CorrectionMode.REVERT:
+            await asyncio.to_thread(self._archive.remove, c.plan_id, c.correction_id)
+        log.info("correction %s FAILED: %s", c.correction_id, error)
+
+    async def _commit(self, changes: Changes) -> None:
+        await self._store.writer.commit(changes, self._clock())
+        status = changes.correction.status.value
+        self._crash(f"after_commit:{status}")
+        await self.flush(changes.correction.correction_id)
+        self._crash(f"after_publish:{status}")
+
+    async def reject(self, subject: str, headers: dict[str, str], data: bytes, *,
+                     stream_sequence: int, delivered: int, unreadable: Unreadable) -> None:
+        """Keep an unreadable request or cancel in dead_letters, then report it (once per
+        stream message, whoever retries): bad input is never retried."""
+        now = self._clock()
+        letter = DeadLetter(
+            id=dead_letter_id(CORRECTIONS_STREAM, stream_sequence), subject=subject,
+            headers=headers, payload=data, plan_id=unreadable.plan_id, decision_id=None,
+            errors=list(unreadable.violations), rejected_at=now, delivered=delivered)
+        await self._store.dead_letters.keep([letter])
+        body = CorrectionRejected(
+            dead_letter_id=letter.id, subject=subject, plan_id=unreadable.plan_id,
+            correction_id=unreadable.correction_id, errors=letter.errors, rejected_at=now)
+        await self._publisher.publish_all([OutgoingEvent(
+            subjects.rejected(unreadable.plan_id), body.model_dump_json().encode(),
+            subjects.rejected_msg_id(stream_sequence))])
+        log.warning("rejected %s on %s: %s", letter.id, subject, unreadable.reason)
+
+    # --- helpers -------------------------------------------------------------------------
+
+    async def _refuse(self, correction_id: str, plan_id: str | None,
+                      status: CorrectionStatus | None) -> CancelRefused:
+        if plan_id is None:  # no plan to address the refusal to
+            raise ResourceNotFoundError("correction", correction_id)
+        refused = CancelRefused.for_status(correction_id, plan_id, status)
+        await self._publisher.publish_all([OutgoingEvent(
+            refused.subject, refused.model_dump_json().encode(), refused.msg_id)])
+        return refused
+
+    async def _get(self, correction_id: str) -> Versioned:
+        v = await self._store.corrections.get(correction_id)
+        if v is None:
+            raise ResourceNotFoundError("correction", correction_id)
+        return v
+
+    async def _require_mode(self, correction_id: str, mode: CorrectionMode) -> None:
+        c = (await self._get(correction_id)).correction
+        if c.mode is not mode:
+            raise ValueError(f"correction {correction_id} is a {c.mode.value}, not a "
+                             f"{mode.value}")
+
+    def _owner(self) -> str:
+        # One owner per drive, not per process: two deliveries in one worker must not
+        # both believe they hold the plan.
+        return f"{self._worker_id}:{new_id()}"
+
+
+__all__ = ["CorrectionPolicy", "CorrectionService", "CrashHook", "PlanBusy", "no_crash"]
