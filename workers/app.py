@@ -6,18 +6,31 @@ module (e.g. to generate the AsyncAPI document) touches no server.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass, field
 
 from faststream import FastStream
 from faststream.nats import NatsBroker
 from faststream.specification import AsyncAPI
+from nats.aio.subscription import Subscription
 from pymongo import AsyncMongoClient
 
+from services.archive import Archive
+from services.corrections import CorrectionPolicy, CorrectionService
 from services.recorder import RecorderPolicy, RecorderService
+from store.correction_store import CorrectionStore
 from store.database import Document, connect, ensure_indexes
 from store.dead_letters import DeadLetterRepository
 from store.decisions import DecisionRepository
+from workers.corrections import (
+    correction_pullers,
+    crash_hook,
+    document_corrections,
+    relay_loop,
+    start_dry_run,
+)
 from workers.publisher import JetStreamPublisher
 from workers.pull import BatchPuller
 from workers.recorder import document_recorder, recorder_puller
@@ -36,11 +49,18 @@ class Runtime:
 
     mongo: AsyncMongoClient[Document] | None = None
     recorder: RecorderService | None = None
+    corrections: CorrectionService | None = None
     pullers: list[BatchPuller] = field(default_factory=list)
+    dry_run: Subscription | None = None
+    relay: asyncio.Task[None] | None = None
 
     def get_recorder(self) -> RecorderService:
         assert self.recorder is not None, "the app has not started"
         return self.recorder
+
+    def get_corrections(self) -> CorrectionService:
+        assert self.corrections is not None, "the app has not started"
+        return self.corrections
 
 
 def build_app(settings: Settings | None = None, *, for_docs: bool = False) -> FastStream:
@@ -49,6 +69,7 @@ def build_app(settings: Settings | None = None, *, for_docs: bool = False) -> Fa
     broker = NatsBroker(settings.nats_url, graceful_timeout=settings.graceful_timeout)
     runtime = Runtime()
     document_recorder(broker, for_docs=for_docs)
+    document_corrections(broker, for_docs=for_docs)
 
     app = FastStream(
         broker,
@@ -71,20 +92,42 @@ def build_app(settings: Settings | None = None, *, for_docs: bool = False) -> Fa
             JetStreamPublisher(broker.connection),
             RecorderPolicy(parent_wait_seconds=settings.recorder_parent_wait_seconds),
         )
+        runtime.corrections = CorrectionService(
+            CorrectionStore.open(db, settings.corrections_lease_seconds),
+            JetStreamPublisher(broker.connection),
+            Archive(settings.resolved_archive_root(), settings.artifacts_root),
+            policy=CorrectionPolicy(max_attempts=settings.corrections_max_attempts),
+            crash=crash_hook(settings.crash_at),
+        )
         log.info("workers connected to %s and %s/%s", settings.nats_url,
                  settings.mongodb_uri, settings.mongodb_db)
 
     @app.after_startup
     async def start_consumers() -> None:
         js = broker.connection.jetstream()
-        runtime.pullers = [recorder_puller(js, settings, runtime.get_recorder)]
+        runtime.relay = asyncio.create_task(relay_loop(runtime.get_corrections, settings),
+                                            name="outbox-relay")
+        runtime.dry_run = await start_dry_run(broker.connection, runtime.get_corrections)
+        # The recorder last: tests (and `agents up`) take its waiting pull as "ready".
+        runtime.pullers = [
+            *correction_pullers(js, settings, runtime.get_corrections,
+                                crash_hook(settings.crash_at)),
+            recorder_puller(js, settings, runtime.get_recorder),
+        ]
         for puller in runtime.pullers:
             await puller.start()
 
     @app.on_shutdown
     async def stop_consumers() -> None:
+        if runtime.dry_run is not None:
+            with contextlib.suppress(Exception):
+                await runtime.dry_run.unsubscribe()
         for puller in runtime.pullers:
             await puller.stop(settings.graceful_timeout)
+        if runtime.relay is not None:
+            runtime.relay.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await runtime.relay
 
     @app.after_shutdown
     async def close_clients() -> None:

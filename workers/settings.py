@@ -29,6 +29,30 @@ class Settings:
     recorder_ack_wait_seconds: float = 30.0
     graceful_timeout: float = 15.0
     artifacts_root: Path | None = None
+    archive_root: Path | None = None
+    """Where revert archives go; default ARTIFACTS_ROOT/.archive, else the user data dir."""
+    corrections_batch_size: int = 16
+    corrections_ack_wait_seconds: float = 60.0
+    corrections_retry_delay: float = 1.0
+    """Nak delay of a request whose plan another driver is working (it is redelivered
+    until its correction is terminal, in case that driver dies)."""
+    corrections_lease_seconds: float = 30.0
+    corrections_max_attempts: int = 3
+    corrections_cancel_wait_seconds: float = 5.0
+    """How long a cancel naming an unknown correction waits for its request to arrive."""
+    outbox_relay_interval: float = 5.0
+    outbox_relay_grace: float = 2.0
+    """The relay republishes only events older than this, leaving fresh ones to their step."""
+    crash_at: str | None = None
+    """TEST ONLY (CORRECTIONS_CRASH_AT): SIGKILL the worker at this step (docs/corrections.md)."""
+
+    def resolved_archive_root(self) -> Path:
+        if self.archive_root is not None:
+            return self.archive_root
+        if self.artifacts_root is not None:
+            return self.artifacts_root / ".archive"
+        data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+        return Path(data) / "decision-ledger" / "archive"
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -46,4 +70,20 @@ class Settings:
                                                  cls.recorder_ack_wait_seconds),
             graceful_timeout=_env_float("GRACEFUL_TIMEOUT", cls.graceful_timeout),
             artifacts_root=Path(root) if root else None,
+            archive_root=Path(archive) if (archive := os.environ.get("ARCHIVE_ROOT")) else None,
+            corrections_batch_size=_env_int("CORRECTIONS_BATCH_SIZE",
+                                            cls.corrections_batch_size),
+            corrections_ack_wait_seconds=_env_float("CORRECTIONS_ACK_WAIT_SECONDS",
+                                                    cls.corrections_ack_wait_seconds),
+            corrections_retry_delay=_env_float("CORRECTIONS_RETRY_DELAY",
+                                               cls.corrections_retry_delay),
+            corrections_lease_seconds=_env_float("CORRECTIONS_LEASE_SECONDS",
+                                                 cls.corrections_lease_seconds),
+            corrections_max_attempts=_env_int("CORRECTIONS_MAX_ATTEMPTS",
+                                              cls.corrections_max_attempts),
+            corrections_cancel_wait_seconds=_env_float("CORRECTIONS_CANCEL_WAIT_SECONDS",
+                                                       cls.corrections_cancel_wait_seconds),
+            outbox_relay_interval=_env_float("OUTBOX_RELAY_INTERVAL", cls.outbox_relay_interval),
+            outbox_relay_grace=_env_float("OUTBOX_RELAY_GRACE", cls.outbox_relay_grace),
+            crash_at=os.environ.get("CORRECTIONS_CRASH_AT") or None,
         )

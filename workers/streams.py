@@ -13,6 +13,11 @@ from nats.js import JetStreamContext
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
 from nats.js.errors import NotFoundError
 
+from contracts.correction_subjects import (
+    CORRECTIONS_DUPLICATE_WINDOW_SECONDS,
+    CORRECTIONS_STREAM,
+    CORRECTIONS_STREAM_SUBJECTS,
+)
 from contracts.subjects import (
     DECISIONS_DUPLICATE_WINDOW_SECONDS,
     DECISIONS_STREAM,
@@ -33,6 +38,17 @@ def stream_configs() -> list[StreamConfig]:
             num_replicas=replicas,
             description="Decisions recorded by agents, and the recorder's persisted/rejected "
             "events.",
+        ),
+        StreamConfig(
+            name=CORRECTIONS_STREAM,
+            subjects=list(CORRECTIONS_STREAM_SUBJECTS),
+            retention=RetentionPolicy.LIMITS,
+            storage=StorageType.FILE,
+            discard=DiscardPolicy.OLD,
+            duplicate_window=CORRECTIONS_DUPLICATE_WINDOW_SECONDS,
+            num_replicas=replicas,
+            description="Correction requests and cancels from operators, and every lifecycle "
+            "and attempt transition (corrections.dryrun.* is request-reply, not captured).",
         ),
     ]
 
