@@ -1,0 +1,66 @@
+"""Reading correction requests and cancels off the wire: every way one is unreadable."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from contracts.correction_wire import Unreadable, read_cancel, read_request
+from contracts.corrections import CancelRequest, CorrectionRequest
+from contracts.rules import Rule
+
+pytestmark = pytest.mark.unit
+
+PLAN = "01JD7X4Q9R8N2V5K3M6P1T0W7Y"
+TARGET = "01JD7X4Q9R8N2V5K3M6P1T0W7Z"
+CID = "01JD7X4Q9R8N2V5K3M6P1T0W80"
+
+
+def body(**over: Any) -> bytes:
+    fields = {"correction_id": CID, "plan_id": PLAN, "decision_id": TARGET, "mode": "revert",
+              "guidance": "use a token bucket", "requested_by": "alice"} | over
+    return json.dumps({k: v for k, v in fields.items() if v is not None}).encode()
+
+
+def rules(r: object) -> set[Rule]:
+    assert isinstance(r, Unreadable)
+    return {v.rule for v in r.violations}
+
+
+def test_a_valid_request() -> None:
+    r = read_request(f"corrections.requested.{PLAN}", body())
+    assert isinstance(r, CorrectionRequest) and r.correction_id == CID
+
+
+@pytest.mark.parametrize(("data", "rule"), [
+    (b"\xff\xfe", Rule.NOT_UTF8),
+    (b"{nope", Rule.NOT_JSON),
+    (b"[1, 2]", Rule.SCHEMA),
+    (body(correction_id=None), Rule.SCHEMA),
+    (body(mode="rewind"), Rule.SCHEMA),
+    (body(guidance="   "), Rule.NON_EMPTY),
+    (body(guidance="x" * 10_001), Rule.SCHEMA),
+    (body(decision_id="nope"), Rule.VALID_ULID),
+    (body(plan_id="01JD7X4Q9R8N2V5K3M6P1T0W81"), Rule.SUBJECT_MATCHES_PLAN),
+])
+def test_unreadable_requests_name_the_rule(data: bytes, rule: Rule) -> None:
+    assert rule in rules(read_request(f"corrections.requested.{PLAN}", data))
+
+
+def test_unreadable_keeps_what_it_could_read() -> None:
+    r = read_request(f"corrections.requested.{PLAN}", body(mode="rewind"))
+    assert isinstance(r, Unreadable) and r.plan_id == PLAN and r.correction_id == CID
+    assert "mode" in r.reason
+
+
+def test_dry_run_prefix_and_cancel() -> None:
+    assert isinstance(read_request(f"corrections.dryrun.{PLAN}", body(),
+                                   prefix="corrections.dryrun"), CorrectionRequest)
+    ok = read_cancel(f"corrections.cancel.{PLAN}",
+                     json.dumps({"correction_id": CID, "plan_id": PLAN}).encode())
+    assert isinstance(ok, CancelRequest)
+    assert Rule.SUBJECT_MATCHES_PLAN in rules(read_cancel(
+        "corrections.cancel.01JD7X4Q9R8N2V5K3M6P1T0W81",
+        json.dumps({"correction_id": CID, "plan_id": PLAN}).encode()))
