@@ -1,0 +1,190 @@
+"""Correction cost against subtree size and plan size.
+
+    python bench/bench_corrections.py [--plans 1000,100000] [--subtrees 10,1000,10000]
+
+Starts its own nats-server and secantusd-py (free ports, temp dir) and one `python -m
+workers` process. Plans are loaded straight into the store in bulk (store.bulk.load_plan),
+not through NATS, so building a 100,000-decision plan takes seconds: recording speed is
+bench_recorder.py's subject, not this one's. Each plan holds one disjoint subtree per
+size under its root, beside `plan size` other decisions.
+
+For each (plan, subtree) it prints:
+  impact   median time of the level-by-level impact analysis (3 runs, in-process);
+  rounds   BFS levels, i.e. query rounds;
+  latency  a revert, from publishing the CorrectionRequest to receiving its APPLIED event
+           from a plain subscriber (record PENDING, analyze, one transaction superseding
+           the subtree, archive manifest, events).
+The cost follows the subtree: the same subtree costs the same in a plan 100x larger.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nats
+from pymongo import AsyncMongoClient
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from contracts.corrections import CorrectionMode, CorrectionRequest  # noqa: E402
+from contracts.decision import ArtifactRef, ContextSnapshot, Decision, DecisionType  # noqa: E402
+from contracts.ids import new_id  # noqa: E402
+from contracts.subjects import DECISIONS_STREAM, RECORDER_DURABLE  # noqa: E402
+from deploy.embedded import free_port, start_mongo, start_nats  # noqa: E402
+from store.bulk import load_plan  # noqa: E402
+from store.database import ensure_indexes  # noqa: E402
+from store.impact import ImpactReader  # noqa: E402
+
+CONTEXT = ContextSnapshot(hot_context_hash="sha256:" + "ab" * 32, hot_context_ref="s3://c/x")
+TYPES = [DecisionType.STRATEGY_CHOICE, DecisionType.IMPLEMENTATION_CHOICE,
+         DecisionType.TOOL_INVOCATION, DecisionType.RESOURCE_SELECTION]
+
+
+def _decision(plan: str, parent: str | None, rng: random.Random, i: int) -> Decision:
+    kind = DecisionType.PROMPT_DEFINITION if parent is None else rng.choice(TYPES)
+    arts = [ArtifactRef(artifact_path=f"src/m{i}.py", artifact_type="file")] if i % 10 == 0 \
+        else []
+    return Decision(decision_id=new_id(), plan_id=plan, parent_decision_id=parent,
+                    decision_type=kind, question=f"Choice {i}?", chosen_option="option a",
+                    context_snapshot=CONTEXT, artifacts_produced=arts)
+
+
+def _grow(plan: str, top: Decision, size: int, rng: random.Random, *, out: list[Decision],
+          start: int) -> None:
+    """`size` decisions under `top` (top included), each under a random earlier one of them:
+    a bushy tree, depth about log(size), as agents' plans are."""
+    nodes = [top]
+    out.append(top)
+    for i in range(1, size):
+        d = _decision(plan, rng.choice(nodes[-200:]).decision_id, rng, start + i)
+        nodes.append(d)
+        out.append(d)
+
+
+def build(plan_size: int, subtrees: list[int], seed: int = 1) -> tuple[list[Decision],
+                                                                      dict[int, str]]:
+    rng = random.Random(seed)
+    plan = new_id()
+    root = _decision(plan, None, rng, 0)
+    out = [root]
+    filler = _decision(plan, root.decision_id, rng, 1)
+    _grow(plan, filler, plan_size - 1, rng, out=out, start=2)
+    targets = {}
+    for n, size in enumerate(subtrees):
+        top = _decision(plan, root.decision_id, rng, 10_000_000 * (n + 1))
+        targets[size] = top.decision_id
+        _grow(plan, top, size, rng, out=out, start=10_000_000 * (n + 1))
+    return out, targets
+
+
+async def wait_ready(url: str) -> None:
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    for _ in range(300):
+        try:
+            if ((await js.consumer_info(DECISIONS_STREAM, RECORDER_DURABLE)).num_waiting or 0):
+                break
+        except Exception:  # not created yet
+            pass
+        await asyncio.sleep(0.1)
+    await nc.close()
+
+
+async def revert_latency(nc: nats.NATS, plan_id: str, target: str) -> tuple[float, int]:
+    """Seconds from publishing a revert to its APPLIED event; and how many it superseded."""
+    sub = await nc.subscribe(f"corrections.events.{plan_id}.*")
+    req = CorrectionRequest(plan_id=plan_id, decision_id=target, mode=CorrectionMode.REVERT,
+                            guidance="bench revert", requested_by="bench")
+    t0 = time.perf_counter()
+    await nc.jetstream().publish(f"corrections.requested.{plan_id}",
+                                 req.model_dump_json().encode(),
+                                 headers={"Nats-Msg-Id": req.correction_id})
+    while True:
+        body = json.loads((await sub.next_msg(timeout=600)).data)
+        if body["correction_id"] == req.correction_id and body["to_status"] in (
+                "applied", "failed"):
+            break
+    latency = time.perf_counter() - t0
+    await sub.unsubscribe()
+    assert body["to_status"] == "applied", body
+    return latency, len(body["superseded_ids"])
+
+
+async def measure(mongo_url: str, nats_url: str, db_name: str, plan_sizes: list[int],
+                  subtree_sizes: list[int]) -> list[tuple[int, int, float, int, float]]:
+    client: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(mongo_url, tz_aware=True)
+    rows = []
+    try:
+        db = client[db_name]
+        await ensure_indexes(db)
+        await wait_ready(nats_url)
+        nc = await nats.connect(nats_url)
+        reader = ImpactReader(db)
+        for plan_size in plan_sizes:
+            # A subtree larger than the plan around it would not be "inside" it.
+            sizes = [s for s in subtree_sizes if s <= plan_size]
+            decisions, targets = build(plan_size, sizes)
+            t0 = time.perf_counter()
+            await load_plan(db, decisions)
+            print(f"# plan of {len(decisions):,} decisions loaded in "
+                  f"{time.perf_counter() - t0:.1f}s", file=sys.stderr)
+            for size in sizes:
+                times, rounds = [], 0
+                for _ in range(3):
+                    t0 = time.perf_counter()
+                    walk = await reader.walk(targets[size])
+                    times.append(time.perf_counter() - t0)
+                    rounds = walk.rounds
+                    assert len(walk.affected) == size
+                latency, superseded = await revert_latency(nc, decisions[0].plan_id,
+                                                           targets[size])
+                assert superseded == size
+                rows.append((len(decisions), size, statistics.median(times), rounds, latency))
+        await nc.close()
+    finally:
+        await client.close()
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--plans", default="1000,100000")
+    ap.add_argument("--subtrees", default="10,1000,10000")
+    args = ap.parse_args()
+    plan_sizes = [int(x) for x in args.plans.split(",")]
+    subtree_sizes = [int(x) for x in args.subtrees.split(",")]
+    tmp = Path(tempfile.mkdtemp(prefix="bench-corrections-"))
+    mongo = start_mongo(tmp, port=free_port())
+    natsd = start_nats(tmp, port=free_port())
+    env = {**os.environ, "NATS_URL": natsd.url, "MONGODB_URI": mongo.url, "MONGODB_DB": "bench",
+           "ARCHIVE_ROOT": str(tmp / "archive"), "PYTHONPATH": str(ROOT)}
+    with (tmp / "workers.log").open("ab") as log:
+        worker = subprocess.Popen([sys.executable, "-m", "workers"], cwd=ROOT, env=env,
+                                  stdout=log, stderr=subprocess.STDOUT)
+    try:
+        rows = asyncio.run(measure(mongo.url, natsd.url, "bench", plan_sizes, subtree_sizes))
+    finally:
+        worker.terminate()
+        worker.wait(30)
+        natsd.stop()
+        mongo.stop()
+    print(f"\n{'plan size':>10} | {'subtree':>8} | {'impact (s)':>10} | {'rounds':>6} | "
+          f"{'revert latency (s)':>18}")
+    print(f"{'-' * 10}-+-{'-' * 8}-+-{'-' * 10}-+-{'-' * 6}-+-{'-' * 18}")
+    for total, size, impact, rounds, latency in rows:
+        print(f"{total:>10,} | {size:>8,} | {impact:>10.3f} | {rounds:>6} | {latency:>18.3f}")
+
+
+if __name__ == "__main__":
+    main()
