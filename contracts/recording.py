@@ -72,22 +72,25 @@ def _plan_hint(data: object, subject: str) -> str | None:
 def read_message(msg: Inbound, received_at: datetime) -> Candidate | Invalid:
     """Apply every rule that needs only this message."""
     try:
-        text = msg.data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return Invalid(msg.stream_sequence, _plan_hint(None, msg.subject), (RuleViolation(
-            rule=Rule.NOT_UTF8,
-            message=f"payload is not UTF-8 ({exc.reason} at byte {exc.start})"),))
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        return Invalid(msg.stream_sequence, _plan_hint(None, msg.subject), (RuleViolation(
-            rule=Rule.NOT_JSON, message=f"payload is not JSON: {exc.msg} at line {exc.lineno} "
-            f"column {exc.colno}"),))
-    plan_hint = _plan_hint(raw, msg.subject)
-    if not isinstance(raw, dict):
-        return Invalid(msg.stream_sequence, plan_hint, (RuleViolation(
-            rule=Rule.SCHEMA, message="payload must be a JSON object (a Decision)"),))
+        # Fast path: pydantic parses and validates the bytes in one pass.
+        decision = Decision.model_validate_json(msg.data)
+    except ValidationError:
+        return _explain_invalid(msg, received_at)
+    if "created_at" not in decision.model_fields_set:
+        decision = decision.model_copy(update={"created_at": received_at})
+    owned = {"sequence_number": decision.sequence_number,
+             "superseded_by": decision.superseded_by,
+             "corrects_decision_id": decision.corrects_decision_id,
+             "is_correction": decision.is_correction}
+    wire = _wire_violations(owned, msg, decision)
+    if wire:
+        return Invalid(msg.stream_sequence, decision.plan_id, tuple(wire))
+    return Candidate(msg.stream_sequence, decision, content_hash(decision))
 
+
+def _wire_violations(raw: Mapping[str, object], msg: Inbound,
+                     decision: Decision | None) -> list[RuleViolation]:
+    """The recording path's own rules: fields it owns, and subject and Msg-Id agreement."""
     wire: list[RuleViolation] = []
     if raw.get("sequence_number") is not None:
         wire.append(RuleViolation(
@@ -104,13 +107,8 @@ def read_message(msg: Inbound, received_at: datetime) -> Candidate | Invalid:
             rule=Rule.CORRECTIONS_USE_WORKFLOW, field="is_correction",
             message="corrections are not recorded directly; publish a CorrectionRequest to "
             "corrections.requested.<plan_id>"))
-    if "created_at" not in raw or raw["created_at"] is None:
-        raw["created_at"] = received_at
-    try:
-        decision = Decision.model_validate(raw)
-    except ValidationError as exc:
-        return Invalid(msg.stream_sequence, plan_hint, (*wire, *violations_from(exc)))
-
+    if decision is None:
+        return wire
     subject_plan = plan_of_subject(msg.subject)
     if subject_plan is None or subject_plan.upper() != decision.plan_id:
         wire.append(RuleViolation(
@@ -123,6 +121,36 @@ def read_message(msg: Inbound, received_at: datetime) -> Candidate | Invalid:
             rule=Rule.MSG_ID_MATCHES_DECISION, field="decision_id",
             message=f"header {MSG_ID_HEADER} must equal decision_id {decision.decision_id} "
             f"(got {msg_id!r}), so a retry is deduplicated"))
+    return wire
+
+
+def _explain_invalid(msg: Inbound, received_at: datetime) -> Candidate | Invalid:
+    """The slow path, for a message the fast path refused: say everything that is wrong."""
+    try:
+        text = msg.data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return Invalid(msg.stream_sequence, _plan_hint(None, msg.subject), (RuleViolation(
+            rule=Rule.NOT_UTF8,
+            message=f"payload is not UTF-8 ({exc.reason} at byte {exc.start})"),))
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return Invalid(msg.stream_sequence, _plan_hint(None, msg.subject), (RuleViolation(
+            rule=Rule.NOT_JSON, message=f"payload is not JSON: {exc.msg} at line {exc.lineno} "
+            f"column {exc.colno}"),))
+    plan_hint = _plan_hint(raw, msg.subject)
+    if not isinstance(raw, dict):
+        return Invalid(msg.stream_sequence, plan_hint, (RuleViolation(
+            rule=Rule.SCHEMA, message="payload must be a JSON object (a Decision)"),))
+    wire = _wire_violations(raw, msg, None)
+    if raw.get("created_at") is None:
+        raw["created_at"] = received_at
+    try:
+        decision = Decision.model_validate(raw)
+    except ValidationError as exc:
+        return Invalid(msg.stream_sequence, plan_hint, (*wire, *violations_from(exc)))
+    # Valid once created_at was filled in (it was sent as null): judge it as usual.
+    wire = _wire_violations(raw, msg, decision)
     if wire:
         return Invalid(msg.stream_sequence, decision.plan_id, tuple(wire))
     return Candidate(msg.stream_sequence, decision, content_hash(decision))

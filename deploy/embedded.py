@@ -7,6 +7,7 @@ Production points NATS_URL / MONGODB_URI at real clusters and never calls this.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import shutil
 import signal
@@ -55,6 +56,18 @@ def ensure_port_free(host: str, port: int, what: str, flag: str) -> None:
 
 def _wait_for_port(host: str, port: int, proc: subprocess.Popen[bytes], log: Path,
                    timeout: float) -> None:
+    """Return once the server listens; if it cannot (or we are interrupted), it is stopped."""
+    try:
+        _poll_port(host, port, proc, log, timeout)
+    except BaseException:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        raise
+
+
+def _poll_port(host: str, port: int, proc: subprocess.Popen[bytes], log: Path,
+               timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -87,13 +100,27 @@ class ManagedServer:
             self.process.wait()
 
 
+_PR_SET_PDEATHSIG = 1
+_prctl = ctypes.CDLL(None, use_errno=True).prctl if sys.platform == "linux" else None
+
+
+def die_with_parent() -> None:
+    """Runs in the child before exec: on Linux, ask the kernel to SIGTERM this server
+    when the process that started it dies, however it dies (SIGKILL, a test runner's
+    timeout). Without it a killed `agents up` or test session leaves servers running.
+    It only calls prctl, looked up beforehand, so it takes no lock in the child."""
+    if _prctl is not None:
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 def _spawn(name: str, args: list[str], log_path: Path) -> subprocess.Popen[bytes]:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log = log_path.open("ab")
     # A new session, so Ctrl-C in the terminal reaches only our supervisor, which then
     # stops the servers in order (workers first, then the servers they use).
     return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                            env={**os.environ})
+                            env={**os.environ},
+                            preexec_fn=die_with_parent)
 
 
 def start_nats(data_dir: Path, port: int = 4222, host: str = "127.0.0.1",

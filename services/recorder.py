@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
@@ -91,6 +91,24 @@ def persisted_event(d: Decision) -> OutgoingEvent:
                          persisted_msg_id(d.decision_id))
 
 
+@dataclass
+class ReadBatch:
+    """A batch after the single-message rules: candidates, and the messages to dead-letter."""
+
+    batch: Sequence[Inbound]
+    now: datetime
+    candidates: list[Candidate] = field(default_factory=list)
+    letters: dict[int, DeadLetter] = field(default_factory=dict)
+
+    def reject(self, msg: Inbound, plan_id: str | None, decision_id: str | None,
+               violations: Sequence[RuleViolation]) -> None:
+        self.letters[msg.stream_sequence] = DeadLetter(
+            id=dead_letter_id(DECISIONS_STREAM, msg.stream_sequence), subject=msg.subject,
+            headers=dict(msg.headers), payload=msg.data, plan_id=plan_id,
+            decision_id=decision_id, errors=list(violations), rejected_at=self.now,
+            delivered=msg.delivered)
+
+
 class RecorderService:
     def __init__(self, decisions: DecisionRepository, dead_letters: DeadLetterRepository,
                  publisher: EventPublisher,
@@ -102,23 +120,27 @@ class RecorderService:
 
     async def record(self, batch: Sequence[Inbound]) -> dict[int, Disposition]:
         """Dispositions by stream sequence, for every message of the batch."""
+        return await self.record_read(self.read(batch))
+
+    def read(self, batch: Sequence[Inbound]) -> ReadBatch:
+        """The CPU-only first half: the worker runs it for the next batch while the
+        current one waits on the database."""
         now = utc_now()
-        by_seq = {m.stream_sequence: m for m in batch}
-        verdicts: dict[int, Disposition] = {}
-        letters: dict[int, DeadLetter] = {}
-
-        def reject(msg: Inbound, plan_id: str | None, decision_id: str | None,
-                   violations: Sequence[RuleViolation]) -> None:
-            letters[msg.stream_sequence] = self._letter(msg, plan_id, decision_id, violations,
-                                                         now)
-
-        candidates: list[Candidate] = []
+        read = ReadBatch(batch, now)
         for msg in batch:
-            read = read_message(msg, now)
-            if isinstance(read, Invalid):
-                reject(msg, read.plan_id, None, read.violations)
+            result = read_message(msg, now)
+            if isinstance(result, Invalid):
+                read.reject(msg, result.plan_id, None, result.violations)
             else:
-                candidates.append(read)
+                read.candidates.append(result)
+        return read
+
+    async def record_read(self, read: ReadBatch) -> dict[int, Disposition]:
+        """The second half: decide against the store, write, publish, report."""
+        now, candidates, letters = read.now, read.candidates, read.letters
+        by_seq = {m.stream_sequence: m for m in read.batch}
+        reject = read.reject
+        verdicts: dict[int, Disposition] = {}
 
         written: list[Decision] = []
         redelivered: list[Candidate] = []
@@ -186,12 +208,4 @@ class RecorderService:
                         "; ".join(str(e) for e in dl.errors))
         await self._publisher.publish_all(events)
 
-    @staticmethod
-    def _letter(msg: Inbound, plan_id: str | None, decision_id: str | None,
-                violations: Sequence[RuleViolation], now: datetime) -> DeadLetter:
-        return DeadLetter(
-            id=dead_letter_id(DECISIONS_STREAM, msg.stream_sequence), subject=msg.subject,
-            headers=dict(msg.headers), payload=msg.data, plan_id=plan_id,
-            decision_id=decision_id, errors=list(violations), rejected_at=now,
-            delivered=msg.delivered)
 

@@ -25,7 +25,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from ulid import ULID
 
 from contracts.subjects import DECISIONS_STREAM, RECORDER_DURABLE
-from deploy.embedded import ManagedServer, free_port, start_mongo, start_nats
+from deploy.embedded import ManagedServer, die_with_parent, free_port, start_mongo, start_nats
 from store.database import Document, ensure_indexes
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -99,7 +99,8 @@ class Workers:
     async def start(self, nats_url: str) -> None:
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen([sys.executable, "-m", "workers"], cwd=ROOT, env=self.env,
-                                     stdout=log, stderr=subprocess.STDOUT)
+                                     stdout=log, stderr=subprocess.STDOUT,
+                                     preexec_fn=die_with_parent)
         self.starts.append(self.proc.pid)
         await wait_for_consumer(nats_url, self.proc, self.log_path)
 

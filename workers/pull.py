@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from typing import Any, Generic, Protocol, TypeVar
 
 import nats.errors
 from nats.aio.msg import Msg
@@ -23,23 +23,35 @@ from nats.js.api import ConsumerConfig
 
 log = logging.getLogger(__name__)
 
+P = TypeVar("P")
+
 READY_WAIT = 0.01
 """How long the second fetch of a round waits for messages that are not there yet."""
 
-BatchHandler = Callable[[list[Msg]], Awaitable[None]]
+class BatchConsumer(Protocol[P]):
+    """Handles a pulled batch in two steps, so they can overlap across batches."""
+
+    def prepare(self, msgs: list[Msg]) -> P:
+        """CPU-only work (parsing, validation); runs while the previous batch commits."""
+        ...
+
+    async def commit(self, msgs: list[Msg], prepared: P) -> None:
+        """The I/O, then ack/nak/term of every message. Batches commit one at a time,
+        in the order they were pulled."""
+        ...
 
 
-class BatchPuller:
+class BatchPuller(Generic[P]):
     def __init__(self, js: JetStreamContext, *, stream: str, subject: str,
                  config: ConsumerConfig, batch_size: int, max_wait: float,
-                 handler: BatchHandler) -> None:
+                 consumer: BatchConsumer[P]) -> None:
         self._js = js
         self._stream = stream
         self._subject = subject
         self._config = config
         self._batch_size = batch_size
         self._max_wait = max_wait
-        self._handler = handler
+        self._consumer = consumer
         self._task: asyncio.Task[None] | None = None
         self._sub: JetStreamContext.PullSubscription | None = None
         self._stopping = asyncio.Event()
@@ -67,14 +79,39 @@ class BatchPuller:
                 await self._sub.unsubscribe()
 
     async def _run(self, sub: JetStreamContext.PullSubscription) -> None:
-        while not self._stopping.is_set():
-            # Wait for one message, then take whatever else is ready: a lone message is
-            # handled at once, a backlog in batches of up to batch_size.
-            first = await self._fetch(sub, 1, self._max_wait)
-            if not first:
-                continue
-            rest = await self._fetch(sub, self._batch_size - 1, READY_WAIT)
-            await self._handler(first + rest)
+        committing: asyncio.Task[None] | None = None
+        try:
+            while not self._stopping.is_set():
+                # Wait for one message, then take whatever else is ready: a lone message
+                # is handled at once, a backlog in batches of up to batch_size.
+                first = await self._fetch(sub, 1, self._max_wait)
+                if not first:
+                    continue
+                msgs = first + await self._fetch(sub, self._batch_size - 1, READY_WAIT)
+                # Prepared while the previous batch is still committing: the database
+                # and this process work at the same time instead of taking turns.
+                try:
+                    prepared = self._consumer.prepare(msgs)
+                except Exception:
+                    log.exception("preparing a batch on %s failed; redelivering it",
+                                  self._subject)
+                    for m in msgs:
+                        await m.nak(delay=1.0)
+                    continue
+                if committing is not None:
+                    await committing
+                committing = asyncio.create_task(self._commit(msgs, prepared))
+        finally:
+            if committing is not None:
+                await committing
+
+    async def _commit(self, msgs: list[Msg], prepared: Any) -> None:
+        try:
+            await self._consumer.commit(msgs, prepared)
+        except Exception:
+            # The consumer decides ack/nak itself; anything escaping it leaves the batch
+            # unacked, so JetStream redelivers it after ack_wait.
+            log.exception("batch of %d on %s failed", len(msgs), self._subject)
 
     async def _fetch(self, sub: JetStreamContext.PullSubscription, n: int,
                      timeout: float) -> list[Msg]:

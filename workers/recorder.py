@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from faststream.nats import NatsBroker
 from nats.aio.msg import Msg
@@ -25,7 +24,7 @@ from contracts.subjects import (
     RECORDER_DURABLE,
     REJECTED_PREFIX,
 )
-from services.recorder import RecorderService, Verdict
+from services.recorder import ReadBatch, RecorderService, Verdict
 from workers.pull import BatchPuller
 from workers.settings import Settings
 
@@ -60,16 +59,24 @@ def to_inbound(m: Msg) -> Inbound:
                    stream_sequence=meta.sequence.stream, delivered=meta.num_delivered)
 
 
-def batch_handler(service: Callable[[], RecorderService]) -> Callable[[list[Msg]], Any]:
-    async def handle(raw: list[Msg]) -> None:
+class RecorderConsumer:
+    """Maps a pulled batch onto the service and its verdicts onto ack / nak / term."""
+
+    def __init__(self, service: Callable[[], RecorderService]) -> None:
+        self._service = service
+
+    def prepare(self, msgs: list[Msg]) -> ReadBatch:
+        return self._service().read([to_inbound(m) for m in msgs])
+
+    async def commit(self, msgs: list[Msg], prepared: ReadBatch) -> None:
         try:
-            verdicts = await service().record([to_inbound(m) for m in raw])
+            verdicts = await self._service().record_read(prepared)
         except Exception:
-            log.exception("batch of %d failed; it will be redelivered", len(raw))
-            for m in raw:
+            log.exception("batch of %d failed; it will be redelivered", len(msgs))
+            for m in msgs:
                 await m.nak(delay=RETRY_BATCH_AFTER_ERROR)
             return
-        for m in raw:
+        for m in msgs:
             v = verdicts[m.metadata.sequence.stream]
             if v.verdict is Verdict.ACK:
                 await m.ack()
@@ -78,16 +85,14 @@ def batch_handler(service: Callable[[], RecorderService]) -> Callable[[list[Msg]
             else:
                 await m.nak(delay=v.delay)
 
-    return handle
-
 
 def recorder_puller(js: JetStreamContext, settings: Settings,
-                    service: Callable[[], RecorderService]) -> BatchPuller:
+                    service: Callable[[], RecorderService]) -> BatchPuller[ReadBatch]:
     return BatchPuller(js, stream=DECISIONS_STREAM, subject=f"{RECORDED_PREFIX}.*",
                        config=consumer_config(settings),
                        batch_size=settings.recorder_batch_size,
                        max_wait=settings.recorder_batch_timeout,
-                       handler=batch_handler(service))
+                       consumer=RecorderConsumer(service))
 
 
 def document_recorder(broker: NatsBroker, *, for_docs: bool) -> None:

@@ -1,0 +1,167 @@
+"""Recorder throughput and latency, end to end, against a bare insert_many baseline.
+
+    python bench/bench_recorder.py [--decisions 10000] [--plans 10] [--workers 1]
+
+Starts its own nats-server and secantusd-py (free ports, temp dir) and `python -m
+workers` processes, publishes decision trees with a plain nats-py client and times each
+decision from publish to its `decisions.persisted` event. Then it inserts the very
+documents the recorder stored into a fresh collection with the same indexes, with
+`insert_many` in batches of the recorder's batch size, on the same server in the same
+run: the ratio is the recorder's rate over that bare rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import nats
+from pymongo import AsyncMongoClient
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from contracts.subjects import DECISIONS_STREAM, RECORDER_DURABLE  # noqa: E402
+from deploy.embedded import die_with_parent, free_port, start_mongo, start_nats  # noqa: E402
+from store.database import DECISIONS, ensure_indexes  # noqa: E402
+from tests.factories import encode, headers, plan_tree, subject  # noqa: E402
+
+
+def interleaved(plans: int, per_plan: int, seed: int) -> list[dict[str, Any]]:
+    trees = [plan_tree(per_plan, seed=seed + s) for s in range(plans)]
+    return [t[i] for i in range(per_plan) for t in trees]
+
+
+async def wait_ready(url: str, expected: int) -> None:
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    for _ in range(300):
+        try:
+            info = await js.consumer_info(DECISIONS_STREAM, RECORDER_DURABLE)
+            if (info.num_waiting or 0) >= expected:
+                break
+        except Exception:  # not created yet
+            pass
+        await asyncio.sleep(0.1)
+    await nc.close()
+
+
+async def run_load(url: str, sent: list[dict[str, Any]], rate: float | None) -> dict[str, float]:
+    """Publish `sent` (as fast as possible, or at `rate` per second) and time each one."""
+    nc = await nats.connect(url)
+    js = nc.jetstream(publish_async_max_pending=20_000)
+    published: dict[str, float] = {}
+    persisted: dict[str, float] = {}
+    done = asyncio.Event()
+
+    async def on_persisted(msg: Any) -> None:
+        persisted[json.loads(msg.data)["decision_id"]] = time.perf_counter()
+        if len(persisted) == len(sent):
+            done.set()
+
+    await nc.subscribe("decisions.persisted.>", cb=on_persisted)
+    start = time.perf_counter()
+    futures = []
+    for i, d in enumerate(sent):
+        if rate:
+            await asyncio.sleep(max(0.0, start + i / rate - time.perf_counter()))
+        published[d["decision_id"]] = time.perf_counter()
+        futures.append(await js.publish_async(subject(d), encode(d), headers=headers(d)))
+    await asyncio.gather(*futures)
+    await asyncio.wait_for(done.wait(), timeout=600)
+    end = max(persisted.values())
+    await nc.close()
+    latencies = sorted((persisted[i] - published[i]) * 1000 for i in published)
+    return {
+        "rate": len(sent) / (end - start),
+        "p50": statistics.median(latencies),
+        "p99": latencies[int(len(latencies) * 0.99) - 1],
+        "seconds": end - start,
+    }
+
+
+async def bare_insert(mongo_uri: str, db_name: str, batch: int) -> dict[str, float]:
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(mongo_uri, tz_aware=True)
+    source = client[db_name][DECISIONS]
+    docs = await source.find().sort([("plan_id", 1), ("sequence_number", 1)]).to_list()
+    out = {}
+    for name, indexed in (("bare_indexed", True), ("bare_no_index", False)):
+        db = client[f"{db_name}_{name}"]
+        if indexed:
+            await ensure_indexes(db)
+        start = time.perf_counter()
+        for i in range(0, len(docs), batch):
+            await db[DECISIONS].insert_many(docs[i:i + batch], ordered=False)
+        out[name] = len(docs) / (time.perf_counter() - start)
+        await client.drop_database(db.name)
+    await client.close()
+    return out
+
+
+def start_workers(n: int, env: dict[str, str], logdir: Path) -> list[subprocess.Popen[bytes]]:
+    return [subprocess.Popen([sys.executable, "-m", "workers"], cwd=ROOT, env=env,
+                             stdout=(logdir / f"worker{i}.log").open("wb"),
+                             stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
+            for i in range(n)]
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--decisions", type=int, default=10_000)
+    ap.add_argument("--plans", type=int, default=10)
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--paced-rate", type=float, default=200.0,
+                    help="offered rate (decisions/s) of the latency run")
+    args = ap.parse_args()
+    batch = int(os.environ.get("RECORDER_BATCH_SIZE", "500"))
+
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp)
+        ns = start_nats(data, port=free_port())
+        ms = start_mongo(data, port=free_port())
+        db_name = "bench_recorder"
+        env = {**os.environ, "NATS_URL": ns.url, "MONGODB_URI": ms.url, "MONGODB_DB": db_name,
+               "PYTHONPATH": str(ROOT)}
+        procs = start_workers(args.workers, env, data)
+        try:
+            await wait_ready(ns.url, args.workers)
+            per_plan = args.decisions // args.plans
+            burst = await run_load(ns.url, interleaved(args.plans, per_plan, 0), None)
+            paced_n = min(2_000, args.decisions)
+            paced = await run_load(ns.url, interleaved(args.plans, paced_n // args.plans, 10_000),
+                                   args.paced_rate)
+            bare = await bare_insert(ms.url, db_name, batch)
+        finally:
+            for p in procs:
+                p.terminate()
+                p.wait()
+            ns.stop()
+            ms.stop()
+
+    print(f"\nRecorder bench: {args.decisions} decisions in {args.plans} plans, "
+          f"{args.workers} worker process(es), batch {batch}, 2-core machine, "
+          "nats-server + secantusd-py on loopback\n")
+    print(f"{'run':<44}{'decisions/s':>12}{'p50 ms':>10}{'p99 ms':>10}")
+    print("-" * 76)
+    print(f"{'burst: publish all, publish -> persisted':<44}{burst['rate']:>12.0f}"
+          f"{burst['p50']:>10.0f}{burst['p99']:>10.0f}")
+    print(f"{f'paced: {args.paced_rate:.0f}/s offered, {paced_n} decisions':<44}"
+          f"{paced['rate']:>12.0f}{paced['p50']:>10.1f}{paced['p99']:>10.1f}")
+    print(f"{'bare insert_many, same docs, same indexes':<44}{bare['bare_indexed']:>12.0f}")
+    print(f"{'bare insert_many, same docs, _id index only':<44}{bare['bare_no_index']:>12.0f}")
+    print("-" * 76)
+    print(f"recorder / bare (same indexes): {burst['rate'] / bare['bare_indexed']:.0%}   "
+          f"recorder / bare (_id only): {burst['rate'] / bare['bare_no_index']:.0%}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
