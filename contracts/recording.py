@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from contracts.decision import Decision, DecisionType
 from contracts.ids import is_ulid
+from contracts.invariants import ReconciliationBlocked, check_not_blocked
 from contracts.rules import Rule, RuleViolation, violations_from
 from contracts.subjects import plan_of_subject
 
@@ -171,6 +172,8 @@ class StoredFacts:
     existing: Mapping[str, Stored]       # for the decision_ids in the batch
     plan_of: Mapping[str, str]           # decision_id -> plan_id, for stored parents
     root_of_plan: Mapping[str, str]      # plan_id -> root decision_id, for plans in the batch
+    # plan_id -> its unresolved blocking violations, for blocked plans in the batch
+    blocked_plans: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -197,7 +200,7 @@ def plan_batch(candidates: Sequence[Candidate], facts: StoredFacts) -> BatchPlan
     fresh = _sort_out_known(candidates, facts, plan)
     # Accept in dependency order: a child whose parent is in the batch waits for the
     # parent's verdict; stop when a pass decides nothing more.
-    tree = _TreeState(dict(facts.plan_of), dict(facts.root_of_plan))
+    tree = _TreeState(dict(facts.plan_of), dict(facts.root_of_plan), facts.blocked_plans)
     pending = fresh
     while pending:
         undecided = [c for c in pending if not tree.decide(c, plan)]
@@ -239,6 +242,7 @@ class _TreeState:
 
     plan_of: dict[str, str]
     roots: dict[str, str]
+    blocked: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     rejected: set[str] = field(default_factory=set)
 
     def decide(self, c: Candidate, plan: BatchPlan) -> bool:
@@ -259,6 +263,11 @@ class _TreeState:
         return True
 
     def _broken_rule(self, d: Decision) -> RuleViolation | None:
+        try:
+            check_not_blocked(d.plan_id, d.decision_type, self.blocked)
+        except ReconciliationBlocked as exc:
+            return RuleViolation(rule=Rule.RECONCILIATION_BLOCKED, field="decision_type",
+                                 message=str(exc))
         if d.is_root:
             root = self.roots.get(d.plan_id)
             if root is not None and root != d.decision_id:

@@ -36,6 +36,12 @@ class Rule(StrEnum):
     SEQUENCE_ASSIGNED_BY_RECORDER = "sequence_assigned_by_recorder"
     CORRECTIONS_USE_WORKFLOW = "corrections_use_workflow"
     DECISION_ID_CONFLICT = "decision_id_conflict"
+    # Invariants (contracts.invariants): a blocked plan, and reading a violation report.
+    RECONCILIATION_BLOCKED = "reconciliation_blocked"
+    MSG_ID_MATCHES_VIOLATION = "msg_id_matches_violation"
+    RESOLVED_BY_OPERATOR = "resolved_by_operator"
+    INVARIANT_EXISTS = "invariant_exists"
+    VIOLATION_ID_CONFLICT = "violation_id_conflict"
 
 
 class RuleViolation(BaseModel):

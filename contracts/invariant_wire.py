@@ -1,0 +1,147 @@
+"""Violation reports off the wire, and the events announcing what became of them.
+
+Pure, so every reason a report is refused is tested without a server. A report is
+refused (dead-lettered, never retried) when it is not a JSON InvariantViolation, when
+it names another plan than its subject, when its Nats-Msg-Id is not its violation_id
+(a retry would not be deduplicated), or when it carries the resolution fields, which
+only an operator sets.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from contracts import invariant_subjects as subjects
+from contracts.ids import is_ulid
+from contracts.invariants import InvariantViolation
+from contracts.rules import Rule, RuleViolation, violations_from
+
+MSG_ID_HEADER = "Nats-Msg-Id"
+
+
+@dataclass(frozen=True, slots=True)
+class UnreadableReport:
+    plan_id: str | None
+    violation_id: str | None
+    violations: tuple[RuleViolation, ...]
+
+    @property
+    def reason(self) -> str:
+        return "; ".join(str(v) for v in self.violations)
+
+
+def _raw(data: bytes) -> dict[str, Any] | RuleViolation:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return RuleViolation(rule=Rule.NOT_UTF8, message="the body is not UTF-8")
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return RuleViolation(rule=Rule.NOT_JSON, message=f"the body is not JSON: {exc}")
+    if not isinstance(raw, dict):
+        return RuleViolation(rule=Rule.SCHEMA,
+                             message="the body must be a JSON object (an InvariantViolation)")
+    return raw
+
+
+def _ulid_or_none(value: object) -> str | None:
+    return value.upper() if isinstance(value, str) and is_ulid(value) else None
+
+
+def read_violation(subject: str, headers: Mapping[str, str], data: bytes,
+                   received_at: datetime) -> InvariantViolation | UnreadableReport:
+    """An InvariantViolation from invariants.violations.<plan_id>, or every reason it is not."""
+    subject_plan = _ulid_or_none(subjects.plan_of(subject))
+    raw = _raw(data)
+    if isinstance(raw, RuleViolation):
+        return UnreadableReport(subject_plan, None, (raw,))
+    plan = _ulid_or_none(raw.get("plan_id")) or subject_plan
+    vid = _ulid_or_none(raw.get("violation_id"))
+    broken: list[RuleViolation] = []
+    if "violation_id" not in raw:
+        broken.append(RuleViolation(
+            rule=Rule.SCHEMA, field="violation_id",
+            message="violation_id is required: it identifies the report across retries"))
+    for name in ("resolved_at", "resolved_by"):
+        if raw.get(name) is not None:
+            broken.append(RuleViolation(
+                rule=Rule.RESOLVED_BY_OPERATOR, field=name,
+                message=f"{name} is set when an operator resolves the violation "
+                "(agents invariant resolve); leave it out"))
+    if raw.get("reported_at") is None:
+        raw["reported_at"] = received_at
+    parsed: InvariantViolation | None = None
+    try:
+        parsed = InvariantViolation.model_validate(raw)
+    except ValidationError as exc:
+        broken.extend(violations_from(exc))
+    if parsed is not None:
+        if subject_plan != parsed.plan_id:
+            broken.append(RuleViolation(
+                rule=Rule.SUBJECT_MATCHES_PLAN, field="plan_id",
+                message=f"published on {subject!r} but plan_id is {parsed.plan_id}; "
+                f"publish to {subjects.VIOLATIONS_PREFIX}.{parsed.plan_id}"))
+        msg_id = headers.get(MSG_ID_HEADER)
+        if msg_id is None or msg_id.upper() != parsed.violation_id:
+            broken.append(RuleViolation(
+                rule=Rule.MSG_ID_MATCHES_VIOLATION, field="violation_id",
+                message=f"header {MSG_ID_HEADER} must equal violation_id "
+                f"{parsed.violation_id} (got {msg_id!r}), so a retry is deduplicated"))
+    if broken or parsed is None:
+        return UnreadableReport(plan, vid, tuple(broken))
+    return parsed
+
+
+class ViolationEventType(StrEnum):
+    INVARIANT_VIOLATED = "INVARIANT_VIOLATED"
+    INVARIANT_VIOLATION_RESOLVED = "INVARIANT_VIOLATION_RESOLVED"
+
+
+SUBJECT_SUFFIX: Mapping[ViolationEventType, str] = {
+    ViolationEventType.INVARIANT_VIOLATED: subjects.VIOLATED,
+    ViolationEventType.INVARIANT_VIOLATION_RESOLVED: subjects.RESOLVED,
+}
+
+
+class ViolationEvent(BaseModel):
+    """On invariants.events.<plan_id>.violated (INVARIANT_VIOLATED) and .resolved."""
+
+    model_config = ConfigDict(frozen=True)
+
+    event_type: ViolationEventType = Field(description="INVARIANT_VIOLATED or "
+                                           "INVARIANT_VIOLATION_RESOLVED.")
+    violation: InvariantViolation = Field(description="The violation, as stored.")
+    invariant_name: str | None = Field(description="Name of the violated invariant "
+                                       "(None if it was removed meanwhile).")
+    plan_blocked: bool = Field(description="Whether the plan's Execute phase is blocked "
+                               "once this event's change is committed.")
+
+    @property
+    def subject(self) -> str:
+        return subjects.event(self.violation.plan_id, SUBJECT_SUFFIX[self.event_type])
+
+    @property
+    def msg_id(self) -> str:
+        return subjects.event_msg_id(self.violation.violation_id,
+                                     SUBJECT_SUFFIX[self.event_type])
+
+
+class ViolationRejected(BaseModel):
+    """On invariants.rejected.<plan_id|unknown>: a report kept in dead_letters, not stored."""
+
+    model_config = ConfigDict(frozen=True)
+
+    dead_letter_id: str = Field(description="ID of the dead_letters document that keeps it.")
+    subject: str = Field(description="Subject it was published on.")
+    plan_id: str | None = Field(description="Its plan, when it could be read.")
+    violation_id: str | None = Field(description="Its violation_id, when it could be read.")
+    errors: list[RuleViolation] = Field(description="Every rule it broke.")
+    rejected_at: datetime = Field(description="When it was rejected.")
