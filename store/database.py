@@ -19,6 +19,8 @@ CORRECTIONS = "corrections"
 CORRECTION_ATTEMPTS = "correction_attempts"
 OUTBOX = "outbox"
 PLAN_LOCKS = "plan_locks"
+INVARIANTS = "invariants"
+INVARIANT_VIOLATIONS = "invariant_violations"
 
 _INDEXES: dict[str, list[IndexModel]] = {
     DECISIONS: [
@@ -55,6 +57,21 @@ _INDEXES: dict[str, list[IndexModel]] = {
     # Flushing one correction's events in order; the relay scans the (small) rest by time.
     OUTBOX: [
         IndexModel([("correction_id", ASCENDING), ("order", ASCENDING)], name="by_correction"),
+    ],
+    # One invariant per (name, scope, target): precedence overrides by name across scopes,
+    # so two of one name at one scope would leave "which one is in force" to chance.
+    # That index leads with name, so the effective-set read by (scope, target) has its own.
+    INVARIANTS: [
+        IndexModel([("name", ASCENDING), ("scope", ASCENDING), ("scope_target", ASCENDING)],
+                   unique=True, name="name_per_scope_unique"),
+        IndexModel([("scope", ASCENDING), ("scope_target", ASCENDING)], name="by_target"),
+    ],
+    # The recorder asks once per batch which of its plans have an unresolved blocking
+    # violation; resolved_at is stored as null until resolved, so the prefix serves it.
+    INVARIANT_VIOLATIONS: [
+        IndexModel([("plan_id", ASCENDING), ("resolved_at", ASCENDING),
+                    ("severity", ASCENDING)], name="by_plan_open"),
+        IndexModel([("reported_at", ASCENDING)], name="by_time"),
     ],
 }
 

@@ -8,6 +8,7 @@ level and reads only the subtree, whatever the size of the plan.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
@@ -22,6 +23,7 @@ from contracts.recording import Candidate, Stored, StoredFacts
 from store.cache import LRUCache
 from store.database import CORRECTION_ATTEMPTS, DECISIONS, PLANS, Document, find_by_ids
 from store.errors import ResourceNotFoundError, RestrictViolation
+from store.invariants import blocking_violations
 
 DUPLICATE_KEY = 11000
 PLAN_OF_CACHE = 200_000
@@ -52,6 +54,7 @@ def from_document(doc: Document) -> Decision:
 class DecisionRepository:
     def __init__(self, db: AsyncDatabase[Document]) -> None:
         self._client = db.client
+        self._db = db
         # decision_id -> plan_id of decisions known to be stored. Both are immutable and
         # decisions are only ever added, so a parent seen once need not be read again:
         # in a steady stream nearly every parent was written moments ago by this worker.
@@ -111,7 +114,7 @@ class DecisionRepository:
     # --- the recorder's batch --------------------------------------------------
 
     async def facts_for(self, candidates: Sequence[Candidate]) -> StoredFacts:
-        """The three lookups `plan_batch` needs, each by an index."""
+        """The four lookups `plan_batch` needs, each by an index."""
         ids = {c.decision.decision_id for c in candidates}
         parents = {p for c in candidates
                    if (p := c.decision.parent_decision_id) is not None and p not in ids}
@@ -124,12 +127,15 @@ class DecisionRepository:
         for d in await find_by_ids(self._decisions, unknown, {"plan_id": 1}):
             plan_of[d["_id"]] = self._plan_of[d["_id"]] = d["plan_id"]
         # Served by the partial unique index one_root_per_plan.
-        roots = {d["plan_id"]: d["_id"]
-                 async for d in self._decisions.find(
-                     {"plan_id": {"$in": list(plans)}, "decision_type": "prompt_definition",
-                      "is_correction": False},
-                     {"plan_id": 1})}
-        return StoredFacts(existing=existing, plan_of=plan_of, root_of_plan=roots)
+        root_docs, blocked = await asyncio.gather(
+            self._decisions.find(
+                {"plan_id": {"$in": list(plans)}, "decision_type": "prompt_definition",
+                 "is_correction": False}, {"plan_id": 1}).to_list(),
+            # Never cached: a violation reported or resolved a moment ago counts.
+            blocking_violations(self._db, plans))
+        roots = {d["plan_id"]: d["_id"] for d in root_docs}
+        return StoredFacts(existing=existing, plan_of=plan_of, root_of_plan=roots,
+                           blocked_plans=blocked)
 
     async def delete(self, decision_id: str) -> None:
         """Hard-delete one decision, unless a correction attempt names it (RESTRICT).
