@@ -19,6 +19,7 @@ from pymongo import AsyncMongoClient
 
 from services.archive import Archive
 from services.corrections import CorrectionPolicy, CorrectionService
+from services.invariants import InvariantService
 from services.recorder import RecorderPolicy, RecorderService
 from store.correction_store import CorrectionStore
 from store.database import Document, connect, ensure_indexes
@@ -31,6 +32,7 @@ from workers.corrections import (
     relay_loop,
     start_dry_run,
 )
+from workers.invariants import document_invariants, invariant_pullers
 from workers.publisher import JetStreamPublisher
 from workers.pull import BatchPuller
 from workers.recorder import document_recorder, recorder_puller
@@ -50,6 +52,7 @@ class Runtime:
     mongo: AsyncMongoClient[Document] | None = None
     recorder: RecorderService | None = None
     corrections: CorrectionService | None = None
+    invariants: InvariantService | None = None
     pullers: list[BatchPuller] = field(default_factory=list)
     dry_run: Subscription | None = None
     relay: asyncio.Task[None] | None = None
@@ -62,6 +65,10 @@ class Runtime:
         assert self.corrections is not None, "the app has not started"
         return self.corrections
 
+    def get_invariants(self) -> InvariantService:
+        assert self.invariants is not None, "the app has not started"
+        return self.invariants
+
 
 def build_app(settings: Settings | None = None, *, for_docs: bool = False) -> FastStream:
     """The worker app; `for_docs` builds it only to generate the AsyncAPI document."""
@@ -70,6 +77,7 @@ def build_app(settings: Settings | None = None, *, for_docs: bool = False) -> Fa
     runtime = Runtime()
     document_recorder(broker, for_docs=for_docs)
     document_corrections(broker, for_docs=for_docs)
+    document_invariants(broker, for_docs=for_docs)
 
     app = FastStream(
         broker,
@@ -99,6 +107,7 @@ def build_app(settings: Settings | None = None, *, for_docs: bool = False) -> Fa
             policy=CorrectionPolicy(max_attempts=settings.corrections_max_attempts),
             crash=crash_hook(settings.crash_at),
         )
+        runtime.invariants = InvariantService.open(db, JetStreamPublisher(broker.connection))
         log.info("workers connected to %s and %s/%s", settings.nats_url,
                  settings.mongodb_uri, settings.mongodb_db)
 
@@ -112,6 +121,8 @@ def build_app(settings: Settings | None = None, *, for_docs: bool = False) -> Fa
         runtime.pullers = [
             *correction_pullers(js, settings, runtime.get_corrections,
                                 crash_hook(settings.crash_at)),
+            # Before the recorder, so the reconciler's consumer exists before any root.
+            *invariant_pullers(js, settings, runtime.get_invariants),
             recorder_puller(js, settings, runtime.get_recorder),
         ]
         for puller in runtime.pullers:

@@ -43,6 +43,12 @@ class Settings:
     outbox_relay_interval: float = 5.0
     outbox_relay_grace: float = 2.0
     """The relay republishes only events older than this, leaving fresh ones to their step."""
+    reconciler_batch_size: int = 500
+    """Persisted events the reconciliation worker pulls at once (it skips all but roots)."""
+    invariants_batch_size: int = 100
+    invariants_ack_wait_seconds: float = 30.0
+    invariants_retry_delay: float = 1.0
+    """Nak delay of a violation report or a root whose handling failed (database down)."""
     crash_at: str | None = None
     """TEST ONLY (CORRECTIONS_CRASH_AT): SIGKILL the worker at this step (docs/corrections.md)."""
 
@@ -85,5 +91,11 @@ class Settings:
                                                        cls.corrections_cancel_wait_seconds),
             outbox_relay_interval=_env_float("OUTBOX_RELAY_INTERVAL", cls.outbox_relay_interval),
             outbox_relay_grace=_env_float("OUTBOX_RELAY_GRACE", cls.outbox_relay_grace),
+            reconciler_batch_size=_env_int("RECONCILER_BATCH_SIZE", cls.reconciler_batch_size),
+            invariants_batch_size=_env_int("INVARIANTS_BATCH_SIZE", cls.invariants_batch_size),
+            invariants_ack_wait_seconds=_env_float("INVARIANTS_ACK_WAIT_SECONDS",
+                                                   cls.invariants_ack_wait_seconds),
+            invariants_retry_delay=_env_float("INVARIANTS_RETRY_DELAY",
+                                              cls.invariants_retry_delay),
             crash_at=os.environ.get("CORRECTIONS_CRASH_AT") or None,
         )

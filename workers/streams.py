@@ -18,6 +18,11 @@ from contracts.correction_subjects import (
     CORRECTIONS_STREAM,
     CORRECTIONS_STREAM_SUBJECTS,
 )
+from contracts.invariant_subjects import (
+    INVARIANTS_DUPLICATE_WINDOW_SECONDS,
+    INVARIANTS_STREAM,
+    INVARIANTS_SUBJECTS,
+)
 from contracts.subjects import (
     DECISIONS_DUPLICATE_WINDOW_SECONDS,
     DECISIONS_STREAM,
@@ -49,6 +54,17 @@ def stream_configs() -> list[StreamConfig]:
             num_replicas=replicas,
             description="Correction requests and cancels from operators, and every lifecycle "
             "and attempt transition (corrections.dryrun.* is request-reply, not captured).",
+        ),
+        StreamConfig(
+            name=INVARIANTS_STREAM,
+            subjects=[INVARIANTS_SUBJECTS],
+            retention=RetentionPolicy.LIMITS,
+            storage=StorageType.FILE,
+            discard=DiscardPolicy.OLD,
+            duplicate_window=INVARIANTS_DUPLICATE_WINDOW_SECONDS,
+            num_replicas=replicas,
+            description="Invariant violations reported by agents, their violated/resolved "
+            "events and the rejected reports.",
         ),
     ]
 

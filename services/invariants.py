@@ -1,0 +1,244 @@
+"""Invariants: what the CLI and the workers do with them.
+
+Writes an operator makes (add, remove, resolve) go straight to the store: they are
+rare, and an operator wants the answer (the new ID, "unknown ID") at once. What agents
+send (violation reports) and what the ledger derives (invariant_enforced decisions)
+travel over NATS like everything else an agent records.
+
+Exactly-once events: a report or a resolution is committed together with its event in
+the outbox (store.outbox), then published under a fixed Nats-Msg-Id and deleted; if the
+process dies in between, the outbox relay every worker runs publishes it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
+
+from pydantic import ValidationError
+from pymongo.asynchronous.database import AsyncDatabase
+
+from contracts import invariant_subjects as subjects
+from contracts.dead_letter import DeadLetter, dead_letter_id
+from contracts.decision import Decision, DecisionType
+from contracts.invariant_wire import (
+    UnreadableReport,
+    ViolationEvent,
+    ViolationEventType,
+    ViolationRejected,
+)
+from contracts.invariants import (
+    DuplicateInvariant,
+    InvalidInvariant,
+    Invariant,
+    InvariantScope,
+    InvariantViolation,
+    ReconciliationBlocked,
+    ViolationAlreadyResolved,
+    ViolationConflict,
+    effective_invariants,
+)
+from contracts.reconciliation import enforced_decisions, wire_body
+from contracts.recording import DecisionPersisted
+from contracts.subjects import recorded
+from contracts.timestamps import utc_now
+from services.ports import EventPublisher, OutgoingEvent
+from store.database import Document
+from store.dead_letters import DeadLetterRepository
+from store.decisions import DecisionRepository
+from store.invariants import (
+    InvariantNotFound,
+    InvariantRepository,
+    ViolationNotFound,
+    ViolationRepository,
+)
+from store.outbox import OutboxMessage, OutboxRepository
+from store.plans import PlanRepository
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "DuplicateInvariant", "InvalidInvariant", "InvariantNotFound", "InvariantService",
+    "ReconciliationBlocked", "ViolationAlreadyResolved", "ViolationConflict",
+    "ViolationNotFound",
+]
+
+
+class InvariantService:
+    def __init__(self, publisher: EventPublisher, *, invariants: InvariantRepository,
+                 violations: ViolationRepository, decisions: DecisionRepository,
+                 plans: PlanRepository, outbox: OutboxRepository,
+                 dead_letters: DeadLetterRepository,
+                 clock: Callable[[], datetime] = utc_now) -> None:
+        self._invariants = invariants
+        self._violations = violations
+        self._decisions = decisions
+        self._plans = plans
+        self._outbox = outbox
+        self._dead_letters = dead_letters
+        self._publisher = publisher
+        self._clock = clock
+
+    @classmethod
+    def open(cls, db: AsyncDatabase[Document], publisher: EventPublisher) -> InvariantService:
+        return cls(publisher, invariants=InvariantRepository(db),
+                   violations=ViolationRepository(db), decisions=DecisionRepository(db),
+                   plans=PlanRepository(db), outbox=OutboxRepository(db),
+                   dead_letters=DeadLetterRepository(db))
+
+    # --- invariants ------------------------------------------------------------------
+
+    async def add_invariant(self, name: str, description: str,
+                            scope: InvariantScope = InvariantScope.GLOBAL,
+                            scope_target: str | None = None) -> Invariant:
+        """Store a new invariant. InvalidInvariant if the model refuses it (the message
+        says why); DuplicateInvariant if that name exists at that scope and target."""
+        try:
+            inv = Invariant(name=name, description=description, scope=scope,
+                            scope_target=scope_target, created_at=self._clock())
+        except ValidationError as exc:
+            reason = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'invariant'}: "
+                               f"{e['msg']}" for e in exc.errors(include_url=False))
+            raise InvalidInvariant(reason) from None
+        await self._invariants.add(inv)
+        return inv
+
+    async def get_invariant(self, invariant_id: str) -> Invariant:
+        """InvariantNotFound for an unknown ID."""
+        return await self._invariants.require(invariant_id)
+
+    async def list_invariants(self, scope: InvariantScope | None = None) -> list[Invariant]:
+        """Every invariant (or those of one scope), by name."""
+        return await self._invariants.find(scope)
+
+    async def effective_for(self, plan_id: str | None = None, project: str | None = None,
+                            action_template: str | None = None) -> list[Invariant]:
+        """The invariants in force, one per name, by name. For a recorded plan its own
+        project and action template count (those given are used for a plan not recorded
+        yet); with no plan, what a new plan of `project` / `action_template` would get."""
+        if plan_id is not None:
+            record = await self._plans.get(plan_id.upper())
+            if record is not None and record.root_decision_id is not None:
+                project, action_template = record.project, record.action_template
+        inputs = await self._invariants.inputs_for(
+            [plan_id] if plan_id else [], [project] if project else [],
+            [action_template] if action_template else [])
+        return effective_invariants(plan_id, project, action_template, inputs)
+
+    async def remove_invariant(self, invariant_id: str) -> Invariant:
+        """InvariantNotFound for an unknown ID. Decisions already recorded under it and its
+        violations stay; an unresolved error violation of it still blocks until resolved."""
+        return await self._invariants.remove(invariant_id)
+
+    # --- violations ------------------------------------------------------------------
+
+    async def report_violation(self, violation: InvariantViolation) -> InvariantViolation:
+        """Store a report and announce it (INVARIANT_VIOLATED) exactly once; reporting the
+        same violation again stores and announces nothing new. InvariantNotFound if it
+        names no invariant; ViolationConflict if its ID was reported with other content."""
+        inv = await self._invariants.require(violation.invariant_id)
+        await self._violations.record(
+            violation, self._event(ViolationEventType.INVARIANT_VIOLATED, inv.name),
+            self._clock())
+        await self.flush(violation.violation_id)
+        return await self._violations.require(violation.violation_id)
+
+    async def get_violation(self, violation_id: str) -> InvariantViolation:
+        """ViolationNotFound for an unknown ID."""
+        return await self._violations.require(violation_id)
+
+    async def list_violations(self, plan_id: str | None = None,
+                              unresolved_only: bool = False) -> list[InvariantViolation]:
+        """Oldest first."""
+        return await self._violations.find(plan_id, unresolved_only=unresolved_only)
+
+    async def resolve_violation(self, violation_id: str, resolved_by: str) -> InvariantViolation:
+        """Resolve and announce it (INVARIANT_VIOLATION_RESOLVED) exactly once; the plan is
+        unblocked when no unresolved error violation remains. ViolationNotFound for an
+        unknown ID, ViolationAlreadyResolved when it was resolved before."""
+        if not resolved_by.strip():
+            raise ValueError("resolved_by names who resolved the violation; it is blank")
+        held = await self._violations.require(violation_id)
+        inv = await self._invariants.get(held.invariant_id)
+        done = await self._violations.resolve(
+            violation_id, resolved_by.strip(), self._clock(),
+            self._event(ViolationEventType.INVARIANT_VIOLATION_RESOLVED,
+                        inv.name if inv else None))
+        await self.flush(done.violation_id)
+        return done
+
+    async def blocked_plans(self, plan_ids: Iterable[str]) -> set[str]:
+        """Which of these plans have an unresolved blocking (error) violation."""
+        return await self._violations.blocked_plans(p.upper() for p in plan_ids)
+
+    async def flush(self, violation_id: str) -> None:
+        """Publish the violation's pending events in order, then forget them; a failed
+        publish is left to the outbox relay (the change is committed)."""
+        pending = await self._outbox.pending_for(violation_id)
+        if not pending:
+            return
+        try:
+            await self._publisher.publish_all([
+                OutgoingEvent(p.message.subject, p.message.payload, p.message.msg_id)
+                for p in pending])
+        except Exception:
+            log.warning("publishing the events of violation %s failed; the relay will retry",
+                        violation_id, exc_info=True)
+            return
+        await self._outbox.delete([p.message.msg_id for p in pending])
+
+    def _event(self, kind: ViolationEventType, name: str | None
+               ) -> Callable[[InvariantViolation, bool], OutboxMessage]:
+        def build(v: InvariantViolation, blocked: bool) -> OutboxMessage:
+            e = ViolationEvent(event_type=kind, violation=v, invariant_name=name,
+                               plan_blocked=blocked)
+            return OutboxMessage(e.subject, e.model_dump_json().encode(), e.msg_id)
+        return build
+
+    async def reject_report(self, subject: str, headers: dict[str, str], data: bytes, *,
+                            stream_sequence: int, delivered: int,
+                            unreadable: UnreadableReport) -> DeadLetter:
+        """Keep a report that will never be stored in dead_letters, then say so on
+        invariants.rejected.<plan_id>; once per stream message, whoever retries."""
+        now = self._clock()
+        letter = DeadLetter(
+            id=dead_letter_id(subjects.INVARIANTS_STREAM, stream_sequence), subject=subject,
+            headers=headers, payload=data, plan_id=unreadable.plan_id, decision_id=None,
+            errors=list(unreadable.violations), rejected_at=now, delivered=delivered)
+        await self._dead_letters.keep([letter])
+        body = ViolationRejected(
+            dead_letter_id=letter.id, subject=subject, plan_id=unreadable.plan_id,
+            violation_id=unreadable.violation_id, errors=letter.errors, rejected_at=now)
+        await self._publisher.publish_all([OutgoingEvent(
+            subjects.rejected(unreadable.plan_id), body.model_dump_json().encode(),
+            subjects.rejected_msg_id(stream_sequence))])
+        log.warning("rejected violation report %s on %s: %s", letter.id, subject,
+                    unreadable.reason)
+        return letter
+
+    # --- reconciliation ----------------------------------------------------------------
+
+    async def reconcile(self, persisted: Sequence[DecisionPersisted]) -> list[Decision]:
+        """For each new plan root among `persisted`, publish one invariant_enforced decision
+        per effective invariant to decisions.recorded.<plan_id> (Nats-Msg-Id: its
+        decision_id), and wait for JetStream to store them. The recorder records them like
+        any agent's; their IDs and content are derived from root and invariant, so doing
+        this twice for a root records nothing new."""
+        root_ids = [e.decision_id for e in persisted
+                    if e.decision_type is DecisionType.PROMPT_DEFINITION]
+        if not root_ids:
+            return []
+        roots = list((await self._decisions.get_many(root_ids)).values())
+        inputs = await self._invariants.inputs_for(
+            [r.plan_id for r in roots], [r.project for r in roots if r.project],
+            [r.action_template for r in roots if r.action_template])
+        out: list[Decision] = []
+        for root in roots:
+            if not root.is_root or root.is_correction:
+                continue
+            out += enforced_decisions(root, effective_invariants(
+                root.plan_id, root.project, root.action_template, inputs))
+        await self._publisher.publish_all([
+            OutgoingEvent(recorded(d.plan_id), wire_body(d), d.decision_id) for d in out])
+        return out
