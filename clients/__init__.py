@@ -1,0 +1,1 @@
+"""Client libraries: for agents (record decisions), operators (corrections), subscribers."""

@@ -1,0 +1,80 @@
+"""One JetStream publish, retried until the stream has it.
+
+Every message the clients publish carries a `Nats-Msg-Id` fixed before the first try
+(a decision_id, a correction_id), so retrying after a timeout cannot store it twice:
+if the first try did reach the stream, JetStream drops the retry within its duplicate
+window and answers with the original's PubAck (`duplicate=True`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import nats.errors
+import nats.js.errors
+from nats.js import JetStreamContext
+from nats.js.api import PubAck
+
+MSG_ID_HEADER = "Nats-Msg-Id"
+
+RETRYABLE: tuple[type[BaseException], ...] = (
+    TimeoutError,                          # asyncio's, on 3.11 the builtin
+    nats.errors.TimeoutError,              # no PubAck in time: the stream may or may not have it
+    nats.errors.NoRespondersError,         # no stream bound yet (servers starting) or leader lost
+    nats.js.errors.NoStreamResponseError,
+    nats.js.errors.ServiceUnavailableError,
+    nats.errors.ConnectionReconnectingError,
+)
+"""Failures a later try can fix. An APIError (bad subject, stream config) is not here: it
+would fail the same way every time."""
+
+
+class PublishFailed(Exception):
+    """The stream did not acknowledge the message after every retry."""
+
+    def __init__(self, subject: str, msg_id: str, attempts: int, last: BaseException) -> None:
+        self.subject = subject
+        self.msg_id = msg_id
+        self.attempts = attempts
+        self.last = last
+        super().__init__(f"no JetStream ack for {msg_id} on {subject} after {attempts} "
+                         f"attempt(s): {type(last).__name__}: {last}")
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How long one try waits for its PubAck, and how tries are spaced.
+
+    The default gives up after about 15 s of trying (6 tries, 0.2 s doubling to 3.2 s
+    between them): long enough to ride out a server restart or a leader election, short
+    enough that an agent learns something is wrong before it has made many more choices.
+    """
+
+    attempts: int = 6
+    ack_timeout: float = 2.0
+    first_delay: float = 0.2
+    max_delay: float = 5.0
+
+    def delays(self) -> list[float]:
+        return [min(self.first_delay * 2**i, self.max_delay) for i in range(self.attempts - 1)]
+
+
+DEFAULT_RETRY = RetryPolicy()
+
+
+async def publish_acked(js: JetStreamContext, subject: str, payload: bytes, msg_id: str,
+                        policy: RetryPolicy = DEFAULT_RETRY) -> PubAck:
+    """Publish with `Nats-Msg-Id: msg_id` and return the PubAck, retrying what can be retried."""
+    headers = {MSG_ID_HEADER: msg_id}
+    last: BaseException | None = None
+    for attempt, delay in enumerate([*policy.delays(), None], start=1):
+        try:
+            return await js.publish(subject, payload, timeout=policy.ack_timeout,
+                                    headers=headers)
+        except RETRYABLE as exc:
+            last = exc
+            if delay is None:
+                raise PublishFailed(subject, msg_id, attempt, exc) from exc
+            await asyncio.sleep(delay)
+    raise AssertionError(f"unreachable: {last}")  # pragma: no cover

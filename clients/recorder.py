@@ -1,0 +1,203 @@
+"""The agent's side: record decisions on `decisions.recorded.<plan_id>` in one call each.
+
+    async with DecisionRecorder.connect("nats://127.0.0.1:4222") as rec:
+        root = await rec.root("Add rate limiting to the public API", context=window)
+        choice = await rec.record(parent=root, decision_type=DecisionType.STRATEGY_CHOICE,
+                                  question="Where do counters live?", chosen_option="Redis",
+                                  context=window)
+
+`record` returns once JetStream has stored the message (its PubAck), not once the
+recorder has written it to MongoDB: recording is asynchronous by design, so an agent is
+never slowed by the database. `wait_persisted` waits for the write when an agent needs
+it (before asking for a correction of what it just recorded, say), and raises the
+recorder's rejection if there was one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from types import TracebackType
+from typing import Self
+
+from nats.aio.client import Client
+from nats.js.api import ConsumerConfig, DeliverPolicy
+
+from clients._connect import DEFAULT_NATS_URL, Connecting
+from clients._publish import DEFAULT_RETRY, PublishFailed, RetryPolicy, publish_acked
+from clients.building import (
+    Artifact,
+    Context,
+    InvalidDecision,
+    build_child,
+    build_root,
+    wire_message,
+)
+from contracts import invariant_subjects, subjects
+from contracts.decision import Decision, DecisionType
+from contracts.ids import new_id
+from contracts.invariants import InvariantViolation, Severity
+from contracts.recording import DecisionPersisted, DecisionRejected
+
+__all__ = ["DecisionRecorder", "DecisionRejectedError", "InvalidDecision", "PublishFailed"]
+
+
+class DecisionRejectedError(Exception):
+    """The recorder refused a published decision; `rejection.errors` names every rule."""
+
+    def __init__(self, rejection: DecisionRejected) -> None:
+        self.rejection = rejection
+        super().__init__(f"decision {rejection.decision_id} rejected: "
+                         + "; ".join(str(e) for e in rejection.errors))
+
+
+class DecisionRecorder:
+    """One NATS connection, and every decision it published with where the stream put it.
+
+    Build it with `connect` (it then owns and closes the connection) or around a
+    connection you already have (`DecisionRecorder(nc)`; closing it leaves `nc` open).
+    """
+
+    def __init__(self, nc: Client, *, retry: RetryPolicy = DEFAULT_RETRY,
+                 owns_connection: bool = False) -> None:
+        self._nc = nc
+        self._js = nc.jetstream()
+        self._retry = retry
+        self._owns = owns_connection
+        # decision_id -> (plan_id, stream sequence of its recorded message): where to
+        # start reading for its persisted event, so waiting never scans the whole plan.
+        self._published: dict[str, tuple[str, int]] = {}
+
+    @classmethod
+    def connect(cls, url: str = DEFAULT_NATS_URL, *,
+                retry: RetryPolicy = DEFAULT_RETRY) -> Connecting[DecisionRecorder]:
+        """`rec = await DecisionRecorder.connect(url)`, or `async with ... as rec`."""
+        return Connecting(url, lambda nc: cls(nc, retry=retry, owns_connection=True))
+
+    async def close(self) -> None:
+        """Flush what is buffered; close the connection if this recorder opened it."""
+        if self._owns:
+            await self._nc.drain()
+        else:
+            await self._nc.flush()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc: BaseException | None, tb: TracebackType | None) -> None:
+        await self.close()
+
+    # --- recording --------------------------------------------------------------------
+
+    async def root(self, prompt: str, *, context: Context, chosen_option: str | None = None,
+                   plan_id: str | None = None, project: str | None = None,
+                   action_template: str | None = None, rationale: str | None = None,
+                   actor_reasoning: str | None = None) -> Decision:
+        """Start a plan: record its `prompt_definition` and return it (see `build_root`)."""
+        return await self.publish(build_root(
+            prompt, context=context, chosen_option=chosen_option, plan_id=plan_id,
+            project=project, action_template=action_template, rationale=rationale,
+            actor_reasoning=actor_reasoning))
+
+    async def record(self, *, parent: Decision, decision_type: DecisionType | str,
+                     question: str, chosen_option: str, context: Context,
+                     alternatives: Sequence[str] = (), confidence: float | None = None,
+                     rationale: str | None = None, actor_reasoning: str | None = None,
+                     artifacts: Sequence[Artifact] = (),
+                     downstream_plan_ids: Sequence[str] = (),
+                     downstream_decision_ids: Sequence[str] = (),
+                     created_at: datetime | None = None) -> Decision:
+        """Record a decision under `parent` (same plan, fresh ULID) and return it."""
+        return await self.publish(build_child(
+            parent, decision_type, question=question, chosen_option=chosen_option,
+            context=context, alternatives=alternatives, confidence=confidence,
+            rationale=rationale, actor_reasoning=actor_reasoning, artifacts=artifacts,
+            downstream_plan_ids=downstream_plan_ids,
+            downstream_decision_ids=downstream_decision_ids, created_at=created_at))
+
+    async def publish(self, decision: Decision) -> Decision:
+        """Publish a decision built elsewhere: checked locally, then sent until acked.
+
+        Raises InvalidDecision (nothing sent) or PublishFailed (the stream never
+        acknowledged it; publishing the same decision again later is safe).
+        """
+        subject, body, msg_id = wire_message(decision)
+        ack = await publish_acked(self._js, subject, body, msg_id, self._retry)
+        self._published[decision.decision_id] = (decision.plan_id, ack.seq)
+        return decision
+
+    # --- after publishing -------------------------------------------------------------
+
+    async def wait_persisted(self, decision: Decision,
+                             timeout: float = 30.0) -> DecisionPersisted:
+        """Wait until the recorder has written `decision`; raise if it rejected it.
+
+        Reads the plan's `decisions.*.<plan_id>` subjects with an ordered consumer from
+        the decision's own recorded message on (both outcomes come after it in the
+        stream), so an outcome published before this call is not missed. A decision
+        this recorder did not publish is looked for from the start of the stream.
+        Limit: republishing a decision recorded longer ago than the duplicate window
+        (2 minutes) publishes no new event, so waiting for it times out.
+        """
+        start = self._published.get(decision.decision_id, (decision.plan_id, 0))[1]
+        config = ConsumerConfig(
+            deliver_policy=DeliverPolicy.BY_START_SEQUENCE if start else DeliverPolicy.ALL,
+            opt_start_seq=start or None)
+        sub = await self._js.subscribe(f"decisions.*.{decision.plan_id}",
+                                       ordered_consumer=True, config=config)
+        try:
+            async with asyncio.timeout(timeout):
+                while True:
+                    msg = await sub.next_msg(timeout=None)
+                    outcome = _outcome_for(msg.subject, msg.data, decision.decision_id)
+                    if isinstance(outcome, DecisionRejected):
+                        raise DecisionRejectedError(outcome)
+                    if outcome is not None:
+                        return outcome
+        finally:
+            await sub.unsubscribe()
+
+    async def wait_all_persisted(self, decisions: Sequence[Decision],
+                                 timeout: float = 30.0) -> list[DecisionPersisted]:
+        """`wait_persisted` for each, concurrently; in the order given."""
+        async with asyncio.timeout(timeout):
+            return list(await asyncio.gather(*(self.wait_persisted(d, timeout)
+                                               for d in decisions)))
+
+    # --- invariants -------------------------------------------------------------------
+
+    async def report_violation(self, *, invariant_id: str, plan_id: str,
+                               severity: Severity | str, details: str,
+                               decision_id: str | None = None,
+                               violation_id: str | None = None) -> InvariantViolation:
+        """Report an InvariantViolation on `invariants.violations.<plan_id>`.
+
+        An `error` violation blocks the plan's Execute-phase decisions until an operator
+        resolves it (docs/invariants.md). Same retry guarantee as decisions: the
+        violation_id is the Nats-Msg-Id.
+        """
+        violation = InvariantViolation(
+            violation_id=violation_id or new_id(), invariant_id=invariant_id,
+            plan_id=plan_id, decision_id=decision_id, severity=Severity(severity),
+            details=details)
+        body = violation.model_dump_json(exclude={"reported_at", "resolved_at",
+                                                  "resolved_by"}).encode()
+        await publish_acked(self._js, invariant_subjects.violations(plan_id), body,
+                            violation.violation_id, self._retry)
+        return violation
+
+
+def _outcome_for(subject: str, data: bytes,
+                 decision_id: str) -> DecisionPersisted | DecisionRejected | None:
+    """The persisted or rejected event about `decision_id`, or None for anything else."""
+    prefix = subject.rsplit(".", 1)[0]
+    if prefix not in (subjects.PERSISTED_PREFIX, subjects.REJECTED_PREFIX):
+        return None
+    if json.loads(data).get("decision_id") != decision_id:
+        return None
+    if prefix == subjects.PERSISTED_PREFIX:
+        return DecisionPersisted.model_validate_json(data)
+    return DecisionRejected.model_validate_json(data)
