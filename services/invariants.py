@@ -65,6 +65,17 @@ __all__ = [
 ]
 
 
+def violation_event(kind: ViolationEventType, invariant_name: str | None
+                    ) -> Callable[[InvariantViolation, bool], OutboxMessage]:
+    """The outbox entry announcing a change, built inside the change's transaction (which
+    is where the plan's blocked state after it is known)."""
+    def build(v: InvariantViolation, blocked: bool) -> OutboxMessage:
+        e = ViolationEvent(event_type=kind, violation=v, invariant_name=invariant_name,
+                           plan_blocked=blocked)
+        return OutboxMessage(e.subject, e.model_dump_json().encode(), e.msg_id)
+    return build
+
+
 class InvariantService:
     def __init__(self, publisher: EventPublisher, *, invariants: InvariantRepository,
                  violations: ViolationRepository, decisions: DecisionRepository,
@@ -139,7 +150,7 @@ class InvariantService:
         names no invariant; ViolationConflict if its ID was reported with other content."""
         inv = await self._invariants.require(violation.invariant_id)
         await self._violations.record(
-            violation, self._event(ViolationEventType.INVARIANT_VIOLATED, inv.name),
+            violation, violation_event(ViolationEventType.INVARIANT_VIOLATED, inv.name),
             self._clock())
         await self.flush(violation.violation_id)
         return await self._violations.require(violation.violation_id)
@@ -163,7 +174,7 @@ class InvariantService:
         inv = await self._invariants.get(held.invariant_id)
         done = await self._violations.resolve(
             violation_id, resolved_by.strip(), self._clock(),
-            self._event(ViolationEventType.INVARIANT_VIOLATION_RESOLVED,
+            violation_event(ViolationEventType.INVARIANT_VIOLATION_RESOLVED,
                         inv.name if inv else None))
         await self.flush(done.violation_id)
         return done
@@ -187,14 +198,6 @@ class InvariantService:
                         violation_id, exc_info=True)
             return
         await self._outbox.delete([p.message.msg_id for p in pending])
-
-    def _event(self, kind: ViolationEventType, name: str | None
-               ) -> Callable[[InvariantViolation, bool], OutboxMessage]:
-        def build(v: InvariantViolation, blocked: bool) -> OutboxMessage:
-            e = ViolationEvent(event_type=kind, violation=v, invariant_name=name,
-                               plan_blocked=blocked)
-            return OutboxMessage(e.subject, e.model_dump_json().encode(), e.msg_id)
-        return build
 
     async def reject_report(self, subject: str, headers: dict[str, str], data: bytes, *,
                             stream_sequence: int, delivered: int,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 from datetime import UTC, datetime
+from pathlib import Path
 
 import nats
 import pytest
@@ -12,6 +13,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.decision import Decision
 from contracts.ids import new_id
+from contracts.invariant_wire import ViolationEventType
 from contracts.invariants import (
     SCOPE_RANK,
     DuplicateInvariant,
@@ -24,8 +26,11 @@ from contracts.invariants import (
     ViolationConflict,
 )
 from contracts.recording import Candidate
-from services.invariants import InvariantService
+from services.archive import Archive
+from services.corrections import CorrectionService
+from services.invariants import InvariantService, violation_event
 from store.bulk import load_plan
+from store.correction_store import CorrectionStore
 from store.database import Document
 from store.decisions import DecisionRepository
 from store.invariants import (
@@ -174,4 +179,25 @@ async def test_service_errors_and_exactly_once_events(db: AsyncDatabase[Document
     assert [(s, e["event_type"], e["plan_blocked"]) for s, e, _ in got] == [
         (f"invariants.events.{plan}.violated", "INVARIANT_VIOLATED", True),
         (f"invariants.events.{plan}.resolved", "INVARIANT_VIOLATION_RESOLVED", False)]
+    assert await OutboxRepository(db).count() == 0
+
+
+async def test_events_left_in_the_outbox_are_published_by_the_corrections_relay(
+        db: AsyncDatabase[Document], nc: nats.NATS, tmp_path: Path) -> None:
+    """A worker dying between the commit and the publish leaves the event in the shared
+    outbox; the relay every worker runs publishes it, once."""
+    await ensure_streams(nc.jetstream())
+    svc = InvariantService.open(db, JetStreamPublisher(nc))
+    inv = await svc.add_invariant("no-prod-deletes", "Never delete production data")
+    v = InvariantViolation(invariant_id=inv.id, plan_id=new_id(), severity=Severity.ERROR,
+                           details="dropped users")
+    # What report_violation commits, without its publish (the process "died" there).
+    await ViolationRepository(db).record(
+        v, violation_event(ViolationEventType.INVARIANT_VIOLATED, inv.name), NOW)
+    relay = CorrectionService(CorrectionStore.open(db), JetStreamPublisher(nc),
+                              Archive(tmp_path / "archive"))
+    assert await relay.relay() == 1
+    await svc.report_violation(v)  # the redelivered report: stored already, nothing pending
+    got = await events(nc, "invariants.events.>", settle=0.3)
+    assert [h["Nats-Msg-Id"] for _, _, h in got] == [f"violation:{v.violation_id}:violated"]
     assert await OutboxRepository(db).count() == 0
