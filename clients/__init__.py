@@ -1,1 +1,42 @@
-"""Client libraries: for agents (record decisions), operators (corrections), subscribers."""
+"""Client libraries: agents record decisions, operators correct them, subscribers react.
+
+Everything here talks to the ledger only through its public NATS subjects (README and
+docs/corrections.md), so it is also the reference for writing a client in another
+language. Walkthrough and samples: docs/clients.md.
+"""
+
+from clients._connect import DEFAULT_NATS_URL
+from clients._publish import PublishFailed, RetryPolicy
+from clients.building import (
+    InvalidDecision,
+    build_child,
+    build_root,
+    context_hash,
+    snapshot,
+)
+from clients.operator import (
+    CorrectionClient,
+    DryRunRefused,
+    InvalidCorrection,
+    LedgerUnavailable,
+    plan_events,
+)
+from clients.recorder import DecisionRecorder, DecisionRejectedError
+from clients.subscriber import Outcomes, event_subjects, outcomes, parse_event
+from contracts.correction_events import AttemptTransitioned, CancelRefused, CorrectionTransitioned
+from contracts.corrections import CorrectionMode, CorrectionStatus
+from contracts.decision import ArtifactRef, ContextSnapshot, Decision, DecisionType, ResourceRef
+from contracts.impact import DryRunReport
+from contracts.invariants import InvariantViolation, Severity
+from contracts.recording import DecisionPersisted, DecisionRejected
+
+__all__ = [
+    "DEFAULT_NATS_URL", "ArtifactRef", "AttemptTransitioned", "CancelRefused", "ContextSnapshot",
+    "CorrectionClient", "CorrectionMode", "CorrectionStatus", "CorrectionTransitioned",
+    "Decision", "DecisionPersisted", "DecisionRecorder", "DecisionRejected",
+    "DecisionRejectedError", "DecisionType", "DryRunRefused", "DryRunReport",
+    "InvalidCorrection", "InvalidDecision", "InvariantViolation", "LedgerUnavailable",
+    "Outcomes", "PublishFailed", "ResourceRef", "RetryPolicy", "Severity", "build_child",
+    "build_root", "context_hash", "event_subjects", "outcomes", "parse_event", "plan_events",
+    "snapshot",
+]

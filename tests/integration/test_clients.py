@@ -10,8 +10,12 @@ import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
 from clients.building import build_root
+from clients.operator import CorrectionClient, DryRunRefused, InvalidCorrection
 from clients.recorder import DecisionRecorder, DecisionRejectedError
+from clients.subscriber import outcomes
+from contracts.corrections import CorrectionStatus
 from contracts.decision import Decision, DecisionType
+from contracts.ids import new_id
 from contracts.rules import Rule
 from deploy.embedded import ManagedServer
 from store.database import Document
@@ -83,3 +87,66 @@ async def test_publish_retries_until_the_stream_exists(nats_server: ManagedServe
     await later
     stored = await events(nc, f"decisions.recorded.{root.plan_id}", 0.3)
     assert [m[2]["Nats-Msg-Id"] for m in stored] == [root.decision_id]
+
+
+async def test_operator_dry_runs_requests_and_follows_a_revert_to_applied(
+        workers: Workers, nats_server: ManagedServer, nc: nats.NATS,
+        db: AsyncDatabase[Document]) -> None:
+    async with DecisionRecorder.connect(nats_server.url) as rec:
+        root, strategy, impl, tool = await record_tree(rec)
+        await rec.wait_all_persisted([root, strategy, impl, tool], timeout=20)
+    plan = root.plan_id
+    feed = outcomes(nc, statuses={"applied", "failed"}, durable="test-sub", limit=1)
+    await feed.open()
+    async with CorrectionClient.connect(nats_server.url, requested_by="alice") as ops:
+        report = await ops.dry_run(plan, strategy.decision_id, "revert", "Use Postgres")
+        assert set(report.decisions_to_invalidate) == {strategy.decision_id,
+                                                       impl.decision_id, tool.decision_id}
+        assert report.impact.affected_files == ["src/api/limits.py"]
+        with pytest.raises(DryRunRefused) as refused:
+            await ops.dry_run(plan, new_id(), "revert", "Use Postgres")
+        assert refused.value.code == "target_not_found"
+        with pytest.raises(InvalidCorrection):
+            await ops.dry_run(plan, strategy.decision_id, "revert", "   ")
+        cid = await ops.request(plan, strategy.decision_id, "revert", "Use Postgres",
+                                chosen_option="Postgres counters table")
+        assert await ops.request(plan, strategy.decision_id, "revert", "Use Postgres",
+                                 chosen_option="Postgres counters table",
+                                 correction_id=cid) == cid
+        seen = [e.to_status async for e in ops.follow(cid, plan, timeout=30)]
+        assert seen == ["pending", "analyzing", "executing", "applied"]
+    # A client that did not send the request still finds the outcome afterwards.
+    async with CorrectionClient.connect(nats_server.url) as later:
+        outcome = await later.wait_for_outcome(cid, plan, timeout=10)
+        await later.cancel(cid, plan, "too late")
+    assert outcome.to_status is CorrectionStatus.APPLIED
+    replacement = await db.decisions.find_one({"_id": outcome.new_decision_id})
+    assert replacement is not None and replacement["chosen_option"] == "Postgres counters table"
+    assert await db.corrections.count_documents({}) == 1
+    got = [e async for e in feed]
+    assert [(e.correction_id, e.to_status) for e in got] == [(cid, CorrectionStatus.APPLIED)]
+    refusals = await events(nc, f"corrections.cancel_refused.{plan}", 3.0)
+    assert [b["status"] for _, b, _ in refusals] == ["applied"]
+
+
+async def test_subscriber_redelivers_what_the_loop_did_not_finish(
+        workers: Workers, nats_server: ManagedServer, nc: nats.NATS) -> None:
+    async with DecisionRecorder.connect(nats_server.url) as rec:
+        root, strategy, *_ = await record_tree(rec)
+        await rec.wait_all_persisted([root, strategy], timeout=20)
+    feed = outcomes(nc, durable="flaky", statuses=["applied"])
+    await feed.open()
+    async with CorrectionClient.connect(nats_server.url) as ops:
+        cid = await ops.request(root.plan_id, strategy.decision_id, "append", "Add metrics")
+        await ops.wait_for_outcome(cid, root.plan_id, timeout=30)
+
+    class Boom(Exception):
+        pass
+
+    with pytest.raises(Boom):
+        async for event in feed:
+            assert event.correction_id == cid
+            raise Boom
+    again = [e async for e in outcomes(nc, durable="flaky", statuses=["applied"], limit=1)]
+    assert [e.correction_id for e in again] == [cid]
+    assert again[0].child_plans_spawned

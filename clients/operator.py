@@ -1,0 +1,211 @@
+"""The operator's side: dry-run, request, cancel and follow corrections over NATS.
+
+    async with CorrectionClient.connect(url) as ops:
+        report = await ops.dry_run(plan_id, decision_id, "revert", "Use Postgres instead")
+        cid = await ops.request(plan_id, decision_id, "revert", "Use Postgres instead")
+        outcome = await ops.wait_for_outcome(cid, plan_id)    # APPLIED, FAILED or CANCELLED
+
+Requests and cancels are JetStream publishes (fire and forget, retried until the stream
+has them); what became of them is read back from `corrections.events.<plan_id>.*`, which
+the stream keeps, so following a correction after it finished still finds its outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections.abc import AsyncIterator
+from typing import Self
+
+import nats.errors
+from nats.aio.client import Client
+from nats.js.api import ConsumerConfig, DeliverPolicy
+from pydantic import ValidationError
+
+from clients._connect import DEFAULT_NATS_URL, Connecting
+from clients._publish import DEFAULT_RETRY, RetryPolicy, publish_acked
+from contracts import correction_subjects as subjects
+from contracts.correction_events import CorrectionTransitioned, DryRunError
+from contracts.corrections import (
+    CORRECTION_LIFECYCLE,
+    CancelRequest,
+    CorrectionMode,
+    CorrectionRequest,
+)
+from contracts.ids import is_ulid
+from contracts.impact import DryRunReport
+from contracts.rules import RuleViolation, violations_from
+
+__all__ = ["CorrectionClient", "DryRunRefused", "InvalidCorrection", "LedgerUnavailable"]
+
+
+def plan_events(plan_id: str) -> str:
+    """`corrections.events.<plan_id>.*`: every transition of every correction of one plan."""
+    if not is_ulid(plan_id):
+        raise ValueError(f"plan_id {plan_id!r} is not a ULID, so not a safe subject token")
+    return f"{subjects.EVENTS_PREFIX}.{plan_id.upper()}.*"
+
+
+class InvalidCorrection(Exception):
+    """The request breaks the contract (blank or over-long guidance, a bad ID); not sent."""
+
+    def __init__(self, violations: list[RuleViolation]) -> None:
+        self.violations = tuple(violations)
+        super().__init__("; ".join(str(v) for v in self.violations))
+
+
+class DryRunRefused(Exception):
+    """The ledger answered the dry run with a DryRunError: no report can be made.
+
+    `code` is `target_not_found`, `target_in_other_plan`, `target_superseded` (the
+    correction itself would FAIL the same way), `invalid_request` or `internal_error`.
+    """
+
+    def __init__(self, error: DryRunError) -> None:
+        self.error = error
+        self.code = error.error
+        super().__init__(f"{error.error}: {error.message}")
+
+
+class LedgerUnavailable(Exception):
+    """No worker answered a dry run (none running, or all busy past the timeout)."""
+
+
+class CorrectionClient:
+    """Corrections over one NATS connection (see the module docstring)."""
+
+    def __init__(self, nc: Client, *, requested_by: str = "operator",
+                 retry: RetryPolicy = DEFAULT_RETRY, owns_connection: bool = False) -> None:
+        self._nc = nc
+        self._js = nc.jetstream()
+        self._requested_by = requested_by
+        self._retry = retry
+        self._owns = owns_connection
+        # correction_id -> stream sequence of its request: its events all come later.
+        self._requested_at: dict[str, int] = {}
+
+    @classmethod
+    def connect(cls, url: str = DEFAULT_NATS_URL, *, requested_by: str = "operator",
+                retry: RetryPolicy = DEFAULT_RETRY) -> Connecting[CorrectionClient]:
+        """`ops = await CorrectionClient.connect(url)`, or `async with ... as ops`."""
+        return Connecting(url, lambda nc: cls(nc, requested_by=requested_by, retry=retry,
+                                              owns_connection=True))
+
+    async def close(self) -> None:
+        if self._owns:
+            await self._nc.drain()
+        else:
+            await self._nc.flush()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def build(self, plan_id: str, decision_id: str, mode: CorrectionMode | str, guidance: str,
+              *, chosen_option: str | None = None, requested_by: str | None = None,
+              correction_id: str | None = None) -> CorrectionRequest:
+        """The CorrectionRequest `dry_run` and `request` send; InvalidCorrection if unfit."""
+        fields: dict[str, object] = {
+            "plan_id": plan_id, "decision_id": decision_id, "mode": mode,
+            "guidance": guidance, "requested_by": requested_by or self._requested_by,
+            "chosen_option": chosen_option}
+        if correction_id is not None:
+            fields["correction_id"] = correction_id
+        try:
+            return CorrectionRequest.model_validate(fields)
+        except ValidationError as exc:
+            raise InvalidCorrection(violations_from(exc)) from None
+
+    async def dry_run(self, plan_id: str, decision_id: str, mode: CorrectionMode | str,
+                      guidance: str, *, chosen_option: str | None = None,
+                      requested_by: str | None = None,
+                      timeout: float = 10.0) -> DryRunReport:
+        """What the correction would touch; nothing is written.
+
+        Raises DryRunRefused when the ledger says no report can be made, and
+        LedgerUnavailable when no worker answers.
+        """
+        req = self.build(plan_id, decision_id, mode, guidance, chosen_option=chosen_option,
+                         requested_by=requested_by)
+        try:
+            reply = await self._nc.request(subjects.dryrun(req.plan_id),
+                                           req.model_dump_json().encode(), timeout=timeout)
+        except (nats.errors.NoRespondersError, nats.errors.TimeoutError) as exc:
+            raise LedgerUnavailable(
+                f"no answer on {subjects.dryrun(req.plan_id)} within {timeout}s "
+                f"({type(exc).__name__}); are the workers running?") from exc
+        body = json.loads(reply.data)
+        # The documented way to tell the two reply shapes apart: the `error` key.
+        if isinstance(body, dict) and "error" in body:
+            raise DryRunRefused(DryRunError.model_validate(body))
+        return DryRunReport.model_validate(body)
+
+    async def request(self, plan_id: str, decision_id: str, mode: CorrectionMode | str,
+                      guidance: str, *, chosen_option: str | None = None,
+                      requested_by: str | None = None,
+                      correction_id: str | None = None) -> str:
+        """Ask for the correction; returns its correction_id once the stream has it.
+
+        Passing the same `correction_id` again is safe: it is the Nats-Msg-Id, and the
+        ledger records one correction per ID.
+        """
+        req = self.build(plan_id, decision_id, mode, guidance, chosen_option=chosen_option,
+                         requested_by=requested_by, correction_id=correction_id)
+        ack = await publish_acked(self._js, subjects.requested(req.plan_id),
+                                  req.model_dump_json().encode(),
+                                  subjects.request_msg_id(req.correction_id), self._retry)
+        self._requested_at[req.correction_id] = ack.seq
+        return req.correction_id
+
+    async def cancel(self, correction_id: str, plan_id: str, reason: str | None = None) -> None:
+        """Ask to cancel; honoured only while PENDING or ANALYZING.
+
+        The answer is an event: `cancelled` on the correction's events, or a CancelRefused
+        on `corrections.cancel_refused.<plan_id>`; `wait_for_outcome` sees the first.
+        """
+        body = CancelRequest(correction_id=correction_id, plan_id=plan_id, reason=reason)
+        # One message per (correction, reason): repeating a cancel is a retry of it.
+        digest = hashlib.sha256((reason or "").encode()).hexdigest()[:16]
+        msg_id = f"cancel:{body.correction_id}:{digest}"
+        await publish_acked(self._js, subjects.cancel(body.plan_id),
+                            body.model_dump_json().encode(), msg_id, self._retry)
+
+    async def follow(self, correction_id: str, plan_id: str,
+                     timeout: float = 120.0) -> AsyncIterator[CorrectionTransitioned]:
+        """Every transition of the correction, in order, ending with the terminal one.
+
+        An ordered consumer on `corrections.events.<plan_id>.*` from the request's own
+        stream position when this client sent it (else from the start of the stream),
+        so transitions published before the call are delivered too. Raises TimeoutError
+        if the correction is not terminal within `timeout`.
+        """
+        start = self._requested_at.get(correction_id.upper())
+        config = ConsumerConfig(
+            deliver_policy=DeliverPolicy.BY_START_SEQUENCE if start else DeliverPolicy.ALL,
+            opt_start_seq=start)
+        sub = await self._js.subscribe(plan_events(plan_id),
+                                       ordered_consumer=True, config=config)
+        try:
+            async with asyncio.timeout(timeout):
+                while True:
+                    msg = await sub.next_msg(timeout=None)
+                    event = CorrectionTransitioned.model_validate_json(msg.data)
+                    if event.correction_id != correction_id.upper():
+                        continue
+                    yield event
+                    if CORRECTION_LIFECYCLE.is_terminal(event.to_status):
+                        return
+        finally:
+            await sub.unsubscribe()
+
+    async def wait_for_outcome(self, correction_id: str, plan_id: str,
+                               timeout: float = 120.0) -> CorrectionTransitioned:
+        """The terminal event: to_status APPLIED, FAILED (see `error`) or CANCELLED."""
+        last: CorrectionTransitioned | None = None
+        async for event in self.follow(correction_id, plan_id, timeout):
+            last = event
+        assert last is not None  # follow returns only after a terminal event
+        return last
