@@ -1,0 +1,223 @@
+"""`agents correction list | show | attempts | cancel`.
+
+Reads come from MongoDB. A cancel is a JetStream publish of a CancelRequest (the ledger
+owns every status change); the command first refuses, from what MongoDB says, a cancel
+that cannot succeed, then waits briefly for the ledger's answer — the `cancelled` event
+or a `cancel_refused` — on subscriptions opened before publishing.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.markup import escape
+
+from cli.context import Ctx, parse_id, run
+from cli.errors import fail
+from cli.render import JsonFlag, clip, console, dump, emit_json, short, status_text, when
+
+if TYPE_CHECKING:
+    from contracts.corrections import Correction
+
+app = typer.Typer(help="Inspect and cancel corrections.", no_args_is_help=True)
+
+TERMINAL = ("applied", "failed", "cancelled")
+
+
+class Status(StrEnum):
+    """Mirrors contracts.corrections.CorrectionStatus (kept local so --help stays fast)."""
+
+    pending = "pending"
+    analyzing = "analyzing"
+    executing = "executing"
+    applied = "applied"
+    failed = "failed"
+    cancelled = "cancelled"
+
+
+async def _get(ctx: Ctx, correction_id: str) -> Correction:
+    from store.corrections import CorrectionRepository  # noqa: PLC0415
+
+    found = await CorrectionRepository(ctx.db).get(correction_id)
+    if found is None:
+        fail(f"no correction {correction_id} is recorded")
+    return found.correction
+
+
+@app.command("list")
+def list_(
+    plan: Annotated[str | None, typer.Option(help="Only this plan's corrections.")] = None,
+    status: Annotated[Status | None, typer.Option(
+        case_sensitive=False, help="Only corrections in this status.")] = None,
+    limit: Annotated[int, typer.Option(min=1, help="At most this many, oldest first.")] = 100,
+    as_json: JsonFlag = False,
+) -> None:
+    """Corrections in arrival order."""
+    plan_id = parse_id(plan, "plan") if plan else None
+
+    async def body(ctx: Ctx) -> None:
+        from contracts.corrections import CorrectionStatus  # noqa: PLC0415
+        from store.corrections import CorrectionRepository  # noqa: PLC0415
+
+        found = await CorrectionRepository(ctx.db).find(
+            plan_id, CorrectionStatus(status.value) if status else None, limit)
+        if as_json:
+            emit_json([dump(c) for c in found])
+            return
+        if not found:
+            console.print("no corrections")
+            return
+        from rich.table import Table  # noqa: PLC0415
+
+        table = Table("correction", "plan", "target", "mode", "status", "by", "requested",
+                      "guidance")
+        for c in found:
+            table.add_row(c.correction_id, short(c.plan_id), short(c.decision_id), c.mode.value,
+                          status_text(c.status.value), escape(c.requested_by),
+                          when(c.requested_at), escape(clip(c.guidance, 40)))
+        console.print(table)
+
+    run(body)
+
+
+@app.command("show")
+def show(
+    correction_id: Annotated[str, typer.Argument(help="The correction (ULID).")],
+    as_json: JsonFlag = False,
+) -> None:
+    """One correction: request, status, result and history."""
+    correction_id = parse_id(correction_id, "correction")
+
+    async def body(ctx: Ctx) -> None:
+        c = await _get(ctx, correction_id)
+        if as_json:
+            emit_json(dump(c))
+            return
+        console.print(f"[bold]correction {c.correction_id}[/] {status_text(c.status.value)}")
+        console.print(f"  {c.mode.value} of {c.decision_id} in plan {c.plan_id}")
+        console.print(f"  requested by {escape(c.requested_by)} at {when(c.requested_at)}")
+        console.print(f"  guidance: {escape(clip(c.guidance, 200))}")
+        if c.chosen_option:
+            console.print(f"  chosen option: {escape(c.chosen_option)}")
+        if c.new_decision_id:
+            console.print(f"  new decision: {c.new_decision_id}")
+        if c.superseded_ids:
+            console.print(f"  superseded: {len(c.superseded_ids)} decision(s)")
+        for p in c.child_plans_rolled_back:
+            console.print(f"  child plan rolled back: {p}")
+        for p in c.child_plans_spawned:
+            console.print(f"  child plan spawned: {p}")
+        if c.archived_artifacts_path:
+            console.print(f"  archive: {escape(c.archived_artifacts_path)}")
+        if c.error:
+            console.print(f"  [red]error: {escape(c.error)}[/]")
+        console.print("  history:")
+        for t in c.history:
+            why = t.error or t.reason
+            console.print(f"    {when(t.at)} {t.from_status or '-'} → "
+                          f"{status_text(t.to_status.value)}"
+                          + (f" [dim]{escape(clip(why, 80))}[/]" if why else ""))
+
+    run(body)
+
+
+@app.command("attempts")
+def attempts(
+    correction_id: Annotated[str, typer.Argument(help="The correction (ULID).")],
+    as_json: JsonFlag = False,
+) -> None:
+    """The correction's execution attempts, oldest first."""
+    correction_id = parse_id(correction_id, "correction")
+
+    async def body(ctx: Ctx) -> None:
+        from store.attempts import CorrectionAttemptRepository  # noqa: PLC0415
+
+        await _get(ctx, correction_id)
+        found = await CorrectionAttemptRepository(ctx.db).list_by_correction(correction_id)
+        if as_json:
+            emit_json([dump(a) for a in found])
+            return
+        if not found:
+            console.print(f"no attempts yet for correction {correction_id}")
+            return
+        from rich.table import Table  # noqa: PLC0415
+
+        table = Table("attempt", "state", "created", "completed", "new decision", "archive")
+        for a in found:
+            table.add_row(a.id, status_text(a.state.value), when(a.created_at),
+                          when(a.completed_at), a.new_decision_id or "-",
+                          escape(a.archived_artifacts_path or "-"))
+        console.print(table)
+
+    run(body)
+
+
+@app.command("cancel")
+def cancel(
+    correction_id: Annotated[str, typer.Argument(help="The correction (ULID).")],
+    reason: Annotated[str | None, typer.Option(help="Why; kept in its history.")] = None,
+    timeout: Annotated[float, typer.Option(
+        min=0.1, help="How long to wait for the ledger's answer.")] = 10.0,
+    as_json: JsonFlag = False,
+) -> None:
+    """Cancel a pending or analyzing correction; refused once it executes or has ended."""
+    correction_id = parse_id(correction_id, "correction")
+
+    async def body(ctx: Ctx) -> None:
+        c = await _get(ctx, correction_id)
+        if c.status.value in TERMINAL or c.status.value == "executing":
+            fail(f"cancel refused: correction {correction_id} is {c.status.value}; only "
+                 "pending or analyzing corrections can be cancelled")
+        outcome = await _publish_cancel(ctx, c, reason, timeout)
+        if as_json:
+            emit_json(outcome)
+        if outcome["status"] == "cancelled":
+            if not as_json:
+                console.print(f"correction {correction_id} cancelled")
+            return
+        fail(outcome["message"])
+
+    run(body)
+
+
+async def _publish_cancel(ctx: Ctx, c: Correction, reason: str | None,
+                          timeout: float) -> dict[str, object]:
+    import asyncio  # noqa: PLC0415
+    import json  # noqa: PLC0415
+
+    from contracts import correction_subjects as subjects  # noqa: PLC0415
+    from contracts.corrections import CancelRequest, CorrectionStatus  # noqa: PLC0415
+
+    nc = await ctx.nats()
+    answer: asyncio.Future[dict[str, object]] = asyncio.get_running_loop().create_future()
+
+    async def on_msg(msg: object) -> None:
+        data = json.loads(msg.data)  # type: ignore[attr-defined]
+        if data.get("correction_id") != c.correction_id or answer.done():
+            return
+        if msg.subject.startswith(subjects.CANCEL_REFUSED_PREFIX):  # type: ignore[attr-defined]
+            answer.set_result({"correction_id": c.correction_id, "status": "refused",
+                               "message": f"cancel refused: {data.get('reason')}"})
+        else:
+            answer.set_result({"correction_id": c.correction_id, "status": "cancelled",
+                               "message": data.get("reason")})
+
+    # Core subscriptions, opened before the publish: both subjects are also captured by
+    # the CORRECTIONS stream, but a live answer is all this command needs.
+    subs = [await nc.subscribe(subjects.event(c.plan_id, CorrectionStatus.CANCELLED), cb=on_msg),
+            await nc.subscribe(subjects.cancel_refused(c.plan_id), cb=on_msg)]
+    try:
+        body = CancelRequest(correction_id=c.correction_id, plan_id=c.plan_id, reason=reason)
+        await nc.jetstream().publish(subjects.cancel(c.plan_id), body.model_dump_json().encode(),
+                                     timeout=5.0)
+        try:
+            return await asyncio.wait_for(answer, timeout)
+        except TimeoutError:
+            return {"correction_id": c.correction_id, "status": None,
+                    "message": f"cancel published, but the ledger did not answer within "
+                               f"{timeout:g}s (agents correction show {c.correction_id})"}
+    finally:
+        for s in subs:
+            await s.unsubscribe()

@@ -1,0 +1,298 @@
+"""`agents plan tree | explain | correct`: a plan as an operator reads it.
+
+Reads go straight to MongoDB through the store's repositories (a read changes nothing,
+so there is no reason to route it over NATS); `correct` lives in cli.correct.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from cli import correct
+from cli.context import Ctx, parse_id, run
+from cli.errors import fail
+from cli.render import JsonFlag, clip, console, dump, emit_json, short, status_text, when
+
+if TYPE_CHECKING:
+    from contracts.corrections import Correction
+    from contracts.decision import Decision
+    from contracts.plans import PlanRecord
+
+app = typer.Typer(help="Read a plan's decision tree and correct it.", no_args_is_help=True)
+app.command("correct")(correct.correct)
+
+
+async def _plan_records(ctx: Ctx, plan_ids: list[str]) -> dict[str, PlanRecord]:
+    from store.plans import PlanRepository  # noqa: PLC0415
+
+    repo = PlanRepository(ctx.db)
+    out = {}
+    for plan_id in dict.fromkeys(plan_ids):
+        record = await repo.get(plan_id)
+        if record is not None:
+            out[plan_id] = record
+    return out
+
+
+async def _corrections(ctx: Ctx, plan_id: str) -> list[Correction]:
+    from store.corrections import CorrectionRepository  # noqa: PLC0415
+
+    return await CorrectionRepository(ctx.db).find(plan_id, limit=10_000)
+
+
+def _markers(d: Decision, plans: dict[str, PlanRecord],
+             corrections: list[Correction]) -> str:
+    out = []
+    if d.is_correction:
+        out.append(f"[magenta]correction of {short(d.corrects_decision_id)}[/]")
+    if d.superseded_by is not None:
+        out.append(f"[red]superseded by {short(d.superseded_by)}[/]")
+    for p in d.downstream_plan_ids:
+        record = plans.get(p)
+        out.append(f"[cyan]→ child plan {short(p)}[/]"
+                   + (f" ({status_text(record.status.value)})" if record else ""))
+    for c in corrections:
+        if c.decision_id == d.decision_id:
+            out.append(f"[yellow]{c.mode.value} {short(c.correction_id)}[/] "
+                       f"({status_text(c.status.value)})")
+    return ("  " + "  ".join(out)) if out else ""
+
+
+def _label(d: Decision, plans: dict[str, PlanRecord], corrections: list[Correction]) -> str:
+    conf = "-" if d.confidence_score is None else f"{d.confidence_score:.2f}"
+    text = (f"[bold]{d.decision_type.value}[/] {escape(clip(d.chosen_option))}  "
+            f"[dim]#{d.sequence_number} {short(d.decision_id)} conf {conf}[/]")
+    if d.superseded_by is not None:
+        text = f"[strike dim]{d.decision_type.value} {escape(clip(d.chosen_option))}[/]  " \
+               f"[dim]#{d.sequence_number} {short(d.decision_id)}[/]"
+    return text + _markers(d, plans, corrections)
+
+
+def tree(
+    plan_id: Annotated[str, typer.Argument(help="The plan (ULID).")],
+    *,
+    show_superseded: Annotated[bool, typer.Option(
+        "--show-superseded", help="Also show superseded decisions, marked.")] = False,
+    depth: Annotated[int | None, typer.Option(
+        min=0, help="Levels below the root to show (0: the root only).")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """The plan's current decision tree: type, chosen option, sequence, short ID, confidence."""
+    plan_id = parse_id(plan_id, "plan")
+
+    async def body(ctx: Ctx) -> None:
+        from store.decisions import DecisionRepository  # noqa: PLC0415
+
+        repo = DecisionRepository(ctx.db)
+        decisions = await (repo.full_tree(plan_id) if show_superseded
+                           else repo.current_tree(plan_id))
+        if not decisions:
+            fail(f"no decisions recorded for plan {plan_id}")
+        plans = await _plan_records(
+            ctx, [p for d in decisions for p in d.downstream_plan_ids])
+        corrections = await _corrections(ctx, plan_id)
+        ids = {d.decision_id for d in decisions}
+        kids: dict[str | None, list[Decision]] = defaultdict(list)
+        for d in decisions:
+            parent = d.parent_decision_id if d.parent_decision_id in ids else None
+            kids[parent].append(d)
+        levels: dict[str, int] = {}
+        stack = [(r, 0) for r in reversed(kids[None])]
+        while stack:
+            d, level = stack.pop()
+            levels[d.decision_id] = level
+            stack.extend((c, level + 1) for c in reversed(kids[d.decision_id]))
+        shown = [d for d in decisions if depth is None or levels.get(d.decision_id, 0) <= depth]
+        if as_json:
+            emit_json({
+                "plan_id": plan_id, "show_superseded": show_superseded, "depth": depth,
+                "decisions": [{**dump(d), "depth": levels.get(d.decision_id, 0)}
+                              for d in shown],
+                "child_plans": [dump(r) for r in plans.values()],
+                "corrections": [dump(c) for c in corrections],
+            })
+            return
+        _print_tree(plan_id, kids, plans=plans, corrections=corrections, depth=depth,
+                    total=len(decisions), show_superseded=show_superseded)
+
+    run(body)
+
+
+def _print_tree(plan_id: str, kids: dict[str | None, list[Decision]], *,
+                plans: dict[str, PlanRecord], corrections: list[Correction],
+                depth: int | None, total: int, show_superseded: bool) -> None:
+    from rich.tree import Tree  # noqa: PLC0415
+
+    which = "full" if show_superseded else "current"
+    top = Tree(f"[bold]plan {plan_id}[/]  [dim]{which} tree, {total} decision(s)[/]")
+
+    def count_below(decision_id: str) -> int:
+        return sum(1 + count_below(c.decision_id) for c in kids[decision_id])
+
+    stack: list[tuple[Tree, Decision, int]] = [(top, r, 0) for r in reversed(kids[None])]
+    while stack:
+        branch, d, level = stack.pop()
+        node = branch.add(_label(d, plans, corrections))
+        below = kids[d.decision_id]
+        if depth is not None and level >= depth:
+            if below:
+                node.add(f"[dim]… {count_below(d.decision_id)} more below[/]")
+            continue
+        stack.extend((node, c, level + 1) for c in reversed(below))
+    console.print(top)
+    if corrections:
+        console.print(f"corrections: {len(corrections)} "
+                      "[dim](agents correction list --plan {plan_id})[/]".replace(
+                          "{plan_id}", plan_id))
+
+
+def explain(
+    decision_id: Annotated[str, typer.Argument(help="The decision (ULID).")],
+    *,
+    show_context: Annotated[bool, typer.Option(
+        "--show-context", help="Also show the context snapshot.")] = False,
+    show_reasoning: Annotated[bool, typer.Option(
+        "--show-reasoning", help="Also show the actor's raw reasoning.")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """One decision in full: its path from the root, alternatives, what depends on it,
+    and how corrections touched it."""
+    decision_id = parse_id(decision_id, "decision")
+
+    async def body(ctx: Ctx) -> None:
+        from store.decisions import DecisionRepository  # noqa: PLC0415
+
+        repo = DecisionRepository(ctx.db)
+        d = await repo.get(decision_id)
+        if d is None:
+            fail(f"no decision {decision_id} is recorded")
+        path: list[Decision] = []
+        parent = d.parent_decision_id
+        while parent is not None and len(path) < 10_000:
+            p = await repo.get(parent)
+            if p is None:
+                break
+            path.append(p)
+            parent = p.parent_decision_id
+        path.reverse()
+        children = await repo.children(decision_id, current_only=False)
+        dependents = await repo.get_many(d.downstream_decision_ids)
+        plans = await _plan_records(ctx, d.downstream_plan_ids)
+        touching = [c for c in await _corrections(ctx, d.plan_id)
+                    if decision_id in (c.decision_id, c.new_decision_id)]
+        hidden = set()
+        if not show_context:
+            hidden.add("context_snapshot")
+        if not show_reasoning:
+            hidden.add("actor_reasoning")
+        if as_json:
+            emit_json({
+                "decision": dump(d, exclude=hidden),
+                "path": [_brief(p) for p in path],
+                "children": [_brief(c) for c in children],
+                "downstream_decisions": [_brief(x) for x in dependents.values()],
+                "child_plans": [
+                    {"plan_id": p, **({"status": plans[p].status.value} if p in plans else {})}
+                    for p in d.downstream_plan_ids],
+                "corrections": [dump(c) for c in touching],
+            })
+            return
+        _print_explain(d, path)
+        _print_downstream(d, children, list(dependents.values()), plans)
+        _print_corrections(d, touching)
+        if show_context:
+            _print_context(d)
+        if show_reasoning:
+            console.print("\n[bold]actor reasoning[/]")
+            console.print(escape(d.actor_reasoning or "-"))
+
+    run(body)
+
+
+def _brief(d: Decision) -> dict[str, Any]:
+    return {"decision_id": d.decision_id, "decision_type": d.decision_type.value,
+            "sequence_number": d.sequence_number, "chosen_option": d.chosen_option,
+            "superseded_by": d.superseded_by}
+
+
+def _print_explain(d: Decision, path: list[Decision]) -> None:
+    from rich.table import Table  # noqa: PLC0415
+
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+
+    def row(name: str, value: Any) -> None:
+        grid.add_row(name, escape(str(value)) if value not in (None, "") else "[dim]-[/]")
+
+    row("decision", d.decision_id)
+    row("plan", d.plan_id)
+    row("type", f"{d.decision_type.value} ({d.decision_type.phase.value})")
+    row("sequence", d.sequence_number)
+    row("question", d.question)
+    row("chosen", d.chosen_option)
+    row("confidence", d.confidence_score)
+    row("rationale", d.rationale)
+    row("created", when(d.created_at))
+    row("status", "superseded by " + d.superseded_by if d.superseded_by else "current")
+    if d.is_correction:
+        row("corrects", d.corrects_decision_id)
+        row("correction reason", d.correction_reason)
+    if d.project or d.action_template:
+        row("project", d.project)
+        row("action template", d.action_template)
+    console.print(grid)
+    console.print("\n[bold]path from the root[/]")
+    for i, p in enumerate([*path, d]):
+        console.print(f"  {'  ' * i}{p.decision_type.value} {escape(clip(p.chosen_option, 50))} "
+                      f"[dim]#{p.sequence_number} {short(p.decision_id)}[/]")
+    console.print("\n[bold]alternatives considered[/]")
+    for alt in d.alternatives_considered or ["-"]:
+        console.print(f"  - {escape(alt)}")
+
+
+def _print_downstream(d: Decision, children: list[Decision], dependents: list[Decision],
+                      plans: dict[str, PlanRecord]) -> None:
+    console.print("\n[bold]downstream[/]")
+    for c in children:
+        mark = f" [red]superseded by {short(c.superseded_by)}[/]" if c.superseded_by else ""
+        console.print(f"  child {c.decision_type.value} {escape(clip(c.chosen_option, 50))} "
+                      f"[dim]{short(c.decision_id)}[/]{mark}")
+    for x in dependents:
+        console.print(f"  dependent {x.decision_type.value} [dim]{short(x.decision_id)}[/]")
+    for p in d.downstream_plan_ids:
+        status = status_text(plans[p].status.value) if p in plans else "[dim]no record[/]"
+        console.print(f"  child plan {p} ({status})")
+    for a in d.artifacts_produced:
+        console.print(f"  artifact {a.artifact_type} {escape(a.artifact_path)}")
+    if not (children or dependents or d.downstream_plan_ids or d.artifacts_produced):
+        console.print("  [dim]nothing[/]")
+
+
+def _print_corrections(d: Decision, touching: list[Correction]) -> None:
+    if not touching:
+        return
+    console.print("\n[bold]corrections[/]")
+    for c in touching:
+        role = "target" if c.decision_id == d.decision_id else "result"
+        console.print(f"  {c.correction_id} {c.mode.value} ({role}) "
+                      f"{status_text(c.status.value)} by {escape(c.requested_by)}: "
+                      f"{escape(clip(c.guidance, 50))}")
+
+
+def _print_context(d: Decision) -> None:
+    s = d.context_snapshot
+    console.print("\n[bold]context snapshot[/]")
+    console.print(f"  hot context hash {s.hot_context_hash}")
+    console.print(f"  hot context ref  {escape(str(s.hot_context_ref))}")
+    console.print(f"  actor state ref  {escape(str(s.actor_state_ref))}")
+    for r in s.relevant_resources:
+        console.print(f"  resource {escape(str(r.resource_id))} {escape(str(r.path))}")
+
+
+app.command("tree")(tree)
+app.command("explain")(explain)
