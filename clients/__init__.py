@@ -12,6 +12,7 @@ from clients.building import (
     build_child,
     build_root,
     context_hash,
+    new_plan_id,
     snapshot,
 )
 from clients.operator import (
@@ -37,6 +38,6 @@ __all__ = [
     "DecisionRejectedError", "DecisionType", "DryRunRefused", "DryRunReport",
     "InvalidCorrection", "InvalidDecision", "InvariantViolation", "LedgerUnavailable",
     "Outcomes", "PublishFailed", "ResourceRef", "RetryPolicy", "Severity", "build_child",
-    "build_root", "context_hash", "event_subjects", "outcomes", "parse_event", "plan_events",
-    "snapshot",
+    "build_root", "context_hash", "event_subjects", "new_plan_id", "outcomes", "parse_event",
+    "plan_events", "snapshot",
 ]

@@ -35,6 +35,12 @@ class InvalidDecision(Exception):
         super().__init__("; ".join(str(v) for v in self.violations))
 
 
+def new_plan_id() -> str:
+    """A plan ID to name before the plan starts: a subplan_spawn lists it in
+    downstream_plan_ids, then `build_root(..., plan_id=...)` starts it."""
+    return new_id()
+
+
 def context_hash(context: str | bytes) -> str:
     """`sha256:<hex>` of the serialised context, the format rule `hash_format` asks for."""
     data = context.encode() if isinstance(context, str) else context
