@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import typer
 
-from cli import corrections, plan, run
+from cli import corrections, dead_letters, invariants, plan, run
 
 app = typer.Typer(
     name="agents",
@@ -23,6 +23,8 @@ app = typer.Typer(
 run.register(app)
 app.add_typer(plan.app, name="plan")
 app.add_typer(corrections.app, name="correction")
+app.add_typer(invariants.app, name="invariant")
+app.add_typer(dead_letters.app, name="dead-letters")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,150 @@
+"""`agents dead-letters list | show | retry`: what the workers refused to process.
+
+Retry republishes the original payload, with its original headers, to its original
+subject through JetStream, and deletes the dead letter once JetStream has stored it.
+If the worker refuses it again, that is a new stream message and so a new dead letter
+(`<stream>:<new sequence>`), with the reasons as they stand now; the old one is gone.
+
+The message keeps its Nats-Msg-Id, on purpose: it is the same decision or request, and
+the ledger's idempotency rests on that ID. So a retry within the stream's duplicate
+window (DECISIONS: 2 minutes, CORRECTIONS and INVARIANTS: 10 minutes) of the original
+publish is dropped by JetStream as a duplicate; the command then says so, keeps the
+dead letter and exits 1 — run it again once the window has passed.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from cli.context import Ctx, run
+from cli.errors import fail
+from cli.render import JsonFlag, clip, console, emit_json, when
+
+if TYPE_CHECKING:
+    from contracts.dead_letter import DeadLetter
+
+app = typer.Typer(help="Messages the workers rejected, and retrying them.",
+                  no_args_is_help=True)
+
+
+def _payload(data: bytes) -> dict[str, str]:
+    """Text when it is UTF-8 (almost always JSON), else base64, so nothing is lost."""
+    try:
+        return {"payload_encoding": "utf-8", "payload": data.decode()}
+    except UnicodeDecodeError:
+        return {"payload_encoding": "base64", "payload": base64.b64encode(data).decode()}
+
+
+def _as_json(dl: DeadLetter) -> dict[str, Any]:
+    out: dict[str, Any] = dl.model_dump(mode="json", exclude={"payload"})
+    return out | _payload(dl.payload)
+
+
+async def _get(ctx: Ctx, dead_letter_id: str) -> DeadLetter:
+    from store.dead_letters import DeadLetterRepository  # noqa: PLC0415
+
+    found = await DeadLetterRepository(ctx.db).get(dead_letter_id)
+    if found is None:
+        fail(f"no dead letter {dead_letter_id} (agents dead-letters list shows them)")
+    return found
+
+
+@app.command("list")
+def list_(
+    plan: Annotated[str | None, typer.Option(help="Only this plan's dead letters.")] = None,
+    limit: Annotated[int, typer.Option(min=1, help="At most this many, newest first.")] = 50,
+    as_json: JsonFlag = False,
+) -> None:
+    """Dead letters, newest first."""
+    plan_id = plan.upper() if plan else None
+
+    async def body(ctx: Ctx) -> None:
+        from store.dead_letters import DeadLetterRepository  # noqa: PLC0415
+
+        found = await DeadLetterRepository(ctx.db).list(plan_id, limit)
+        if as_json:
+            emit_json([_as_json(d) for d in found])
+            return
+        if not found:
+            console.print("no dead letters")
+            return
+        from rich.table import Table  # noqa: PLC0415
+
+        table = Table("id", "subject", "rejected", "first reason")
+        for d in found:
+            reason = d.errors[0].message if d.errors else "-"
+            more = f" [dim](+{len(d.errors) - 1})[/]" if len(d.errors) > 1 else ""
+            table.add_row(d.id, escape(d.subject), when(d.rejected_at),
+                          escape(clip(reason, 70)) + more)
+        console.print(table)
+
+    run(body)
+
+
+@app.command("show")
+def show(
+    dead_letter_id: Annotated[str, typer.Argument(help="e.g. DECISIONS:17")],
+    as_json: JsonFlag = False,
+) -> None:
+    """One dead letter: where it came from, every reason, and the payload."""
+
+    async def body(ctx: Ctx) -> None:
+        d = await _get(ctx, dead_letter_id)
+        if as_json:
+            emit_json(_as_json(d))
+            return
+        console.print(f"[bold]dead letter {escape(d.id)}[/]")
+        console.print(f"  subject: {escape(d.subject)}")
+        console.print(f"  rejected: {when(d.rejected_at)} (delivered {d.delivered}x)")
+        if d.plan_id:
+            console.print(f"  plan: {d.plan_id}")
+        if d.decision_id:
+            console.print(f"  decision: {d.decision_id}")
+        for k, v in d.headers.items():
+            console.print(f"  header {escape(k)}: {escape(v)}")
+        console.print("  reasons:")
+        for e in d.errors:
+            field = f" ({e.field})" if e.field else ""
+            console.print(f"    [red]{e.rule.value}[/]{escape(field)}: {escape(e.message)}")
+        shown = _payload(d.payload)
+        if shown["payload_encoding"] == "utf-8":
+            console.print("  payload:")
+            console.print(escape(shown["payload"]), markup=True, soft_wrap=True)
+        else:
+            console.print(f"  payload ({len(d.payload)} bytes, not UTF-8), hex:")
+            console.print(d.payload.hex(" ", 2), soft_wrap=True)
+
+    run(body)
+
+
+@app.command("retry")
+def retry(
+    dead_letter_id: Annotated[str, typer.Argument(help="e.g. DECISIONS:17")],
+    as_json: JsonFlag = False,
+) -> None:
+    """Republish it as it was first sent; delete the dead letter once JetStream stores it."""
+
+    async def body(ctx: Ctx) -> None:
+        from store.dead_letters import DeadLetterRepository  # noqa: PLC0415
+
+        d = await _get(ctx, dead_letter_id)
+        js = (await ctx.nats()).jetstream()
+        ack = await js.publish(d.subject, d.payload, headers=d.headers or None, timeout=5.0)
+        msg_id = d.headers.get("Nats-Msg-Id")
+        if ack.duplicate:
+            fail(f"JetStream dropped the retry as a duplicate of Nats-Msg-Id {msg_id} "
+                 f"(stream {ack.stream} still remembers it); dead letter {d.id} is kept — "
+                 "retry after the stream's duplicate window")
+        await DeadLetterRepository(ctx.db).delete(d.id)
+        if as_json:
+            emit_json({"dead_letter_id": d.id, "subject": d.subject, "stream": ack.stream,
+                       "stream_sequence": ack.seq, "deleted": True})
+        else:
+            console.print(f"republished {escape(d.id)} to {escape(d.subject)} as "
+                          f"{ack.stream}:{ack.seq}; dead letter deleted")
+
+    run(body)

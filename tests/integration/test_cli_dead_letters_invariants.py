@@ -1,0 +1,116 @@
+"""`agents dead-letters ...` and `agents invariant ...` against the real servers and workers."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import nats
+import pytest
+from pymongo.asynchronous.database import AsyncDatabase
+
+from contracts.ids import new_id
+from store.database import Document
+from tests.conftest import Workers
+from tests.integration.cli_support import (
+    Agents,
+    agents,
+    assert_one_line_error,
+    cli_workers,
+    seed_plan,
+)
+from tests.integration.wire import wait_for_count
+
+__all__ = ["agents", "cli_workers"]
+
+pytestmark = pytest.mark.e2e
+
+
+async def test_dead_letters(cli_workers: Workers, agents: Agents, nc: nats.NATS,
+                            db: AsyncDatabase[Document]) -> None:
+    js = nc.jetstream()
+    plan_id = new_id()
+    binary = b"\xff\xfe not json"
+    await js.publish(f"decisions.recorded.{plan_id}", binary, headers={"Nats-Msg-Id": new_id()})
+    await js.publish(f"decisions.recorded.{plan_id}", json.dumps({"plan_id": plan_id}).encode())
+    assert await wait_for_count(db, "dead_letters", 2, timeout=30) == 2
+
+    listed = (await agents.ok("dead-letters", "list", "--plan", plan_id, "--json")).json
+    assert len(listed) == 2
+    by_encoding = {d["payload_encoding"]: d for d in listed}
+    assert base64.b64decode(by_encoding["base64"]["payload"]) == binary
+    assert json.loads(by_encoding["utf-8"]["payload"]) == {"plan_id": plan_id}
+    text = (await agents.ok("dead-letters", "list")).out
+    assert "DECISIONS:" in text and f"decisions.recorded.{plan_id}" in text
+
+    bad_id, text_id = by_encoding["base64"]["id"], by_encoding["utf-8"]["id"]
+    assert (await agents.ok("dead-letters", "show", bad_id, "--json")).json["id"] == bad_id
+    shown = (await agents.ok("dead-letters", "show", bad_id)).out
+    assert "not UTF-8" in shown and "fffe" in shown.replace(" ", "")
+    assert '"plan_id"' in (await agents.ok("dead-letters", "show", text_id)).out
+
+    # Same Nats-Msg-Id inside the DECISIONS duplicate window: dropped, dead letter kept.
+    assert_one_line_error(await agents("dead-letters", "retry", bad_id), 1,
+                          "dropped the retry as a duplicate", f"{bad_id} is kept")
+    assert await db.dead_letters.count_documents({"_id": bad_id}) == 1
+    # No Msg-Id: republished, rejected again as a new stream message, the old one deleted.
+    retried = (await agents.ok("dead-letters", "retry", text_id, "--json")).json
+    assert retried["deleted"] and retried["stream"] == "DECISIONS"
+    again = f"DECISIONS:{retried['stream_sequence']}"
+    assert await wait_for_count(db, "dead_letters", 1, timeout=30, query={"_id": again}) == 1
+    assert await db.dead_letters.count_documents({"_id": text_id}) == 0
+    assert_one_line_error(await agents("dead-letters", "show", "DECISIONS:999999"), 1,
+                          "no dead letter DECISIONS:999999")
+
+
+async def test_invariants(cli_workers: Workers, agents: Agents, nc: nats.NATS,
+                          db: AsyncDatabase[Document]) -> None:
+    tree = await seed_plan(nc.jetstream(), db, size=2)
+    plan_id = tree[0]["plan_id"]
+    glob = (await agents.ok("invariant", "add", "no-prod-deletes", "--description",
+                            "Never delete production data", "--json")).json
+    assert glob["scope"] == "GLOBAL" and glob["scope_target"] is None
+    proj = (await agents.ok("invariant", "add", "no-prod-deletes", "--description",
+                            "Ask first", "--project", "myapp", "--json")).json
+    out = (await agents.ok("invariant", "add", "tests-pass", "--description", "Run tests",
+                           "--plan", plan_id.lower())).out
+    assert "added: tests-pass (PLAN " + plan_id in out
+    assert_one_line_error(await agents("invariant", "add", "x", "--description", "d",
+                                       "--project", "p", "--plan", plan_id), 2,
+                          "give at most one of --project, --plan and --action")
+    assert_one_line_error(await agents("invariant", "add", "no-prod-deletes", "--description",
+                                       "again"), 1, "no-prod-deletes")
+
+    everything = (await agents.ok("invariant", "list", "--json")).json
+    assert len(everything) == 3
+    effective = (await agents.ok("invariant", "list", "--effective", "--project", "myapp",
+                                 "--json")).json
+    assert [i["id"] for i in effective] == [proj["id"]]
+    for_plan = (await agents.ok("invariant", "list", "--effective", "--plan", plan_id,
+                                "--json")).json
+    assert sorted(i["name"] for i in for_plan) == ["no-prod-deletes", "tests-pass"]
+    text = (await agents.ok("invariant", "list")).out
+    assert "no-prod-deletes" in text and "PROJECT" in text and "myapp" in text
+    assert_one_line_error(await agents("invariant", "list", "--project", "myapp"), 2,
+                          "go with --effective")
+
+    removed = (await agents.ok("invariant", "remove", proj["id"], "--json")).json
+    assert removed["id"] == proj["id"]
+    assert_one_line_error(await agents("invariant", "remove", proj["id"]), 1, proj["id"])
+
+    violation_id = new_id()
+    report = {"violation_id": violation_id, "invariant_id": glob["id"], "plan_id": plan_id,
+              "severity": "error", "details": "dropped a table"}
+    await nc.jetstream().publish(f"invariants.violations.{plan_id}", json.dumps(report).encode(),
+                                 headers={"Nats-Msg-Id": violation_id})
+    assert await wait_for_count(db, "invariant_violations", 1, timeout=30) == 1
+    [open_] = (await agents.ok("invariant", "violations", "--plan", plan_id, "--unresolved",
+                               "--json")).json
+    assert open_["violation_id"] == violation_id and open_["resolved_at"] is None
+    assert "blocking" in (await agents.ok("invariant", "violations")).out
+    done = (await agents.ok("invariant", "resolve", violation_id, "--by", "alice",
+                            "--json")).json
+    assert done["resolved_by"] == "alice"
+    assert (await agents.ok("invariant", "violations", "--unresolved", "--json")).json == []
+    assert_one_line_error(await agents("invariant", "resolve", violation_id), 1, "resolved")
+    assert_one_line_error(await agents("invariant", "resolve", new_id()), 1, "not found")
