@@ -7,14 +7,14 @@ would become a second correction), and the body's plan_id must be the subject's.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from contracts import correction_subjects as subjects
 from contracts.corrections import CancelRequest, CorrectionRequest
+from contracts.payload import json_object
 from contracts.rules import Rule, RuleViolation, violations_from
 
 M = TypeVar("M", bound=BaseModel)
@@ -31,23 +31,9 @@ class Unreadable:
         return "; ".join(str(v) for v in self.violations)
 
 
-def _raw(data: bytes) -> dict[str, Any] | RuleViolation:
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return RuleViolation(rule=Rule.NOT_UTF8, message="the body is not UTF-8")
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        return RuleViolation(rule=Rule.NOT_JSON, message=f"the body is not JSON: {exc}")
-    if not isinstance(raw, dict):
-        return RuleViolation(rule=Rule.SCHEMA, message="the body must be a JSON object")
-    return raw
-
-
 def _read(model: type[M], subject: str, prefix: str, data: bytes) -> M | Unreadable:
     subject_plan = subjects.plan_of(subject, prefix)
-    raw = _raw(data)
+    raw = json_object(data, f"a {model.__name__}")
     if isinstance(raw, RuleViolation):
         return Unreadable(subject_plan, None, (raw,))
     plan = raw.get("plan_id") if isinstance(raw.get("plan_id"), str) else subject_plan

@@ -9,18 +9,17 @@ only an operator sets.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from contracts import invariant_subjects as subjects
 from contracts.ids import is_ulid
 from contracts.invariants import InvariantViolation
+from contracts.payload import json_object
 from contracts.rules import Rule, RuleViolation, violations_from
 
 MSG_ID_HEADER = "Nats-Msg-Id"
@@ -37,21 +36,6 @@ class UnreadableReport:
         return "; ".join(str(v) for v in self.violations)
 
 
-def _raw(data: bytes) -> dict[str, Any] | RuleViolation:
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return RuleViolation(rule=Rule.NOT_UTF8, message="the body is not UTF-8")
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        return RuleViolation(rule=Rule.NOT_JSON, message=f"the body is not JSON: {exc}")
-    if not isinstance(raw, dict):
-        return RuleViolation(rule=Rule.SCHEMA,
-                             message="the body must be a JSON object (an InvariantViolation)")
-    return raw
-
-
 def _ulid_or_none(value: object) -> str | None:
     return value.upper() if isinstance(value, str) and is_ulid(value) else None
 
@@ -60,7 +44,7 @@ def read_violation(subject: str, headers: Mapping[str, str], data: bytes,
                    received_at: datetime) -> InvariantViolation | UnreadableReport:
     """An InvariantViolation from invariants.violations.<plan_id>, or every reason it is not."""
     subject_plan = _ulid_or_none(subjects.plan_of(subject))
-    raw = _raw(data)
+    raw = json_object(data, "an InvariantViolation")
     if isinstance(raw, RuleViolation):
         return UnreadableReport(subject_plan, None, (raw,))
     plan = _ulid_or_none(raw.get("plan_id")) or subject_plan

@@ -9,7 +9,6 @@ I/O, so every rule is tested without a server.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -19,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from contracts.decision import Decision, DecisionType
 from contracts.ids import is_ulid
 from contracts.invariants import ReconciliationBlocked, check_not_blocked
+from contracts.payload import json_object
 from contracts.rules import Rule, RuleViolation, violations_from
 from contracts.subjects import plan_of_subject
 
@@ -127,22 +127,12 @@ def _wire_violations(raw: Mapping[str, object], msg: Inbound,
 
 def _explain_invalid(msg: Inbound, received_at: datetime) -> Candidate | Invalid:
     """The slow path, for a message the fast path refused: say everything that is wrong."""
-    try:
-        text = msg.data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return Invalid(msg.stream_sequence, _plan_hint(None, msg.subject), (RuleViolation(
-            rule=Rule.NOT_UTF8,
-            message=f"payload is not UTF-8 ({exc.reason} at byte {exc.start})"),))
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        return Invalid(msg.stream_sequence, _plan_hint(None, msg.subject), (RuleViolation(
-            rule=Rule.NOT_JSON, message=f"payload is not JSON: {exc.msg} at line {exc.lineno} "
-            f"column {exc.colno}"),))
+    raw = json_object(msg.data, "a Decision")
+    if isinstance(raw, RuleViolation):
+        plan = plan_of_subject(msg.subject)
+        return Invalid(msg.stream_sequence, plan.upper() if plan and is_ulid(plan) else None,
+                       (raw,))
     plan_hint = _plan_hint(raw, msg.subject)
-    if not isinstance(raw, dict):
-        return Invalid(msg.stream_sequence, plan_hint, (RuleViolation(
-            rule=Rule.SCHEMA, message="payload must be a JSON object (a Decision)"),))
     wire = _wire_violations(raw, msg, None)
     if raw.get("created_at") is None:
         raw["created_at"] = received_at
