@@ -56,6 +56,7 @@ from contracts.impact import (
     types_without_history,
 )
 from contracts.timestamps import utc_now
+from services import outbox
 from services.archive import Archive
 from services.ports import EventPublisher, OutgoingEvent
 from store.correction_store import CorrectionStore
@@ -231,20 +232,7 @@ class CorrectionService:
             await self._store.locks.release(plan_id, owner)
 
     async def flush(self, correction_id: str) -> None:
-        """Publish a correction's pending events in order, then forget them. A failed publish
-        is left to the next flush or the relay: the state change is already committed."""
-        pending = await self._store.outbox.pending_for(correction_id)
-        if not pending:
-            return
-        try:
-            await self._publisher.publish_all([
-                OutgoingEvent(p.message.subject, p.message.payload, p.message.msg_id)
-                for p in pending])
-        except Exception:
-            log.warning("publishing %d event(s) of correction %s failed; the relay will retry",
-                        len(pending), correction_id, exc_info=True)
-            return
-        await self._store.outbox.delete([p.message.msg_id for p in pending])
+        await outbox.flush(self._store.outbox, self._publisher, correction_id)
 
     async def relay(self, created_before: datetime | None = None) -> int:
         """Flush every correction with events left in the outbox; returns how many."""

@@ -43,6 +43,7 @@ from contracts.reconciliation import enforced_decisions, wire_body
 from contracts.recording import DecisionPersisted
 from contracts.subjects import recorded
 from contracts.timestamps import utc_now
+from services import outbox
 from services.ports import EventPublisher, OutgoingEvent
 from store.database import Document
 from store.dead_letters import DeadLetterRepository
@@ -184,20 +185,7 @@ class InvariantService:
         return await self._violations.blocked_plans(p.upper() for p in plan_ids)
 
     async def flush(self, violation_id: str) -> None:
-        """Publish the violation's pending events in order, then forget them; a failed
-        publish is left to the outbox relay (the change is committed)."""
-        pending = await self._outbox.pending_for(violation_id)
-        if not pending:
-            return
-        try:
-            await self._publisher.publish_all([
-                OutgoingEvent(p.message.subject, p.message.payload, p.message.msg_id)
-                for p in pending])
-        except Exception:
-            log.warning("publishing the events of violation %s failed; the relay will retry",
-                        violation_id, exc_info=True)
-            return
-        await self._outbox.delete([p.message.msg_id for p in pending])
+        await outbox.flush(self._outbox, self._publisher, violation_id)
 
     async def reject_report(self, subject: str, headers: dict[str, str], data: bytes, *,
                             stream_sequence: int, delivered: int,
