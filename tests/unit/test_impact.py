@@ -204,15 +204,16 @@ def test_type_durations_are_medians_and_ignore_negative_gaps() -> None:
 
     samples = [s(DT.TOOL_INVOCATION, g) for g in (1, 2, 100)]
     samples += [s(DT.STRATEGY_CHOICE, 4), s(DT.STRATEGY_CHOICE, 6), s(DT.ERROR_RECOVERY, -5)]
-    assert type_durations(samples) == {DT.TOOL_INVOCATION: 2.0, DT.STRATEGY_CHOICE: 5.0}
+    medians = type_durations(samples)
+    assert medians == {DT.TOOL_INVOCATION: 2.0, DT.STRATEGY_CHOICE: 5.0}
 
 
 def test_estimate_uses_the_fallback_for_types_without_history() -> None:
-    durations = {DT.TOOL_INVOCATION: 2.0}
+    history = {DT.TOOL_INVOCATION: 2.0}
     types = [DT.TOOL_INVOCATION, DT.TOOL_INVOCATION, DT.ERROR_RECOVERY]
-    assert estimate_recompute_seconds(types, durations) == 4.0 + DEFAULT_DECISION_SECONDS
-    assert estimate_recompute_seconds(types, durations, fallback=1.0) == 5.0
-    assert types_without_history(types, durations) == {DT.ERROR_RECOVERY}
+    assert estimate_recompute_seconds(types, history) == 4.0 + DEFAULT_DECISION_SECONDS
+    assert estimate_recompute_seconds(types, history, fallback=1.0) == 5.0
+    assert types_without_history(types, history) == {DT.ERROR_RECOVERY}
 
 
 def test_timing_samples_pair_decisions_with_parents_in_the_set() -> None:
@@ -227,8 +228,8 @@ def test_impact_estimate_defaults_to_the_subtrees_own_history() -> None:
             dec(4, 3, type_=DT.TOOL_INVOCATION, at=17))
     # strategy_choice: gaps 4 and 6 -> median 5, three of them; tool_invocation: 1.
     assert impact(1, *tree).estimated_recompute_time_seconds == 3 * 5.0 + 1.0
-    assert impact(1, *tree, durations={}).estimated_recompute_time_seconds == (
-        4 * DEFAULT_DECISION_SECONDS)
+    without_history = impact(1, *tree, durations={})
+    assert without_history.estimated_recompute_time_seconds == 4 * DEFAULT_DECISION_SECONDS
 
 
 # --- cost follows the subtree -----------------------------------------------------------
@@ -383,9 +384,9 @@ def test_level_by_level_walk_equals_the_queue_bfs(
 ) -> None:
     decisions, t = case
     graph = ImpactGraph.from_decisions(decisions)
-    durations = None if own_history else {DT.STRATEGY_CHOICE: 3.0}
-    assert summarize(walk_graph(uid(t), graph), durations) == compute_impact(
-        uid(t), graph, durations)
+    history = None if own_history else {DT.STRATEGY_CHOICE: 3.0}
+    walked = summarize(walk_graph(uid(t), graph), history)
+    assert walked == compute_impact(uid(t), graph, history)
 
 
 @settings(max_examples=150, deadline=None)
