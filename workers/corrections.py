@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 import os
 import signal
@@ -243,14 +242,7 @@ def _puller(js: JetStreamContext, durable: str, subject: str, settings: Settings
     common: dict[str, Any] = {"stream": subjects.CORRECTIONS_STREAM, "subject": subject,
                               "config": config, "batch_size": settings.corrections_batch_size,
                               "max_wait": 1.0}
-    if "consumer" in inspect.signature(BatchPuller.__init__).parameters:
-        return BatchPuller(js, consumer=consumer, **common)
-    # The previous BatchPuller took one batch callback (kept while workers.pull changes).
-
-    async def handler(msgs: list[Msg]) -> None:
-        await consumer.commit(msgs, consumer.prepare(msgs))  # type: ignore[arg-type]
-
-    return BatchPuller(js, handler=handler, **common)  # type: ignore[call-arg]
+    return BatchPuller(js, consumer=consumer, **common)
 
 
 def correction_pullers(js: JetStreamContext, settings: Settings, service: Service,
