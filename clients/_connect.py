@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator
 from types import TracebackType
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, Self, TypeVar
 
 import nats
 from nats.aio.client import Client
@@ -46,3 +46,25 @@ class Connecting(Generic[C]):
                         exc: BaseException | None, tb: TracebackType | None) -> None:
         if self._client is not None:
             await self._client.close()
+
+
+class ConnectionOwner:
+    """A client over a NATS connection that it may own: closing drains an owned
+    connection and only flushes a borrowed one, so a caller's connection stays open."""
+
+    def __init__(self, nc: Client, *, owns_connection: bool) -> None:
+        self._nc = nc
+        self._owns = owns_connection
+
+    async def close(self) -> None:
+        if self._owns:
+            await self._nc.drain()
+        else:
+            await self._nc.flush()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc: BaseException | None, tb: TracebackType | None) -> None:
+        await self.close()

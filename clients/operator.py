@@ -16,14 +16,13 @@ import asyncio
 import hashlib
 import json
 from collections.abc import AsyncIterator
-from typing import Self
 
 import nats.errors
 from nats.aio.client import Client
 from nats.js.api import ConsumerConfig, DeliverPolicy
 from pydantic import ValidationError
 
-from clients._connect import DEFAULT_NATS_URL, Connecting
+from clients._connect import DEFAULT_NATS_URL, Connecting, ConnectionOwner
 from clients._publish import DEFAULT_RETRY, RetryPolicy, publish_acked
 from contracts import correction_subjects as subjects
 from contracts.correction_events import CorrectionTransitioned, DryRunError
@@ -72,16 +71,15 @@ class LedgerUnavailable(Exception):
     """No worker answered a dry run (none running, or all busy past the timeout)."""
 
 
-class CorrectionClient:
+class CorrectionClient(ConnectionOwner):
     """Corrections over one NATS connection (see the module docstring)."""
 
     def __init__(self, nc: Client, *, requested_by: str = "operator",
                  retry: RetryPolicy = DEFAULT_RETRY, owns_connection: bool = False) -> None:
-        self._nc = nc
+        super().__init__(nc, owns_connection=owns_connection)
         self._js = nc.jetstream()
         self._requested_by = requested_by
         self._retry = retry
-        self._owns = owns_connection
         # correction_id -> stream sequence of its request: its events all come later.
         self._requested_at: dict[str, int] = {}
 
@@ -91,18 +89,6 @@ class CorrectionClient:
         """`ops = await CorrectionClient.connect(url)`, or `async with ... as ops`."""
         return Connecting(url, lambda nc: cls(nc, requested_by=requested_by, retry=retry,
                                               owns_connection=True))
-
-    async def close(self) -> None:
-        if self._owns:
-            await self._nc.drain()
-        else:
-            await self._nc.flush()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
     def build(self, plan_id: str, decision_id: str, mode: CorrectionMode | str, guidance: str,
               *, chosen_option: str | None = None, requested_by: str | None = None,

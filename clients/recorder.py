@@ -19,13 +19,11 @@ import asyncio
 import json
 from collections.abc import Sequence
 from datetime import datetime
-from types import TracebackType
-from typing import Self
 
 from nats.aio.client import Client
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
-from clients._connect import DEFAULT_NATS_URL, Connecting
+from clients._connect import DEFAULT_NATS_URL, Connecting, ConnectionOwner
 from clients._publish import DEFAULT_RETRY, PublishFailed, RetryPolicy, publish_acked
 from clients.building import (
     Artifact,
@@ -53,7 +51,7 @@ class DecisionRejectedError(Exception):
                          + "; ".join(str(e) for e in rejection.errors))
 
 
-class DecisionRecorder:
+class DecisionRecorder(ConnectionOwner):
     """One NATS connection, and every decision it published with where the stream put it.
 
     Build it with `connect` (it then owns and closes the connection) or around a
@@ -62,10 +60,9 @@ class DecisionRecorder:
 
     def __init__(self, nc: Client, *, retry: RetryPolicy = DEFAULT_RETRY,
                  owns_connection: bool = False) -> None:
-        self._nc = nc
+        super().__init__(nc, owns_connection=owns_connection)
         self._js = nc.jetstream()
         self._retry = retry
-        self._owns = owns_connection
         # decision_id -> (plan_id, stream sequence of its recorded message): where to
         # start reading for its persisted event, so waiting never scans the whole plan.
         self._published: dict[str, tuple[str, int]] = {}
@@ -75,20 +72,6 @@ class DecisionRecorder:
                 retry: RetryPolicy = DEFAULT_RETRY) -> Connecting[DecisionRecorder]:
         """`rec = await DecisionRecorder.connect(url)`, or `async with ... as rec`."""
         return Connecting(url, lambda nc: cls(nc, retry=retry, owns_connection=True))
-
-    async def close(self) -> None:
-        """Flush what is buffered; close the connection if this recorder opened it."""
-        if self._owns:
-            await self._nc.drain()
-        else:
-            await self._nc.flush()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
-        await self.close()
 
     # --- recording --------------------------------------------------------------------
 
