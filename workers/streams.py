@@ -30,42 +30,28 @@ from contracts.subjects import (
 )
 
 
+def _durable(name: str, subjects: list[str], duplicate_window: float, replicas: int,
+             description: str) -> StreamConfig:
+    """Every stream alike: file storage, limits retention, the oldest dropped first."""
+    return StreamConfig(
+        name=name, subjects=subjects, retention=RetentionPolicy.LIMITS,
+        storage=StorageType.FILE, discard=DiscardPolicy.OLD,
+        duplicate_window=duplicate_window, num_replicas=replicas, description=description)
+
+
 def stream_configs() -> list[StreamConfig]:
     replicas = int(os.environ.get("STREAM_REPLICAS", "1"))
     return [
-        StreamConfig(
-            name=DECISIONS_STREAM,
-            subjects=[DECISIONS_SUBJECTS],
-            retention=RetentionPolicy.LIMITS,
-            storage=StorageType.FILE,
-            discard=DiscardPolicy.OLD,
-            duplicate_window=DECISIONS_DUPLICATE_WINDOW_SECONDS,
-            num_replicas=replicas,
-            description="Decisions recorded by agents, and the recorder's persisted/rejected "
-            "events.",
-        ),
-        StreamConfig(
-            name=CORRECTIONS_STREAM,
-            subjects=list(CORRECTIONS_STREAM_SUBJECTS),
-            retention=RetentionPolicy.LIMITS,
-            storage=StorageType.FILE,
-            discard=DiscardPolicy.OLD,
-            duplicate_window=CORRECTIONS_DUPLICATE_WINDOW_SECONDS,
-            num_replicas=replicas,
-            description="Correction requests and cancels from operators, and every lifecycle "
-            "and attempt transition (corrections.dryrun.* is request-reply, not captured).",
-        ),
-        StreamConfig(
-            name=INVARIANTS_STREAM,
-            subjects=[INVARIANTS_SUBJECTS],
-            retention=RetentionPolicy.LIMITS,
-            storage=StorageType.FILE,
-            discard=DiscardPolicy.OLD,
-            duplicate_window=INVARIANTS_DUPLICATE_WINDOW_SECONDS,
-            num_replicas=replicas,
-            description="Invariant violations reported by agents, their violated/resolved "
-            "events and the rejected reports.",
-        ),
+        _durable(DECISIONS_STREAM, [DECISIONS_SUBJECTS], DECISIONS_DUPLICATE_WINDOW_SECONDS,
+                 replicas, "Decisions recorded by agents, and the recorder's "
+                 "persisted/rejected events."),
+        _durable(CORRECTIONS_STREAM, list(CORRECTIONS_STREAM_SUBJECTS),
+                 CORRECTIONS_DUPLICATE_WINDOW_SECONDS, replicas,
+                 "Correction requests and cancels from operators, and every lifecycle and "
+                 "attempt transition (corrections.dryrun.* is request-reply, not captured)."),
+        _durable(INVARIANTS_STREAM, [INVARIANTS_SUBJECTS], INVARIANTS_DUPLICATE_WINDOW_SECONDS,
+                 replicas, "Invariant violations reported by agents, their violated/resolved "
+                 "events and the rejected reports."),
     ]
 
 
