@@ -133,20 +133,30 @@ class Workers:
 
 async def wait_for_consumer(nats_url: str, proc: subprocess.Popen[bytes], log: Path,
                             timeout: float = 30.0) -> None:
-    """Ready when the recorder's durable consumer exists and has a pull waiting."""
+    """Ready when the recorder's durable consumer has a pull waiting (an idle worker), or
+    has delivered more than before this start (a worker busy with a backlog: its pulls
+    are answered at once, so none is ever seen waiting)."""
     client = await nats.connect(nats_url)
     try:
         js = client.jetstream()
+
+        async def delivered() -> int | None:
+            try:
+                info = await js.consumer_info(DECISIONS_STREAM, RECORDER_DURABLE)
+            except NotFoundError:
+                return None
+            if (info.num_waiting or 0) > 0:
+                return -1
+            return info.delivered.consumer_seq if info.delivered else 0
+
+        before = max(0, await delivered() or 0)
         deadline = asyncio.get_running_loop().time() + timeout
         while asyncio.get_running_loop().time() < deadline:
             if proc.poll() is not None:
                 raise RuntimeError(f"workers exited early:\n{log.read_text()[-3000:]}")
-            try:
-                info = await js.consumer_info(DECISIONS_STREAM, RECORDER_DURABLE)
-                if (info.num_waiting or 0) > 0:
-                    return
-            except NotFoundError:
-                pass
+            now = await delivered()
+            if now is not None and (now == -1 or now > before):
+                return
             await asyncio.sleep(0.1)
         raise RuntimeError(f"workers not ready in {timeout}s:\n{log.read_text()[-3000:]}")
     finally:
