@@ -10,11 +10,16 @@ the ledger's idempotency rests on that ID. So a retry within the stream's duplic
 window (DECISIONS: 2 minutes, CORRECTIONS and INVARIANTS: 10 minutes) of the original
 publish is dropped by JetStream as a duplicate; the command then says so, keeps the
 dead letter and exits 1 — run it again once the window has passed.
+
+A dead letter of a hostile message may hold it only in part (a payload over 64 KiB
+keeps its first 64 KiB, its size and SHA-256; over-long headers or subject are cut):
+`show` says so, and `retry` refuses it, since republishing a part would be a lie.
 """
 
 from __future__ import annotations
 
 import base64
+import codecs
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -31,17 +36,28 @@ app = typer.Typer(help="Messages the workers rejected, and retrying them.",
                   no_args_is_help=True)
 
 
-def _payload(data: bytes) -> dict[str, str]:
-    """Text when it is UTF-8 (almost always JSON), else base64, so nothing is lost."""
+def _payload(data: bytes, truncated: bool = False) -> dict[str, str]:
+    """Text when it is UTF-8 (almost always JSON), else base64, so nothing is lost.
+
+    A payload kept in part may end in the middle of a character: that tail is dropped."""
     try:
-        return {"payload_encoding": "utf-8", "payload": data.decode()}
+        text = codecs.getincrementaldecoder("utf-8")().decode(data, final=not truncated)
     except UnicodeDecodeError:
         return {"payload_encoding": "base64", "payload": base64.b64encode(data).decode()}
+    return {"payload_encoding": "utf-8", "payload": text}
+
+
+def _kept_in_part(d: DeadLetter) -> str:
+    """One line saying what of the message this dead letter does not hold."""
+    parts = ", ".join(t.value for t in d.truncated)
+    size = (f"; payload: first {len(d.payload)} of {d.payload_size} bytes, "
+            f"sha256 {d.payload_sha256}") if d.payload_truncated else ""
+    return f"kept in part ({parts}){size}"
 
 
 def _as_json(dl: DeadLetter) -> dict[str, Any]:
     out: dict[str, Any] = dl.model_dump(mode="json", exclude={"payload"})
-    return out | _payload(dl.payload)
+    return out | _payload(dl.payload, dl.payload_truncated)
 
 
 async def _get(ctx: Ctx, dead_letter_id: str) -> DeadLetter:
@@ -106,16 +122,20 @@ def show(
             console.print(f"  decision: {d.decision_id}")
         for k, v in d.headers.items():
             console.print(f"  header {escape(k)}: {escape(v)}")
+        if d.truncated:
+            console.print(f"  [yellow]{escape(_kept_in_part(d))}[/]; it cannot be retried")
+        console.print(f"  payload size: {d.payload_size} bytes, sha256 {d.payload_sha256}")
         console.print("  reasons:")
         for e in d.errors:
             field = f" ({e.field})" if e.field else ""
             console.print(f"    [red]{e.rule.value}[/]{escape(field)}: {escape(e.message)}")
-        shown = _payload(d.payload)
+        shown = _payload(d.payload, d.payload_truncated)
         if shown["payload_encoding"] == "utf-8":
-            console.print("  payload:")
+            console.print(f"  payload (first {len(d.payload)} bytes):" if d.payload_truncated
+                          else "  payload:")
             console.print(escape(shown["payload"]), markup=True, soft_wrap=True)
         else:
-            console.print(f"  payload ({len(d.payload)} bytes, not UTF-8), hex:")
+            console.print(f"  payload ({len(d.payload)} bytes kept, not UTF-8), hex:")
             console.print(d.payload.hex(" ", 2), soft_wrap=True)
 
     run(body)
@@ -132,6 +152,9 @@ def retry(
         from store.dead_letters import DeadLetterRepository  # noqa: PLC0415
 
         d = await _get(ctx, dead_letter_id)
+        if d.truncated:
+            fail(f"dead letter {d.id} cannot be retried: it was {_kept_in_part(d)}; "
+                 "republish the original message yourself")
         js = (await ctx.nats()).jetstream()
         ack = await js.publish(d.subject, d.payload, headers=d.headers or None, timeout=5.0)
         msg_id = d.headers.get("Nats-Msg-Id")

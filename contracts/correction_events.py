@@ -12,6 +12,7 @@ from typing import Self
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from contracts import correction_subjects as subjects
+from contracts.bounds import MAX_TEXT_BYTES
 from contracts.corrections import (
     ATTEMPT_LIFECYCLE,
     CORRECTION_LIFECYCLE,
@@ -22,7 +23,7 @@ from contracts.corrections import (
     CorrectionStatus,
 )
 from contracts.ids import Ulid, new_id
-from contracts.rules import RuleViolation
+from contracts.rules import ERRORS_DOC, BoundedViolations, EchoText
 from contracts.timestamps import UtcTime
 
 
@@ -199,11 +200,14 @@ class CorrectionRejected(_Frozen):
     """Published to `corrections.rejected.<plan_id|unknown>` when a request or cancel message
     cannot be read; the message is kept in `dead_letters` and never redelivered."""
 
-    dead_letter_id: str = Field(description="'CORRECTIONS:<stream sequence>' in dead_letters.")
-    subject: str = Field(description="Subject the message was published on.")
-    plan_id: str | None = Field(default=None, description="Plan, when readable.")
-    correction_id: str | None = Field(default=None, description="correction_id, if readable.")
-    errors: list[RuleViolation] = Field(description="Every rule the message broke.")
+    dead_letter_id: EchoText = Field(
+        description="'CORRECTIONS:<stream sequence>' in dead_letters.")
+    subject: EchoText = Field(description="Subject the message was published on (cut at "
+                              f"{MAX_TEXT_BYTES} bytes).")
+    plan_id: EchoText | None = Field(default=None, description="Plan, when readable.")
+    correction_id: EchoText | None = Field(default=None,
+                                           description="correction_id, if readable.")
+    errors: BoundedViolations = Field(description=ERRORS_DOC)
     rejected_at: UtcTime = Field(description="When (UTC).")
 
 

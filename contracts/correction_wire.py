@@ -1,8 +1,10 @@
 """Reading correction messages off the wire: a command, or every reason it is unreadable.
 
-Pure, so the rules are tested without a server. A request must carry its
-correction_id (the model would otherwise invent one per parse, and a redelivery
-would become a second correction), and the body's plan_id must be the subject's.
+Pure, so the rules are tested without a server. Never raising: any body, however
+hostile, is a command or an `Unreadable` with a bounded list of reasons. A request must
+carry its correction_id (the model would otherwise invent one per parse, and a
+redelivery would become a second correction), and the body's plan_id must be the
+subject's.
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 
 from contracts import correction_subjects as subjects
+from contracts.bounds import DEFAULT_MAX_PAYLOAD_BYTES
 from contracts.corrections import CancelRequest, CorrectionRequest
-from contracts.payload import json_object
-from contracts.rules import Rule, RuleViolation, violations_from
+from contracts.ids import is_ulid
+from contracts.payload import json_object, too_large, unreadable
+from contracts.rules import Rule, RuleViolation, Violations
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -31,38 +35,59 @@ class Unreadable:
         return "; ".join(str(v) for v in self.violations)
 
 
-def _read(model: type[M], subject: str, prefix: str, data: bytes) -> M | Unreadable:
+def _ulid_or_none(value: object) -> str | None:
+    """An ID fit to echo (and to address `corrections.rejected.<plan_id>`): a ULID, or None."""
+    return value.upper() if isinstance(value, str) and is_ulid(value) else None
+
+
+def _read(model: type[M], subject: str, prefix: str, data: bytes,
+          max_payload_bytes: int) -> M | Unreadable:
+    """Never raises: a body over the limit is refused unread, and whatever else reading
+    throws is the message's `unreadable` violation."""
+    subject_plan = _ulid_or_none(subjects.plan_of(subject, prefix))
+    big = too_large(data, max_payload_bytes)
+    if big is not None:
+        return Unreadable(subject_plan, None, (big,))
+    try:
+        return _parse(model, subject, prefix, data)
+    except Exception as exc:  # hostile input: the message is at fault, never the batch
+        return Unreadable(subject_plan, None, (unreadable(exc, f"a {model.__name__}"),))
+
+
+def _parse(model: type[M], subject: str, prefix: str, data: bytes) -> M | Unreadable:
     subject_plan = subjects.plan_of(subject, prefix)
     raw = json_object(data, f"a {model.__name__}")
     if isinstance(raw, RuleViolation):
-        return Unreadable(subject_plan, None, (raw,))
-    plan = raw.get("plan_id") if isinstance(raw.get("plan_id"), str) else subject_plan
-    cid = raw.get("correction_id") if isinstance(raw.get("correction_id"), str) else None
-    broken: list[RuleViolation] = []
-    if cid is None:
-        broken.append(RuleViolation(
+        return Unreadable(_ulid_or_none(subject_plan), None, (raw,))
+    plan = _ulid_or_none(raw.get("plan_id")) or _ulid_or_none(subject_plan)
+    cid = _ulid_or_none(raw.get("correction_id"))
+    broken = Violations()
+    if raw.get("correction_id") is None:
+        broken.add(RuleViolation(
             rule=Rule.SCHEMA, field="correction_id",
             message="correction_id is required: it identifies the correction across retries"))
     parsed: M | None = None
     try:
         parsed = model.model_validate(raw)
     except ValidationError as exc:
-        broken.extend(violations_from(exc))
+        broken.add_validation_error(exc)
     body_plan = getattr(parsed, "plan_id", None)
     if parsed is not None and (subject_plan is None or body_plan != subject_plan.upper()):
-        broken.append(RuleViolation(
+        broken.add(RuleViolation(
             rule=Rule.SUBJECT_MATCHES_PLAN, field="plan_id",
             message=f"plan_id {body_plan} does not match the subject {subject}"))
     if broken or parsed is None:
-        return Unreadable(plan, cid, tuple(broken))
+        return Unreadable(plan, cid, broken.result())
     return parsed
 
 
-def read_request(subject: str, data: bytes,
-                 prefix: str = subjects.REQUESTED_PREFIX) -> CorrectionRequest | Unreadable:
+def read_request(subject: str, data: bytes, prefix: str = subjects.REQUESTED_PREFIX, *,
+                 max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+                 ) -> CorrectionRequest | Unreadable:
     """A request from corrections.requested.<plan_id> (or .dryrun., with that prefix)."""
-    return _read(CorrectionRequest, subject, prefix, data)
+    return _read(CorrectionRequest, subject, prefix, data, max_payload_bytes)
 
 
-def read_cancel(subject: str, data: bytes) -> CancelRequest | Unreadable:
-    return _read(CancelRequest, subject, subjects.CANCEL_PREFIX, data)
+def read_cancel(subject: str, data: bytes, *,
+                max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> CancelRequest | Unreadable:
+    return _read(CancelRequest, subject, subjects.CANCEL_PREFIX, data, max_payload_bytes)

@@ -1,17 +1,48 @@
-"""A message the recorder would not record, kept whole with every reason."""
+"""A message a worker would not process, kept with every reason, within a fixed size.
+
+The message is kept whole when it is small enough (nearly always): then an operator
+can retry it as it was sent. A hostile one is kept in part, so the document stays far
+under MongoDB's 16 MB whatever arrives (`contracts.bounds.DEAD_LETTER_MAX_BYTES`): the
+payload's first `DEAD_LETTER_PAYLOAD_BYTES` with its full size and SHA-256, headers
+and subject cut to size. `truncated` says what was cut; such a letter cannot be retried.
+"""
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Mapping, Sequence
 from datetime import datetime
+from enum import StrEnum
+from itertools import islice
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from contracts.rules import RuleViolation
+from contracts.bounds import (
+    DEAD_LETTER_HEADER_BYTES,
+    DEAD_LETTER_MAX_HEADERS,
+    DEAD_LETTER_PAYLOAD_BYTES,
+    DEAD_LETTER_SUBJECT_BYTES,
+    clip,
+)
+from contracts.rules import ERRORS_DOC, BoundedViolations, EchoText, RuleViolation
 
 
 def dead_letter_id(stream: str, stream_sequence: int) -> str:
     """Derived from the stream position, so a redelivered rejection is kept once."""
     return f"{stream}:{stream_sequence}"
+
+
+class Truncated(StrEnum):
+    """A part of the message a dead letter keeps only in part."""
+
+    PAYLOAD = "payload"
+    HEADERS = "headers"
+    SUBJECT = "subject"
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 class DeadLetter(BaseModel):
@@ -20,9 +51,62 @@ class DeadLetter(BaseModel):
     id: str = Field(description="'<stream>:<stream sequence>' of the rejected message.")
     subject: str = Field(description="Subject it was published on.")
     headers: dict[str, str] = Field(description="Its NATS headers.")
-    payload: bytes = Field(description="The raw payload, byte for byte.")
-    plan_id: str | None = Field(default=None, description="Its plan, when it could be read.")
-    decision_id: str | None = Field(default=None, description="Its decision_id, if readable.")
-    errors: list[RuleViolation] = Field(description="Every rule it broke.")
+    payload: bytes = Field(description="The raw payload byte for byte, or its first "
+                           f"{DEAD_LETTER_PAYLOAD_BYTES} bytes when 'payload' is truncated.")
+    payload_size: int = Field(description="Size of the payload as received, in bytes.")
+    payload_sha256: str = Field(description="SHA-256 (hex) of the payload as received.")
+    truncated: list[Truncated] = Field(
+        default_factory=list,
+        description="Parts kept only in part (payload, headers, subject): then it cannot be "
+        "retried from here.")
+    plan_id: EchoText | None = Field(default=None,
+                                     description="Its plan, when it could be read.")
+    decision_id: EchoText | None = Field(default=None,
+                                         description="Its decision_id, if readable.")
+    errors: BoundedViolations = Field(description=ERRORS_DOC)
     rejected_at: datetime = Field(description="When it was rejected (UTC).")
     delivered: int = Field(default=1, description="How many times JetStream had delivered it.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sized(cls, data: Any) -> Any:
+        """Letters kept before sizes were recorded held their payload whole."""
+        if isinstance(data, dict) and "payload_size" not in data \
+                and isinstance(data.get("payload"), bytes):
+            payload = data["payload"]
+            data = {**data, "payload_size": len(payload), "payload_sha256": sha256_hex(payload)}
+        return data
+
+    @classmethod
+    def of_message(cls, *, id: str, subject: str, headers: Mapping[str, str], data: bytes,
+                   plan_id: str | None, decision_id: str | None,
+                   errors: Sequence[RuleViolation], rejected_at: datetime,
+                   delivered: int) -> DeadLetter:
+        """A letter for this message, cut to size: the only way the workers make one."""
+        cut: list[Truncated] = []
+        payload = data
+        if len(data) > DEAD_LETTER_PAYLOAD_BYTES:
+            payload = data[:DEAD_LETTER_PAYLOAD_BYTES]
+            cut.append(Truncated.PAYLOAD)
+        kept_headers = _bounded_headers(headers)
+        if kept_headers != headers:
+            cut.append(Truncated.HEADERS)
+        kept_subject = clip(subject, DEAD_LETTER_SUBJECT_BYTES)
+        if kept_subject != subject:
+            cut.append(Truncated.SUBJECT)
+        return cls(id=id, subject=kept_subject, headers=kept_headers, payload=payload,
+                   payload_size=len(data), payload_sha256=sha256_hex(data), truncated=cut,
+                   plan_id=plan_id, decision_id=decision_id, errors=list(errors),
+                   rejected_at=rejected_at, delivered=delivered)
+
+    @property
+    def payload_truncated(self) -> bool:
+        return Truncated.PAYLOAD in self.truncated
+
+
+def _bounded_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The first DEAD_LETTER_MAX_HEADERS headers, each name and value cut to size."""
+    kept: dict[str, str] = {}
+    for name, value in islice(headers.items(), DEAD_LETTER_MAX_HEADERS):
+        kept[clip(name, DEAD_LETTER_HEADER_BYTES)] = clip(value, DEAD_LETTER_HEADER_BYTES)
+    return kept

@@ -8,7 +8,7 @@ the same plan, one root per plan) live in `contracts.tree`.
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Self
 
@@ -25,6 +25,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from contracts.ids import Ulid, new_id
 from contracts.rules import Rule
+from contracts.timestamps import utc_field, utc_now
 
 
 class Phase(StrEnum):
@@ -135,18 +136,6 @@ class ContextSnapshot(_Frozen):
     )
 
 
-def utc_now() -> datetime:
-    return _to_utc_ms(datetime.now(UTC))
-
-
-def _to_utc_ms(value: datetime) -> datetime:
-    """UTC, millisecond precision: what a BSON date holds, so a stored time equals the sent one."""
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    value = value.astimezone(UTC)
-    return value.replace(microsecond=value.microsecond // 1000 * 1000)
-
-
 def _broken(rule: Rule, field: str, message: str) -> InitErrorDetails:
     return InitErrorDetails(
         type=PydanticCustomError(rule.value, f"rule {rule.value}: {message}", {"field": field}),
@@ -246,7 +235,9 @@ class Decision(_Frozen):
     @field_validator("created_at")
     @classmethod
     def _utc(cls, value: datetime) -> datetime:
-        return _to_utc_ms(value)
+        # UTC, millisecond precision: what a BSON date holds, so a stored time equals the
+        # sent one; a time with no UTC equivalent is a schema violation of created_at.
+        return utc_field(value)
 
     @model_validator(mode="after")
     def _cross_field_rules(self) -> Self:

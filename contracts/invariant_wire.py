@@ -17,10 +17,18 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from contracts import invariant_subjects as subjects
+from contracts.bounds import DEFAULT_MAX_PAYLOAD_BYTES, MAX_TEXT_BYTES
 from contracts.ids import is_ulid
 from contracts.invariants import InvariantViolation
-from contracts.payload import json_object
-from contracts.rules import Rule, RuleViolation, violations_from
+from contracts.payload import json_object, too_large, unreadable
+from contracts.rules import (
+    ERRORS_DOC,
+    BoundedViolations,
+    EchoText,
+    Rule,
+    RuleViolation,
+    Violations,
+)
 
 MSG_ID_HEADER = "Nats-Msg-Id"
 
@@ -41,22 +49,39 @@ def _ulid_or_none(value: object) -> str | None:
 
 
 def read_violation(subject: str, headers: Mapping[str, str], data: bytes,
-                   received_at: datetime) -> InvariantViolation | UnreadableReport:
-    """An InvariantViolation from invariants.violations.<plan_id>, or every reason it is not."""
+                   received_at: datetime, *,
+                   max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+                   ) -> InvariantViolation | UnreadableReport:
+    """An InvariantViolation from invariants.violations.<plan_id>, or every reason it is
+    not (the first MAX_ERRORS). Never raises: a body over `max_payload_bytes` is refused
+    unread, and whatever else reading throws is the report's `unreadable` violation."""
+    subject_plan = _ulid_or_none(subjects.plan_of(subject))
+    big = too_large(data, max_payload_bytes)
+    if big is not None:
+        return UnreadableReport(subject_plan, None, (big,))
+    try:
+        return _parse(subject, headers, data, received_at)
+    except Exception as exc:  # hostile input: the report is at fault, never the batch
+        return UnreadableReport(subject_plan, None,
+                                (unreadable(exc, "an InvariantViolation"),))
+
+
+def _parse(subject: str, headers: Mapping[str, str], data: bytes,
+           received_at: datetime) -> InvariantViolation | UnreadableReport:
     subject_plan = _ulid_or_none(subjects.plan_of(subject))
     raw = json_object(data, "an InvariantViolation")
     if isinstance(raw, RuleViolation):
         return UnreadableReport(subject_plan, None, (raw,))
     plan = _ulid_or_none(raw.get("plan_id")) or subject_plan
     vid = _ulid_or_none(raw.get("violation_id"))
-    broken: list[RuleViolation] = []
+    broken = Violations()
     if "violation_id" not in raw:
-        broken.append(RuleViolation(
+        broken.add(RuleViolation(
             rule=Rule.SCHEMA, field="violation_id",
             message="violation_id is required: it identifies the report across retries"))
     for name in ("resolved_at", "resolved_by"):
         if raw.get(name) is not None:
-            broken.append(RuleViolation(
+            broken.add(RuleViolation(
                 rule=Rule.RESOLVED_BY_OPERATOR, field=name,
                 message=f"{name} is set when an operator resolves the violation "
                 "(agents invariant resolve); leave it out"))
@@ -66,21 +91,21 @@ def read_violation(subject: str, headers: Mapping[str, str], data: bytes,
     try:
         parsed = InvariantViolation.model_validate(raw)
     except ValidationError as exc:
-        broken.extend(violations_from(exc))
+        broken.add_validation_error(exc)
     if parsed is not None:
         if subject_plan != parsed.plan_id:
-            broken.append(RuleViolation(
+            broken.add(RuleViolation(
                 rule=Rule.SUBJECT_MATCHES_PLAN, field="plan_id",
                 message=f"published on {subject!r} but plan_id is {parsed.plan_id}; "
                 f"publish to {subjects.VIOLATIONS_PREFIX}.{parsed.plan_id}"))
         msg_id = headers.get(MSG_ID_HEADER)
         if msg_id is None or msg_id.upper() != parsed.violation_id:
-            broken.append(RuleViolation(
+            broken.add(RuleViolation(
                 rule=Rule.MSG_ID_MATCHES_VIOLATION, field="violation_id",
                 message=f"header {MSG_ID_HEADER} must equal violation_id "
                 f"{parsed.violation_id} (got {msg_id!r}), so a retry is deduplicated"))
     if broken or parsed is None:
-        return UnreadableReport(plan, vid, tuple(broken))
+        return UnreadableReport(plan, vid, broken.result())
     return parsed
 
 
@@ -123,9 +148,12 @@ class ViolationRejected(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    dead_letter_id: str = Field(description="ID of the dead_letters document that keeps it.")
-    subject: str = Field(description="Subject it was published on.")
-    plan_id: str | None = Field(description="Its plan, when it could be read.")
-    violation_id: str | None = Field(description="Its violation_id, when it could be read.")
-    errors: list[RuleViolation] = Field(description="Every rule it broke.")
+    dead_letter_id: EchoText = Field(
+        description="ID of the dead_letters document that keeps it.")
+    subject: EchoText = Field(description="Subject it was published on (cut at "
+                              f"{MAX_TEXT_BYTES} bytes).")
+    plan_id: EchoText | None = Field(description="Its plan, when it could be read.")
+    violation_id: EchoText | None = Field(
+        description="Its violation_id, when it could be read.")
+    errors: BoundedViolations = Field(description=ERRORS_DOC)
     rejected_at: datetime = Field(description="When it was rejected.")

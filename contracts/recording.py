@@ -15,11 +15,19 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from contracts.bounds import DEFAULT_MAX_PAYLOAD_BYTES, MAX_TEXT_BYTES
 from contracts.decision import Decision, DecisionType
 from contracts.ids import is_ulid
 from contracts.invariants import ReconciliationBlocked, check_not_blocked
-from contracts.payload import json_object
-from contracts.rules import Rule, RuleViolation, violations_from
+from contracts.payload import json_object, too_large, unreadable
+from contracts.rules import (
+    ERRORS_DOC,
+    BoundedViolations,
+    EchoText,
+    Rule,
+    RuleViolation,
+    Violations,
+)
 from contracts.subjects import plan_of_subject
 
 MSG_ID_HEADER = "Nats-Msg-Id"
@@ -60,23 +68,41 @@ def content_hash(decision: Decision) -> str:
     return "sha256:" + hashlib.sha256(body.encode()).hexdigest()
 
 
+def _subject_plan(subject: str) -> str | None:
+    plan = plan_of_subject(subject)
+    return plan.upper() if plan and is_ulid(plan) else None
+
+
 def _plan_hint(data: object, subject: str) -> str | None:
     """Best guess at the plan a bad message concerns, for the rejection subject."""
     if isinstance(data, dict):
         plan = data.get("plan_id")
         if isinstance(plan, str) and is_ulid(plan):
             return plan.upper()
-    plan = plan_of_subject(subject)
-    return plan.upper() if plan and is_ulid(plan) else None
+    return _subject_plan(subject)
 
 
-def read_message(msg: Inbound, received_at: datetime) -> Candidate | Invalid:
-    """Apply every rule that needs only this message."""
+def read_message(msg: Inbound, received_at: datetime,
+                 max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> Candidate | Invalid:
+    """Apply every rule that needs only this message. Never raises: whatever the body
+    makes reading throw is reported as that message's `unreadable` violation, and a body
+    over `max_payload_bytes` is refused before anything parses it."""
+    big = too_large(msg.data, max_payload_bytes)
+    if big is not None:
+        return Invalid(msg.stream_sequence, _subject_plan(msg.subject), (big,))
+    try:
+        return _read(msg, received_at)
+    except Exception as exc:  # hostile input: the message is at fault, never the batch
+        return Invalid(msg.stream_sequence, _subject_plan(msg.subject),
+                       (unreadable(exc, "a Decision"),))
+
+
+def _read(msg: Inbound, received_at: datetime) -> Candidate | Invalid:
     try:
         # Fast path: pydantic parses and validates the bytes in one pass.
         decision = Decision.model_validate_json(msg.data)
-    except ValidationError:
-        return _explain_invalid(msg, received_at)
+    except ValidationError as exc:
+        return _explain_invalid(msg, received_at, exc)
     if "created_at" not in decision.model_fields_set:
         decision = decision.model_copy(update={"created_at": received_at})
     owned = {"sequence_number": decision.sequence_number,
@@ -125,26 +151,39 @@ def _wire_violations(raw: Mapping[str, object], msg: Inbound,
     return wire
 
 
-def _explain_invalid(msg: Inbound, received_at: datetime) -> Candidate | Invalid:
-    """The slow path, for a message the fast path refused: say everything that is wrong."""
+def _explain_invalid(msg: Inbound, received_at: datetime,
+                     fast: ValidationError) -> Candidate | Invalid:
+    """The slow path, for a message the fast path refused: say everything that is wrong
+    (the first MAX_ERRORS of it; the rest are counted)."""
     raw = json_object(msg.data, "a Decision")
     if isinstance(raw, RuleViolation):
-        plan = plan_of_subject(msg.subject)
-        return Invalid(msg.stream_sequence, plan.upper() if plan and is_ulid(plan) else None,
-                       (raw,))
+        return Invalid(msg.stream_sequence, _subject_plan(msg.subject), (raw,))
     plan_hint = _plan_hint(raw, msg.subject)
-    wire = _wire_violations(raw, msg, None)
+    found = Violations()
+    found.extend(_wire_violations(raw, msg, None))
+    if raw.get("created_at") is not None and not _parse_failure(fast):
+        # The fast path judged these very fields: its errors are the answer, and a body
+        # built to fail 60,000 times is not validated twice.
+        found.add_validation_error(fast)
+        return Invalid(msg.stream_sequence, plan_hint, found.result())
     if raw.get("created_at") is None:
         raw["created_at"] = received_at
     try:
         decision = Decision.model_validate(raw)
     except ValidationError as exc:
-        return Invalid(msg.stream_sequence, plan_hint, (*wire, *violations_from(exc)))
+        found.add_validation_error(exc)
+        return Invalid(msg.stream_sequence, plan_hint, found.result())
     # Valid once created_at was filled in (it was sent as null): judge it as usual.
     wire = _wire_violations(raw, msg, decision)
     if wire:
         return Invalid(msg.stream_sequence, decision.plan_id, tuple(wire))
     return Candidate(msg.stream_sequence, decision, content_hash(decision))
+
+
+def _parse_failure(error: ValidationError) -> bool:
+    """pydantic could not parse the JSON at all (Python's parser may still: its nesting
+    limit is higher), so its errors say nothing about the fields."""
+    return error.error_count() == 1 and error.errors(include_url=False)[0]["type"] == "json_invalid"
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,9 +335,35 @@ class DecisionRejected(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    dead_letter_id: str = Field(description="ID of the dead_letters document that keeps it.")
-    subject: str = Field(description="Subject the message was published on.")
-    plan_id: str | None = Field(description="Its plan, when it could be read.")
-    decision_id: str | None = Field(description="Its decision_id, when it could be read.")
-    errors: list[RuleViolation] = Field(description="Every rule it broke.")
+    dead_letter_id: EchoText = Field(
+        description="ID of the dead_letters document that keeps it.")
+    subject: EchoText = Field(description="Subject the message was published on (cut at "
+                              f"{MAX_TEXT_BYTES} bytes).")
+    plan_id: EchoText | None = Field(description="Its plan, when it could be read.")
+    decision_id: EchoText | None = Field(description="Its decision_id, when it could be read.")
+    errors: BoundedViolations = Field(description=ERRORS_DOC)
     rejected_at: datetime = Field(description="When the recorder rejected it.")
+
+
+def read_persisted_root(data: bytes, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+                        ) -> DecisionPersisted | RuleViolation | None:
+    """What the reconciler needs from a `decisions.persisted.*` body: the event when it
+    announces a plan root, None for any other decision, or why it cannot be read (someone
+    else's message on the subject: nothing to reconcile in it). Never raises."""
+    big = too_large(data, max_payload_bytes)
+    if big is not None:
+        return big
+    try:
+        body = json_object(data, "a DecisionPersisted")
+        if isinstance(body, RuleViolation):
+            return body
+        # Cheap check first: nearly every persisted event is not a root.
+        if body.get("decision_type") != DecisionType.PROMPT_DEFINITION.value:
+            return None
+        return DecisionPersisted.model_validate(body)
+    except ValidationError as exc:
+        found = Violations(limit=1)
+        found.add_validation_error(exc)
+        return found.result()[0]
+    except Exception as exc:  # hostile input: the message is at fault, never the batch
+        return unreadable(exc, "a DecisionPersisted")

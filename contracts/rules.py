@@ -6,9 +6,14 @@ author reading `decisions.rejected.*` knows exactly what to fix.
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable
 from enum import StrEnum
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from contracts.bounds import MAX_ERRORS, MAX_FIELD_BYTES, MAX_TEXT_BYTES, clip
 
 
 class Rule(StrEnum):
@@ -42,6 +47,14 @@ class Rule(StrEnum):
     RESOLVED_BY_OPERATOR = "resolved_by_operator"
     INVARIANT_EXISTS = "invariant_exists"
     VIOLATION_ID_CONFLICT = "violation_id_conflict"
+    # Hostile input (issue 7): any failure while reading one message is that message's.
+    UNREADABLE = "unreadable"
+    """Reading it failed in a way no other rule names (e.g. nested too deeply)."""
+    PAYLOAD_TOO_LARGE = "payload_too_large"
+    """The body is over MAX_PAYLOAD_BYTES; it was refused unread."""
+    MORE_ERRORS = "more_errors"
+    """Not a rule of its own: the last entry of a report cut at MAX_ERRORS, counting the
+    violations not listed (contracts.bounds)."""
 
 
 class RuleViolation(BaseModel):
@@ -53,26 +66,99 @@ class RuleViolation(BaseModel):
     field: str | None = Field(
         default=None, description="Dotted path of the field concerned, if any."
     )
-    message: str = Field(description="What is wrong, in one sentence.")
+    message: str = Field(description="What is wrong, in one sentence "
+                         f"(at most {MAX_TEXT_BYTES} bytes: echoed input is cut).")
+
+    @field_validator("message")
+    @classmethod
+    def _clip_message(cls, value: str) -> str:
+        return clip(value, MAX_TEXT_BYTES)
+
+    @field_validator("field")
+    @classmethod
+    def _clip_field(cls, value: str | None) -> str | None:
+        return None if value is None else clip(value, MAX_FIELD_BYTES)
 
     def __str__(self) -> str:
         where = f" ({self.field})" if self.field else ""
         return f"{self.rule}{where}: {self.message}"
 
 
+_RULE_OF: dict[str, Rule] = {r.value: r for r in Rule}
+
+
 def violations_from(error: ValidationError) -> list[RuleViolation]:
-    """Map pydantic's errors onto named rules.
+    """Map pydantic's errors onto named rules, every one of them (for local validation
+    in the clients; a worker reading the wire uses `Violations`, which stops listing).
 
     Our own validators raise `PydanticCustomError` whose type is a `Rule` value;
     pydantic's built-in errors (missing field, wrong type) all fall under `schema`.
     """
-    out: list[RuleViolation] = []
-    for err in error.errors(include_url=False):
-        ctx = err.get("ctx") or {}
-        try:
-            rule = Rule(err["type"])
-        except ValueError:
-            rule = Rule.SCHEMA
-        field = ctx.get("field") or ".".join(str(p) for p in err["loc"]) or None
-        out.append(RuleViolation(rule=rule, field=field, message=err["msg"]))
-    return out
+    found = Violations(limit=error.error_count())
+    found.add_validation_error(error)
+    return list(found.result())
+
+
+class Violations:
+    """A message's broken rules as they are found: the first `limit` are listed, the
+    rest only counted, so a body built to break a rule 100,000 times costs 20 reports.
+
+    `result()` ends with one `more_errors` entry naming how many were left out, by rule.
+    """
+
+    def __init__(self, limit: int = MAX_ERRORS) -> None:
+        self._limit = limit
+        self._listed: list[RuleViolation] = []
+        self._more: Counter[Rule] = Counter()
+
+    def __bool__(self) -> bool:
+        return bool(self._listed or self._more)
+
+    def add(self, violation: RuleViolation) -> None:
+        if len(self._listed) < self._limit:
+            self._listed.append(violation)
+        else:
+            self._more[violation.rule] += 1
+
+    def extend(self, violations: Iterable[RuleViolation]) -> None:
+        for v in violations:
+            self.add(v)
+
+    def add_validation_error(self, error: ValidationError) -> None:
+        """pydantic's errors, built into violations only while there is room."""
+        for err in error.errors(include_url=False, include_input=False):
+            rule = _RULE_OF.get(err["type"], Rule.SCHEMA)
+            if len(self._listed) >= self._limit:
+                self._more[rule] += 1
+                continue
+            ctx = err.get("ctx") or {}
+            field = ctx.get("field") or ".".join(str(p) for p in err["loc"]) or None
+            self._listed.append(RuleViolation(rule=rule, field=field, message=err["msg"]))
+
+    def result(self) -> tuple[RuleViolation, ...]:
+        if not self._more:
+            return tuple(self._listed)
+        counts = ", ".join(f"{rule.value} x{n}" for rule, n in self._more.most_common())
+        summary = RuleViolation(
+            rule=Rule.MORE_ERRORS,
+            message=f"and {self._more.total()} more not listed ({counts})")
+        return (*self._listed, summary)
+
+
+def bounded(violations: list[RuleViolation]) -> list[RuleViolation]:
+    """At most MAX_ERRORS + 1 entries: a report built by hand is cut like a read one."""
+    if len(violations) <= MAX_ERRORS + 1:
+        return violations
+    found = Violations()
+    found.extend(violations)
+    return list(found.result())
+
+
+BoundedViolations = Annotated[list[RuleViolation], AfterValidator(bounded)]
+"""The `errors` of a rejection event or dead letter: never more than MAX_ERRORS + 1."""
+
+EchoText = Annotated[str, AfterValidator(clip)]
+"""Text a report echoes from the input (a subject, an ID): cut at MAX_TEXT_BYTES."""
+
+ERRORS_DOC = (f"Every rule it broke, the first {MAX_ERRORS} listed; past those, one last "
+              "entry with rule more_errors counts the rest by rule.")

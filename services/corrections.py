@@ -390,10 +390,10 @@ class CorrectionService:
         """Keep an unreadable request or cancel in dead_letters, then report it (once per
         stream message, whoever retries): bad input is never retried."""
         now = self._clock()
-        letter = DeadLetter(
+        letter = DeadLetter.of_message(
             id=dead_letter_id(CORRECTIONS_STREAM, stream_sequence), subject=subject,
-            headers=headers, payload=data, plan_id=unreadable.plan_id, decision_id=None,
-            errors=list(unreadable.violations), rejected_at=now, delivered=delivered)
+            headers=headers, data=data, plan_id=unreadable.plan_id, decision_id=None,
+            errors=unreadable.violations, rejected_at=now, delivered=delivered)
         await self._store.dead_letters.keep([letter])
         body = CorrectionRejected(
             dead_letter_id=letter.id, subject=subject, plan_id=unreadable.plan_id,

@@ -193,10 +193,10 @@ class InvariantService:
         """Keep a report that will never be stored in dead_letters, then say so on
         invariants.rejected.<plan_id>; once per stream message, whoever retries."""
         now = self._clock()
-        letter = DeadLetter(
+        letter = DeadLetter.of_message(
             id=dead_letter_id(subjects.INVARIANTS_STREAM, stream_sequence), subject=subject,
-            headers=headers, payload=data, plan_id=unreadable.plan_id, decision_id=None,
-            errors=list(unreadable.violations), rejected_at=now, delivered=delivered)
+            headers=headers, data=data, plan_id=unreadable.plan_id, decision_id=None,
+            errors=unreadable.violations, rejected_at=now, delivered=delivered)
         await self._dead_letters.keep([letter])
         body = ViolationRejected(
             dead_letter_id=letter.id, subject=subject, plan_id=unreadable.plan_id,

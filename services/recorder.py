@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
+from contracts.bounds import DEFAULT_MAX_PAYLOAD_BYTES
 from contracts.dead_letter import DeadLetter, dead_letter_id
-from contracts.decision import Decision, utc_now
+from contracts.decision import Decision
 from contracts.recording import (
     Candidate,
     DecisionPersisted,
@@ -41,6 +42,7 @@ from contracts.subjects import (
     rejected,
     rejected_msg_id,
 )
+from contracts.timestamps import utc_now
 from services.ports import EventPublisher, OutgoingEvent
 from store.dead_letters import DeadLetterRepository
 from store.decisions import DecisionRepository
@@ -67,6 +69,8 @@ class RecorderPolicy:
     parent_wait_seconds: float = 60.0
     """How long a decision may wait for its parent before it is dead-lettered."""
     max_backoff_seconds: float = 5.0
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+    """A larger message is dead-lettered unread (payload_too_large)."""
 
     def backoff(self, delivered: int) -> float:
         """0.25 s, 0.5 s, 1 s, 2 s, ... capped: quick when the parent is merely behind."""
@@ -102,11 +106,10 @@ class ReadBatch:
 
     def reject(self, msg: Inbound, plan_id: str | None, decision_id: str | None,
                violations: Sequence[RuleViolation]) -> None:
-        self.letters[msg.stream_sequence] = DeadLetter(
+        self.letters[msg.stream_sequence] = DeadLetter.of_message(
             id=dead_letter_id(DECISIONS_STREAM, msg.stream_sequence), subject=msg.subject,
-            headers=dict(msg.headers), payload=msg.data, plan_id=plan_id,
-            decision_id=decision_id, errors=list(violations), rejected_at=self.now,
-            delivered=msg.delivered)
+            headers=msg.headers, data=msg.data, plan_id=plan_id, decision_id=decision_id,
+            errors=violations, rejected_at=self.now, delivered=msg.delivered)
 
 
 class RecorderService:
@@ -128,7 +131,7 @@ class RecorderService:
         now = utc_now()
         read = ReadBatch(batch, now)
         for msg in batch:
-            result = read_message(msg, now)
+            result = read_message(msg, now, self.policy.max_payload_bytes)
             if isinstance(result, Invalid):
                 read.reject(msg, result.plan_id, None, result.violations)
             else:

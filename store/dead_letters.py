@@ -1,4 +1,7 @@
-"""The dead_letters collection: rejected messages, kept with their reasons."""
+"""The dead_letters collection: rejected messages, kept with their reasons.
+
+Each document is at most `contracts.bounds.DEAD_LETTER_MAX_BYTES` (the model cuts a
+hostile message to size), so keeping a batch's rejections cannot fail on its size."""
 
 from __future__ import annotations
 
@@ -14,8 +17,9 @@ DUPLICATE_KEY = 11000
 
 
 def _to_doc(dl: DeadLetter) -> Document:
-    doc = dl.model_dump(mode="python", exclude={"id", "errors"})
+    doc = dl.model_dump(mode="python", exclude={"id", "errors", "truncated"})
     doc["_id"] = dl.id
+    doc["truncated"] = [t.value for t in dl.truncated]
     doc["errors"] = [e.model_dump(mode="json") for e in dl.errors]
     return doc
 

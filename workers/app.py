@@ -98,7 +98,8 @@ def build_app(settings: Settings | None = None, *, for_docs: bool = False) -> Fa
         runtime.recorder = RecorderService(
             DecisionRepository(db), DeadLetterRepository(db),
             JetStreamPublisher(broker.connection),
-            RecorderPolicy(parent_wait_seconds=settings.recorder_parent_wait_seconds),
+            RecorderPolicy(parent_wait_seconds=settings.recorder_parent_wait_seconds,
+                           max_payload_bytes=settings.max_payload_bytes),
         )
         runtime.corrections = CorrectionService(
             CorrectionStore.open(db, settings.corrections_lease_seconds),
@@ -116,7 +117,8 @@ def build_app(settings: Settings | None = None, *, for_docs: bool = False) -> Fa
         js = broker.connection.jetstream()
         runtime.relay = asyncio.create_task(relay_loop(runtime.get_corrections, settings),
                                             name="outbox-relay")
-        runtime.dry_run = await start_dry_run(broker.connection, runtime.get_corrections)
+        runtime.dry_run = await start_dry_run(broker.connection, runtime.get_corrections,
+                                              settings.max_payload_bytes)
         # The recorder last: tests (and `agents up`) take its waiting pull as "ready".
         runtime.pullers = [
             *correction_pullers(js, settings, runtime.get_corrections,

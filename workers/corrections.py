@@ -28,6 +28,7 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from contracts import correction_subjects as subjects
+from contracts.bounds import DEFAULT_MAX_PAYLOAD_BYTES
 from contracts.correction_events import (
     AttemptTransitioned,
     CancelRefused,
@@ -105,7 +106,8 @@ class RequestConsumer:
         self._crash = crash
 
     def prepare(self, msgs: list[Msg]) -> list[CorrectionRequest | Unreadable]:
-        return [read_request(m.subject, m.data) for m in msgs]
+        limit = self._settings.max_payload_bytes
+        return [read_request(m.subject, m.data, max_payload_bytes=limit) for m in msgs]
 
     async def commit(self, msgs: list[Msg], prepared: list[CorrectionRequest | Unreadable]
                      ) -> None:
@@ -156,7 +158,8 @@ class CancelConsumer:
         self._settings = settings
 
     def prepare(self, msgs: list[Msg]) -> list[CancelRequest | Unreadable]:
-        return [read_cancel(m.subject, m.data) for m in msgs]
+        limit = self._settings.max_payload_bytes
+        return [read_cancel(m.subject, m.data, max_payload_bytes=limit) for m in msgs]
 
     async def commit(self, msgs: list[Msg], prepared: list[CancelRequest | Unreadable]
                      ) -> None:
@@ -186,10 +189,12 @@ class CancelConsumer:
         await m.ack()
 
 
-async def answer_dry_run(svc: CorrectionService, subject: str, data: bytes) -> bytes:
+async def answer_dry_run(svc: CorrectionService, subject: str, data: bytes,
+                         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> bytes:
     """The reply body: a DryRunReport, or a DryRunError saying why there is none."""
     plan = subjects.plan_of(subject, subjects.DRYRUN_PREFIX)
-    r = read_request(subject, data, prefix=subjects.DRYRUN_PREFIX)
+    r = read_request(subject, data, prefix=subjects.DRYRUN_PREFIX,
+                     max_payload_bytes=max_payload_bytes)
     if isinstance(r, Unreadable):
         err = DryRunError(error="invalid_request", message=r.reason,
                           correction_id=r.correction_id, plan_id=plan)
@@ -204,10 +209,11 @@ async def answer_dry_run(svc: CorrectionService, subject: str, data: bytes) -> b
     return report.model_dump_json().encode()
 
 
-async def start_dry_run(nc: Client, service: Service) -> Subscription:
+async def start_dry_run(nc: Client, service: Service,
+                        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> Subscription:
     async def on_request(msg: Msg) -> None:
         try:
-            body = await answer_dry_run(service(), msg.subject, msg.data)
+            body = await answer_dry_run(service(), msg.subject, msg.data, max_payload_bytes)
         except Exception as exc:
             log.exception("dry run on %s failed", msg.subject)
             body = DryRunError(error="internal_error", message=f"{type(exc).__name__}: {exc}",

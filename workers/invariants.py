@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -20,10 +19,8 @@ from faststream.nats import NatsBroker
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
-from pydantic import ValidationError
 
 from contracts import invariant_subjects as subjects
-from contracts.decision import DecisionType
 from contracts.invariant_wire import (
     UnreadableReport,
     ViolationEvent,
@@ -31,7 +28,7 @@ from contracts.invariant_wire import (
     read_violation,
 )
 from contracts.invariants import InvariantViolation, ViolationConflict
-from contracts.recording import DecisionPersisted
+from contracts.recording import DecisionPersisted, read_persisted_root
 from contracts.rules import Rule, RuleViolation
 from contracts.subjects import DECISIONS_STREAM, PERSISTED_PREFIX
 from contracts.timestamps import utc_now
@@ -43,7 +40,6 @@ from workers.settings import Settings
 log = logging.getLogger(__name__)
 
 Service = Callable[[], InvariantService]
-ROOT = DecisionType.PROMPT_DEFINITION.value
 
 
 class ReconcilerConsumer:
@@ -57,15 +53,13 @@ class ReconcilerConsumer:
     def prepare(self, msgs: list[Msg]) -> list[DecisionPersisted]:
         roots: list[DecisionPersisted] = []
         for m in msgs:
-            try:
-                body: Any = json.loads(m.data)
-                # Cheap check first: nearly every persisted event is not a root.
-                if isinstance(body, dict) and body.get("decision_type") == ROOT:
-                    roots.append(DecisionPersisted.model_validate(body))
-            except (ValueError, ValidationError):
+            read = read_persisted_root(m.data, self._settings.max_payload_bytes)
+            if isinstance(read, DecisionPersisted):
+                roots.append(read)
+            elif read is not None:
                 # The recorder wrote it, so this is someone else's message on our subject;
                 # there is nothing to reconcile in it.
-                log.warning("ignoring an unreadable event on %s", m.subject)
+                log.warning("ignoring an unreadable event on %s: %s", m.subject, read)
         return roots
 
     async def commit(self, msgs: list[Msg], prepared: list[DecisionPersisted]) -> None:
@@ -98,8 +92,9 @@ class ViolationConsumer:
         self._settings = settings
 
     def prepare(self, msgs: list[Msg]) -> list[InvariantViolation | UnreadableReport]:
-        now = utc_now()
-        return [read_violation(m.subject, dict(m.headers or {}), m.data, now) for m in msgs]
+        now, limit = utc_now(), self._settings.max_payload_bytes
+        return [read_violation(m.subject, dict(m.headers or {}), m.data, now,
+                               max_payload_bytes=limit) for m in msgs]
 
     async def commit(self, msgs: list[Msg],
                      prepared: list[InvariantViolation | UnreadableReport]) -> None:

@@ -7,6 +7,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from contracts.bounds import DEFAULT_MAX_PAYLOAD_BYTES
+
 
 def _env_float(name: str, default: float) -> float:
     raw = os.environ.get(name)
@@ -28,6 +30,9 @@ class Settings:
     recorder_parent_wait_seconds: float = 60.0
     recorder_ack_wait_seconds: float = 30.0
     graceful_timeout: float = 15.0
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+    """Largest message body a consumer reads; a larger one is dead-lettered unread
+    (rule payload_too_large). Why 256 KiB: contracts.bounds."""
     artifacts_root: Path | None = None
     archive_root: Path | None = None
     """Where revert archives go; default ARTIFACTS_ROOT/.archive, else the user data dir."""
@@ -75,6 +80,7 @@ class Settings:
             recorder_ack_wait_seconds=_env_float("RECORDER_ACK_WAIT_SECONDS",
                                                  cls.recorder_ack_wait_seconds),
             graceful_timeout=_env_float("GRACEFUL_TIMEOUT", cls.graceful_timeout),
+            max_payload_bytes=_env_int("MAX_PAYLOAD_BYTES", cls.max_payload_bytes),
             artifacts_root=Path(root) if root else None,
             archive_root=Path(archive) if (archive := os.environ.get("ARCHIVE_ROOT")) else None,
             corrections_batch_size=_env_int("CORRECTIONS_BATCH_SIZE",
