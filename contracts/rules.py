@@ -7,7 +7,7 @@ author reading `decisions.rejected.*` knows exactly what to fix.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Set
 from enum import StrEnum
 from typing import Annotated
 
@@ -124,9 +124,13 @@ class Violations:
         for v in violations:
             self.add(v)
 
-    def add_validation_error(self, error: ValidationError) -> None:
-        """pydantic's errors, built into violations only while there is room."""
+    def add_validation_error(self, error: ValidationError,
+                             ignore: Set[str] = frozenset()) -> None:
+        """pydantic's errors, built into violations only while there is room; errors of
+        the top-level fields in `ignore` are left out."""
         for err in error.errors(include_url=False, include_input=False):
+            if err["loc"] and err["loc"][0] in ignore:
+                continue
             rule = _RULE_OF.get(err["type"], Rule.SCHEMA)
             if len(self._listed) >= self._limit:
                 self._more[rule] += 1

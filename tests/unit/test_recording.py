@@ -52,6 +52,21 @@ class TestReadMessage:
         c = candidate(root())
         assert c.decision.created_at == NOW
 
+    def test_created_at_sent_as_null_is_the_receive_time(self) -> None:
+        assert candidate(root(created_at=None)).decision.created_at == NOW
+        broken = read_message(inbound(root(created_at=None, confidence_score=2)), NOW)
+        assert rules_of(broken) == {Rule.CONFIDENCE_RANGE}
+        unflagged = read_message(inbound(root(created_at=None,
+                                              corrects_decision_id=new_id())), NOW)
+        assert Rule.TARGET_NEEDS_CORRECTION_FLAG in rules_of(unflagged)
+
+    @pytest.mark.parametrize("sent", ["", "yesterday", "9999-12-31T23:00:00-05:00"])
+    def test_created_at_unreadable_or_out_of_range_is_its_schema_violation(
+            self, sent: str) -> None:
+        result = read_message(inbound(root(created_at=sent)), NOW)
+        assert isinstance(result, Invalid)
+        assert [(v.rule, v.field) for v in result.violations] == [(Rule.SCHEMA, "created_at")]
+
     def test_created_at_sent_is_kept(self) -> None:
         c = candidate(root(created_at="2026-01-01T00:00:00Z"))
         assert c.decision.created_at == datetime(2026, 1, 1, tzinfo=UTC)
