@@ -31,7 +31,7 @@ from contracts.subjects import DECISIONS_STREAM, RECORDER_DURABLE
 from store.database import Document
 from store.dead_letters import DeadLetterRepository
 from tests.conftest import Workers
-from tests.factories import decision, encode, plan_tree, subject
+from tests.factories import decision, encode, plan_tree, root, subject
 from tests.integration.cli_support import Agents, agents, assert_one_line_error
 from tests.integration.wire import events, publish_all, wait_for_count
 
@@ -50,6 +50,8 @@ def hostile(plan: dict[str, Any]) -> dict[str, tuple[str, bytes, dict[str, str],
         return subject(d), encode(d), {"Nats-Msg-Id": d["decision_id"]}
 
     on_plan = f"decisions.recorded.{p}"
+    # Valid alone, refused against the store (after the batch's write): kept in part too.
+    second_root = root(p, rationale="y" * 200_000)
     return {
         "brackets": (on_plan, b"[" * 5000, {"Nats-Msg-Id": new_id()}, Rule.UNREADABLE),
         "late": (*child(created_at="9999-12-31T23:00:00-05:00"), Rule.SCHEMA),
@@ -59,6 +61,8 @@ def hostile(plan: dict[str, Any]) -> dict[str, tuple[str, bytes, dict[str, str],
                       Rule.PAYLOAD_TOO_LARGE),
         "big_and_bad": (*child(rationale="x" * 100_000, confidence_score=2.0),
                         Rule.CONFIDENCE_RANGE),
+        "second_root": (subject(second_root), encode(second_root),
+                        {"Nats-Msg-Id": second_root["decision_id"]}, Rule.ONE_ROOT_PER_PLAN),
         "request": (f"{correction_subjects.REQUESTED_PREFIX}.{p}", b"[" * 5000, {},
                     Rule.UNREADABLE),
         "cancel": (f"{correction_subjects.CANCEL_PREFIX}.{p}", b'{"a":' * 2000, {},
