@@ -43,6 +43,7 @@ from contracts.rules import Rule, RuleViolation, Violations
 from contracts.subjects import rejected
 from store.dead_letters import _from_doc, _to_doc
 from tests.factories import root
+from workers.settings import Settings
 
 pytestmark = pytest.mark.unit
 
@@ -356,3 +357,37 @@ def test_a_dead_letter_kept_before_sizes_were_recorded_still_loads() -> None:
            "errors": [], "rejected_at": NOW, "delivered": 1}
     dl = _from_doc(old)
     assert dl.payload_size == 3 and not dl.truncated and len(dl.payload_sha256) == 64
+
+
+def test_the_worst_report_of_each_kind_is_within_its_stated_bound() -> None:
+    """Every echoed text at its longest, in the characters that cost most (4-byte UTF-8
+    in BSON, `"` escaped in JSON): the bounds in contracts.bounds hold with room."""
+    emoji, quote = "\U0001F600", '"'
+    errors = [RuleViolation(rule=Rule.SEQUENCE_ASSIGNED_BY_RECORDER, field=emoji * 100,
+                            message=emoji * 1000)] * 30
+    dl = DeadLetter.of_message(
+        id="DECISIONS:18446744073709551615", subject=emoji * 5000,
+        headers={f"{i}{emoji * 600}": emoji * 600 for i in range(40)}, data=b"x" * 10**6,
+        plan_id="p" * 1000, decision_id="d" * 1000, errors=errors, rejected_at=NOW,
+        delivered=10**9)
+    assert len(bson.encode(_to_doc(dl))) <= DEAD_LETTER_MAX_BYTES
+    quoted = [RuleViolation(rule=Rule.SEQUENCE_ASSIGNED_BY_RECORDER, field=quote * 200,
+                            message=quote * 1000)] * 30
+    for event in (
+        DecisionRejected(dead_letter_id=quote * 1000, subject=quote * 1000,
+                         plan_id=quote * 1000, decision_id=quote * 1000, errors=quoted,
+                         rejected_at=NOW),
+        CorrectionRejected(dead_letter_id=quote * 1000, subject=quote * 1000,
+                           plan_id=quote * 1000, correction_id=quote * 1000, errors=quoted,
+                           rejected_at=NOW),
+        ViolationRejected(dead_letter_id=quote * 1000, subject=quote * 1000,
+                          plan_id=quote * 1000, violation_id=quote * 1000, errors=quoted,
+                          rejected_at=NOW),
+    ):
+        assert len(event.model_dump_json().encode()) <= REJECTION_EVENT_MAX_BYTES
+
+
+def test_max_payload_bytes_is_a_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert Settings.from_env().max_payload_bytes == DEFAULT_MAX_PAYLOAD_BYTES
+    monkeypatch.setenv("MAX_PAYLOAD_BYTES", "1024")
+    assert Settings.from_env().max_payload_bytes == 1024
