@@ -12,7 +12,6 @@ import asyncio
 import dataclasses
 import logging
 import os
-import re
 import shlex
 import signal
 import socket
@@ -21,7 +20,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 from typing import Annotated
-from urllib.parse import urlsplit, urlunsplit
 
 import typer
 from rich.console import Console
@@ -31,6 +29,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from cli.errors import USAGE_ERROR, err_console, fail
+from contracts.urls import redact
 from deploy.embedded import (
     EmbeddedServerError,
     ManagedServer,
@@ -59,15 +58,6 @@ def _settings_from_env() -> Settings:
         fail(f"bad value in the environment: {exc}", USAGE_ERROR)
 
 
-def _redact(url: str) -> str:
-    """URLs from the environment may carry passwords; the banner must not echo them."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
-
-
 async def _run_app(settings: Settings, on_ready: Callable[[], None] | None = None) -> None:
     from workers.app import build_app  # noqa: PLC0415 - see _run_workers
 
@@ -89,19 +79,18 @@ def _run_workers(settings: Settings, on_ready: Callable[[], None] | None = None)
     import nats.errors  # noqa: PLC0415
     from pymongo.errors import PyMongoError  # noqa: PLC0415
 
+    from workers.connections import StartupFailed, describe  # noqa: PLC0415
+
     try:
         asyncio.run(_run_app(settings, on_ready))
+    except StartupFailed as exc:
+        fail(str(exc))
     except PyMongoError as exc:
-        fail(f"workers stopped: MongoDB at {_redact(settings.mongodb_uri)}: {_brief(exc)}")
+        fail(f"workers stopped: MongoDB at {redact(settings.mongodb_uri)} (MONGODB_URI): "
+             f"{describe(exc, settings.connect_timeout_seconds)}")
     except (nats.errors.Error, OSError) as exc:
-        fail(f"workers stopped: NATS at {_redact(settings.nats_url)}: {_brief(exc)}")
-
-
-def _brief(exc: BaseException) -> str:
-    """pymongo's selection errors append a whole topology dump; the cause is the first part."""
-    text = str(exc).split(", Timeout:")[0]
-    text = re.sub(r" \(configured timeouts:[^)]*\)", "", text)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+        fail(f"workers stopped: NATS at {redact(settings.nats_url)} (NATS_URL): "
+             f"{describe(exc, settings.connect_timeout_seconds)}")
 
 
 @contextmanager
@@ -144,8 +133,8 @@ def _banner(settings: Settings, data_dir: Path, servers: list[ManagedServer],
     def origin(name: str) -> str:
         return "started here" if name in started else "from the environment"
 
-    table.add_row("NATS", f"{escape(_redact(settings.nats_url))}  [dim]({origin('nats')})[/]")
-    table.add_row("MongoDB", f"{escape(_redact(settings.mongodb_uri))}  "
+    table.add_row("NATS", f"{escape(redact(settings.nats_url))}  [dim]({origin('nats')})[/]")
+    table.add_row("MongoDB", f"{escape(redact(settings.mongodb_uri))}  "
                              f"[dim]({origin('mongo')})[/]")
     table.add_row("database", escape(settings.mongodb_db))
     if servers:
@@ -280,8 +269,8 @@ def workers() -> None:
     logging.basicConfig(level=logging.INFO, force=True,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     settings = _settings_from_env()
-    log.info("workers for %s and %s/%s", _redact(settings.nats_url),
-             _redact(settings.mongodb_uri), settings.mongodb_db)
+    log.info("workers for %s and %s/%s", redact(settings.nats_url),
+             redact(settings.mongodb_uri), settings.mongodb_db)
     try:
         _run_workers(settings)
     except KeyboardInterrupt:
