@@ -31,6 +31,7 @@ from workers.connections import (
     NatsLink,
     StartupFailed,
     connect_nats,
+    describe,
     nats_options,
     ping_mongo,
 )
@@ -206,6 +207,6 @@ async def start_health(addr: str, readiness: Readiness) -> HealthServer:
         bound_host, bound_port = await server.start(host, port)
     except OSError as exc:
         raise StartupFailed(f"cannot listen on {addr} (HEALTH_ADDR): "
-                            f"{(exc.strerror or str(exc)).lower()}") from None
+                            f"{describe(exc, 0)}") from None
     log.info("health on http://%s:%d/healthz and /readyz", bound_host, bound_port)
     return server
