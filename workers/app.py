@@ -157,6 +157,7 @@ def build_app(settings: Settings | None = None, *, for_docs: bool = False) -> Fa
     @app.on_shutdown
     async def stop_consumers() -> None:
         runtime.consuming = False
+        link.stopping = True
         if runtime.dry_run is not None:
             with contextlib.suppress(Exception):
                 await runtime.dry_run.unsubscribe()

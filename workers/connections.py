@@ -96,6 +96,8 @@ class NatsLink:
         self._down_since: float | None = None
         self.connected = False
         self.ever_connected = False
+        self.stopping = False
+        """Set at shutdown: the drain that follows is no outage."""
 
     def problem(self) -> str | None:
         """For /readyz: None while connected."""
@@ -114,6 +116,8 @@ class NatsLink:
         if not self.connected:
             return
         self.connected = False
+        if self.stopping:
+            return
         self._down_since = time.monotonic()
         self.failed_attempts = 0
         log.warning("NATS at %s disconnected; reconnecting without limit", redact(self.url))

@@ -261,7 +261,8 @@ async def test_a_mongodb_outage_ends_with_every_valid_message_recorded_once(
         body = await wait_for_status(f"http://127.0.0.1:{health}/readyz", 503, 10)
         assert body["checks"]["mongodb"] != "ok" and body["checks"]["nats"] == "ok", body
         await publish_all(js, during)  # JetStream takes them; the recorder cannot write
-        await asyncio.sleep(8)
+        # Longer than the driver's 30 s server selection: writes fail, not merely wait.
+        await asyncio.sleep(35)
         assert w.alive
         mongo = start_mongo(mongo_dir, port=port)
         await wait_for_status(f"http://127.0.0.1:{health}/readyz", 200, 30)
