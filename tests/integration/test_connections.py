@@ -34,7 +34,7 @@ PASSWORD = "hunter2-s3cret"
 def _run_workers(args: list[str], env: dict[str, str]) -> tuple[int, str, str, float]:
     started = time.monotonic()
     proc = subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=60)
+                          text=True, timeout=60, check=False)
     return proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started
 
 
@@ -275,3 +275,22 @@ async def test_a_mongodb_outage_ends_with_every_valid_message_recorded_once(
         await client.close()
         mongo.stop()
         os.sync()
+
+
+@pytest.mark.e2e
+async def test_clients_connect_within_their_timeout_or_say_why(
+        nats_server: ManagedServer) -> None:
+    from clients import CorrectionClient, DecisionRecorder, NatsUnreachable  # noqa: PLC0415
+
+    url = f"nats://agent:{PASSWORD}@127.0.0.1:{free_port()}"
+    started = time.monotonic()
+    with pytest.raises(NatsUnreachable) as caught:
+        await DecisionRecorder.connect(url, connect_timeout=1.5)
+    assert time.monotonic() - started < 5
+    assert str(caught.value) == (f"cannot reach NATS at {url.replace(PASSWORD, '***')}: "
+                                 "connection refused")
+    with pytest.raises(NatsUnreachable):
+        async with CorrectionClient.connect(url, connect_timeout=0.5):
+            pass
+    async with DecisionRecorder.connect(nats_server.url, connect_timeout=2) as rec:
+        assert rec is not None

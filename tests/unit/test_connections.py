@@ -27,7 +27,8 @@ pytestmark = pytest.mark.unit
     ("mongodb+srv://u:pw@cluster.example/?retryWrites=true",
      "mongodb+srv://u:***@cluster.example/?retryWrites=true"),
     ("mongodb://:onlypass@h", "mongodb://:***@h"),
-    ("cannot reach mongodb://u:pw@h:1 (MONGODB_URI)", "cannot reach mongodb://u:***@h:1 (MONGODB_URI)"),
+    ("cannot reach mongodb://u:pw@h:1 (MONGODB_URI)",
+     "cannot reach mongodb://u:***@h:1 (MONGODB_URI)"),
 ])
 def test_redact_hides_every_secret_and_nothing_else(url: str, shown: str) -> None:
     assert redact(url) == shown
