@@ -44,6 +44,7 @@ console = Console()
 
 NATS_FLAG = "--nats-port"
 MONGO_FLAG = "--mongo-port"
+HEALTH_FLAG = "--health-port"
 
 def register(app: typer.Typer) -> None:
     """Attach the run commands to the root app (kept here so cli.main stays a table of contents)."""
@@ -137,6 +138,9 @@ def _banner(settings: Settings, data_dir: Path, servers: list[ManagedServer],
     table.add_row("MongoDB", f"{escape(redact(settings.mongodb_uri))}  "
                              f"[dim]({origin('mongo')})[/]")
     table.add_row("database", escape(settings.mongodb_db))
+    if settings.health_addr:
+        table.add_row("health", escape(f"http://{settings.health_addr}/readyz") +
+                      "  [dim](and /healthz)[/]")
     if servers:
         table.add_row("data dir", escape(str(data_dir)))
         for server in servers:
@@ -154,10 +158,10 @@ def _export_line(exports: dict[str, str]) -> str:
 
 
 def _preflight(host: str, nats_port: int | None, mongo_port: int | None,
-               data_dir: Path) -> None:
-    """Check both ports and the data dir before starting anything, so a taken Mongo port
-    does not first cost a NATS start and stop. `None` means that server is not needed."""
-    if nats_port is None and mongo_port is None:
+               data_dir: Path, health_port: int | None = None) -> None:
+    """Check the ports and the data dir before starting anything, so a taken Mongo port
+    does not first cost a NATS start and stop. `None` means that port is not ours to use."""
+    if nats_port is None and mongo_port is None and health_port is None:
         return
     # ensure_port_free reports every bind failure as a taken port; a --host that is not
     # an address of this machine deserves its own message, so probe it first.
@@ -171,8 +175,12 @@ def _preflight(host: str, nats_port: int | None, mongo_port: int | None,
             ensure_port_free(host, nats_port, "NATS", NATS_FLAG)
         if mongo_port is not None:
             ensure_port_free(host, mongo_port, "MongoDB (secantusd-py)", MONGO_FLAG)
+        if health_port is not None:
+            ensure_port_free(host, health_port, "the health endpoint", HEALTH_FLAG)
     except EmbeddedServerError as exc:
         fail(str(exc), USAGE_ERROR)
+    if nats_port is None and mongo_port is None:
+        return
     if data_dir.exists() and not data_dir.is_dir():
         fail(f"--data-dir {data_dir} is a file, not a directory", USAGE_ERROR)
     try:
@@ -224,6 +232,9 @@ def up(
     host: Annotated[str, typer.Option(help="Interface the started servers listen on.")] = (
         "127.0.0.1"
     ),
+    health_port: Annotated[int, typer.Option(
+        min=0, max=65535, help="Port of the workers' /healthz and /readyz (HEALTH_ADDR wins).",
+    )] = 8081,
 ) -> None:
     """Start the servers NATS_URL / MONGODB_URI do not point at, then run all workers."""
     logging.basicConfig(level=logging.INFO, format="%(message)s", force=True,
@@ -233,8 +244,9 @@ def up(
     need_mongo = not os.environ.get("MONGODB_URI")
     data_dir = data_dir.expanduser().resolve()
 
+    health_addr = base.health_addr or f"{host}:{health_port}"
     _preflight(host, nats_port if need_nats else None, mongo_port if need_mongo else None,
-               data_dir)
+               data_dir, None if base.health_addr else health_port)
 
     servers: list[ManagedServer] = []
     try:
@@ -246,6 +258,7 @@ def up(
                 base,
                 nats_url=started.get("nats", base.nats_url),
                 mongodb_uri=started.get("mongo", base.mongodb_uri),
+                health_addr=health_addr,
             )
             exports = {"NATS_URL": started["nats"]} if "nats" in started else {}
             if "mongo" in started:
