@@ -97,6 +97,7 @@ class NatsLink:
         self.connected = False
         self.ever_connected = False
         self.stopping = False
+        self.closed = False
         """Set at shutdown: the drain that follows is no outage."""
 
     def problem(self) -> str | None:
@@ -105,6 +106,8 @@ class NatsLink:
             return None
         if not self.ever_connected:
             return "connecting"
+        if self.closed:
+            return "closed for good; restart the worker"
         return f"disconnected; reconnecting ({self.failed_attempts} failed attempts)"
 
     async def on_error(self, exc: Exception) -> None:
@@ -123,8 +126,13 @@ class NatsLink:
         log.warning("NATS at %s disconnected; reconnecting without limit", redact(self.url))
 
     async def on_closed(self) -> None:
-        # Only an unrecoverable error or shutdown closes a connection that never gives up.
+        # Only shutdown or an unrecoverable error closes a connection that never gives up.
         self.connected = False
+        if not self.stopping and self.ever_connected and not self.closed:
+            self.closed = True
+            log.error("NATS connection to %s closed for good (%s); restart the worker",
+                      redact(self.url),
+                      describe(self.last_error, 0) if self.last_error else "no error given")
 
     async def on_reconnected(self) -> None:
         self.connected = True
