@@ -61,7 +61,10 @@ def describe(exc: BaseException | None, timeout: float) -> str:
         number = int(errno.group(1))
         return (os.strerror(number) if number > 0 else errno.group(2).strip()).lower()
     text = text.split(", Timeout:", maxsplit=1)[0]
-    text = re.sub(r" \(configured timeouts:[^)]*\)", "", text).removeprefix("nats: ").strip()
+    text = re.sub(r" \(configured timeouts:[^)]*\)", "", text).removeprefix("nats: ")
+    text = text.strip().strip("'")
+    if isinstance(exc, nats.errors.Error) and type(exc) is nats.errors.Error:
+        return redact(text.lower())[:REASON_LIMIT]  # a server's -ERR: "authorization violation"
     brief = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
     return redact(brief)[:REASON_LIMIT]
 

@@ -77,6 +77,43 @@ def test_unreachable_mongodb_exits_fast_with_one_line_naming_mongodb_uri(
 
 
 @pytest.mark.e2e
+def test_a_wrong_nats_password_fails_at_once_without_showing_it(
+        mongo_uri: str, db_name: str, tmp_path: Path) -> None:
+    from deploy.embedded import _binary, die_with_parent  # noqa: PLC0415
+
+    port = free_port()
+    server = subprocess.Popen([_binary("nats-server"), "-a", "127.0.0.1", "-p", str(port),
+                               "--user", "agent", "--pass", "the-right-one"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              preexec_fn=die_with_parent)
+    try:
+        _wait_listening(port)
+        env = worker_env(f"nats://agent:{PASSWORD}@127.0.0.1:{port}", mongo_uri, db_name)
+        code, out, err, took = _run_workers(["-m", "workers"], env)
+    finally:
+        server.kill()
+        server.wait()
+    assert code == 1
+    assert took < 8, took  # refused credentials are not retried until the deadline
+    assert _error_lines(err) == [f"error: cannot reach NATS at nats://agent:***@127.0.0.1:{port} "
+                                 "(NATS_URL): authorization violation"], err
+    assert PASSWORD not in out + err
+
+
+def _wait_listening(port: int) -> None:
+    import socket  # noqa: PLC0415
+
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError(f"nothing listens on {port}")
+
+
+@pytest.mark.e2e
 def test_a_taken_health_port_is_one_line_naming_health_addr(
         nats_server: ManagedServer, mongo_uri: str, db_name: str) -> None:
     import socket  # noqa: PLC0415
