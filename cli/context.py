@@ -39,6 +39,8 @@ class Ctx:
         if self._nc is None:
             import nats  # noqa: PLC0415 - keep `agents --help` fast
 
+            from workers.connections import describe  # noqa: PLC0415
+
             async def quiet(*_: object) -> None:
                 # nats-py reports every failed attempt through this callback; the one
                 # line `run` prints is the whole story for an operator.
@@ -50,7 +52,7 @@ class Ctx:
                     allow_reconnect=False, max_reconnect_attempts=1,
                     error_cb=quiet, disconnected_cb=quiet, closed_cb=quiet)
             except (OSError, TimeoutError, nats.errors.Error) as exc:
-                raise NatsUnavailable(str(exc) or type(exc).__name__) from None
+                raise NatsUnavailable(describe(exc, NATS_CONNECT_TIMEOUT)) from None
         return self._nc
 
     async def publisher(self) -> Any:
@@ -80,7 +82,8 @@ def run(body: Callable[[Ctx], Awaitable[T]]) -> T:
     from pymongo import AsyncMongoClient  # noqa: PLC0415
     from pymongo.errors import ConnectionFailure, PyMongoError  # noqa: PLC0415
 
-    from cli.run import _brief, _redact  # noqa: PLC0415
+    from contracts.urls import redact  # noqa: PLC0415
+    from workers.connections import describe  # noqa: PLC0415
     from workers.settings import Settings  # noqa: PLC0415
 
     # Services log a failed publish with a traceback before the relay retries it; the
@@ -110,13 +113,15 @@ def run(body: Callable[[Ctx], Awaitable[T]]) -> T:
     try:
         return asyncio.run(main())
     except ConnectionFailure as exc:
-        fail(f"cannot reach MongoDB at MONGODB_URI={_redact(settings.mongodb_uri)} "
-             f"({_brief(exc)})")
+        fail(f"cannot reach MongoDB at MONGODB_URI={redact(settings.mongodb_uri)} "
+             f"({describe(exc, MONGO_TIMEOUT_MS / 1000)})")
     except PyMongoError as exc:
-        fail(f"MongoDB at MONGODB_URI={_redact(settings.mongodb_uri)}: {_brief(exc)}")
+        fail(f"MongoDB at MONGODB_URI={redact(settings.mongodb_uri)}: "
+             f"{describe(exc, MONGO_TIMEOUT_MS / 1000)}")
     except NatsUnavailable as exc:
-        fail(f"cannot reach NATS at NATS_URL={_redact(settings.nats_url)} ({exc})")
+        fail(f"cannot reach NATS at NATS_URL={redact(settings.nats_url)} ({exc})")
     except nats.errors.NoRespondersError:
         fail("no worker answered on NATS; are the workers running (agents up / agents workers)?")
     except nats.errors.Error as exc:
-        fail(f"NATS at NATS_URL={_redact(settings.nats_url)}: {type(exc).__name__}: {exc}")
+        fail(f"NATS at NATS_URL={redact(settings.nats_url)}: {type(exc).__name__}: "
+             f"{redact(str(exc))}")

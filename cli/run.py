@@ -12,7 +12,6 @@ import asyncio
 import dataclasses
 import logging
 import os
-import re
 import shlex
 import signal
 import socket
@@ -21,7 +20,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 from typing import Annotated
-from urllib.parse import urlsplit, urlunsplit
 
 import typer
 from rich.console import Console
@@ -31,6 +29,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from cli.errors import USAGE_ERROR, err_console, fail
+from contracts.urls import redact
 from deploy.embedded import (
     EmbeddedServerError,
     ManagedServer,
@@ -45,6 +44,7 @@ console = Console()
 
 NATS_FLAG = "--nats-port"
 MONGO_FLAG = "--mongo-port"
+HEALTH_FLAG = "--health-port"
 
 def register(app: typer.Typer) -> None:
     """Attach the run commands to the root app (kept here so cli.main stays a table of contents)."""
@@ -57,15 +57,6 @@ def _settings_from_env() -> Settings:
         return Settings.from_env()
     except ValueError as exc:
         fail(f"bad value in the environment: {exc}", USAGE_ERROR)
-
-
-def _redact(url: str) -> str:
-    """URLs from the environment may carry passwords; the banner must not echo them."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 async def _run_app(settings: Settings, on_ready: Callable[[], None] | None = None) -> None:
@@ -89,19 +80,18 @@ def _run_workers(settings: Settings, on_ready: Callable[[], None] | None = None)
     import nats.errors  # noqa: PLC0415
     from pymongo.errors import PyMongoError  # noqa: PLC0415
 
+    from workers.connections import StartupFailed, describe  # noqa: PLC0415
+
     try:
         asyncio.run(_run_app(settings, on_ready))
+    except StartupFailed as exc:
+        fail(str(exc))
     except PyMongoError as exc:
-        fail(f"workers stopped: MongoDB at {_redact(settings.mongodb_uri)}: {_brief(exc)}")
+        fail(f"workers stopped: MongoDB at {redact(settings.mongodb_uri)} (MONGODB_URI): "
+             f"{describe(exc, settings.connect_timeout_seconds)}")
     except (nats.errors.Error, OSError) as exc:
-        fail(f"workers stopped: NATS at {_redact(settings.nats_url)}: {_brief(exc)}")
-
-
-def _brief(exc: BaseException) -> str:
-    """pymongo's selection errors append a whole topology dump; the cause is the first part."""
-    text = str(exc).split(", Timeout:")[0]
-    text = re.sub(r" \(configured timeouts:[^)]*\)", "", text)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+        fail(f"workers stopped: NATS at {redact(settings.nats_url)} (NATS_URL): "
+             f"{describe(exc, settings.connect_timeout_seconds)}")
 
 
 @contextmanager
@@ -144,10 +134,13 @@ def _banner(settings: Settings, data_dir: Path, servers: list[ManagedServer],
     def origin(name: str) -> str:
         return "started here" if name in started else "from the environment"
 
-    table.add_row("NATS", f"{escape(_redact(settings.nats_url))}  [dim]({origin('nats')})[/]")
-    table.add_row("MongoDB", f"{escape(_redact(settings.mongodb_uri))}  "
+    table.add_row("NATS", f"{escape(redact(settings.nats_url))}  [dim]({origin('nats')})[/]")
+    table.add_row("MongoDB", f"{escape(redact(settings.mongodb_uri))}  "
                              f"[dim]({origin('mongo')})[/]")
     table.add_row("database", escape(settings.mongodb_db))
+    if settings.health_addr:
+        table.add_row("health", escape(f"http://{settings.health_addr}/readyz") +
+                      "  [dim](and /healthz)[/]")
     if servers:
         table.add_row("data dir", escape(str(data_dir)))
         for server in servers:
@@ -165,10 +158,10 @@ def _export_line(exports: dict[str, str]) -> str:
 
 
 def _preflight(host: str, nats_port: int | None, mongo_port: int | None,
-               data_dir: Path) -> None:
-    """Check both ports and the data dir before starting anything, so a taken Mongo port
-    does not first cost a NATS start and stop. `None` means that server is not needed."""
-    if nats_port is None and mongo_port is None:
+               data_dir: Path, health_port: int | None = None) -> None:
+    """Check the ports and the data dir before starting anything, so a taken Mongo port
+    does not first cost a NATS start and stop. `None` means that port is not ours to use."""
+    if nats_port is None and mongo_port is None and health_port is None:
         return
     # ensure_port_free reports every bind failure as a taken port; a --host that is not
     # an address of this machine deserves its own message, so probe it first.
@@ -182,8 +175,12 @@ def _preflight(host: str, nats_port: int | None, mongo_port: int | None,
             ensure_port_free(host, nats_port, "NATS", NATS_FLAG)
         if mongo_port is not None:
             ensure_port_free(host, mongo_port, "MongoDB (secantusd-py)", MONGO_FLAG)
+        if health_port is not None:
+            ensure_port_free(host, health_port, "the health endpoint", HEALTH_FLAG)
     except EmbeddedServerError as exc:
         fail(str(exc), USAGE_ERROR)
+    if nats_port is None and mongo_port is None:
+        return
     if data_dir.exists() and not data_dir.is_dir():
         fail(f"--data-dir {data_dir} is a file, not a directory", USAGE_ERROR)
     try:
@@ -235,6 +232,9 @@ def up(
     host: Annotated[str, typer.Option(help="Interface the started servers listen on.")] = (
         "127.0.0.1"
     ),
+    health_port: Annotated[int, typer.Option(
+        min=0, max=65535, help="Port of the workers' /healthz and /readyz (HEALTH_ADDR wins).",
+    )] = 8081,
 ) -> None:
     """Start the servers NATS_URL / MONGODB_URI do not point at, then run all workers."""
     logging.basicConfig(level=logging.INFO, format="%(message)s", force=True,
@@ -244,8 +244,9 @@ def up(
     need_mongo = not os.environ.get("MONGODB_URI")
     data_dir = data_dir.expanduser().resolve()
 
+    health_addr = base.health_addr or f"{host}:{health_port}"
     _preflight(host, nats_port if need_nats else None, mongo_port if need_mongo else None,
-               data_dir)
+               data_dir, None if base.health_addr else health_port)
 
     servers: list[ManagedServer] = []
     try:
@@ -257,6 +258,7 @@ def up(
                 base,
                 nats_url=started.get("nats", base.nats_url),
                 mongodb_uri=started.get("mongo", base.mongodb_uri),
+                health_addr=health_addr,
             )
             exports = {"NATS_URL": started["nats"]} if "nats" in started else {}
             if "mongo" in started:
@@ -280,8 +282,8 @@ def workers() -> None:
     logging.basicConfig(level=logging.INFO, force=True,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     settings = _settings_from_env()
-    log.info("workers for %s and %s/%s", _redact(settings.nats_url),
-             _redact(settings.mongodb_uri), settings.mongodb_db)
+    log.info("workers for %s and %s/%s", redact(settings.nats_url),
+             redact(settings.mongodb_uri), settings.mongodb_db)
     try:
         _run_workers(settings)
     except KeyboardInterrupt:

@@ -5,7 +5,7 @@ docs/corrections.md), so it is also the reference for writing a client in anothe
 language. Walkthrough and samples: docs/clients.md.
 """
 
-from clients._connect import DEFAULT_NATS_URL
+from clients._connect import DEFAULT_NATS_URL, NatsUnreachable
 from clients._publish import PublishFailed, RetryPolicy
 from clients.building import (
     InvalidDecision,
@@ -37,6 +37,7 @@ __all__ = [
     "Decision", "DecisionPersisted", "DecisionRecorder", "DecisionRejected",
     "DecisionRejectedError", "DecisionType", "DryRunRefused", "DryRunReport",
     "InvalidCorrection", "InvalidDecision", "InvariantViolation", "LedgerUnavailable",
+    "NatsUnreachable",
     "Outcomes", "PublishFailed", "ResourceRef", "RetryPolicy", "Severity", "build_child",
     "build_root", "context_hash", "event_subjects", "new_plan_id", "outcomes", "parse_event",
     "plan_events", "snapshot",

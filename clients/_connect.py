@@ -2,19 +2,63 @@
 
 Agents written as one long coroutine want the first; scripts want the second, so the
 connection is closed however they exit.
+
+Connecting is bounded: a server that does not answer within `connect_timeout` (10 s)
+raises `NatsUnreachable` naming it, where nats-py alone would try 60 times 2 s apart.
+Once connected, the connection is retried without limit through an outage, so a
+long-running agent never holds a dead client; publishes meanwhile are retried by
+`RetryPolicy` and end in `PublishFailed` if the outage outlasts it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import os
 from collections.abc import Callable, Generator
 from types import TracebackType
 from typing import Any, Generic, Protocol, Self, TypeVar
 
 import nats
+import nats.errors
 from nats.aio.client import Client
+
+from contracts.urls import redact
 
 DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
 """What `agents up` listens on."""
+
+CONNECT_TIMEOUT = 10.0
+"""Seconds `connect` keeps trying before it raises NatsUnreachable."""
+
+
+class NatsUnreachable(ConnectionError):
+    """No NATS server answered within the connect timeout; the message names the URL
+    (without its password) and the last error."""
+
+
+async def connect_bounded(url: str, timeout: float = CONNECT_TIMEOUT) -> Client:
+    """A connection that reconnects without limit once made, made within `timeout`."""
+    last: list[BaseException] = []
+
+    async def note(exc: Exception) -> None:
+        # nats-py reports each failed attempt here (and logs it when no callback is set).
+        last[:] = [exc]
+
+    try:
+        return await asyncio.wait_for(
+            nats.connect(url, max_reconnect_attempts=-1, connect_timeout=min(timeout, 2.0),
+                         error_cb=note), timeout)
+    except TimeoutError:
+        reason = _reason(last[0]) if last else f"no answer within {timeout:g} s"
+    except (OSError, nats.errors.Error) as exc:
+        reason = _reason(exc)
+    raise NatsUnreachable(f"cannot reach NATS at {redact(url)}: {reason}")
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.errno and exc.errno > 0:
+        return os.strerror(exc.errno).lower()
+    return redact(str(exc) or type(exc).__name__)[:200]
 
 
 class Closable(Protocol):
@@ -27,13 +71,15 @@ C = TypeVar("C", bound=Closable)
 class Connecting(Generic[C]):
     """Opens a NATS connection and wraps it in the client `wrap` builds, which owns it."""
 
-    def __init__(self, url: str, wrap: Callable[[Client], C]) -> None:
+    def __init__(self, url: str, wrap: Callable[[Client], C],
+                 connect_timeout: float = CONNECT_TIMEOUT) -> None:
         self._url = url
         self._wrap = wrap
+        self._timeout = connect_timeout
         self._client: C | None = None
 
     async def _open(self) -> C:
-        return self._wrap(await nats.connect(self._url))
+        return self._wrap(await connect_bounded(self._url, self._timeout))
 
     def __await__(self) -> Generator[Any, None, C]:
         return self._open().__await__()

@@ -22,7 +22,7 @@ from nats.aio.client import Client
 from nats.js.api import ConsumerConfig, DeliverPolicy
 from pydantic import ValidationError
 
-from clients._connect import DEFAULT_NATS_URL, Connecting, ConnectionOwner
+from clients._connect import CONNECT_TIMEOUT, DEFAULT_NATS_URL, Connecting, ConnectionOwner
 from clients._publish import DEFAULT_RETRY, RetryPolicy, publish_acked
 from contracts import correction_subjects as subjects
 from contracts.correction_events import CorrectionTransitioned, DryRunError
@@ -85,10 +85,12 @@ class CorrectionClient(ConnectionOwner):
 
     @classmethod
     def connect(cls, url: str = DEFAULT_NATS_URL, *, requested_by: str = "operator",
-                retry: RetryPolicy = DEFAULT_RETRY) -> Connecting[CorrectionClient]:
-        """`ops = await CorrectionClient.connect(url)`, or `async with ... as ops`."""
+                retry: RetryPolicy = DEFAULT_RETRY,
+                connect_timeout: float = CONNECT_TIMEOUT) -> Connecting[CorrectionClient]:
+        """`ops = await CorrectionClient.connect(url)`, or `async with ... as ops`; raises
+        NatsUnreachable when no server answers within `connect_timeout` seconds."""
         return Connecting(url, lambda nc: cls(nc, requested_by=requested_by, retry=retry,
-                                              owns_connection=True))
+                                              owns_connection=True), connect_timeout)
 
     def build(self, plan_id: str, decision_id: str, mode: CorrectionMode | str, guidance: str,
               *, chosen_option: str | None = None, requested_by: str | None = None,

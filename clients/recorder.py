@@ -23,7 +23,7 @@ from datetime import datetime
 from nats.aio.client import Client
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
-from clients._connect import DEFAULT_NATS_URL, Connecting, ConnectionOwner
+from clients._connect import CONNECT_TIMEOUT, DEFAULT_NATS_URL, Connecting, ConnectionOwner
 from clients._publish import DEFAULT_RETRY, PublishFailed, RetryPolicy, publish_acked
 from clients.building import (
     Artifact,
@@ -69,9 +69,12 @@ class DecisionRecorder(ConnectionOwner):
 
     @classmethod
     def connect(cls, url: str = DEFAULT_NATS_URL, *,
-                retry: RetryPolicy = DEFAULT_RETRY) -> Connecting[DecisionRecorder]:
-        """`rec = await DecisionRecorder.connect(url)`, or `async with ... as rec`."""
-        return Connecting(url, lambda nc: cls(nc, retry=retry, owns_connection=True))
+                retry: RetryPolicy = DEFAULT_RETRY,
+                connect_timeout: float = CONNECT_TIMEOUT) -> Connecting[DecisionRecorder]:
+        """`rec = await DecisionRecorder.connect(url)`, or `async with ... as rec`; raises
+        NatsUnreachable when no server answers within `connect_timeout` seconds."""
+        return Connecting(url, lambda nc: cls(nc, retry=retry, owns_connection=True),
+                          connect_timeout)
 
     # --- recording --------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ from faststream.specification import AsyncAPI
 from nats.aio.subscription import Subscription
 from pymongo import AsyncMongoClient
 
+from contracts.urls import redact
 from services.archive import Archive
 from services.corrections import CorrectionPolicy, CorrectionService
 from services.invariants import InvariantService
@@ -25,6 +26,15 @@ from store.correction_store import CorrectionStore
 from store.database import Document, connect, ensure_indexes
 from store.dead_letters import DeadLetterRepository
 from store.decisions import DecisionRepository
+from workers.connections import (
+    MongoWatch,
+    NatsLink,
+    StartupFailed,
+    connect_nats,
+    describe,
+    nats_options,
+    ping_mongo,
+)
 from workers.corrections import (
     correction_pullers,
     crash_hook,
@@ -32,6 +42,7 @@ from workers.corrections import (
     relay_loop,
     start_dry_run,
 )
+from workers.health import HealthServer, Readiness, parse_addr
 from workers.invariants import document_invariants, invariant_pullers
 from workers.publisher import JetStreamPublisher
 from workers.pull import BatchPuller
@@ -56,6 +67,10 @@ class Runtime:
     pullers: list[BatchPuller] = field(default_factory=list)
     dry_run: Subscription | None = None
     relay: asyncio.Task[None] | None = None
+    mongo_watch: MongoWatch | None = None
+    health: HealthServer | None = None
+    consuming: bool = False
+    """Set once every consumer started, cleared when shutdown begins."""
 
     def get_recorder(self) -> RecorderService:
         assert self.recorder is not None, "the app has not started"
@@ -73,7 +88,9 @@ class Runtime:
 def build_app(settings: Settings | None = None, *, for_docs: bool = False) -> FastStream:
     """The worker app; `for_docs` builds it only to generate the AsyncAPI document."""
     settings = settings or Settings.from_env()
-    broker = NatsBroker(settings.nats_url, graceful_timeout=settings.graceful_timeout)
+    link = NatsLink(settings.nats_url)
+    broker = NatsBroker(settings.nats_url, graceful_timeout=settings.graceful_timeout,
+                        **nats_options(settings, link))
     runtime = Runtime()
     document_recorder(broker, for_docs=for_docs)
     document_corrections(broker, for_docs=for_docs)
@@ -89,12 +106,20 @@ def build_app(settings: Settings | None = None, *, for_docs: bool = False) -> Fa
 
     @app.on_startup
     async def start() -> None:
+        if settings.health_addr is not None:
+            runtime.health = await start_health(settings.health_addr,
+                                                readiness(runtime, link))
         mongo = connect(settings.mongodb_uri)
+        runtime.mongo = mongo
+        await ping_mongo(mongo, settings.mongodb_uri, settings.connect_timeout_seconds)
         db = mongo[settings.mongodb_db]
         await ensure_indexes(db)
-        await broker.connect()
+        await connect_nats(broker.connect, link, settings.connect_timeout_seconds)
         await ensure_streams(broker.connection.jetstream())
-        runtime.mongo = mongo
+        runtime.mongo_watch = MongoWatch(mongo, settings.mongodb_uri,
+                                         settings.mongo_ping_interval_seconds,
+                                         settings.connect_timeout_seconds)
+        runtime.mongo_watch.start()
         runtime.recorder = RecorderService(
             DecisionRepository(db), DeadLetterRepository(db),
             JetStreamPublisher(broker.connection),
@@ -109,8 +134,8 @@ def build_app(settings: Settings | None = None, *, for_docs: bool = False) -> Fa
             crash=crash_hook(settings.crash_at),
         )
         runtime.invariants = InvariantService.open(db, JetStreamPublisher(broker.connection))
-        log.info("workers connected to %s and %s/%s", settings.nats_url,
-                 settings.mongodb_uri, settings.mongodb_db)
+        log.info("workers connected to %s and %s/%s", redact(settings.nats_url),
+                 redact(settings.mongodb_uri), settings.mongodb_db)
 
     @app.after_startup
     async def start_consumers() -> None:
@@ -129,9 +154,12 @@ def build_app(settings: Settings | None = None, *, for_docs: bool = False) -> Fa
         ]
         for puller in runtime.pullers:
             await puller.start()
+        runtime.consuming = True
 
     @app.on_shutdown
     async def stop_consumers() -> None:
+        runtime.consuming = False
+        link.stopping = True
         if runtime.dry_run is not None:
             with contextlib.suppress(Exception):
                 await runtime.dry_run.unsubscribe()
@@ -144,7 +172,44 @@ def build_app(settings: Settings | None = None, *, for_docs: bool = False) -> Fa
 
     @app.after_shutdown
     async def close_clients() -> None:
+        if runtime.mongo_watch is not None:
+            await runtime.mongo_watch.stop()
+        if runtime.health is not None:
+            await runtime.health.stop()
         if runtime.mongo is not None:
             await runtime.mongo.close()
 
     return app
+
+
+def readiness(runtime: Runtime, link: NatsLink) -> Readiness:
+    """Ready: NATS connected, MongoDB answered a ping lately, every consumer pulling."""
+
+    def nats_check() -> str | None:
+        return link.problem()
+
+    def mongo_check() -> str | None:
+        if runtime.mongo_watch is None:
+            return "connecting"
+        return runtime.mongo_watch.problem()
+
+    def consumers_check() -> str | None:
+        if not runtime.consuming:
+            return "not started" if not runtime.pullers else "stopping"
+        stopped = sum(not p.running for p in runtime.pullers)
+        return f"{stopped} of {len(runtime.pullers)} stopped" if stopped else None
+
+    return Readiness({"nats": nats_check, "mongodb": mongo_check,
+                      "consumers": consumers_check})
+
+
+async def start_health(addr: str, readiness: Readiness) -> HealthServer:
+    host, port = parse_addr(addr)
+    server = HealthServer(readiness)
+    try:
+        bound_host, bound_port = await server.start(host, port)
+    except OSError as exc:
+        raise StartupFailed(f"cannot listen on {addr} (HEALTH_ADDR): "
+                            f"{describe(exc, 0)}") from None
+    log.info("health on http://%s:%d/healthz and /readyz", bound_host, bound_port)
+    return server

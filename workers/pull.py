@@ -63,6 +63,11 @@ class BatchPuller(Generic[P]):
         self._task = asyncio.create_task(self._run(self._sub),
                                          name=f"pull:{self._config.durable_name}")
 
+    @property
+    def running(self) -> bool:
+        """Started and its loop alive (what the readiness endpoint asks)."""
+        return self._task is not None and not self._task.done()
+
     async def stop(self, timeout: float) -> None:
         """Finish the batch in hand (its acks included), then stop fetching."""
         self._stopping.set()

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contracts.bounds import DEFAULT_MAX_PAYLOAD_BYTES
+from workers.health import parse_addr
 
 
 def _env_float(name: str, default: float) -> float:
@@ -18,6 +19,13 @@ def _env_float(name: str, default: float) -> float:
 def _env_int(name: str, default: int) -> int:
     raw = os.environ.get(name)
     return int(raw) if raw else default
+
+
+def _env_addr(name: str) -> str | None:
+    raw = os.environ.get(name)
+    if raw:
+        parse_addr(raw)  # refuse a malformed address at start, not at first use
+    return raw or None
 
 
 @dataclass(frozen=True)
@@ -54,6 +62,14 @@ class Settings:
     invariants_ack_wait_seconds: float = 30.0
     invariants_retry_delay: float = 1.0
     """Nak delay of a violation report or a root whose handling failed (database down)."""
+    connect_timeout_seconds: float = 10.0
+    """How long a starting worker tries to reach NATS and MongoDB before it exits."""
+    nats_reconnect_wait_seconds: float = 2.0
+    """Pause between reconnect attempts once running (attempts never stop)."""
+    mongo_ping_interval_seconds: float = 5.0
+    """How often a running worker pings MongoDB for its readiness."""
+    health_addr: str | None = None
+    """HEALTH_ADDR `host:port` of the /healthz and /readyz endpoint; unset: none."""
     crash_at: str | None = None
     """TEST ONLY (CORRECTIONS_CRASH_AT): SIGKILL the worker at this step (docs/corrections.md)."""
 
@@ -103,5 +119,12 @@ class Settings:
                                                    cls.invariants_ack_wait_seconds),
             invariants_retry_delay=_env_float("INVARIANTS_RETRY_DELAY",
                                               cls.invariants_retry_delay),
+            connect_timeout_seconds=_env_float("CONNECT_TIMEOUT_SECONDS",
+                                               cls.connect_timeout_seconds),
+            nats_reconnect_wait_seconds=_env_float("NATS_RECONNECT_WAIT_SECONDS",
+                                                   cls.nats_reconnect_wait_seconds),
+            mongo_ping_interval_seconds=_env_float("MONGO_PING_INTERVAL_SECONDS",
+                                                   cls.mongo_ping_interval_seconds),
+            health_addr=_env_addr("HEALTH_ADDR"),
             crash_at=os.environ.get("CORRECTIONS_CRASH_AT") or None,
         )

@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -57,6 +58,14 @@ def _wait_until(condition: Callable[[], bool], timeout: float, what: str,
     pytest.fail(f"{what} not within {timeout}s; output:\n{output.read_text(errors='replace')}")
 
 
+def _ready(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://{HOST}:{port}/readyz", timeout=2) as r:
+            return bool(r.status == 200)
+    except OSError:  # refused, or HTTPError 503 while the consumers start
+        return False
+
+
 @contextlib.contextmanager
 def _listening(port: int) -> Iterator[socket.socket]:
     with socket.socket() as sock:
@@ -67,16 +76,18 @@ def _listening(port: int) -> Iterator[socket.socket]:
 
 @pytest.mark.e2e
 def test_up_starts_servers_and_workers_and_stops_everything_on_ctrl_c(tmp_path: Path) -> None:
-    nats_port, mongo_port = free_port(), free_port()
+    nats_port, mongo_port, health_port = free_port(), free_port(), free_port()
     data_dir = tmp_path / "data"
     output = tmp_path / "agents-up.log"
     proc = _agents("up", "--data-dir", str(data_dir), "--nats-port", str(nats_port),
-                   "--mongo-port", str(mongo_port), output=output)
+                   "--mongo-port", str(mongo_port), "--health-port", str(health_port),
+                   output=output)
     try:
         _wait_until(lambda: _answers(nats_port) and _answers(mongo_port), 20,
                     "both servers listening", output)
         _wait_until(lambda: READY_MARK in output.read_text(errors="replace"), 20,
                     "workers running", output)
+        _wait_until(lambda: _ready(health_port), 10, "/readyz answering 200", output)
 
         proc.send_signal(signal.SIGINT)
         code = proc.wait(timeout=20)
@@ -89,6 +100,7 @@ def test_up_starts_servers_and_workers_and_stops_everything_on_ctrl_c(tmp_path: 
     assert code == 0, text
     assert "Traceback" not in text
     assert f"export NATS_URL=nats://{HOST}:{nats_port} MONGODB_URI=" in text
+    assert f"http://{HOST}:{health_port}/readyz" in text
     assert not _answers(nats_port), "nats-server still listening after agents up exited"
     assert not _answers(mongo_port), "secantusd-py still listening after agents up exited"
     # The data lives under --data-dir, so a second `agents up` finds it again.
@@ -98,14 +110,17 @@ def test_up_starts_servers_and_workers_and_stops_everything_on_ctrl_c(tmp_path: 
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("flag", ["--nats-port", "--mongo-port"])
+@pytest.mark.parametrize("flag", ["--nats-port", "--mongo-port", "--health-port"])
 def test_up_with_a_taken_port_says_which_flag_to_change(tmp_path: Path, flag: str) -> None:
-    taken, other = free_port(), free_port()
-    other_flag = "--mongo-port" if flag == "--nats-port" else "--nats-port"
+    taken = free_port()
+    ports = {"--nats-port": free_port(), "--mongo-port": free_port(),
+             "--health-port": free_port(), flag: taken}
+    other = ports["--nats-port" if flag != "--nats-port" else "--mongo-port"]
     output = tmp_path / "agents-up.log"
     with _listening(taken):
-        proc = _agents("up", "--data-dir", str(tmp_path / "data"), flag, str(taken),
-                       other_flag, str(other), output=output)
+        proc = _agents("up", "--data-dir", str(tmp_path / "data"),
+                       *[arg for item in ports.items() for arg in (item[0], str(item[1]))],
+                       output=output)
         try:
             code = proc.wait(timeout=20)
         finally:

@@ -1,0 +1,121 @@
+"""`/healthz` and `/readyz` for a supervisor, served from the worker's own event loop.
+
+A few lines of HTTP/1.1 over `asyncio.start_server` rather than a web framework: two
+GET paths, a JSON body, `Connection: close`. Because the responder runs on the same
+loop as the consumers, an answer to `/healthz` is itself the proof that the loop is
+not blocked. Whatever a client sends, a request costs at most `MAX_REQUEST` bytes and
+`REQUEST_TIMEOUT` seconds, and at most `MAX_CLIENTS` are served at once; anything
+else is answered 400 (or dropped) without raising.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
+
+MAX_REQUEST = 8 * 1024
+"""Largest request head read; a longer one is answered 400."""
+REQUEST_TIMEOUT = 5.0
+MAX_CLIENTS = 32
+
+Check = Callable[[], str | None]
+"""A readiness condition: None when met, else why not (one short sentence)."""
+
+_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
+            503: "Service Unavailable"}
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """Named checks, all of which must pass for `/readyz` to answer 200."""
+
+    checks: Mapping[str, Check]
+
+    def report(self) -> tuple[bool, dict[str, object]]:
+        problems: dict[str, str] = {}
+        for name, check in self.checks.items():
+            try:
+                problem = check()
+            except Exception as exc:  # a broken check is a "not ready", never a crash
+                problem = f"check failed: {type(exc).__name__}"
+            if problem is not None:
+                problems[name] = problem
+        ready = not problems
+        body: dict[str, object] = {"status": "ready" if ready else "not ready",
+                                   "checks": {name: problems.get(name, "ok")
+                                              for name in self.checks}}
+        return ready, body
+
+
+def parse_addr(addr: str) -> tuple[str, int]:
+    """`host:port` (or `:port` for every interface); ValueError names what is wrong."""
+    host, sep, port = addr.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"HEALTH_ADDR must be host:port, got {addr!r}")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+class HealthServer:
+    def __init__(self, readiness: Readiness) -> None:
+        self._readiness = readiness
+        self._server: asyncio.Server | None = None
+        self._clients = 0
+
+    async def start(self, host: str, port: int) -> tuple[str, int]:
+        """Listen; returns the bound address (port 0 picks a free one)."""
+        self._server = await asyncio.start_server(self._serve, host, port, limit=MAX_REQUEST)
+        bound = self._server.sockets[0].getsockname()
+        return str(bound[0]), int(bound[1])
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 1.0)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._clients += 1
+        try:
+            if self._clients <= MAX_CLIENTS:
+                status, body = await self._answer(reader)
+                head_only = body is None
+                payload = b"" if head_only else json.dumps(body).encode()
+                writer.write(
+                    f"HTTP/1.1 {status} {_REASONS[status]}\r\n"
+                    f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n"
+                    f"Cache-Control: no-store\r\nConnection: close\r\n\r\n".encode() + payload)
+                await asyncio.wait_for(writer.drain(), REQUEST_TIMEOUT)
+        except Exception:  # a client that vanished or stalls; nothing to report
+            log.debug("health request dropped", exc_info=True)
+        finally:
+            self._clients -= 1
+            writer.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(writer.wait_closed(), 1.0)
+
+    async def _answer(self, reader: asyncio.StreamReader) -> tuple[int, dict[str, object] | None]:
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), REQUEST_TIMEOUT)
+        except (asyncio.LimitOverrunError, asyncio.IncompleteReadError, ValueError):
+            return 400, {"error": "bad request"}
+        parts = head.split(b"\r\n", 1)[0].split(b" ")
+        if len(parts) != 3 or not parts[2].startswith(b"HTTP/"):
+            return 400, {"error": "bad request"}
+        method, target = parts[0], parts[1].split(b"?", 1)[0]
+        if target not in (b"/healthz", b"/readyz"):
+            return 404, {"error": "not found", "paths": ["/healthz", "/readyz"]}
+        if method not in (b"GET", b"HEAD"):
+            return 405, {"error": "method not allowed"}
+        body: dict[str, object]
+        if target == b"/healthz":
+            status, body = 200, {"status": "alive"}
+        else:
+            ready, report = self._readiness.report()
+            status, body = (200 if ready else 503), report
+        return status, (None if method == b"HEAD" else body)
