@@ -112,6 +112,31 @@ ATTEMPT_LIFECYCLE = Lifecycle(
 CANCELLABLE: frozenset[CorrectionStatus] = frozenset(
     s for s in CorrectionStatus if CORRECTION_LIFECYCLE.allows(s, CorrectionStatus.CANCELLED)
 )
+OPERATOR_FAILABLE: frozenset[CorrectionStatus] = frozenset(
+    s for s in (CorrectionStatus.ANALYZING, CorrectionStatus.EXECUTING)
+    if CORRECTION_LIFECYCLE.allows(s, CorrectionStatus.FAILED)
+)
+"""Where an operator may end a correction FAILED (`agents correction fail`): the two
+working statuses, where a driver can be stuck. A PENDING one is cancelled instead;
+the edges themselves come from the table above."""
+
+INLINE_IDS_MAX = 100
+"""Events and dry-run replies carry at most this many IDs per list, plus the full count:
+100 ULIDs are ~3 KB, so a reply stays far under NATS's 1 MB payload limit whatever the
+correction's size. The full lists are in the correction's document
+(`agents correction show ID --json`)."""
+
+REASON_MAX_CHARS = 1_000
+"""Longest cancel or fail reason: it travels in events, which must stay small."""
+ERROR_MAX_CHARS = 2_000
+"""Longest `error` a FAILED correction records (longer ones are cut, see bounded_text)."""
+
+
+def bounded_text(text: str, limit: int = ERROR_MAX_CHARS) -> str:
+    """`text` cut to `limit` characters, saying how much was dropped."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text) - limit} more characters)"
 
 
 class _Frozen(BaseModel):
@@ -152,7 +177,21 @@ class CancelRequest(_Frozen):
 
     correction_id: Ulid = Field(description="The correction to cancel.")
     plan_id: Ulid = Field(description="Its plan; must match the subject.")
-    reason: str | None = Field(default=None, description="Why, for the history and the event.")
+    reason: str | None = Field(default=None, max_length=REASON_MAX_CHARS,
+                               description="Why, for the history and the event.")
+
+
+class FailRequest(_Frozen):
+    """Published to `corrections.fail.<plan_id>`: an operator ends a correction stuck in
+    ANALYZING or EXECUTING as FAILED; refused (`corrections.fail_refused.<plan_id>`) otherwise."""
+
+    correction_id: Ulid = Field(description="The correction to fail.")
+    plan_id: Ulid = Field(description="Its plan; must match the subject.")
+    reason: NonEmptyStr = Field(
+        max_length=REASON_MAX_CHARS,
+        description="Why; recorded as the correction's error and in its history.",
+        examples=["archive volume lost; retrying will not help"],
+    )
 
 
 class Transition(_Frozen):

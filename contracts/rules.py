@@ -42,6 +42,8 @@ class Rule(StrEnum):
     RESOLVED_BY_OPERATOR = "resolved_by_operator"
     INVARIANT_EXISTS = "invariant_exists"
     VIOLATION_ID_CONFLICT = "violation_id_conflict"
+    # Archive safety (issue 7): an artifact_path a revert could not archive safely.
+    SAFE_ARTIFACT_PATH = "safe_artifact_path"
 
 
 class RuleViolation(BaseModel):

@@ -18,7 +18,7 @@ from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.decision import ArtifactRef, DecisionType
+from contracts.decision import STORED, ArtifactRef, DecisionType
 from contracts.impact import CorrectionImpact, DecisionView, ImpactWalk, summarize
 from store.database import DECISIONS, ID_CHUNK, Document, find_by_ids
 
@@ -42,7 +42,7 @@ def _view(doc: Document, children: Sequence[Document]) -> DecisionView:
         children=tuple(c["_id"] for c in sorted(children, key=_order)),
         dependents=tuple(doc.get("downstream_decision_ids") or ()),
         child_plans=tuple(doc.get("downstream_plan_ids") or ()),
-        artifacts=tuple(ArtifactRef.model_validate(a) for a in doc.get("artifacts_produced")
+        artifacts=tuple(ArtifactRef.model_validate(a, context={STORED: True}) for a in doc.get("artifacts_produced")
                         or ()),
         parent_decision_id=doc.get("parent_decision_id"),
         created_at=doc.get("created_at"),
