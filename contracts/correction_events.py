@@ -154,6 +154,7 @@ class AttemptTransitioned(_Frozen):
     archived_artifacts_path: str | None = Field(
         default=None, description="complete (revert): archive location."
     )
+    error: str | None = Field(default=None, description="failed: what went wrong (bounded).")
 
     @classmethod
     def from_attempt(
@@ -171,7 +172,7 @@ class AttemptTransitioned(_Frozen):
             correction_id=attempt.correction_id, plan_id=attempt.plan_id,
             from_state=from_state, to_state=attempt.state, at=when,
             new_decision_id=attempt.new_decision_id,
-            archived_artifacts_path=attempt.archived_artifacts_path,
+            archived_artifacts_path=attempt.archived_artifacts_path, error=attempt.error,
         )
 
     @property

@@ -297,6 +297,8 @@ class Correction(_Frozen):
     ) -> Correction:
         """The correction after moving to `to`; raises IllegalTransition before building it."""
         CORRECTION_LIFECYCLE.check(self.status, to)
+        if "error" in info:  # an exception's text can be any size; events must not be
+            info["error"] = bounded_text(info["error"])
         entry = Transition(
             event_id=event_id or new_id(), from_status=self.status, to_status=to, at=at,
             reason=info.get("reason"), error=info.get("error"),
@@ -364,6 +366,10 @@ class CorrectionAttemptRecord(_Frozen):
     archived_artifacts_path: str | None = Field(
         default=None, description="Path to archived artifacts (revert mode)."
     )
+    error: str | None = Field(
+        default=None, max_length=ERROR_MAX_CHARS + 100,
+        description="failed: what went wrong in this attempt (at most ~2,000 characters).",
+    )
 
     @classmethod
     def for_correction(
@@ -382,10 +388,13 @@ class CorrectionAttemptRecord(_Frozen):
     def transition(
         self, to: CorrectionAttemptState, at: datetime, *,
         new_decision_id: str | None = None, archived_artifacts_path: str | None = None,
+        error: str | None = None,
     ) -> CorrectionAttemptRecord:
         """The attempt in state `to`; `completed_at` is set here when `to` is terminal."""
         ATTEMPT_LIFECYCLE.check(self.state, to)
         update: dict[str, Any] = {"state": to}
+        if error is not None:
+            update["error"] = bounded_text(error)
         if ATTEMPT_LIFECYCLE.is_terminal(to):
             update["completed_at"] = at
         if new_decision_id is not None:
@@ -402,4 +411,6 @@ class CorrectionAttemptRecord(_Frozen):
             raise ValueError("a complete attempt names its new_decision_id")
         if self.state is not CorrectionAttemptState.COMPLETE and self.new_decision_id:
             raise ValueError("new_decision_id is set only on success (complete)")
+        if self.error is not None and self.state is not CorrectionAttemptState.FAILED:
+            raise ValueError("error is set only on a failed attempt")
         return self
