@@ -13,7 +13,7 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 
 from contracts import correction_subjects as subjects
-from contracts.corrections import CancelRequest, CorrectionRequest
+from contracts.corrections import CancelRequest, CorrectionRequest, FailRequest
 from contracts.payload import json_object
 from contracts.rules import Rule, RuleViolation, violations_from
 
@@ -66,3 +66,8 @@ def read_request(subject: str, data: bytes,
 
 def read_cancel(subject: str, data: bytes) -> CancelRequest | Unreadable:
     return _read(CancelRequest, subject, subjects.CANCEL_PREFIX, data)
+
+
+def read_fail(subject: str, data: bytes) -> FailRequest | Unreadable:
+    """An operator's fail from corrections.fail.<plan_id>."""
+    return _read(FailRequest, subject, subjects.FAIL_PREFIX, data)
