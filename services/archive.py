@@ -16,6 +16,7 @@ writing the archive propagates: the service ends the attempt FAILED with it.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -33,6 +34,10 @@ _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # file ignores it.
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class NotAFolder(OSError):
+    """A link (or a file) stands where a folder of the path should be."""
 
 
 @contextmanager
@@ -55,7 +60,13 @@ def _open_dirs(base: int, parts: list[str], *, create: bool) -> int:
             if create:
                 with suppress(FileExistsError):
                     os.mkdir(part, 0o755, dir_fd=fd)
-            nxt = os.open(part, _DIR, dir_fd=fd)
+            try:
+                nxt = os.open(part, _DIR, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                    raise
+                raise NotAFolder(exc.errno, f"{'/'.join(parts)}: {part!r} is a link or not "
+                                 "a folder, and the archive never follows links") from exc
             os.close(fd)
             fd = nxt
     except BaseException:
