@@ -18,6 +18,7 @@ from typing import Any
 
 import nats
 import pytest
+from pymongo import MongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.correction_events import FailRefused
@@ -322,3 +323,54 @@ async def test_applied_event_and_dry_run_of_a_big_revert_stay_bounded(
     assert applied["superseded_count"] == 250 and applied["lists_truncated"] is True
     doc = await db.corrections.find_one({"_id": c.correction_id})
     assert doc is not None and len(doc["superseded_ids"]) == 250
+
+
+async def test_an_analysis_that_keeps_failing_ends_failed(
+        make: Any, db: AsyncDatabase[Document], nc: nats.NATS) -> None:
+    svc = make()
+    tree = await chain_plan(db, 4)
+    # A stored decision the walk cannot read (written by hand, or by an older version).
+    await db.decisions.update_one({"_id": tree[3].decision_id},
+                                  {"$set": {"decision_type": "daydream"}})
+    c = await _revert(svc, tree[0].plan_id, tree[1].decision_id, timeout=10)
+    assert c.status is S.FAILED
+    assert c.error is not None and "the impact analysis failed 3 time(s)" in c.error
+    assert "daydream" in c.error
+    assert await svc.list_attempts(c.correction_id) == []
+    assert statuses_of(await transition_events(nc), c.correction_id) == [
+        "pending", "analyzing", "failed"]
+
+
+class ChangingArchive(Archive):
+    """While the archive is written, someone supersedes the deepest affected decision:
+    every round meets a concurrent change."""
+
+    def __init__(self, mongo_uri: str, db_name: str, *args: Any) -> None:
+        super().__init__(*args)
+        self._client: MongoClient[Document] = MongoClient(mongo_uri)
+        self._db = db_name
+
+    def write(self, plan: RevertPlan) -> str:
+        self._client[self._db].decisions.update_one(
+            {"_id": plan.supersede_ids[-1]}, {"$set": {"superseded_by": new_id()}})
+        return super().write(plan)
+
+
+async def test_a_tree_that_keeps_changing_fails_the_attempts_not_a_loop(
+        make: Any, db: AsyncDatabase[Document], mongo_uri: str, db_name: str,
+        tmp_path: Path) -> None:
+    archive = ChangingArchive(mongo_uri, db_name, tmp_path / "archive", tmp_path / "artifacts")
+    svc = make(archive, policy=CorrectionPolicy(
+        max_conflicts=3, conflict_backoff_seconds=0.01, attempt_backoff_seconds=0.01))
+    tree = await chain_plan(db, 20)
+    try:
+        c = await _revert(svc, tree[0].plan_id, tree[1].decision_id, timeout=20)
+    finally:
+        archive._client.close()
+    assert c.status is S.FAILED
+    assert c.error is not None and "failed 3 time(s)" in c.error
+    assert "ConcurrentChange" in c.error
+    attempts = await svc.list_attempts(c.correction_id)
+    assert [a.state for a in attempts] == [A.FAILED] * 3
+    # Each attempt met max_conflicts changes and recomputed the impact each time.
+    assert await db.decisions.count_documents({"superseded_by": {"$ne": None}}) == 9
