@@ -113,8 +113,15 @@ class Archive:
         return str(self.folder(plan.plan_id, plan.correction_id).resolve())
 
     def remove(self, plan_id: str, correction_id: str) -> None:
-        # rmtree removes links themselves, never what they point at.
-        shutil.rmtree(self.folder(plan_id, correction_id), ignore_errors=True)
+        """Remove the correction's folder, reached without following links (a link
+        planted on the way must not make this delete elsewhere); best effort."""
+        rel = _parts(archive_folder(plan_id, correction_id))
+        try:
+            with _fd(os.open(self.archive_root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+                     ) as root_fd, _fd(_open_dirs(root_fd, rel[:-1], create=False)) as parent:
+                self._remove_entry(parent, rel[-1])
+        except OSError:
+            pass  # nothing there, or not ours to touch
 
     def _archive_one(self, folder: int, entry: dict[str, object]) -> dict[str, object]:
         path = str(entry["artifact_path"])

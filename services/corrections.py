@@ -371,6 +371,9 @@ class CorrectionService:
                 # Its last events may be in the outbox if our own commit looked failed
                 # but had committed (an unknown commit result).
                 await self.flush(correction_id)
+                if c.status is S.FAILED and c.mode is CorrectionMode.REVERT:
+                    # Failed under us (an operator's fail) maybe after we wrote the archive.
+                    await asyncio.to_thread(self._archive.remove, c.plan_id, c.correction_id)
                 return c
             try:
                 if c.status is S.PENDING:

@@ -75,8 +75,8 @@ async def make(db: AsyncDatabase[Document], nc: nats.NATS,
 
 
 async def _revert(svc: CorrectionService, plan_id: str, target: str,
-                  timeout: float = 20) -> Any:
-    req = request(plan_id, target)
+                  timeout: float = 20, **fields: Any) -> Any:
+    req = request(plan_id, target, **fields)
     await svc.request_correction(req, arrival=1)
     async with asyncio.timeout(timeout):
         await svc.drive_plan(plan_id)
@@ -120,10 +120,17 @@ async def test_a_link_inside_the_archive_root_is_refused_not_followed(
     (root_dir / "corrections").symlink_to(elsewhere)
     svc = make(Archive(root_dir, tmp_path / "artifacts"))
     scene = await revert_scene(db, tmp_path / "artifacts")
-    c = await _revert(svc, scene.plan_id, scene.target.decision_id)
+    cid = new_id()
+    # What the link points at holds a folder named like the correction's: the cleanup
+    # of the FAILED correction must not reach it through the link either.
+    bystander = elsewhere / scene.plan_id / cid / "keep.txt"
+    bystander.parent.mkdir(parents=True)
+    bystander.write_text("keep")
+    c = await _revert(svc, scene.plan_id, scene.target.decision_id, correction_id=cid)
     assert c.status is S.FAILED and c.error is not None
     assert "NotAFolder" in c.error and "never follows links" in c.error
-    assert list(elsewhere.iterdir()) == []  # nothing written through the link
+    assert [p.relative_to(elsewhere) for p in elsewhere.rglob("*") if p.is_file()] == [
+        bystander.relative_to(elsewhere)]  # nothing written or removed through the link
 
 
 async def test_links_and_unsafe_recorded_paths_are_never_followed_or_wedge(
