@@ -148,17 +148,23 @@ def _show_report(report: DryRunReport, as_json: bool) -> None:
     console.print(f"[bold]dry run[/] {report.mode.value} of {impact.target_decision_id} "
                   f"[dim](plan {report.plan_id}; nothing was changed)[/]")
     console.print(f"risk: {risk_text(impact.risk_level.value)}")
-    console.print(f"affected decisions: {impact.affected_count}")
+    more = "+" if impact.exceeds_limit else ""  # the walk stopped at the limit
+    console.print(f"affected decisions: {impact.affected_count}{more}")
     for d in impact.affected_decision_ids[:20]:
         console.print(f"  {d}")
     if impact.affected_count > 20:
-        console.print(f"  [dim]… and {impact.affected_count - 20} more (--json lists all)[/]")
-    console.print(f"affected files: {len(impact.affected_files)}")
-    for f in impact.affected_files:
+        # The reply lists at most the first 100 of each kind; the counts are whole.
+        console.print(f"  [dim]… and {impact.affected_count - 20} more[/]")
+    console.print(f"affected files: {impact.affected_files_count}{more}")
+    for f in impact.affected_files[:20]:
         console.print(f"  {escape(f)}")
-    console.print(f"child plans: {len(impact.affected_child_plan_ids)}")
-    for p in impact.affected_child_plan_ids:
+    if impact.affected_files_count > 20:
+        console.print(f"  [dim]… and {impact.affected_files_count - 20} more[/]")
+    console.print(f"child plans: {impact.affected_child_plan_count}{more}")
+    for p in impact.affected_child_plan_ids[:20]:
         console.print(f"  {p}")
+    if impact.affected_child_plan_count > 20:
+        console.print(f"  [dim]… and {impact.affected_child_plan_count - 20} more[/]")
     console.print(f"estimated recompute time: {report.estimated_recompute_time_seconds:g}s")
     for w in report.warnings:
         console.print(f"[yellow]warning:[/] {escape(w)}")

@@ -1,9 +1,10 @@
-"""`agents correction list | show | attempts | cancel`.
+"""`agents correction list | show | attempts | cancel | fail`.
 
-Reads come from MongoDB. A cancel is a JetStream publish of a CancelRequest (the ledger
-owns every status change); the command first refuses, from what MongoDB says, a cancel
-that cannot succeed, then waits briefly for the ledger's answer — the `cancelled` event
-or a `cancel_refused` — on subscriptions opened before publishing.
+Reads come from MongoDB. A cancel (a fail) is a JetStream publish of a CancelRequest
+(a FailRequest): the ledger owns every status change. The command first refuses, from
+what MongoDB says, one that cannot succeed, then waits briefly for the ledger's answer
+— the `cancelled` (`failed`) event or a `cancel_refused` (`fail_refused`) — on
+subscriptions opened before publishing.
 """
 
 from __future__ import annotations
@@ -15,13 +16,13 @@ import typer
 from rich.markup import escape
 
 from cli.context import Ctx, parse_id, run
-from cli.errors import fail
+from cli.errors import USAGE_ERROR, fail
 from cli.render import JsonFlag, clip, console, dump, emit_json, short, status_text, when
 
 if TYPE_CHECKING:
     from contracts.corrections import Correction
 
-app = typer.Typer(help="Inspect and cancel corrections.", no_args_is_help=True)
+app = typer.Typer(help="Inspect, cancel and fail corrections.", no_args_is_help=True)
 
 TERMINAL = ("applied", "failed", "cancelled")
 
@@ -104,7 +105,8 @@ def show(
         if c.new_decision_id:
             console.print(f"  new decision: {c.new_decision_id}")
         if c.superseded_ids:
-            console.print(f"  superseded: {len(c.superseded_ids)} decision(s)")
+            console.print(f"  superseded: {len(c.superseded_ids)} decision(s) "
+                          "[dim](all of them: --json)[/]")
         for p in c.child_plans_rolled_back:
             console.print(f"  child plan rolled back: {p}")
         for p in c.child_plans_spawned:
@@ -177,46 +179,101 @@ def cancel(
             if not as_json:
                 console.print(f"correction {correction_id} cancelled")
             return
-        fail(outcome["message"])
+        fail(str(outcome["message"]))
+
+    run(body)
+
+
+@app.command("fail")
+def fail_(
+    correction_id: Annotated[str, typer.Argument(help="The correction (ULID).")],
+    reason: Annotated[str, typer.Option(
+        help="Why (1-1,000 characters); becomes its error and is kept in its history.")],
+    timeout: Annotated[float, typer.Option(
+        min=0.1, help="How long to wait for the ledger's answer.")] = 10.0,
+    as_json: JsonFlag = False,
+) -> None:
+    """End a correction stuck in analyzing or executing as FAILED (the tree is untouched)."""
+    correction_id = parse_id(correction_id, "correction")
+    if not reason.strip() or len(reason) > 1000:
+        fail("--reason must hold 1 to 1,000 characters, not all blank", USAGE_ERROR)
+
+    async def body(ctx: Ctx) -> None:
+        c = await _get(ctx, correction_id)
+        if c.status.value not in ("analyzing", "executing"):
+            fail(f"fail refused: correction {correction_id} is {c.status.value}; only "
+                 "analyzing or executing corrections can be failed (cancel a pending one)")
+        outcome = await _publish_fail(ctx, c, reason, timeout)
+        if as_json:
+            emit_json(outcome)
+        if outcome["status"] == "failed":
+            if not as_json:
+                console.print(f"correction {correction_id} failed: {escape(reason)}")
+            return
+        fail(str(outcome["message"]))
 
     run(body)
 
 
 async def _publish_cancel(ctx: Ctx, c: Correction, reason: str | None,
                           timeout: float) -> dict[str, object]:
-    import asyncio  # noqa: PLC0415
-    import json  # noqa: PLC0415
-
     from contracts import correction_subjects as subjects  # noqa: PLC0415
     from contracts.corrections import CancelRequest, CorrectionStatus  # noqa: PLC0415
 
+    body = CancelRequest(correction_id=c.correction_id, plan_id=c.plan_id, reason=reason)
+    return await _publish_and_wait(
+        ctx, c, timeout, subject=subjects.cancel(c.plan_id), data=body.model_dump_json().encode(),
+        msg_id=None, done=(subjects.event(c.plan_id, CorrectionStatus.CANCELLED), "cancelled"),
+        refused=(subjects.cancel_refused(c.plan_id), "cancel"))
+
+
+async def _publish_fail(ctx: Ctx, c: Correction, reason: str,
+                        timeout: float) -> dict[str, object]:
+    from contracts import correction_subjects as subjects  # noqa: PLC0415
+    from contracts.corrections import CorrectionStatus, FailRequest  # noqa: PLC0415
+
+    body = FailRequest(correction_id=c.correction_id, plan_id=c.plan_id, reason=reason)
+    return await _publish_and_wait(
+        ctx, c, timeout, subject=subjects.fail(c.plan_id), data=body.model_dump_json().encode(),
+        msg_id=subjects.fail_msg_id(c.correction_id, reason),
+        done=(subjects.event(c.plan_id, CorrectionStatus.FAILED), "failed"),
+        refused=(subjects.fail_refused(c.plan_id), "fail"))
+
+
+async def _publish_and_wait(ctx: Ctx, c: Correction, timeout: float, *, subject: str,
+                            data: bytes, msg_id: str | None, done: tuple[str, str],
+                            refused: tuple[str, str]) -> dict[str, object]:
+    """Publish the command, then wait for the event saying it was done or refused."""
+    import asyncio  # noqa: PLC0415
+    import json  # noqa: PLC0415
+
     nc = await ctx.nats()
     answer: asyncio.Future[dict[str, object]] = asyncio.get_running_loop().create_future()
+    (done_subject, done_status), (refused_subject, verb) = done, refused
 
     async def on_msg(msg: object) -> None:
         data = json.loads(msg.data)  # type: ignore[attr-defined]
         if data.get("correction_id") != c.correction_id or answer.done():
             return
-        if msg.subject.startswith(subjects.CANCEL_REFUSED_PREFIX):  # type: ignore[attr-defined]
+        if msg.subject == refused_subject:  # type: ignore[attr-defined]
             answer.set_result({"correction_id": c.correction_id, "status": "refused",
-                               "message": f"cancel refused: {data.get('reason')}"})
+                               "message": f"{verb} refused: {data.get('reason')}"})
         else:
-            answer.set_result({"correction_id": c.correction_id, "status": "cancelled",
+            answer.set_result({"correction_id": c.correction_id, "status": done_status,
                                "message": data.get("reason")})
 
     # Core subscriptions, opened before the publish: both subjects are also captured by
     # the CORRECTIONS stream, but a live answer is all this command needs.
-    subs = [await nc.subscribe(subjects.event(c.plan_id, CorrectionStatus.CANCELLED), cb=on_msg),
-            await nc.subscribe(subjects.cancel_refused(c.plan_id), cb=on_msg)]
+    subs = [await nc.subscribe(done_subject, cb=on_msg),
+            await nc.subscribe(refused_subject, cb=on_msg)]
     try:
-        body = CancelRequest(correction_id=c.correction_id, plan_id=c.plan_id, reason=reason)
-        await nc.jetstream().publish(subjects.cancel(c.plan_id), body.model_dump_json().encode(),
-                                     timeout=5.0)
+        headers = {"Nats-Msg-Id": msg_id} if msg_id else None
+        await nc.jetstream().publish(subject, data, timeout=5.0, headers=headers)
         try:
             return await asyncio.wait_for(answer, timeout)
         except TimeoutError:
             return {"correction_id": c.correction_id, "status": None,
-                    "message": f"cancel published, but the ledger did not answer within "
+                    "message": f"{verb} published, but the ledger did not answer within "
                                f"{timeout:g}s (agents correction show {c.correction_id})"}
     finally:
         for s in subs:

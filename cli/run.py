@@ -141,6 +141,7 @@ def _banner(settings: Settings, data_dir: Path, servers: list[ManagedServer],
     if settings.health_addr:
         table.add_row("health", escape(f"http://{settings.health_addr}/readyz") +
                       "  [dim](and /healthz)[/]")
+    table.add_row("archive", escape(str(settings.resolved_archive_root())))
     if servers:
         table.add_row("data dir", escape(str(data_dir)))
         for server in servers:
@@ -243,6 +244,12 @@ def up(
     need_nats = not os.environ.get("NATS_URL")
     need_mongo = not os.environ.get("MONGODB_URI")
     data_dir = data_dir.expanduser().resolve()
+    if base.archive_root is None:
+        # The servers' data and the archives live together, outside the agents' tree.
+        try:
+            base = dataclasses.replace(base, archive_root=data_dir / "archive")
+        except ValueError as exc:
+            fail(f"bad value in the environment: {exc}", USAGE_ERROR)
 
     health_addr = base.health_addr or f"{host}:{health_port}"
     _preflight(host, nats_port if need_nats else None, mongo_port if need_mongo else None,

@@ -1,4 +1,4 @@
-"""The operator's side: dry-run, request, cancel and follow corrections over NATS.
+"""The operator's side: dry-run, request, cancel, fail and follow corrections over NATS.
 
     async with CorrectionClient.connect(url) as ops:
         report = await ops.dry_run(plan_id, decision_id, "revert", "Use Postgres instead")
@@ -31,6 +31,7 @@ from contracts.corrections import (
     CancelRequest,
     CorrectionMode,
     CorrectionRequest,
+    FailRequest,
 )
 from contracts.ids import is_ulid
 from contracts.impact import DryRunReport
@@ -160,6 +161,21 @@ class CorrectionClient(ConnectionOwner):
         msg_id = f"cancel:{body.correction_id}:{digest}"
         await publish_acked(self._js, subjects.cancel(body.plan_id),
                             body.model_dump_json().encode(), msg_id, self._retry)
+
+    async def fail(self, correction_id: str, plan_id: str, reason: str) -> None:
+        """Ask to end a correction stuck in ANALYZING or EXECUTING as FAILED.
+
+        The answer is an event: `failed` on the correction's events (its `error` names
+        the reason), or a FailRefused on `corrections.fail_refused.<plan_id>`.
+        InvalidCorrection if the reason is blank or over 1,000 characters.
+        """
+        try:
+            body = FailRequest(correction_id=correction_id, plan_id=plan_id, reason=reason)
+        except ValidationError as exc:
+            raise InvalidCorrection(violations_from(exc)) from None
+        await publish_acked(self._js, subjects.fail(body.plan_id),
+                            body.model_dump_json().encode(),
+                            subjects.fail_msg_id(body.correction_id, reason), self._retry)
 
     async def follow(self, correction_id: str, plan_id: str,
                      timeout: float = 120.0) -> AsyncIterator[CorrectionTransitioned]:

@@ -16,6 +16,7 @@ from contracts.bounds import MAX_TEXT_BYTES
 from contracts.corrections import (
     ATTEMPT_LIFECYCLE,
     CORRECTION_LIFECYCLE,
+    INLINE_IDS_MAX,
     Correction,
     CorrectionAttemptRecord,
     CorrectionAttemptState,
@@ -51,10 +52,24 @@ class CorrectionTransitioned(_Frozen):
         description="applied: the replacement (revert) or user_intervention (append) decision.",
     )
     superseded_ids: list[Ulid] = Field(
-        default_factory=list, description="applied (revert): decisions superseded."
+        default_factory=list,
+        description="applied (revert): decisions superseded, the first 100 at most (BFS "
+        "order); all of them are in the correction's document.",
+    )
+    superseded_count: int = Field(
+        default=0, ge=0, description="applied (revert): how many decisions were superseded."
     )
     child_plans_rolled_back: list[Ulid] = Field(
-        default_factory=list, description="applied (revert): child plans rolled back."
+        default_factory=list,
+        description="applied (revert): child plans rolled back, the first 100 at most.",
+    )
+    child_plans_rolled_back_count: int = Field(
+        default=0, ge=0, description="applied (revert): how many child plans were rolled back."
+    )
+    lists_truncated: bool = Field(
+        default=False,
+        description="True when superseded_ids or child_plans_rolled_back hold only their "
+        "first 100 entries; read the correction for all of them.",
     )
     child_plans_spawned: list[Ulid] = Field(
         default_factory=list, description="applied (append): the child plan created."
@@ -70,15 +85,25 @@ class CorrectionTransitioned(_Frozen):
         """The event of `correction.history[index]` (default: the latest transition)."""
         entry = correction.history[index]
         applied = entry.to_status is CorrectionStatus.APPLIED
+        results: dict[str, object] = {}
+        if applied:
+            # Bounded whatever the correction's size: an event over the payload limit
+            # could never be published (and would wedge the outbox behind it).
+            superseded, rolled = correction.superseded_ids, correction.child_plans_rolled_back
+            results = {
+                **correction.model_dump(include={
+                    "new_decision_id", "child_plans_spawned", "archived_artifacts_path"}),
+                "superseded_ids": superseded[:INLINE_IDS_MAX],
+                "superseded_count": len(superseded),
+                "child_plans_rolled_back": rolled[:INLINE_IDS_MAX],
+                "child_plans_rolled_back_count": len(rolled),
+                "lists_truncated": max(len(superseded), len(rolled)) > INLINE_IDS_MAX,
+            }
         return cls(
             event_id=entry.event_id, correction_id=correction.correction_id,
             plan_id=correction.plan_id, decision_id=correction.decision_id,
             mode=correction.mode, from_status=entry.from_status, to_status=entry.to_status,
-            at=entry.at, reason=entry.reason, error=entry.error,
-            **(correction.model_dump(include={
-                "new_decision_id", "superseded_ids", "child_plans_rolled_back",
-                "child_plans_spawned", "archived_artifacts_path",
-            }) if applied else {}),
+            at=entry.at, reason=entry.reason, error=entry.error, **results,
         )
 
     @property
@@ -102,8 +127,13 @@ class CorrectionTransitioned(_Frozen):
         if not applied and (
             self.new_decision_id or self.superseded_ids or self.child_plans_rolled_back
             or self.child_plans_spawned or self.archived_artifacts_path
+            or self.superseded_count or self.child_plans_rolled_back_count
         ):
             raise ValueError("result fields belong to the applied event only")
+        for ids, count in ((self.superseded_ids, self.superseded_count),
+                           (self.child_plans_rolled_back, self.child_plans_rolled_back_count)):
+            if len(ids) > INLINE_IDS_MAX or len(ids) != min(count, INLINE_IDS_MAX):
+                raise ValueError("an event lists the first (at most 100) of count IDs")
         if (self.to_status is CorrectionStatus.FAILED) != (self.error is not None):
             raise ValueError("error is set exactly on the failed event")
         return self
@@ -125,6 +155,7 @@ class AttemptTransitioned(_Frozen):
     archived_artifacts_path: str | None = Field(
         default=None, description="complete (revert): archive location."
     )
+    error: str | None = Field(default=None, description="failed: what went wrong (bounded).")
 
     @classmethod
     def from_attempt(
@@ -142,7 +173,7 @@ class AttemptTransitioned(_Frozen):
             correction_id=attempt.correction_id, plan_id=attempt.plan_id,
             from_state=from_state, to_state=attempt.state, at=when,
             new_decision_id=attempt.new_decision_id,
-            archived_artifacts_path=attempt.archived_artifacts_path,
+            archived_artifacts_path=attempt.archived_artifacts_path, error=attempt.error,
         )
 
     @property
@@ -194,6 +225,39 @@ class CancelRefused(_Frozen):
     @property
     def msg_id(self) -> str:
         return subjects.cancel_refused_msg_id(self.correction_id, self.status)
+
+
+class FailRefused(_Frozen):
+    """Published to `corrections.fail_refused.<plan_id>` when an operator's fail cannot be
+    honoured: the correction is not ANALYZING or EXECUTING (or does not exist)."""
+
+    correction_id: Ulid = Field(description="The correction that was not failed.")
+    plan_id: Ulid = Field(description="Its plan.")
+    status: CorrectionStatus | None = Field(
+        description="Its status when the fail arrived; None if no such correction exists."
+    )
+    reason: str = Field(description="Why the fail was refused, in one sentence.")
+
+    @classmethod
+    def for_status(
+        cls, correction_id: str, plan_id: str, status: CorrectionStatus | None
+    ) -> FailRefused:
+        if status is None:
+            why = f"no correction {correction_id} in plan {plan_id}"
+        else:
+            why = (
+                f"correction {correction_id} is {status.value}; only analyzing or executing "
+                "corrections can be failed by an operator (cancel a pending one)"
+            )
+        return cls(correction_id=correction_id, plan_id=plan_id, status=status, reason=why)
+
+    @property
+    def subject(self) -> str:
+        return subjects.fail_refused(self.plan_id)
+
+    @property
+    def msg_id(self) -> str:
+        return subjects.fail_refused_msg_id(self.correction_id, self.status)
 
 
 class CorrectionRejected(_Frozen):

@@ -146,6 +146,8 @@ def plan_revert(
     validate_target(request, target)
     if impact.target_decision_id != target.decision_id:
         raise ValueError("the impact was computed for another target")
+    if not impact.complete:
+        raise ValueError("a revert needs the whole impact, not a bounded or stopped walk")
     chosen = request.chosen_option or request.guidance
     new = Decision(
         decision_id=new_decision_id,

@@ -6,6 +6,8 @@ sent, so whichever replica (re)publishes it, JetStream's duplicate window keeps 
 
 from __future__ import annotations
 
+import hashlib
+
 from contracts.corrections import CorrectionAttemptState, CorrectionStatus
 from contracts.ids import is_ulid
 
@@ -13,6 +15,8 @@ CORRECTIONS_STREAM = "CORRECTIONS"
 REQUESTED_PREFIX = "corrections.requested"
 DRYRUN_PREFIX = "corrections.dryrun"
 CANCEL_PREFIX = "corrections.cancel"
+FAIL_PREFIX = "corrections.fail"
+FAIL_REFUSED_PREFIX = "corrections.fail_refused"
 EVENTS_PREFIX = "corrections.events"
 ATTEMPTS_PREFIX = "corrections.attempts"
 CANCEL_REFUSED_PREFIX = "corrections.cancel_refused"
@@ -24,6 +28,7 @@ so a republished event is always recognised as a duplicate."""
 
 CORRECTOR_DURABLE = "corrector"
 CANCELLER_DURABLE = "correction-canceller"
+FAILER_DURABLE = "correction-failer"
 DRYRUN_QUEUE = "corrections-dryrun"
 
 CORRECTIONS_STREAM_SUBJECTS: tuple[str, ...] = (
@@ -33,12 +38,15 @@ CORRECTIONS_STREAM_SUBJECTS: tuple[str, ...] = (
     f"{ATTEMPTS_PREFIX}.*.*",
     f"{CANCEL_REFUSED_PREFIX}.*",
     f"{REJECTED_PREFIX}.*",
+    f"{FAIL_PREFIX}.*",
+    f"{FAIL_REFUSED_PREFIX}.*",
 )
 """What the stream captures. `corrections.dryrun.*` is deliberately absent: a dry run is
 core request-reply, and a stream capturing it would answer the requester with a PubAck."""
 
 ALL_REQUESTED = f"{REQUESTED_PREFIX}.*"
 ALL_CANCELS = f"{CANCEL_PREFIX}.*"
+ALL_FAILS = f"{FAIL_PREFIX}.*"
 ALL_DRYRUNS = f"{DRYRUN_PREFIX}.*"
 ALL_EVENTS = f"{EVENTS_PREFIX}.>"
 ALL_ATTEMPTS = f"{ATTEMPTS_PREFIX}.>"
@@ -67,6 +75,15 @@ def cancel(plan_id: str) -> str:
 
 def cancel_refused(plan_id: str) -> str:
     return f"{CANCEL_REFUSED_PREFIX}.{_token(plan_id)}"
+
+
+def fail(plan_id: str) -> str:
+    """Where an operator publishes a FailRequest (see fail_msg_id)."""
+    return f"{FAIL_PREFIX}.{_token(plan_id)}"
+
+
+def fail_refused(plan_id: str) -> str:
+    return f"{FAIL_REFUSED_PREFIX}.{_token(plan_id)}"
 
 
 def rejected(plan_id: str | None) -> str:
@@ -119,3 +136,15 @@ def cancel_refused_msg_id(correction_id: str, status: CorrectionStatus | None) -
     """A refusal is a fact about the status it met (None: no such correction), so a
     repeated cancel meeting the same status is the same fact and is published once."""
     return f"cancel_refused:{correction_id}:{status.value if status else 'missing'}"
+
+
+def fail_msg_id(correction_id: str, reason: str) -> str:
+    """Nats-Msg-Id of a FailRequest: one per (correction, reason), so repeating the same
+    request is a retry of it, never a second command."""
+    digest = hashlib.sha256(reason.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"fail:{correction_id}:{digest}"
+
+
+def fail_refused_msg_id(correction_id: str, status: CorrectionStatus | None) -> str:
+    """Like cancel_refused_msg_id: one refusal per status met."""
+    return f"fail_refused:{correction_id}:{status.value if status else 'missing'}"

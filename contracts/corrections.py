@@ -112,6 +112,31 @@ ATTEMPT_LIFECYCLE = Lifecycle(
 CANCELLABLE: frozenset[CorrectionStatus] = frozenset(
     s for s in CorrectionStatus if CORRECTION_LIFECYCLE.allows(s, CorrectionStatus.CANCELLED)
 )
+OPERATOR_FAILABLE: frozenset[CorrectionStatus] = frozenset(
+    s for s in (CorrectionStatus.ANALYZING, CorrectionStatus.EXECUTING)
+    if CORRECTION_LIFECYCLE.allows(s, CorrectionStatus.FAILED)
+)
+"""Where an operator may end a correction FAILED (`agents correction fail`): the two
+working statuses, where a driver can be stuck. A PENDING one is cancelled instead;
+the edges themselves come from the table above."""
+
+INLINE_IDS_MAX = 100
+"""Events and dry-run replies carry at most this many IDs per list, plus the full count:
+100 ULIDs are ~3 KB, so a reply stays far under NATS's 1 MB payload limit whatever the
+correction's size. The full lists are in the correction's document
+(`agents correction show ID --json`)."""
+
+REASON_MAX_CHARS = 1_000
+"""Longest cancel or fail reason: it travels in events, which must stay small."""
+ERROR_MAX_CHARS = 2_000
+"""Longest `error` a FAILED correction records (longer ones are cut, see bounded_text)."""
+
+
+def bounded_text(text: str, limit: int = ERROR_MAX_CHARS) -> str:
+    """`text` cut to `limit` characters, saying how much was dropped."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text) - limit} more characters)"
 
 
 class _Frozen(BaseModel):
@@ -152,7 +177,21 @@ class CancelRequest(_Frozen):
 
     correction_id: Ulid = Field(description="The correction to cancel.")
     plan_id: Ulid = Field(description="Its plan; must match the subject.")
-    reason: str | None = Field(default=None, description="Why, for the history and the event.")
+    reason: str | None = Field(default=None, max_length=REASON_MAX_CHARS,
+                               description="Why, for the history and the event.")
+
+
+class FailRequest(_Frozen):
+    """Published to `corrections.fail.<plan_id>`: an operator ends a correction stuck in
+    ANALYZING or EXECUTING as FAILED; refused (`corrections.fail_refused.<plan_id>`) otherwise."""
+
+    correction_id: Ulid = Field(description="The correction to fail.")
+    plan_id: Ulid = Field(description="Its plan; must match the subject.")
+    reason: NonEmptyStr = Field(
+        max_length=REASON_MAX_CHARS,
+        description="Why; recorded as the correction's error and in its history.",
+        examples=["archive volume lost; retrying will not help"],
+    )
 
 
 class Transition(_Frozen):
@@ -258,6 +297,8 @@ class Correction(_Frozen):
     ) -> Correction:
         """The correction after moving to `to`; raises IllegalTransition before building it."""
         CORRECTION_LIFECYCLE.check(self.status, to)
+        if "error" in info:  # an exception's text can be any size; events must not be
+            info["error"] = bounded_text(info["error"])
         entry = Transition(
             event_id=event_id or new_id(), from_status=self.status, to_status=to, at=at,
             reason=info.get("reason"), error=info.get("error"),
@@ -325,6 +366,10 @@ class CorrectionAttemptRecord(_Frozen):
     archived_artifacts_path: str | None = Field(
         default=None, description="Path to archived artifacts (revert mode)."
     )
+    error: str | None = Field(
+        default=None, max_length=ERROR_MAX_CHARS + 100,
+        description="failed: what went wrong in this attempt (at most ~2,000 characters).",
+    )
 
     @classmethod
     def for_correction(
@@ -343,10 +388,13 @@ class CorrectionAttemptRecord(_Frozen):
     def transition(
         self, to: CorrectionAttemptState, at: datetime, *,
         new_decision_id: str | None = None, archived_artifacts_path: str | None = None,
+        error: str | None = None,
     ) -> CorrectionAttemptRecord:
         """The attempt in state `to`; `completed_at` is set here when `to` is terminal."""
         ATTEMPT_LIFECYCLE.check(self.state, to)
         update: dict[str, Any] = {"state": to}
+        if error is not None:
+            update["error"] = bounded_text(error)
         if ATTEMPT_LIFECYCLE.is_terminal(to):
             update["completed_at"] = at
         if new_decision_id is not None:
@@ -363,4 +411,6 @@ class CorrectionAttemptRecord(_Frozen):
             raise ValueError("a complete attempt names its new_decision_id")
         if self.state is not CorrectionAttemptState.COMPLETE and self.new_decision_id:
             raise ValueError("new_decision_id is set only on success (complete)")
+        if self.error is not None and self.state is not CorrectionAttemptState.FAILED:
+            raise ValueError("error is set only on a failed attempt")
         return self

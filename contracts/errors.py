@@ -70,3 +70,16 @@ class TargetInOtherPlan(DomainError):
             f"target decision {decision_id} belongs to plan {actual_plan_id}, "
             f"not to plan {requested_plan_id} named by the request"
         )
+
+
+class CorrectionTooLarge(DomainError):
+    """The correction would touch more decisions than CORRECTIONS_MAX_DECISIONS allows."""
+
+    def __init__(self, decision_id: str, limit: int) -> None:
+        self.decision_id = decision_id
+        self.limit = limit
+        super().__init__(
+            f"correcting decision {decision_id} would touch more than {limit} decisions "
+            f"(CORRECTIONS_MAX_DECISIONS={limit}); nothing was written. Correct a decision "
+            "deeper in the tree, or raise the limit"
+        )

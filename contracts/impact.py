@@ -26,7 +26,7 @@ from typing import NamedTuple, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from contracts.corrections import CorrectionMode, CorrectionRequest
+from contracts.corrections import INLINE_IDS_MAX, CorrectionMode, CorrectionRequest
 from contracts.decision import ArtifactRef, Decision, DecisionType
 from contracts.errors import TargetNotFound
 from contracts.ids import Ulid
@@ -163,8 +163,11 @@ class ImpactWalk:
     result depends only on what it was fed.
     """
 
-    def __init__(self, target_decision_id: str) -> None:
+    def __init__(self, target_decision_id: str, limit: int | None = None) -> None:
         self.target_decision_id = target_decision_id
+        self.limit = limit
+        """Stop once more than this many decisions are affected (None: walk it all)."""
+        self.exceeded = False
         first = Ref(NodeKind.DECISION, target_decision_id)
         self._frontier: tuple[Ref, ...] = (first,)
         self._seen: set[Ref] = {first}
@@ -218,6 +221,13 @@ class ImpactWalk:
                 if view is None or not _follow(view, ref, self.target_decision_id):
                     continue
                 self._affected.append(view)
+                if self.limit is not None and len(self._affected) > self.limit:
+                    # Too big to correct: stop here rather than read the rest of a
+                    # 100,000-decision subtree only to refuse it.
+                    self.exceeded = True
+                    self._frontier = ()
+                    self.rounds += 1
+                    return self._frontier
                 edges = view.edges()
             for edge in edges:
                 if edge not in self._seen:
@@ -339,14 +349,59 @@ class CorrectionImpact(_Frozen):
         ge=0, description="Sum of typical durations of the affected decisions' types."
     )
     risk_level: RiskLevel = Field(description="low <= 3 < medium <= 10 < high.")
+    exceeds_limit: bool = Field(
+        default=False,
+        description="True when the walk stopped after finding more decisions than "
+        "CORRECTIONS_MAX_DECISIONS: the counts are then lower bounds, and applying fails.",
+    )
+    lists_truncated: bool = Field(
+        default=False,
+        description="True when the lists hold only their first 100 entries (a dry-run "
+        "reply); the *_count fields give the full sizes.",
+    )
+    affected_files_count: int = Field(default=0, ge=0, description="len of the full "
+                                      "affected_files.")
+    affected_artifacts_count: int = Field(default=0, ge=0, description="len of the full "
+                                          "affected_artifacts.")
+    affected_child_plan_count: int = Field(default=0, ge=0, description="len of the full "
+                                           "affected_child_plan_ids.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _counts(cls, data: object) -> object:
+        # The counts default to the lists' lengths, so only a bounded copy sets them.
+        if isinstance(data, dict):
+            for count, items in (("affected_files_count", "affected_files"),
+                                 ("affected_artifacts_count", "affected_artifacts"),
+                                 ("affected_child_plan_count", "affected_child_plan_ids")):
+                if count not in data:
+                    data = {**data, count: len(data.get(items) or ())}
+        return data
+
+    @property
+    def complete(self) -> bool:
+        """Every list is whole and the walk was not stopped: fit to plan a revert from."""
+        return not (self.exceeds_limit or self.lists_truncated)
+
+    def bounded(self, inline: int = INLINE_IDS_MAX) -> CorrectionImpact:
+        """This impact with every list cut to its first `inline` entries (counts kept)."""
+        lists = ("affected_decision_ids", "affected_files", "affected_artifacts",
+                 "affected_child_plan_ids")
+        if all(len(getattr(self, k)) <= inline for k in lists):
+            return self
+        update: dict[str, object] = {k: getattr(self, k)[:inline] for k in lists}
+        return type(self).model_validate(
+            self.model_dump() | update | {"lists_truncated": True})
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
         if self.affected_decision_ids[0] != self.target_decision_id:
             raise ValueError("the target comes first among the affected decisions")
-        if self.affected_count != len(self.affected_decision_ids):
+        listed = len(self.affected_decision_ids)
+        if (self.affected_count != listed if not self.lists_truncated
+                else self.affected_count < listed):
             raise ValueError("affected_count must equal len(affected_decision_ids)")
-        if len(set(self.affected_decision_ids)) != self.affected_count:
+        if len(set(self.affected_decision_ids)) != listed:
             raise ValueError("affected_decision_ids must not repeat")
         if self.risk_level is not risk_level_for(self.affected_count):
             raise ValueError(f"risk for {self.affected_count} decisions is "
@@ -365,7 +420,8 @@ def summarize(
     """
     if not walk.done:
         raise ValueError("the walk is not finished; expand it until done")
-    return _impact(walk.target_decision_id, walk.affected, walk.child_plan_ids, durations)
+    impact = _impact(walk.target_decision_id, walk.affected, walk.child_plan_ids, durations)
+    return impact.model_copy(update={"exceeds_limit": True}) if walk.exceeded else impact
 
 
 def _impact(
@@ -451,6 +507,25 @@ class DryRunReport(_Frozen):
     child_plans_to_rollback: list[Ulid] = Field(
         default_factory=list, description="Child plans that would be rolled back (revert only)."
     )
+    decisions_to_invalidate_count: int = Field(
+        default=0, ge=0, description="How many decisions would be superseded (the list holds "
+        "the first 100 at most)."
+    )
+    child_plans_to_rollback_count: int = Field(
+        default=0, ge=0, description="How many child plans would be rolled back (the list "
+        "holds the first 100 at most)."
+    )
+    lists_truncated: bool = Field(
+        default=False, description="True when any list here or in `impact` holds only its "
+        "first 100 entries: the reply stays far under the NATS payload limit."
+    )
+    exceeds_limit: bool = Field(
+        default=False, description="True when the correction would touch more than "
+        "`max_decisions` decisions: applying it would FAIL before writing anything.",
+    )
+    max_decisions: int | None = Field(
+        default=None, description="CORRECTIONS_MAX_DECISIONS of the ledger that answered."
+    )
     estimated_recompute_time_seconds: float = Field(
         ge=0, description="Wall-clock estimate of the work invalidated (0 for append)."
     )
@@ -471,12 +546,24 @@ def build_dry_run_report(
     target_superseded: bool,
     target_plan_id: str | None = None,
     fallback_types: Collection[DecisionType] = (),
+    max_decisions: int | None = None,
+    inline: int = INLINE_IDS_MAX,
 ) -> DryRunReport:
-    """The report, with every warning an operator should read before applying."""
+    """The report, with every warning an operator should read before applying.
+
+    Its lists are cut to their first `inline` entries (with their counts), so the reply
+    fits in one NATS message whatever the size of the subtree.
+    """
     if request.decision_id != impact.target_decision_id:
         raise ValueError("the impact was computed for another target")
     revert = request.mode is CorrectionMode.REVERT
     warnings: list[str] = []
+    if impact.exceeds_limit:
+        warnings.append(
+            f"Too large: more than {max_decisions} decisions are below the target "
+            "(CORRECTIONS_MAX_DECISIONS); the counts here are lower bounds"
+            + ("; applying this revert would fail before writing anything." if revert
+               else "."))
     if target_superseded:
         warnings.append(
             f"Target {request.decision_id} is already superseded: applying this correction "
@@ -509,11 +596,19 @@ def build_dry_run_report(
         warnings.append(
             f"No recorded history for {names}: the estimate assumes "
             f"{DEFAULT_DECISION_SECONDS:g}s per such decision.")
+    invalidate = list(impact.affected_decision_ids) if revert else []
+    rollback = list(plans) if revert else []
+    bounded = impact.bounded(inline)
     return DryRunReport(
         correction_id=request.correction_id, plan_id=request.plan_id, mode=request.mode,
-        impact=impact,
-        decisions_to_invalidate=list(impact.affected_decision_ids) if revert else [],
-        child_plans_to_rollback=list(plans) if revert else [],
+        impact=bounded,
+        decisions_to_invalidate=invalidate[:inline],
+        child_plans_to_rollback=rollback[:inline],
+        decisions_to_invalidate_count=len(invalidate),
+        child_plans_to_rollback_count=len(rollback),
+        lists_truncated=bounded.lists_truncated,
+        exceeds_limit=impact.exceeds_limit,
+        max_decisions=max_decisions,
         estimated_recompute_time_seconds=impact.estimated_recompute_time_seconds if revert
         else 0.0,
         warnings=warnings,

@@ -55,6 +55,8 @@ class Rule(StrEnum):
     MORE_ERRORS = "more_errors"
     """Not a rule of its own: the last entry of a report cut at MAX_ERRORS, counting the
     violations not listed (contracts.bounds)."""
+    # Archive safety (issue 7): an artifact_path a revert could not archive safely.
+    SAFE_ARTIFACT_PATH = "safe_artifact_path"
 
 
 class RuleViolation(BaseModel):

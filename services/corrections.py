@@ -7,8 +7,15 @@ them under fixed Nats-Msg-Ids and deletes them. A process dying between the comm
 and the publish leaves them for the next flush of that correction or the relay.
 
 Ordering: a plan's corrections are worked one at a time by whoever holds the plan's
-lease (store.locks), oldest arrival first; every step's transaction renews the lease
-conditionally on its owner, so a driver that stalled past its lease cannot commit.
+lease (store.locks), oldest arrival first; a heartbeat renews the lease while the
+driver holds it, and every step's transaction renews it conditionally on its owner,
+so a driver that stalled past its lease cannot commit.
+
+Nothing wedges: a step that fails for anything but a database outage or a concurrent
+change (an archive it cannot write, a document too large, a correction over
+CORRECTIONS_MAX_DECISIONS) ends the attempt FAILED with the error, and the correction
+FAILED once its attempts are used; a concurrent change is retried with a fresh read
+(and a fresh impact), with a growing pause, a bounded number of times.
 A revert or append is one transaction, so the tree is either fully corrected or
 untouched; a driver that dies mid-way leaves the correction ANALYZING or EXECUTING
 and the next lease holder resumes it.
@@ -17,10 +24,12 @@ and the next lease holder resumes it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
@@ -30,12 +39,14 @@ from contracts.correction_events import (
     CancelRefused,
     CorrectionRejected,
     CorrectionTransitioned,
+    FailRefused,
 )
-from contracts.correction_plan import plan_append, plan_revert, validate_target
+from contracts.correction_plan import PlanRecord, plan_append, plan_revert, validate_target
 from contracts.correction_subjects import CORRECTIONS_STREAM
 from contracts.correction_wire import Unreadable
 from contracts.corrections import (
     CANCELLABLE,
+    OPERATOR_FAILABLE,
     Correction,
     CorrectionAttemptRecord,
     CorrectionAttemptState,
@@ -44,7 +55,8 @@ from contracts.corrections import (
     CorrectionStatus,
 )
 from contracts.dead_letter import DeadLetter, dead_letter_id
-from contracts.errors import DomainError
+from contracts.decision import Decision
+from contracts.errors import CorrectionTooLarge, DomainError
 from contracts.ids import new_id
 from contracts.impact import (
     CorrectionImpact,
@@ -78,6 +90,11 @@ def no_crash(step: str) -> None:
     """The production hook: nothing."""
 
 
+class AnalysisFailed(Exception):
+    """The analysis of a correction failed for a reason a later try may not meet; the
+    driver pauses and tries again, up to policy.max_attempts, then FAILs it."""
+
+
 class PlanBusy(Exception):
     """Another driver holds the plan's lease; its corrections will be run by that driver."""
 
@@ -89,8 +106,54 @@ class PlanBusy(Exception):
 @dataclass(frozen=True)
 class CorrectionPolicy:
     max_attempts: int = 3
-    """Attempts at the revert/append transaction before the correction is FAILED."""
+    """Attempts at the revert/append (or at the analysis) before the correction is FAILED."""
     attempt_backoff_seconds: float = 0.2
+    max_decisions: int = 10_000
+    """Largest number of decisions one correction may touch (CORRECTIONS_MAX_DECISIONS)."""
+    conflict_backoff_seconds: float = 0.05
+    """Pause after the first concurrent change; doubled each round up to the max."""
+    conflict_backoff_max_seconds: float = 2.0
+    max_conflicts: int = 10
+    """Concurrent changes in a row before the attempt is FAILED (about 10 s of rounds)."""
+
+    def conflict_backoff(self, rounds: int) -> float:
+        """The pause before reading again after `rounds` concurrent changes in a row."""
+        grown = self.conflict_backoff_seconds * 2.0 ** max(rounds - 1, 0)
+        return min(grown, self.conflict_backoff_max_seconds)
+
+
+class Outcome(StrEnum):
+    """What the driver does about an exception raised by a step."""
+
+    LEASE_LOST = "lease_lost"
+    """Another driver took the plan: stop; it carries on."""
+    READ_AGAIN = "read_again"
+    """The correction or the tree changed under us: read it again, recompute the impact."""
+    RETRY_LATER = "retry_later"
+    """The database failed a read: nothing was committed, the request is redelivered."""
+    FAIL_ATTEMPT = "fail_attempt"
+    """Anything else (the archive, a document too large, the transaction itself): a retry
+    in place would meet it again, so the attempt ends FAILED with the error."""
+
+
+def outcome_of(exc: BaseException, *, committing: bool) -> Outcome:
+    """Decide, from the exception alone, how a failed step ends (pure: unit-tested).
+
+    `committing`: the exception came from building or committing the step's writes
+    (the archive copy, the transaction), not from the reads before them.
+    """
+    if isinstance(exc, LeaseLost):
+        return Outcome.LEASE_LOST
+    if isinstance(exc, ConcurrentChange):
+        return Outcome.READ_AGAIN
+    if isinstance(exc, PyMongoError) and not committing:
+        return Outcome.RETRY_LATER
+    return Outcome.FAIL_ATTEMPT
+
+
+def describe(exc: BaseException) -> str:
+    """One line for the record: the exception's type and message (bounded later)."""
+    return f"{type(exc).__name__}: {exc}"
 
 
 def correction_event(c: Correction) -> OutboxMessage:
@@ -147,21 +210,23 @@ class CorrectionService:
         return existing.correction
 
     async def analyze_impact(self, decision_id: str) -> CorrectionImpact:
-        """BFS impact of correcting `decision_id`; TargetNotFound if it does not exist."""
-        return await self._store.impact.impact(decision_id)
+        """BFS impact of correcting `decision_id`; TargetNotFound if it does not exist.
+        The walk stops past `policy.max_decisions` (the result says `exceeds_limit`)."""
+        return await self._store.impact.impact(decision_id, self.policy.max_decisions)
 
     async def generate_dry_run_report(self, request: CorrectionRequest) -> DryRunReport:
         """What the correction would do, reading only. Raises the named DomainError
         (TargetNotFound, TargetInOtherPlan, TargetSuperseded) that applying would FAIL with."""
         target = await self._store.decisions.get(request.decision_id)
         validate_target(request, target)
-        walk = await self._store.impact.walk(request.decision_id)
+        walk = await self._store.impact.walk(request.decision_id, self.policy.max_decisions)
         durations = type_durations(timing_samples(walk.affected))
         impact = summarize(walk, durations)
         return build_dry_run_report(
             request, impact, target_superseded=False,
             fallback_types=types_without_history(
-                (v.decision_type for v in walk.affected), durations))
+                (v.decision_type for v in walk.affected), durations),
+            max_decisions=self.policy.max_decisions)
 
     async def execute_correction(self, correction_id: str) -> Correction:
         """Run one correction to a terminal status now; PlanBusy if its plan is being worked."""
@@ -170,10 +235,8 @@ class CorrectionService:
         plan_id = v.correction.plan_id
         if not await self._store.locks.acquire(plan_id, owner, self._clock()):
             raise PlanBusy(plan_id)
-        try:
+        async with self._holding(plan_id, owner):
             return await self._advance(correction_id, owner)
-        finally:
-            await self._store.locks.release(plan_id, owner)
 
     async def execute_revert(self, correction_id: str) -> Correction:
         await self._require_mode(correction_id, CorrectionMode.REVERT)
@@ -214,6 +277,32 @@ class CorrectionService:
                 continue  # the driver moved it meanwhile: decide again on what it is now
             return cancelled
 
+    async def fail_correction(self, correction_id: str, reason: str, *,
+                              plan_id: str | None = None) -> Correction | FailRefused:
+        """An operator ends a correction stuck in ANALYZING or EXECUTING as FAILED.
+
+        The reason becomes the correction's error (and its executing attempt, if any,
+        ends FAILED with it). A driver still working it loses its next conditional
+        write and stops. Otherwise the refusal is returned and published to
+        corrections.fail_refused.<plan_id> (once per status met).
+        """
+        while True:
+            v = await self._store.corrections.get(correction_id)
+            if v is None or (plan_id is not None and v.correction.plan_id != plan_id):
+                return await self._refuse_fail(correction_id, plan_id, None)
+            c = v.correction
+            if c.status not in OPERATOR_FAILABLE:
+                return await self._refuse_fail(correction_id, c.plan_id, c.status)
+            attempts = await self._store.attempts.list_by_correction(correction_id)
+            running = next((a for a in reversed(attempts) if a.state is A.EXECUTING), None)
+            try:
+                await self._fail(v, f"failed by an operator: {reason}", None, running,
+                                 reason=reason)
+            except ConcurrentChange:
+                continue  # the driver moved it meanwhile: decide again on what it is now
+            failed = await self._get(correction_id)
+            return failed.correction
+
     # --- driving ---------------------------------------------------------------------
 
     async def drive_plan(self, plan_id: str) -> bool:
@@ -223,13 +312,39 @@ class CorrectionService:
         owner = self._owner()
         if not await self._store.locks.acquire(plan_id, owner, self._clock()):
             return False
-        try:
+        async with self._holding(plan_id, owner):
             while todo := await self._store.corrections.unfinished(plan_id):
                 for v in todo:
                     await self._advance(v.correction.correction_id, owner)
             return True
+
+    @contextlib.asynccontextmanager
+    async def _holding(self, plan_id: str, owner: str) -> AsyncIterator[None]:
+        """Keep the lease just acquired renewed while the body runs, then release it."""
+        beat = asyncio.create_task(self._renew_lease(plan_id, owner),
+                                   name=f"lease-heartbeat:{plan_id}")
+        try:
+            yield
         finally:
+            beat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beat
             await self._store.locks.release(plan_id, owner)
+
+    async def _renew_lease(self, plan_id: str, owner: str) -> None:
+        # Every third of the lease: two renewals can fail (a database hiccup) before it
+        # expires. The renewal is conditional on the owner, so once another driver took
+        # the plan this one stops renewing and its next commit fails its fence.
+        every = self._store.locks.ttl.total_seconds() / 3
+        while True:
+            await asyncio.sleep(every)
+            try:
+                if not await self._store.locks.renew(plan_id, owner, self._clock()):
+                    log.warning("lease on plan %s lost by %s; its next commit will fail",
+                                plan_id, owner)
+                    return
+            except PyMongoError as exc:
+                log.warning("renewing the lease on plan %s failed: %s", plan_id, exc)
 
     async def flush(self, correction_id: str) -> None:
         await outbox.flush(self._store.outbox, self._publisher, correction_id)
@@ -246,6 +361,9 @@ class CorrectionService:
 
     async def _advance(self, correction_id: str, owner: str) -> Correction:
         impact: CorrectionImpact | None = None
+        conflicts = 0
+        analysis_failures = 0
+        last_conflict: Exception | None = None
         while True:
             v = await self._get(correction_id)
             c = v.correction
@@ -253,6 +371,9 @@ class CorrectionService:
                 # Its last events may be in the outbox if our own commit looked failed
                 # but had committed (an unknown commit result).
                 await self.flush(correction_id)
+                if c.status is S.FAILED and c.mode is CorrectionMode.REVERT:
+                    # Failed under us (an operator's fail) maybe after we wrote the archive.
+                    await asyncio.to_thread(self._archive.remove, c.plan_id, c.correction_id)
                 return c
             try:
                 if c.status is S.PENDING:
@@ -260,25 +381,56 @@ class CorrectionService:
                     await self._commit(Changes(analyzing, v.version, lease_owner=owner,
                                                events=[correction_event(analyzing)]))
                 elif c.status is S.ANALYZING:
-                    impact = await self._analyze(v, owner)
+                    impact = await self._analyze(v, owner, analysis_failures)
                 else:
-                    await self._execute(v, owner, impact)
+                    stuck = last_conflict if conflicts >= self.policy.max_conflicts else None
+                    await self._execute(v, owner, impact, stuck)
                     impact = None
-            except LeaseLost:
-                raise
+                conflicts, last_conflict = 0, None
+            except AnalysisFailed:
+                analysis_failures += 1
+                await asyncio.sleep(self.policy.attempt_backoff_seconds * analysis_failures)
             except ConcurrentChange as exc:
-                log.info("correction %s changed under us (%s); reading it again",
-                         correction_id, exc)
+                if isinstance(exc, LeaseLost):
+                    raise
+                # Whatever changed may be the tree the impact was computed from: never
+                # reuse it, and do not spin while the other writer finishes.
+                impact = None
+                conflicts += 1
+                last_conflict = exc
+                log.info("correction %s changed under us (%s); reading it again (round %d)",
+                         correction_id, exc, conflicts)
+                await asyncio.sleep(self.policy.conflict_backoff(conflicts))
 
-    async def _analyze(self, v: Versioned, owner: str) -> CorrectionImpact | None:
+    async def _impact(self, decision_id: str) -> CorrectionImpact:
+        """The impact a revert works from; CorrectionTooLarge past the limit."""
+        impact = await self._store.impact.impact(decision_id, self.policy.max_decisions)
+        if impact.exceeds_limit:
+            raise CorrectionTooLarge(decision_id, self.policy.max_decisions)
+        return impact
+
+    async def _analyze(self, v: Versioned, owner: str,
+                       failures: int) -> CorrectionImpact | None:
         c = v.correction
-        target = await self._store.decisions.get(c.decision_id)
         try:
+            target = await self._store.decisions.get(c.decision_id)
             validate_target(c.request(), target)
-            impact = await self._store.impact.impact(c.decision_id)
+            # An append touches no existing decision: the walk is the dry run's business.
+            impact = await self._impact(c.decision_id) if c.mode is CorrectionMode.REVERT \
+                else None
         except DomainError as exc:
             await self._fail(v, str(exc), owner, None)
             return None
+        except Exception as exc:
+            if outcome_of(exc, committing=False) is not Outcome.FAIL_ATTEMPT:
+                raise
+            # No attempt exists yet, but the analysis gets the same number of tries.
+            log.warning("analysing correction %s failed: %s", c.correction_id, describe(exc))
+            if failures + 1 >= self.policy.max_attempts:
+                await self._fail(v, f"the impact analysis failed {failures + 1} time(s); "
+                                 f"last error: {describe(exc)}", owner, None)
+                return None
+            raise AnalysisFailed from exc
         now = self._clock()
         executing = c.transition(S.EXECUTING, now)
         attempt = CorrectionAttemptRecord.for_correction(c, now).transition(A.EXECUTING, now)
@@ -288,7 +440,8 @@ class CorrectionService:
             events=[correction_event(executing), *new_attempt_events(attempt, now)]))
         return impact
 
-    async def _execute(self, v: Versioned, owner: str, impact: CorrectionImpact | None) -> None:
+    async def _execute(self, v: Versioned, owner: str, impact: CorrectionImpact | None,
+                       stuck: Exception | None) -> None:
         c = v.correction
         attempts = await self._store.attempts.list_by_correction(c.correction_id)
         attempt = next((a for a in reversed(attempts) if a.state is A.EXECUTING), None)
@@ -299,59 +452,77 @@ class CorrectionService:
                                        attempts=[AttemptChange(attempt, None)],
                                        events=new_attempt_events(attempt, now)))
             return
-        target = await self._store.decisions.get(c.decision_id)
+        if stuck is not None:  # the tree kept changing under this attempt
+            await self._attempt_failed(v, owner, attempt, len(attempts), stuck)
+            return
         request = c.request()
         try:
+            target = await self._store.decisions.get(c.decision_id)
+            record = await self._store.plans.get(c.plan_id) \
+                if c.mode is CorrectionMode.APPEND else None
             validate_target(request, target)
             assert target is not None
-            impact = impact or await self._store.impact.impact(c.decision_id)
+            if c.mode is CorrectionMode.REVERT:
+                impact = impact or await self._impact(c.decision_id)
         except DomainError as exc:
             await self._fail(v, str(exc), owner, attempt)
             return
+        except Exception as exc:
+            if outcome_of(exc, committing=False) is not Outcome.FAIL_ATTEMPT:
+                raise
+            await self._attempt_failed(v, owner, attempt, len(attempts), exc)
+            return
+        try:
+            changes = await self._changes(v, owner, attempt, request=request, target=target,
+                                         impact=impact, record=record)
+            self._crash("before_execute_commit")
+            await self._commit(changes)
+        except Exception as exc:
+            if outcome_of(exc, committing=True) is not Outcome.FAIL_ATTEMPT:
+                raise
+            log.warning("attempt %s of correction %s failed: %s", attempt.id,
+                        c.correction_id, describe(exc))
+            await self._attempt_failed(v, owner, attempt, len(attempts), exc)
+
+    async def _changes(self, v: Versioned, owner: str, attempt: CorrectionAttemptRecord, *,
+                       request: CorrectionRequest, target: Decision,
+                       impact: CorrectionImpact | None, record: PlanRecord | None) -> Changes:
+        """What the attempt commits; for a revert, the archive is written first."""
+        c = v.correction
         now = self._clock()
         if c.mode is CorrectionMode.REVERT:
+            assert impact is not None
             revert = plan_revert(request, target, impact, new_decision_id=new_id(),
                                  sequence_number=0, at=now)
             path = await asyncio.to_thread(self._archive.write, revert)
             done = attempt.transition(A.COMPLETE, now, new_decision_id=revert.new_decision.
                                       decision_id, archived_artifacts_path=path)
             applied = c.transition(S.APPLIED, now, **revert.applied_info(path))
-            changes = Changes(applied, v.version, lease_owner=owner, revert=revert,
-                              attempts=[AttemptChange(done, A.EXECUTING)],
-                              events=[attempt_event(done, A.EXECUTING, now),
-                                      correction_event(applied)])
-        else:
-            record = await self._store.plans.get(c.plan_id)
-            append = plan_append(
-                request, target, child_plan_id=new_id(), child_root_decision_id=new_id(),
-                intervention_decision_id=new_id(), sequence_number=0, at=now,
-                project=record.project if record else target.project,
-                action_template=record.action_template if record else target.action_template)
-            done = attempt.transition(A.COMPLETE, now, new_decision_id=append.new_decision_id)
-            applied = c.transition(S.APPLIED, now, **append.applied_info())
-            changes = Changes(applied, v.version, lease_owner=owner, append=append,
-                              attempts=[AttemptChange(done, A.EXECUTING)],
-                              events=[attempt_event(done, A.EXECUTING, now),
-                                      correction_event(applied)])
-        self._crash("before_execute_commit")
-        try:
-            await self._commit(changes)
-        except ConcurrentChange:
-            raise
-        except PyMongoError as exc:
-            log.warning("attempt %s of correction %s failed: %s", attempt.id,
-                        c.correction_id, exc)
-            await self._attempt_failed(v, owner, attempt, len(attempts), exc)
+            return Changes(applied, v.version, lease_owner=owner, revert=revert,
+                           attempts=[AttemptChange(done, A.EXECUTING)],
+                           events=[attempt_event(done, A.EXECUTING, now),
+                                   correction_event(applied)])
+        append = plan_append(
+            request, target, child_plan_id=new_id(), child_root_decision_id=new_id(),
+            intervention_decision_id=new_id(), sequence_number=0, at=now,
+            project=record.project if record else target.project,
+            action_template=record.action_template if record else target.action_template)
+        done = attempt.transition(A.COMPLETE, now, new_decision_id=append.new_decision_id)
+        applied = c.transition(S.APPLIED, now, **append.applied_info())
+        return Changes(applied, v.version, lease_owner=owner, append=append,
+                       attempts=[AttemptChange(done, A.EXECUTING)],
+                       events=[attempt_event(done, A.EXECUTING, now),
+                               correction_event(applied)])
 
     async def _attempt_failed(self, v: Versioned, owner: str, attempt: CorrectionAttemptRecord,
                               tried: int, exc: Exception) -> None:
         c = v.correction
         now = self._clock()
-        failed = attempt.transition(A.FAILED, now)
+        failed = attempt.transition(A.FAILED, now, error=describe(exc))
         if tried >= self.policy.max_attempts:
-            error = (f"the {c.mode.value} transaction failed {tried} time(s); last error: "
-                     f"{type(exc).__name__}: {exc}")
-            await self._fail(v, error, owner, attempt)
+            error = (f"the {c.mode.value} failed {tried} time(s); last error: "
+                     f"{describe(exc)}")
+            await self._fail(v, error, owner, attempt, attempt_error=describe(exc))
             return
         retry = CorrectionAttemptRecord.for_correction(c, now).transition(A.EXECUTING, now)
         await self._commit(Changes(
@@ -360,15 +531,18 @@ class CorrectionService:
             events=[attempt_event(failed, A.EXECUTING, now), *new_attempt_events(retry, now)]))
         await asyncio.sleep(self.policy.attempt_backoff_seconds * tried)
 
-    async def _fail(self, v: Versioned, error: str, owner: str,
-                    attempt: CorrectionAttemptRecord | None) -> None:
+    async def _fail(self, v: Versioned, error: str, owner: str | None,
+                    attempt: CorrectionAttemptRecord | None, *, reason: str | None = None,
+                    attempt_error: str | None = None) -> None:
+        """FAILED with `error`; `owner` None for an operator's fail, which holds no lease
+        (its write is conditional on the version read, like a cancel)."""
         c = v.correction
         now = self._clock()
-        failed = c.transition(S.FAILED, now, error=error)
+        failed = c.transition(S.FAILED, now, error=error, reason=reason)
         changes: list[AttemptChange] = []
         events: list[OutboxMessage] = []
         if attempt is not None:
-            gave_up = attempt.transition(A.FAILED, now)
+            gave_up = attempt.transition(A.FAILED, now, error=attempt_error or error)
             changes.append(AttemptChange(gave_up, A.EXECUTING))
             events.append(attempt_event(gave_up, A.EXECUTING, now))
         events.append(correction_event(failed))
@@ -414,6 +588,15 @@ class CorrectionService:
             refused.subject, refused.model_dump_json().encode(), refused.msg_id)])
         return refused
 
+    async def _refuse_fail(self, correction_id: str, plan_id: str | None,
+                           status: CorrectionStatus | None) -> FailRefused:
+        if plan_id is None:
+            raise ResourceNotFoundError("correction", correction_id)
+        refused = FailRefused.for_status(correction_id, plan_id, status)
+        await self._publisher.publish_all([OutgoingEvent(
+            refused.subject, refused.model_dump_json().encode(), refused.msg_id)])
+        return refused
+
     async def _get(self, correction_id: str) -> Versioned:
         v = await self._store.corrections.get(correction_id)
         if v is None:
@@ -432,4 +615,5 @@ class CorrectionService:
         return f"{self._worker_id}:{new_id()}"
 
 
-__all__ = ["CorrectionPolicy", "CorrectionService", "CrashHook", "PlanBusy", "no_crash"]
+__all__ = ["CorrectionPolicy", "CorrectionService", "CrashHook", "Outcome", "PlanBusy",
+           "no_crash", "outcome_of"]

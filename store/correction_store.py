@@ -31,7 +31,7 @@ class CorrectionStore:
     dead_letters: DeadLetterRepository
 
     @classmethod
-    def open(cls, db: AsyncDatabase[Document], lease_seconds: float = 30.0) -> CorrectionStore:
+    def open(cls, db: AsyncDatabase[Document], lease_seconds: float = 10.0) -> CorrectionStore:
         locks = PlanLocks(db, lease_seconds)
         return cls(
             decisions=DecisionRepository(db), corrections=CorrectionRepository(db),

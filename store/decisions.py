@@ -18,7 +18,7 @@ from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
-from contracts.decision import Decision
+from contracts.decision import STORED, Decision
 from contracts.recording import Candidate, Stored, StoredFacts
 from store.cache import LRUCache
 from store.database import CORRECTION_ATTEMPTS, DECISIONS, PLANS, Document, find_by_ids
@@ -48,7 +48,9 @@ def to_document(decision: Decision, content_hash: str | None = None,
 def from_document(doc: Document) -> Decision:
     fields = {k: v for k, v in doc.items() if k not in INTERNAL_FIELDS}
     fields["decision_id"] = doc["_id"]
-    return Decision.model_validate(fields)
+    # What is stored was accepted under the rules of its day: it must load even if a
+    # later rule (safe_artifact_path) would refuse it now.
+    return Decision.model_validate(fields, context={STORED: True})
 
 
 class DecisionRepository:

@@ -18,7 +18,7 @@ from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.decision import ArtifactRef, DecisionType
+from contracts.decision import STORED, ArtifactRef, DecisionType
 from contracts.impact import CorrectionImpact, DecisionView, ImpactWalk, summarize
 from store.database import DECISIONS, ID_CHUNK, Document, find_by_ids
 
@@ -42,8 +42,9 @@ def _view(doc: Document, children: Sequence[Document]) -> DecisionView:
         children=tuple(c["_id"] for c in sorted(children, key=_order)),
         dependents=tuple(doc.get("downstream_decision_ids") or ()),
         child_plans=tuple(doc.get("downstream_plan_ids") or ()),
-        artifacts=tuple(ArtifactRef.model_validate(a) for a in doc.get("artifacts_produced")
-                        or ()),
+        # STORED: a path recorded before safe_artifact_path still loads (the archive skips it).
+        artifacts=tuple(ArtifactRef.model_validate(a, context={STORED: True})
+                        for a in doc.get("artifacts_produced") or ()),
         parent_decision_id=doc.get("parent_decision_id"),
         created_at=doc.get("created_at"),
         superseded=doc.get("superseded_by") is not None,
@@ -58,8 +59,9 @@ class ImpactReader:
     def __init__(self, db: AsyncDatabase[Document]) -> None:
         self._decisions = db[DECISIONS]
 
-    async def walk(self, target_decision_id: str) -> ImpactWalk:
-        walk = ImpactWalk(target_decision_id)
+    async def walk(self, target_decision_id: str, limit: int | None = None) -> ImpactWalk:
+        """The finished walk; with `limit`, it stops once more decisions than that are found."""
+        walk = ImpactWalk(target_decision_id, limit)
         seen: dict[str, Document] = {}
         while not walk.done:
             wanted = walk.decision_ids_wanted
@@ -82,9 +84,11 @@ class ImpactReader:
                 {p: [r["_id"] for r in sorted(rs, key=_order)] for p, rs in plan_roots.items()})
         return walk
 
-    async def impact(self, target_decision_id: str) -> CorrectionImpact:
-        """The impact of correcting the target; TargetNotFound if it does not exist."""
-        return summarize(await self.walk(target_decision_id))
+    async def impact(self, target_decision_id: str, limit: int | None = None
+                     ) -> CorrectionImpact:
+        """The impact of correcting the target; TargetNotFound if it does not exist.
+        Past `limit` decisions it stops, with `exceeds_limit` set."""
+        return summarize(await self.walk(target_decision_id, limit))
 
     async def _current_where(self, field: str, values: Iterable[str], *,
                              roots_only: bool = False) -> list[Document]:

@@ -4,8 +4,10 @@ A lease is a document {_id: plan_id, owner, expires_at}. Taking it is one
 findAndModify that matches only a free or expired lease; when the lease is held, the
 upsert collides with the existing _id and the server refuses it, so two replicas can
 never both believe they hold it. A holder that dies simply lets it expire.
-Every correction transaction also renews the lease conditionally on its owner
-(`fence`), so a driver that stalled past its expiry cannot commit over its successor.
+While a driver holds the lease a heartbeat renews it (`renew`, conditional on the
+owner), so a long impact walk or archive copy never loses it; every correction
+transaction also renews it conditionally on its owner (`fence`), so a driver that
+stalled past its expiry (its heartbeat stalled with it) cannot commit over its successor.
 """
 
 from __future__ import annotations
@@ -33,6 +35,12 @@ class PlanLocks:
         except DuplicateKeyError:
             return False
         return True
+
+    async def renew(self, plan_id: str, owner: str, now: datetime) -> bool:
+        """Push the expiry on if the lease is still `owner`'s; False once it is not."""
+        res = await self._coll.update_one(
+            {"_id": plan_id, "owner": owner}, {"$set": {"expires_at": now + self.ttl}})
+        return res.matched_count == 1
 
     async def release(self, plan_id: str, owner: str) -> None:
         await self._coll.delete_one({"_id": plan_id, "owner": owner})

@@ -130,7 +130,8 @@ def build_app(settings: Settings | None = None, *, for_docs: bool = False) -> Fa
             CorrectionStore.open(db, settings.corrections_lease_seconds),
             JetStreamPublisher(broker.connection),
             Archive(settings.resolved_archive_root(), settings.artifacts_root),
-            policy=CorrectionPolicy(max_attempts=settings.corrections_max_attempts),
+            policy=CorrectionPolicy(max_attempts=settings.corrections_max_attempts,
+                                    max_decisions=settings.corrections_max_decisions),
             crash=crash_hook(settings.crash_at),
         )
         runtime.invariants = InvariantService.open(db, JetStreamPublisher(broker.connection))

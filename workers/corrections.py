@@ -5,6 +5,7 @@
   terminal (committed); while another driver holds its plan it is nak'ed with a
   delay, so if that driver dies the redelivery drives the plan again.
 - cancels (`corrections.cancel.*`, durable pull consumer).
+- operator fails (`corrections.fail.*`, durable pull consumer): end a stuck correction.
 - dry runs (`corrections.dryrun.*`, core request-reply, queue group): read-only.
 - the outbox relay: republishes events a dead process committed but never published.
 """
@@ -35,9 +36,10 @@ from contracts.correction_events import (
     CorrectionRejected,
     CorrectionTransitioned,
     DryRunError,
+    FailRefused,
 )
-from contracts.correction_wire import Unreadable, read_cancel, read_request
-from contracts.corrections import CancelRequest, CorrectionRequest
+from contracts.correction_wire import Unreadable, read_cancel, read_fail, read_request
+from contracts.corrections import CancelRequest, CorrectionRequest, FailRequest, bounded_text
 from contracts.errors import TargetInOtherPlan, TargetNotFound, TargetSuperseded
 from contracts.impact import DryRunReport
 from contracts.timestamps import utc_now
@@ -189,6 +191,36 @@ class CancelConsumer:
         await m.ack()
 
 
+class FailConsumer:
+    """corrections.fail.*: an operator ends a correction stuck in ANALYZING or EXECUTING
+    FAILED, or the refusal is reported."""
+
+    def __init__(self, service: Service, settings: Settings) -> None:
+        self._service = service
+        self._settings = settings
+
+    def prepare(self, msgs: list[Msg]) -> list[FailRequest | Unreadable]:
+        limit = self._settings.max_payload_bytes
+        return [read_fail(m.subject, m.data, max_payload_bytes=limit) for m in msgs]
+
+    async def commit(self, msgs: list[Msg], prepared: list[FailRequest | Unreadable]
+                     ) -> None:
+        svc = self._service()
+        for m, r in zip(msgs, prepared, strict=True):
+            try:
+                if isinstance(r, Unreadable):
+                    await _reject(svc, m, r)
+                    continue
+                outcome = await svc.fail_correction(r.correction_id, r.reason,
+                                                    plan_id=r.plan_id)
+                if isinstance(outcome, FailRefused):
+                    log.info("fail refused: %s", outcome.reason)
+                await m.ack()
+            except Exception:
+                log.exception("fail on %s failed; it will be redelivered", m.subject)
+                await m.nak(delay=self._settings.corrections_retry_delay)
+
+
 async def answer_dry_run(svc: CorrectionService, subject: str, data: bytes,
                          max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> bytes:
     """The reply body: a DryRunReport, or a DryRunError saying why there is none."""
@@ -216,7 +248,8 @@ async def start_dry_run(nc: Client, service: Service,
             body = await answer_dry_run(service(), msg.subject, msg.data, max_payload_bytes)
         except Exception as exc:
             log.exception("dry run on %s failed", msg.subject)
-            body = DryRunError(error="internal_error", message=f"{type(exc).__name__}: {exc}",
+            body = DryRunError(error="internal_error",
+                               message=bounded_text(f"{type(exc).__name__}: {exc}"),
                                plan_id=subjects.plan_of(msg.subject, subjects.DRYRUN_PREFIX),
                                ).model_dump_json().encode()
         if msg.reply:
@@ -243,7 +276,7 @@ async def relay_loop(service: Service, settings: Settings) -> None:
 
 
 def _puller(js: JetStreamContext, durable: str, subject: str, settings: Settings,
-            consumer: RequestConsumer | CancelConsumer) -> BatchPuller[Any]:
+            consumer: RequestConsumer | CancelConsumer | FailConsumer) -> BatchPuller[Any]:
     config = _consumer(durable, subject, settings)
     common: dict[str, Any] = {"stream": subjects.CORRECTIONS_STREAM, "subject": subject,
                               "config": config, "batch_size": settings.corrections_batch_size,
@@ -258,6 +291,8 @@ def correction_pullers(js: JetStreamContext, settings: Settings, service: Servic
                 RequestConsumer(service, settings, crash)),
         _puller(js, subjects.CANCELLER_DURABLE, subjects.ALL_CANCELS, settings,
                 CancelConsumer(service, settings)),
+        _puller(js, subjects.FAILER_DURABLE, subjects.ALL_FAILS, settings,
+                FailConsumer(service, settings)),
     ]
 
 
@@ -271,6 +306,12 @@ DRYRUN_DOC = (
     "Core NATS request-reply (not captured by any stream): send a CorrectionRequest, receive "
     "a DryRunReport, or a DryRunError (error: target_not_found | target_in_other_plan | "
     "target_superseded | invalid_request | internal_error). Nothing is written."
+)
+FAIL_DOC = (
+    "An operator ends a correction stuck in ANALYZING or EXECUTING as FAILED; the reason "
+    "becomes its error and is kept in its history (a failed event follows, and its "
+    "executing attempt ends failed). Otherwise the refusal is published to "
+    "corrections.fail_refused.<plan_id>. Nats-Msg-Id: fail:<correction_id>:<sha256(reason)[:16]>."
 )
 CANCEL_DOC = (
     "Cancel a PENDING or ANALYZING correction (a cancelled event follows). Otherwise the "
@@ -297,11 +338,17 @@ def document_corrections(broker: NatsBroker, *, for_docs: bool) -> None:
         async def cancel(body: CancelRequest) -> None:  # pragma: no cover - docs only
             raise NotImplementedError
 
+        @broker.subscriber(f"{subjects.FAIL_PREFIX}.{{plan_id}}",
+                           title="corrections.fail", description=FAIL_DOC)
+        async def fail(body: FailRequest) -> None:  # pragma: no cover - docs only
+            raise NotImplementedError
+
     broker.publisher(
         f"{subjects.EVENTS_PREFIX}.{{plan_id}}.{{status}}", title="corrections.events",
         schema=CorrectionTransitioned,
         description="One per lifecycle transition, exactly once, in order per correction "
-        "(status: pending, analyzing, executing, applied, failed, cancelled). "
+        "(status: pending, analyzing, executing, applied, failed, cancelled). Lists carry "
+        "their first 100 IDs and a count, so an event stays far under the payload limit. "
         "Nats-Msg-Id: <correction_id>:<status>. Subscribe e.g. corrections.events.*.applied.")
     broker.publisher(
         f"{subjects.ATTEMPTS_PREFIX}.{{plan_id}}.{{state}}", title="corrections.attempts",
@@ -312,6 +359,11 @@ def document_corrections(broker: NatsBroker, *, for_docs: bool) -> None:
         f"{subjects.CANCEL_REFUSED_PREFIX}.{{plan_id}}", title="corrections.cancel_refused",
         schema=CancelRefused,
         description="A cancel that came too late (or named no correction of the plan).")
+    broker.publisher(
+        f"{subjects.FAIL_REFUSED_PREFIX}.{{plan_id}}", title="corrections.fail_refused",
+        schema=FailRefused,
+        description="An operator's fail of a correction that is not analyzing or executing "
+        "(or of no correction of the plan).")
     broker.publisher(
         f"{subjects.REJECTED_PREFIX}.{{plan_id}}", title="corrections.rejected",
         schema=CorrectionRejected,

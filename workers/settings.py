@@ -43,14 +43,20 @@ class Settings:
     (rule payload_too_large). Why 256 KiB: contracts.bounds."""
     artifacts_root: Path | None = None
     archive_root: Path | None = None
-    """Where revert archives go; default ARTIFACTS_ROOT/.archive, else the user data dir."""
+    """Where revert archives go; default the user data dir (`agents up`: <data-dir>/archive).
+    Never inside ARTIFACTS_ROOT, the tree agents write to (refused at start)."""
     corrections_batch_size: int = 16
     corrections_ack_wait_seconds: float = 60.0
     corrections_retry_delay: float = 1.0
     """Nak delay of a request whose plan another driver is working (it is redelivered
     until its correction is terminal, in case that driver dies)."""
-    corrections_lease_seconds: float = 30.0
+    corrections_lease_seconds: float = 10.0
+    """Plan lease; renewed every third of it while held, so it only bounds how soon a dead
+    driver's plan is taken over."""
     corrections_max_attempts: int = 3
+    corrections_max_decisions: int = 10_000
+    """Most decisions one correction may touch; beyond it the dry run warns and a revert
+    FAILS before writing anything (docs/corrections.md, Limits)."""
     corrections_cancel_wait_seconds: float = 5.0
     """How long a cancel naming an unknown correction waits for its request to arrive."""
     outbox_relay_interval: float = 5.0
@@ -73,11 +79,18 @@ class Settings:
     crash_at: str | None = None
     """TEST ONLY (CORRECTIONS_CRASH_AT): SIGKILL the worker at this step (docs/corrections.md)."""
 
+    def __post_init__(self) -> None:
+        if self.artifacts_root is None:
+            return
+        archive, artifacts = self.resolved_archive_root().resolve(), self.artifacts_root.resolve()
+        if archive.is_relative_to(artifacts):
+            raise ValueError(
+                f"ARCHIVE_ROOT {archive} is inside ARTIFACTS_ROOT {artifacts}, the tree agents "
+                "write to; set ARCHIVE_ROOT to a folder outside it")
+
     def resolved_archive_root(self) -> Path:
         if self.archive_root is not None:
             return self.archive_root
-        if self.artifacts_root is not None:
-            return self.artifacts_root / ".archive"
         data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
         return Path(data) / "decision-ledger" / "archive"
 
@@ -109,6 +122,8 @@ class Settings:
                                                  cls.corrections_lease_seconds),
             corrections_max_attempts=_env_int("CORRECTIONS_MAX_ATTEMPTS",
                                               cls.corrections_max_attempts),
+            corrections_max_decisions=_env_int("CORRECTIONS_MAX_DECISIONS",
+                                               cls.corrections_max_decisions),
             corrections_cancel_wait_seconds=_env_float("CORRECTIONS_CANCEL_WAIT_SECONDS",
                                                        cls.corrections_cancel_wait_seconds),
             outbox_relay_interval=_env_float("OUTBOX_RELAY_INTERVAL", cls.outbox_relay_interval),

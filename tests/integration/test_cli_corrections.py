@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import nats
 import pytest
@@ -19,6 +20,7 @@ from tests.integration.cli_support import (
     cli_workers,
     seed_plan,
 )
+from workers.publisher import JetStreamPublisher
 
 __all__ = ["agents", "cli_workers"]
 
@@ -119,3 +121,55 @@ async def test_request_cancel_and_wait_cancelled(cli_workers: Workers, agents: A
         await asyncio.sleep(0.1)
     text = (await agents.ok("correction", "show", cid)).out
     assert "child plan spawned" in text
+
+
+async def test_fail_a_stuck_correction_over_nats(cli_workers: Workers, agents: Agents,
+                                                 nc: nats.NATS, db: AsyncDatabase[Document],
+                                                 tmp_path: Path) -> None:
+    from clients.operator import CorrectionClient  # noqa: PLC0415
+    from contracts.corrections import CorrectionStatus  # noqa: PLC0415
+    from services.archive import Archive  # noqa: PLC0415
+    from services.corrections import CorrectionService, correction_event  # noqa: PLC0415
+    from store.correction_store import CorrectionStore  # noqa: PLC0415
+    from store.correction_writes import Changes  # noqa: PLC0415
+    from tests.integration.wire import events  # noqa: PLC0415
+
+    tree = await seed_plan(nc.jetstream(), db, size=4)
+    plan_id, target = tree[0]["plan_id"], tree[1]["decision_id"]
+    # A driver that "holds" the plan and is stuck: the correction stays where it is put.
+    await db.plan_locks.insert_one({"_id": plan_id, "owner": "stuck",
+                                    "expires_at": datetime.now(UTC) + timedelta(hours=1)})
+    r = await agents.ok("plan", "correct", "--mode", "revert", target, "--guidance", "G.")
+    cid = r.out.split()[1]
+    store = CorrectionStore.open(db)
+    for _ in range(200):
+        if (v := await store.corrections.get(cid)) is not None:
+            break
+        await asyncio.sleep(0.1)
+    assert v is not None
+    analyzing = v.correction.transition(CorrectionStatus.ANALYZING, datetime.now(UTC))
+    await store.writer.commit(Changes(analyzing, v.version, events=[correction_event(analyzing)]),
+                              datetime.now(UTC))
+    svc = CorrectionService(store, JetStreamPublisher(nc), Archive(tmp_path / "a"))
+    await svc.flush(cid)
+
+    done = (await agents.ok("correction", "fail", cid, "--reason", "stuck on a lost volume",
+                            "--json")).json
+    assert done == {"correction_id": cid, "status": "failed",
+                    "message": "stuck on a lost volume"}
+    text = (await agents.ok("correction", "show", cid)).out
+    assert "error: failed by an operator: stuck on a lost volume" in " ".join(text.split())
+    assert_one_line_error(await agents("correction", "fail", cid, "--reason", "again"), 1,
+                          f"fail refused: correction {cid} is failed")
+    assert_one_line_error(await agents("correction", "fail", cid, "--reason", " "), 2,
+                          "--reason must hold 1 to 1,000 characters")
+
+    # The client's fail reaches the same consumer; a late one is refused on the wire.
+    ops = CorrectionClient(nc)
+    await ops.fail(cid, plan_id, "from the client")
+    for _ in range(50):
+        refused = await events(nc, "corrections.fail_refused.*", 0.2)
+        if refused:
+            break
+    [(_, body, _)] = refused
+    assert body["correction_id"] == cid and body["status"] == "failed"

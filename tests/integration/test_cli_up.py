@@ -136,3 +136,22 @@ def test_up_with_a_taken_port_says_which_flag_to_change(tmp_path: Path, flag: st
     assert len(text.strip().splitlines()) == 1, text
     # Nothing was left running on the port that was free.
     assert not _answers(other)
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("command", [["workers"], ["up", "--data-dir", "DATA"]])
+def test_an_archive_inside_the_agents_tree_is_refused_in_one_line(
+        tmp_path: Path, command: list[str]) -> None:
+    """Agents write under ARTIFACTS_ROOT: an archive there could be tampered with."""
+    output = tmp_path / "out.log"
+    args = [str(tmp_path / "data") if a == "DATA" else a for a in command]
+    env = {**_env(), "ARTIFACTS_ROOT": str(tmp_path / "work"),
+           "ARCHIVE_ROOT": str(tmp_path / "work" / ".archive")}
+    with output.open("wb") as out:
+        code = subprocess.run([sys.executable, "-m", "cli.main", *args], cwd=ROOT, env=env,
+                              stdout=out, stderr=subprocess.STDOUT, timeout=30,
+                              check=False).returncode
+    text = output.read_text(errors="replace")
+    assert code == 2, text
+    assert "inside ARTIFACTS_ROOT" in text and "Traceback" not in text
+    assert len(text.strip().splitlines()) == 1, text

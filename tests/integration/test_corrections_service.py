@@ -227,9 +227,9 @@ async def test_cancel_while_analyzing_stops_the_driver(
     await svc.request_correction(req)
     original = svc._analyze
 
-    async def cancel_first(v, owner):  # type: ignore[no-untyped-def]
+    async def cancel_first(v, owner, *rest):  # type: ignore[no-untyped-def]
         await svc.cancel_correction(req.correction_id, "too risky")
-        return await original(v, owner)
+        return await original(v, owner, *rest)
 
     svc._analyze = cancel_first  # type: ignore[method-assign]
     await svc.drive_plan(plan)

@@ -112,3 +112,46 @@ def test_rules_combine(is_root: bool, has_parent: bool, is_correction: bool, has
         return
     got = {rule for rule, _ in broken(d)}
     assert got == expected
+
+
+@pytest.mark.parametrize(("path", "why"), [
+    ("/etc/passwd", "absolute"),
+    ("\\\\server\\share\\x", "absolute"),
+    ("C:/Windows/x.txt", "absolute"),
+    ("../outside.txt", "'..'"),
+    ("src/../../etc/passwd", "'..'"),
+    ("src\\..\\..\\x", "'..'"),
+    ("src/a\x00b.py", "control"),
+    ("src/a\nb.py", "control"),
+    ("src/a\x7fb.py", "control"),
+    ("src/" + "x" * 256 + "/a.py", "component over 255"),
+    ("src/" + "é" * 128, "component over 255"),  # 256 bytes in UTF-8
+    ("a/" * 600, "at most 1024"),
+])
+def test_unsafe_artifact_paths_are_refused_by_name(path: str, why: str) -> None:
+    d = child(artifacts_produced=[{"artifact_path": "ok.txt", "artifact_type": "file"},
+                                  {"artifact_path": path, "artifact_type": "file"}])
+    assert broken(d) == {(Rule.SAFE_ARTIFACT_PATH, "artifacts_produced.1.artifact_path")}
+    with pytest.raises(ValidationError) as exc:
+        Decision.model_validate(d)
+    assert why in str(exc.value)
+
+
+@pytest.mark.parametrize("path", [
+    "src/app.py", "./src/app.py", "a/b/c..d/e", "...", "x" * 255, "a/" * 500 + "b",
+    "docs/ünïcode.md", "with space/and-dash_1.txt",
+])
+def test_safe_artifact_paths_are_accepted(path: str) -> None:
+    d = child(artifacts_produced=[{"artifact_path": path, "artifact_type": "file"}])
+    d.pop("sequence_number", None)
+    assert Decision.model_validate(d).artifacts_produced[0].artifact_path == path
+
+
+def test_a_stored_decision_with_an_unsafe_path_still_loads() -> None:
+    """Recorded before the rule existed: reading it must not fail (a revert skips it)."""
+    from contracts.decision import STORED  # noqa: PLC0415
+
+    d = child(artifacts_produced=[{"artifact_path": "/etc/passwd\x00", "artifact_type": "f"}])
+    d.pop("sequence_number", None)
+    loaded = Decision.model_validate(d, context={STORED: True})
+    assert loaded.artifacts_produced[0].artifact_path == "/etc/passwd\x00"

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from contracts.corrections import CorrectionMode, CorrectionRequest
-from contracts.decision import ArtifactRef, ContextSnapshot, Decision, DecisionType
+from contracts.decision import STORED, ArtifactRef, ContextSnapshot, Decision, DecisionType
 from contracts.errors import TargetNotFound
 from contracts.impact import (
     DEFAULT_DECISION_SECONDS,
@@ -62,7 +62,11 @@ def dec(
         decision_type=type_ or (DT.PROMPT_DEFINITION if parent is None else DT.STRATEGY_CHOICE),
         question=f"q{n}", chosen_option=f"o{n}", context_snapshot=SNAP,
         downstream_decision_ids=[uid(d) for d in deps], downstream_plan_ids=list(plans),
-        artifacts_produced=[ArtifactRef(artifact_path=f, artifact_type="file") for f in files],
+        # Loaded as stored: an absolute path stands for data recorded before the
+        # safe_artifact_path rule, which the impact must still list.
+        artifacts_produced=[ArtifactRef.model_validate(
+            {"artifact_path": f, "artifact_type": "file"}, context={STORED: True})
+            for f in files],
         sequence_number=n if seq is None else seq,
         superseded_by=uid(99999) if superseded else None,
         created_at=T0 + timedelta(seconds=at),
