@@ -42,6 +42,9 @@ class Rule(StrEnum):
     RESOLVED_BY_OPERATOR = "resolved_by_operator"
     INVARIANT_EXISTS = "invariant_exists"
     VIOLATION_ID_CONFLICT = "violation_id_conflict"
+    # The inbound pipeline (workers.inbound).
+    UNREADABLE = "unreadable"  # any exception while reading or validating one message
+    MAX_DELIVERIES = "max_deliveries"  # retries exhausted: every attempt failed
 
 
 class RuleViolation(BaseModel):

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass, field
+from typing import Any
 
 from faststream import FastStream
 from faststream.nats import NatsBroker
@@ -25,12 +26,14 @@ from store.correction_store import CorrectionStore
 from store.database import Document, connect, ensure_indexes
 from store.dead_letters import DeadLetterRepository
 from store.decisions import DecisionRepository
+from store.deliveries import DeliveryFailures, ParentWaits
 from workers.corrections import (
     correction_pullers,
     crash_hook,
     document_corrections,
     relay_loop,
     start_dry_run,
+    sweep_loop,
 )
 from workers.invariants import document_invariants, invariant_pullers
 from workers.publisher import JetStreamPublisher
@@ -53,9 +56,12 @@ class Runtime:
     recorder: RecorderService | None = None
     corrections: CorrectionService | None = None
     invariants: InvariantService | None = None
-    pullers: list[BatchPuller] = field(default_factory=list)
+    dead_letters: DeadLetterRepository | None = None
+    failures: DeliveryFailures | None = None
+    pullers: list[BatchPuller[Any]] = field(default_factory=list)
     dry_run: Subscription | None = None
     relay: asyncio.Task[None] | None = None
+    sweep: asyncio.Task[None] | None = None
 
     def get_recorder(self) -> RecorderService:
         assert self.recorder is not None, "the app has not started"
@@ -68,6 +74,10 @@ class Runtime:
     def get_invariants(self) -> InvariantService:
         assert self.invariants is not None, "the app has not started"
         return self.invariants
+
+    def get_dead_letters(self) -> DeadLetterRepository:
+        assert self.dead_letters is not None, "the app has not started"
+        return self.dead_letters
 
 
 def build_app(settings: Settings | None = None, *, for_docs: bool = False) -> FastStream:
@@ -95,10 +105,13 @@ def build_app(settings: Settings | None = None, *, for_docs: bool = False) -> Fa
         await broker.connect()
         await ensure_streams(broker.connection.jetstream())
         runtime.mongo = mongo
+        runtime.dead_letters = DeadLetterRepository(db)
+        runtime.failures = DeliveryFailures(db)
         runtime.recorder = RecorderService(
-            DecisionRepository(db), DeadLetterRepository(db),
+            DecisionRepository(db), runtime.dead_letters,
             JetStreamPublisher(broker.connection),
             RecorderPolicy(parent_wait_seconds=settings.recorder_parent_wait_seconds),
+            waits=ParentWaits(db),
         )
         runtime.corrections = CorrectionService(
             CorrectionStore.open(db, settings.corrections_lease_seconds),
@@ -116,14 +129,18 @@ def build_app(settings: Settings | None = None, *, for_docs: bool = False) -> Fa
         js = broker.connection.jetstream()
         runtime.relay = asyncio.create_task(relay_loop(runtime.get_corrections, settings),
                                             name="outbox-relay")
+        runtime.sweep = asyncio.create_task(sweep_loop(runtime.get_corrections, settings),
+                                            name="corrections-sweep")
         runtime.dry_run = await start_dry_run(broker.connection, runtime.get_corrections)
+        failures = runtime.failures
         # The recorder last: tests (and `agents up`) take its waiting pull as "ready".
         runtime.pullers = [
             *correction_pullers(js, settings, runtime.get_corrections,
-                                crash_hook(settings.crash_at)),
+                                crash_hook(settings.crash_at), failures=failures),
             # Before the recorder, so the reconciler's consumer exists before any root.
-            *invariant_pullers(js, settings, runtime.get_invariants),
-            recorder_puller(js, settings, runtime.get_recorder),
+            *invariant_pullers(js, settings, runtime.get_invariants,
+                               runtime.get_dead_letters, failures=failures),
+            recorder_puller(js, settings, runtime.get_recorder, failures=failures),
         ]
         for puller in runtime.pullers:
             await puller.start()
@@ -135,10 +152,11 @@ def build_app(settings: Settings | None = None, *, for_docs: bool = False) -> Fa
                 await runtime.dry_run.unsubscribe()
         for puller in runtime.pullers:
             await puller.stop(settings.graceful_timeout)
-        if runtime.relay is not None:
-            runtime.relay.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await runtime.relay
+        for task in (runtime.relay, runtime.sweep):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
 
     @app.after_shutdown
     async def close_clients() -> None:

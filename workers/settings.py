@@ -7,6 +7,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from workers.inbound import Retry
+
 
 def _env_float(name: str, default: float) -> float:
     raw = os.environ.get(name)
@@ -16,6 +18,11 @@ def _env_float(name: str, default: float) -> float:
 def _env_int(name: str, default: int) -> int:
     raw = os.environ.get(name)
     return int(raw) if raw else default
+
+
+def _env_floats(name: str, default: tuple[float, ...]) -> tuple[float, ...]:
+    raw = os.environ.get(name)
+    return tuple(float(x) for x in raw.split(",") if x.strip()) if raw else default
 
 
 @dataclass(frozen=True)
@@ -49,8 +56,20 @@ class Settings:
     invariants_ack_wait_seconds: float = 30.0
     invariants_retry_delay: float = 1.0
     """Nak delay of a violation report or a root whose handling failed (database down)."""
+    consumer_max_deliver: int = 20
+    """MaxDeliver of every durable consumer: deliveries that may fail before a message is
+    dead-lettered (rule max_deliveries). The recorder adds the deliveries its parent wait
+    takes."""
+    consumer_backoff: tuple[float, ...] = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+    """Nak delay after the 1st, 2nd, ... failed delivery (the last repeats): with the
+    defaults, 20 deliveries span about an hour of database outage."""
     crash_at: str | None = None
     """TEST ONLY (CORRECTIONS_CRASH_AT): SIGKILL the worker at this step (docs/corrections.md)."""
+
+    def retry(self, extra_deliveries: int = 0) -> Retry:
+        """The bounded retries of a durable consumer (`extra_deliveries` for waits that
+        are not failures, e.g. the recorder's parent wait)."""
+        return Retry(self.consumer_max_deliver + extra_deliveries, self.consumer_backoff)
 
     def resolved_archive_root(self) -> Path:
         if self.archive_root is not None:
@@ -97,5 +116,7 @@ class Settings:
                                                    cls.invariants_ack_wait_seconds),
             invariants_retry_delay=_env_float("INVARIANTS_RETRY_DELAY",
                                               cls.invariants_retry_delay),
+            consumer_max_deliver=_env_int("CONSUMER_MAX_DELIVER", cls.consumer_max_deliver),
+            consumer_backoff=_env_floats("CONSUMER_BACKOFF", cls.consumer_backoff),
             crash_at=os.environ.get("CORRECTIONS_CRASH_AT") or None,
         )
