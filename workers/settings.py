@@ -41,8 +41,8 @@ class Settings:
     corrections_batch_size: int = 16
     corrections_ack_wait_seconds: float = 60.0
     corrections_retry_delay: float = 1.0
-    """Nak delay of a request whose plan another driver is working (it is redelivered
-    until its correction is terminal, in case that driver dies)."""
+    """Period of the sweep that drives unfinished corrections (a request is acked once
+    recorded PENDING), and the nak delay of a cancel waiting for its request."""
     corrections_lease_seconds: float = 30.0
     corrections_max_attempts: int = 3
     corrections_cancel_wait_seconds: float = 5.0
@@ -55,7 +55,8 @@ class Settings:
     invariants_batch_size: int = 100
     invariants_ack_wait_seconds: float = 30.0
     invariants_retry_delay: float = 1.0
-    """Nak delay of a violation report or a root whose handling failed (database down)."""
+    """Unused since failures are retried with `consumer_backoff` (kept so an existing
+    environment still parses)."""
     consumer_max_deliver: int = 20
     """MaxDeliver of every durable consumer: deliveries that may fail before a message is
     dead-lettered (rule max_deliveries). The recorder adds the deliveries its parent wait
