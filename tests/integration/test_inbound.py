@@ -304,3 +304,13 @@ async def test_a_database_outage_longer_than_the_parent_wait_rejects_no_child(
             Settings(recorder_parent_wait_seconds=3, consumer_max_deliver=0)).max_deliver
     finally:
         w.stop()
+
+
+async def test_a_dry_run_with_a_hostile_body_is_answered(
+        workers: Workers, nc: nats.NATS) -> None:
+    plan = new_id()
+    reply = await nc.request(f"{csubjects.DRYRUN_PREFIX}.{plan}", DEEP, timeout=10)
+    body = json.loads(reply.data)
+    assert body["error"] == "invalid_request" and body["plan_id"] == plan
+    assert len(reply.data) < 2000
+    assert workers.alive
