@@ -3,7 +3,9 @@
 - `delivery_failures`: one document per stream message that failed at least once,
   {_id: "<stream>:<seq>", consumer, count, attempts: [{delivered, error, at}]}, the
   last MAX_ATTEMPTS_KEPT attempts only. When JetStream gives up on the message
-  (MaxDeliver), its dead letter lists these errors; then the document is removed.
+  (MaxDeliver), its dead letter lists these errors; then the document is removed. The
+  worker that settles a message after a failure removes it too; what another worker
+  settled is removed a day after its last failure (at a worker's start).
 - `parent_waits`: {_id: "<stream>:<seq>", since} for a decision whose parent was not
   stored when it was first judged: the recorder's parent wait is counted from `since`
   in seconds, not in deliveries, so deliveries spent in a database outage do not
@@ -62,6 +64,7 @@ class DeliveryFailures:
             UpdateOne(
                 {"_id": f.key, "attempts.delivered": {"$ne": f.attempt.delivered}},
                 {"$setOnInsert": {"consumer": f.consumer},
+                 "$set": {"last_at": f.attempt.at},
                  "$inc": {"count": 1},
                  "$push": {"attempts": {"$each": [{
                      "delivered": f.attempt.delivered, "error": f.attempt.error,
@@ -83,6 +86,16 @@ class DeliveryFailures:
 
     async def forget(self, key: str) -> None:
         await self._coll.delete_one({"_id": key})
+
+    async def forget_many(self, keys: Sequence[str]) -> None:
+        """Messages that succeeded after failing: their failures no longer matter."""
+        if keys:
+            await self._coll.delete_many({"_id": {"$in": list(keys)}})
+
+    async def forget_older_than(self, consumer: str, cutoff: datetime) -> int:
+        """Failures of messages that settled elsewhere (another worker acked them)."""
+        res = await self._coll.delete_many({"consumer": consumer, "last_at": {"$lt": cutoff}})
+        return res.deleted_count
 
 
 class ParentWaits:

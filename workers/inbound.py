@@ -102,6 +102,7 @@ class FailureLog:
         self._consumer = consumer
         self._memory: OrderedDict[str, list[Attempt]] = OrderedDict()
         self._queued: list[Failure] = []
+        self._settled: list[str] = []
 
     def add(self, key: str, delivered: int, error: str) -> None:
         attempt = Attempt(delivered, error, utc_now())
@@ -113,17 +114,30 @@ class FailureLog:
             self._memory.popitem(last=False)
         self._queued.append(Failure(key, self._consumer, attempt))
 
+    def settled(self, key: str) -> None:
+        """The message succeeded (or was dead-lettered) after failing here."""
+        if self._memory.pop(key, None) is not None:
+            self._settled.append(key)
+
     async def persist(self) -> None:
         """Write what was queued; on failure (the database is what failed, usually) it
         stays in memory only."""
         queued, self._queued = self._queued, []
-        if not queued or self._store is None:
+        settled, self._settled = self._settled, []
+        if self._store is None or not (queued or settled):
             return
         try:
-            await asyncio.wait_for(self._store.record(queued), PERSIST_TIMEOUT)
+            await asyncio.wait_for(self._write(queued, settled), PERSIST_TIMEOUT)
         except Exception as exc:  # best effort; memory still has them
             log.warning("could not record %d delivery failure(s): %s", len(queued),
                         describe(exc))
+
+    async def _write(self, queued: list[Failure], settled: list[str]) -> None:
+        assert self._store is not None
+        if queued:
+            await self._store.record(queued)
+        if settled:
+            await self._store.forget_many(settled)
 
     async def attempts(self, key: str) -> list[Attempt]:
         stored: list[Attempt] = []
@@ -160,10 +174,17 @@ class Batch(Generic[R]):
         return [m for m in self.msgs if id(m) not in self._settled]
 
     async def ack(self, m: Msg) -> None:
+        self._done(m)
         await self._settle(m, m.ack())
 
     async def term(self, m: Msg) -> None:
+        self._done(m)
         await self._settle(m, m.term())
+
+    def _done(self, m: Msg) -> None:
+        meta = m.metadata
+        if meta.num_delivered > 1:  # only a redelivery can have failed before
+            self._failures.settled(dead_letter_id(self._stream, meta.sequence.stream))
 
     async def nak(self, m: Msg, delay: float) -> None:
         """Redeliver after `delay`: a wait, not a failure (nothing is recorded)."""

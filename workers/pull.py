@@ -29,6 +29,7 @@ import dataclasses
 import json
 import logging
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any, Generic, TypeVar
 
 import nats.errors
@@ -40,6 +41,7 @@ from nats.js.errors import NotFoundError
 from contracts.dead_letter import dead_letter_id
 from contracts.recording import Inbound
 from contracts.rules import Rule, RuleViolation
+from contracts.timestamps import utc_now
 from contracts.unreadable import describe
 from store.deliveries import Attempt, DeliveryFailures
 from workers.inbound import Batch, FailureLog, Family, Retry, read_batch
@@ -55,6 +57,8 @@ ADVISORY_QUEUE = "ledger-max-deliveries"
 """Queue group: one worker of many handles each advisory."""
 DEAD_LETTER_TRIES = (0.5, 1.0, 2.0, 4.0, 8.0)
 """Waits between tries at dead-lettering an exhausted message (the database may be down)."""
+STALE_FAILURES = timedelta(days=1)
+"""Failure records this old belong to messages another worker settled since."""
 MUTABLE = ("description", "ack_wait", "max_deliver", "backoff", "max_ack_pending",
            "filter_subject", "filter_subjects", "max_waiting", "headers_only",
            "inactive_threshold", "num_replicas", "sample_freq", "metadata")
@@ -258,6 +262,8 @@ class BatchPuller(Generic[R]):
             return
         for key in keys:
             await self._exhausted(int(key.rsplit(":", 1)[1]), self._retry.max_deliver)
+        with contextlib.suppress(Exception):
+            await self._store.forget_older_than(self._durable, utc_now() - STALE_FAILURES)
 
     async def _exhausted(self, seq: int, deliveries: int) -> None:
         key = dead_letter_id(self._stream, seq)
