@@ -320,3 +320,26 @@ async def test_a_dry_run_with_a_hostile_body_is_answered(
     assert body["error"] == "invalid_request" and body["plan_id"] == plan
     assert len(reply.data) < 2000
     assert workers.alive
+
+
+async def test_a_batch_slower_than_the_ack_wait_is_not_redelivered_under_its_worker(
+        nats_server: ManagedServer, nc: nats.NATS, mongo_uri: str,
+        mongo_client: AsyncMongoClient[Document], db: AsyncDatabase[Document],
+        db_name: str, tmp_path: Path) -> None:
+    w = await _started(nats_server, mongo_uri, db_name, tmp_path,
+                       RECORDER_ACK_WAIT_SECONDS="1.5")
+    js = nc.jetstream()
+    r = root()
+    await mongo_client.admin.command({
+        "configureFailPoint": "failCommand", "mode": {"times": 1}, "data": {
+            "failCommands": ["insert"], "blockConnection": True, "blockTimeMS": 4000,
+            "appName": APP}})
+    try:
+        await publish_all(js, [r])
+        assert await wait_for_count(db, "decisions", 1, timeout=20) == 1
+        await drained(js, DECISIONS_STREAM, RECORDER_DURABLE)
+        info = await js.consumer_info(DECISIONS_STREAM, RECORDER_DURABLE)
+        assert info.delivered.consumer_seq == 1  # in-progress acks kept it ours
+    finally:
+        await fail_point(mongo_client, None)
+        w.stop()
