@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import signal
 from collections.abc import Callable, Sequence
@@ -285,11 +286,11 @@ async def drive_unfinished(svc: CorrectionService) -> None:
 
 def _puller(js: JetStreamContext, durable: str, subject: str, settings: Settings,
             consumer: RequestConsumer | CancelConsumer, *,
-            failures: DeliveryFailures | None) -> BatchPuller[Any]:
+            failures: DeliveryFailures | None, waits: int = 0) -> BatchPuller[Any]:
     config = _consumer(durable, subject, settings)
     common: dict[str, Any] = {"stream": subjects.CORRECTIONS_STREAM, "subject": subject,
                               "config": config, "batch_size": settings.corrections_batch_size,
-                              "max_wait": 1.0, "retry": settings.retry(),
+                              "max_wait": 1.0, "retry": settings.retry(waits),
                               "failures": failures}
     return BatchPuller(js, consumer=consumer, **common)
 
@@ -301,7 +302,10 @@ def correction_pullers(js: JetStreamContext, settings: Settings, service: Servic
         _puller(js, subjects.CORRECTOR_DURABLE, subjects.ALL_REQUESTED, settings,
                 RequestConsumer(service, settings, crash), failures=failures),
         _puller(js, subjects.CANCELLER_DURABLE, subjects.ALL_CANCELS, settings,
-                CancelConsumer(service, settings), failures=failures),
+                CancelConsumer(service, settings), failures=failures,
+                # A cancel waiting for its request is redelivered: waits, not failures.
+                waits=math.ceil(settings.corrections_cancel_wait_seconds
+                                / settings.corrections_retry_delay) + 1),
     ]
 
 
