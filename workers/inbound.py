@@ -157,14 +157,20 @@ class Batch(Generic[R]):
     """A pulled batch with what each message read as, and how each was settled."""
 
     def __init__(self, msgs: list[Msg], reads: list[R], now: datetime, *, stream: str,
-                 retry: Retry, failures: FailureLog) -> None:
+                 retry: Retry, failures: FailureLog, settled: set[int] | None = None) -> None:
         self.msgs = msgs
         self.reads = reads
         self.now = now
         self._stream = stream
         self._retry = retry
         self._failures = failures
-        self._settled: set[int] = set()
+        self._settled: set[int] = settled if settled is not None else set()
+
+    def split(self) -> list[Batch[R]]:
+        """One batch per unsettled message, settling through this one."""
+        return [Batch([m], [r], self.now, stream=self._stream, retry=self._retry,
+                      failures=self._failures, settled=self._settled)
+                for m, r in self.items if id(m) not in self._settled]
 
     @property
     def items(self) -> list[tuple[Msg, R]]:

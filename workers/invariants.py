@@ -79,12 +79,20 @@ class ReconcilerConsumer:
         return None
 
     async def decide(self, batch: Batch[DecisionPersisted | None]) -> None:
-        roots = [r for r in batch.reads if r is not None]
-        recorded = await self._service().reconcile(roots) if roots else []
+        # Non-roots first: if reconciling fails, only the roots are retried.
+        roots: list[tuple[Msg, DecisionPersisted]] = []
+        for m, r in batch.items:
+            if r is None:
+                await batch.ack(m)
+            else:
+                roots.append((m, r))
+        if not roots:
+            return
+        recorded = await self._service().reconcile([r for _, r in roots])
         if recorded:
             log.info("published %d invariant_enforced decision(s) for %d root(s)",
                      len(recorded), len(roots))
-        for m in batch.msgs:
+        for m, _ in roots:
             await batch.ack(m)
 
     async def dead_letter(self, msg: Inbound, violations: Sequence[RuleViolation]) -> None:

@@ -37,6 +37,7 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig
 from nats.js.errors import NotFoundError
+from pymongo.errors import ConnectionFailure
 
 from contracts.dead_letter import dead_letter_id
 from contracts.recording import Inbound
@@ -59,6 +60,10 @@ DEAD_LETTER_TRIES = (0.5, 1.0, 2.0, 4.0, 8.0)
 """Waits between tries at dead-lettering an exhausted message (the database may be down)."""
 STALE_FAILURES = timedelta(days=1)
 """Failure records this old belong to messages another worker settled since."""
+UNREACHABLE: tuple[type[Exception], ...] = (ConnectionFailure, nats.errors.Error, TimeoutError,
+                                          OSError)
+"""A server that does not answer: every message would fail alike, so a failed batch is
+retried whole rather than message by message."""
 MUTABLE = ("description", "ack_wait", "max_deliver", "backoff", "max_ack_pending",
            "filter_subject", "filter_subjects", "max_waiting", "headers_only",
            "inactive_threshold", "num_replicas", "sample_freq", "metadata")
@@ -198,16 +203,31 @@ class BatchPuller(Generic[R]):
         try:
             await self._family.decide(batch)
         except Exception as exc:  # the batch's I/O failed: retry what is left
-            log.warning("batch of %d on %s failed (%s); %d message(s) will be retried",
-                        len(batch.msgs), self._subject, describe(exc),
-                        len(batch.unsettled()))
-            await batch.fail_rest(exc)
+            left = len(batch.unsettled())
+            if left > 1 and not isinstance(exc, UNREACHABLE):
+                # Maybe one message's doing (the servers answer): decide each alone, so
+                # the others are not held back with it.
+                log.warning("batch of %d on %s failed (%s); deciding its %d unsettled "
+                            "message(s) one by one", len(batch.msgs), self._subject,
+                            describe(exc), left)
+                for one in batch.split():
+                    await self._decide_alone(one)
+            else:
+                log.warning("batch of %d on %s failed (%s); %d message(s) will be retried",
+                            len(batch.msgs), self._subject, describe(exc), left)
+                await batch.fail_rest(exc)
         else:
             # A family that forgot a message must not leave it to the ack wait.
             await batch.fail_rest("the consumer left this message undecided")
         finally:
             self._live.discard(batch)
         await self._failures.persist()
+
+    async def _decide_alone(self, one: Batch[R]) -> None:
+        try:
+            await self._family.decide(one)
+        except Exception as exc:  # this message's failure alone
+            await one.fail_rest(exc)
 
     async def _heartbeat(self) -> None:
         every = max(0.5, (self._config.ack_wait or 30.0) / 3)
