@@ -12,6 +12,8 @@ Around the loop:
 - on start the durable is created, or brought to the configuration in code (nats-py
   never updates an existing durable; fields the server cannot change are named in a
   warning and left as they are: recreating the durable would lose its position);
+- a batch whose `decide` raises while the servers answer is decided again message by
+  message, so a message that makes its batch's write fail holds back no other;
 - every batch in hand gets in-progress acks every ack_wait/3 until it is settled, so a
   live worker never has a message redelivered under it;
 - the consumer's MaxDeliver is finite; when JetStream gives up on a message it
