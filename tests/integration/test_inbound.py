@@ -264,8 +264,16 @@ async def test_an_existing_consumer_is_brought_to_the_codes_settings_on_start(
         durable_name=RECORDER_DURABLE, filter_subject=f"{RECORDED_PREFIX}.*",
         ack_policy=AckPolicy.EXPLICIT, deliver_policy=DeliverPolicy.ALL, ack_wait=30,
         max_deliver=-1, max_ack_pending=1000))
+    # The code wants DeliverPolicy.NEW here, which the server cannot change: a warning.
+    await js.add_consumer(DECISIONS_STREAM, ConsumerConfig(
+        durable_name=isubjects.RECONCILER_DURABLE, filter_subject="decisions.persisted.*",
+        ack_policy=AckPolicy.EXPLICIT, deliver_policy=DeliverPolicy.ALL, ack_wait=30,
+        max_deliver=-1))
     w = await _started(nats_server, mongo_uri, db_name, tmp_path, CONSUMER_MAX_DELIVER="7")
     try:
+        rec = await js.consumer_info(DECISIONS_STREAM, isubjects.RECONCILER_DURABLE)
+        assert rec.config.max_deliver == 7 and rec.config.deliver_policy == DeliverPolicy.ALL
+        assert "cannot update: deliver_policy" in w.log()
         info = await js.consumer_info(DECISIONS_STREAM, RECORDER_DURABLE)
         want = recorder_retry(Settings(recorder_parent_wait_seconds=3, consumer_max_deliver=7))
         assert info.config.max_deliver == want.max_deliver
