@@ -11,8 +11,9 @@ comes back, and several replicas sharing one name split the events between them.
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Iterable, Sequence
 from typing import Any
 
 import nats.errors
@@ -20,7 +21,6 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import BadRequestError
-from pydantic import ValidationError
 
 from contracts import correction_subjects as subjects
 from contracts.correction_events import AttemptTransitioned, CancelRefused, CorrectionTransitioned
@@ -33,6 +33,12 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+MAX_DELIVER = 10
+"""Deliveries of one event before the server gives up on it (then logged as an ERROR)."""
+BACKOFF: tuple[float, ...] = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+"""Seconds before an event whose loop body raised comes back, by failure count."""
+MAX_DELIVERIES_ADVISORY = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES"
 
 TERMINAL: frozenset[CorrectionStatus] = frozenset(
     {CorrectionStatus.APPLIED, CorrectionStatus.FAILED, CorrectionStatus.CANCELLED})
@@ -69,12 +75,21 @@ class Outcomes:
 
     A new durable starts with the events published after it is created (`open`);
     pass `from_start=True` to begin with everything the stream still holds.
+
+    Bounded retries: when the loop body raises (or breaks), the event comes back after
+    `backoff[n]` seconds (n = how many times it failed, the last value repeating); after
+    `max_deliver` deliveries the server gives up on it and this feed logs an ERROR with
+    its stream sequence (read it with `js.get_msg("CORRECTIONS", seq)`). A body that is
+    not an event this library can read (whatever the parser raises) is terminated and
+    logged, never retried, and never holds back the events behind it. The durable's
+    settings are brought to these values when the feed opens.
     """
 
     def __init__(self, nc: Client, *, statuses: Iterable[CorrectionStatus | str],
                  durable: str, plan_id: str | None = None, limit: int | None = None,
                  ack_wait: float = 60.0, from_start: bool = False,
-                 poll_timeout: float = 5.0) -> None:
+                 poll_timeout: float = 5.0, max_deliver: int = MAX_DELIVER,
+                 backoff: Sequence[float] = BACKOFF) -> None:
         self._js = nc.jetstream()
         self._filters = event_subjects(statuses, plan_id)
         self._durable = durable
@@ -82,7 +97,11 @@ class Outcomes:
         self._ack_wait = ack_wait
         self._from_start = from_start
         self._poll = poll_timeout
+        self._max_deliver = max_deliver
+        self._backoff = tuple(backoff) or BACKOFF
         self._sub: Any = None
+        self._advisory: Any = None
+        self._nc = nc
 
     async def open(self) -> None:
         """Create (or reuse) the durable consumer; from here on nothing published is missed."""
@@ -94,8 +113,13 @@ class Outcomes:
             ack_wait=self._ack_wait,
             deliver_policy=DeliverPolicy.ALL if self._from_start else DeliverPolicy.NEW,
             filter_subject=self._filters[0] if one else None,
-            filter_subjects=None if one else self._filters)
+            filter_subjects=None if one else self._filters,
+            max_deliver=self._max_deliver,
+            # JetStream takes the first value as the ack wait; fewer values than MaxDeliver.
+            backoff=[max(self._ack_wait, b) for b in self._backoff][:max(1,
+                                                                    self._max_deliver - 1)])
         try:
+            # Creates the durable, or updates an existing one to these settings.
             await self._js.add_consumer(subjects.CORRECTIONS_STREAM, config)
         except BadRequestError as exc:
             # It exists with another configuration: fine if it reads the same subjects.
@@ -105,8 +129,20 @@ class Outcomes:
                 raise ValueError(
                     f"durable {self._durable!r} already reads {existing}, not "
                     f"{self._filters}; pick another durable name") from exc
+        self._advisory = await self._nc.subscribe(
+            f"{MAX_DELIVERIES_ADVISORY}.{subjects.CORRECTIONS_STREAM}.{self._durable}",
+            cb=self._exhausted)
         self._sub = await self._js.pull_subscribe_bind(durable=self._durable,
                                                        stream=subjects.CORRECTIONS_STREAM)
+
+    async def _exhausted(self, msg: Msg) -> None:
+        try:
+            seq = json.loads(msg.data).get("stream_seq")
+        except Exception:  # the advisory itself is unreadable: say so anyway
+            seq = None
+        log.error("durable %s gave up on the event at stream sequence %s of %s after %d "
+                  "deliveries: it will not be delivered again", self._durable, seq,
+                  subjects.CORRECTIONS_STREAM, self._max_deliver)
 
     def __aiter__(self) -> AsyncIterator[CorrectionTransitioned]:
         return self._events()
@@ -119,21 +155,35 @@ class Outcomes:
                 msg = await self._next()
                 try:
                     event = parse_event(msg)
-                except ValidationError as exc:
-                    # Not an event this library understands: retrying cannot help.
-                    log.error("terminating unreadable event on %s: %s", msg.subject, exc)
-                    await msg.term()
+                except Exception as exc:
+                    # Not an event this library understands (whatever the parser raised):
+                    # retrying cannot help, and it must not hold back the others.
+                    log.error("terminating unreadable event on %s: %s", msg.subject,
+                              _bounded(exc))
+                    await _settle_quietly(msg.term())
                     continue
                 try:
                     yield event
                 except BaseException:
-                    await _nak_quietly(msg)
+                    # The loop body raised or broke off (an async generator cannot tell
+                    # which: both arrive as its closing): back after the backoff delay.
+                    await _settle_quietly(msg.nak(delay=self._delay(msg)))
                     raise
                 await msg.ack_sync()
                 delivered += 1
         finally:
             await self._sub.unsubscribe()
             self._sub = None
+            if self._advisory is not None:
+                await _settle_quietly(self._advisory.unsubscribe())
+                self._advisory = None
+
+    def _delay(self, msg: Msg) -> float:
+        try:
+            n = msg.metadata.num_delivered
+        except Exception:
+            n = 1
+        return self._backoff[min(max(n, 1), len(self._backoff)) - 1]
 
     async def _next(self) -> Msg:
         while True:
@@ -145,16 +195,26 @@ class Outcomes:
                 return msgs[0]  # type: ignore[no-any-return]
 
 
-async def _nak_quietly(msg: Msg) -> None:
+async def _settle_quietly(reply: Awaitable[None]) -> None:
     try:
-        await msg.nak()
+        await reply
     except Exception:  # best effort: ack_wait redelivers it anyway
-        log.debug("nak failed; the event is redelivered after ack_wait", exc_info=True)
+        log.debug("nak/term failed; the event is redelivered after ack_wait", exc_info=True)
+
+
+def _bounded(exc: BaseException, limit: int = 300) -> str:
+    try:
+        text = f"{type(exc).__name__}: {exc}"
+    except Exception:
+        text = type(exc).__name__
+    return text if len(text) <= limit else f"{text[:limit]}..."
 
 
 def outcomes(nc: Client, *, statuses: Iterable[CorrectionStatus | str] = ("applied", "failed"),
              durable: str, plan_id: str | None = None, limit: int | None = None,
-             ack_wait: float = 60.0, from_start: bool = False) -> Outcomes:
+             ack_wait: float = 60.0, from_start: bool = False,
+             max_deliver: int = MAX_DELIVER, backoff: Sequence[float] = BACKOFF) -> Outcomes:
     """The durable feed of correction outcomes (see `Outcomes` for ack semantics)."""
     return Outcomes(nc, statuses=statuses, durable=durable, plan_id=plan_id, limit=limit,
-                    ack_wait=ack_wait, from_start=from_start)
+                    ack_wait=ack_wait, from_start=from_start, max_deliver=max_deliver,
+                    backoff=backoff)

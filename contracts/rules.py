@@ -57,6 +57,8 @@ class Rule(StrEnum):
     violations not listed (contracts.bounds)."""
     # Archive safety (issue 7): an artifact_path a revert could not archive safely.
     SAFE_ARTIFACT_PATH = "safe_artifact_path"
+    MAX_DELIVERIES = "max_deliveries"
+    """Retries exhausted: every delivery of the message failed (each attempt's error listed)."""
 
 
 class RuleViolation(BaseModel):

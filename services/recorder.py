@@ -17,14 +17,16 @@ nothing.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from typing import Protocol
 
 from contracts.bounds import DEFAULT_MAX_PAYLOAD_BYTES
 from contracts.dead_letter import DeadLetter, dead_letter_id
 from contracts.decision import Decision
+from contracts.ids import is_ulid
 from contracts.recording import (
     Candidate,
     DecisionPersisted,
@@ -39,10 +41,12 @@ from contracts.subjects import (
     DECISIONS_STREAM,
     persisted,
     persisted_msg_id,
+    plan_of_subject,
     rejected,
     rejected_msg_id,
 )
 from contracts.timestamps import utc_now
+from contracts.unreadable import guarded
 from services.ports import EventPublisher, OutgoingEvent
 from store.dead_letters import DeadLetterRepository
 from store.decisions import DecisionRepository
@@ -68,21 +72,58 @@ class Disposition:
 class RecorderPolicy:
     parent_wait_seconds: float = 60.0
     """How long a decision may wait for its parent before it is dead-lettered."""
+    min_backoff_seconds: float = 0.25
     max_backoff_seconds: float = 5.0
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
     """A larger message is dead-lettered unread (payload_too_large)."""
 
-    def backoff(self, delivered: int) -> float:
-        """0.25 s, 0.5 s, 1 s, 2 s, ... capped: quick when the parent is merely behind."""
-        return float(min(self.max_backoff_seconds, 0.25 * 2 ** max(0, delivered - 1)))
+    def backoff(self, waited: float) -> float:
+        """About as long again as it has waited: 0.25 s, 0.25 s, 0.5 s, 1 s, 2 s, ...
+        capped; quick when the parent is merely behind."""
+        return float(min(self.max_backoff_seconds, max(self.min_backoff_seconds, waited)))
 
-    def waited(self, delivered: int) -> float:
-        """How long a message delivered `delivered` times has waited for its parent.
+    def deliveries_to_wait(self) -> int:
+        """How many deliveries the whole parent wait takes at most (each nak is one); the
+        recorder's MaxDeliver adds this to the deliveries allowed for failures."""
+        waited, n = 0.0, 1
+        while waited < self.parent_wait_seconds:
+            waited += self.backoff(waited)
+            n += 1
+        return n
 
-        Counted from its own backoff delays, not from when it was published: in a
-        backlog (or after a crash, while the parent awaits redelivery) a message can
-        be old on arrival without having waited at all."""
-        return sum(self.backoff(k) for k in range(1, delivered))
+
+class ParentWaitClock(Protocol):
+    async def since(self, keys: Iterable[str], now: datetime) -> dict[str, datetime]:
+        """When each message first waited for its parent (`now` for the new ones)."""
+        ...
+
+
+class MemoryWaits:
+    """The wait clock of one process, for tests and tools without a database clock."""
+
+    def __init__(self) -> None:
+        self._since: dict[str, datetime] = {}
+
+    async def since(self, keys: Iterable[str], now: datetime) -> dict[str, datetime]:
+        return {k: self._since.setdefault(k, now) for k in keys}
+
+
+def wait_key(stream_sequence: int) -> str:
+    return dead_letter_id(DECISIONS_STREAM, stream_sequence)
+
+
+def subject_plan(subject: str) -> str | None:
+    plan = plan_of_subject(subject)
+    return plan.upper() if plan and is_ulid(plan) else None
+
+
+def read_guarded(msg: Inbound, now: datetime,
+                 max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> Candidate | Invalid:
+    """`read_message`, with any exception it raises made this message's `unreadable`."""
+    result = guarded(lambda: read_message(msg, now, max_payload_bytes))
+    if isinstance(result, RuleViolation):
+        return Invalid(msg.stream_sequence, subject_plan(msg.subject), (result,))
+    return result
 
 
 def persisted_event(d: Decision) -> OutgoingEvent:
@@ -115,11 +156,13 @@ class ReadBatch:
 class RecorderService:
     def __init__(self, decisions: DecisionRepository, dead_letters: DeadLetterRepository,
                  publisher: EventPublisher,
-                 policy: RecorderPolicy | None = None) -> None:
+                 policy: RecorderPolicy | None = None,
+                 waits: ParentWaitClock | None = None) -> None:
         self._decisions = decisions
         self._dead_letters = dead_letters
         self._publisher = publisher
         self.policy = policy or RecorderPolicy()
+        self._waits = waits or MemoryWaits()
 
     async def record(self, batch: Sequence[Inbound]) -> dict[int, Disposition]:
         """Dispositions by stream sequence, for every message of the batch."""
@@ -129,14 +172,25 @@ class RecorderService:
         """The CPU-only first half: the worker runs it for the next batch while the
         current one waits on the database."""
         now = utc_now()
+        limit = self.policy.max_payload_bytes
+        return self.collect(batch, now, [read_guarded(msg, now, limit) for msg in batch])
+
+    def collect(self, batch: Sequence[Inbound], now: datetime,
+                results: Sequence[Candidate | Invalid]) -> ReadBatch:
+        """The batch's read results (one per message, in order) as a ReadBatch."""
         read = ReadBatch(batch, now)
-        for msg in batch:
-            result = read_message(msg, now, self.policy.max_payload_bytes)
+        for msg, result in zip(batch, results, strict=True):
             if isinstance(result, Invalid):
                 read.reject(msg, result.plan_id, None, result.violations)
             else:
                 read.candidates.append(result)
         return read
+
+    async def dead_letter(self, msg: Inbound, violations: Sequence[RuleViolation]) -> None:
+        """Keep and report one message outside a batch (its retries were exhausted)."""
+        read = ReadBatch([msg], utc_now())
+        read.reject(msg, subject_plan(msg.subject), None, violations)
+        await self._reject(read.letters, read.now)
 
     async def record_read(self, read: ReadBatch) -> dict[int, Disposition]:
         """The second half: decide against the store, write, publish, report."""
@@ -164,11 +218,17 @@ class RecorderService:
         else:
             raise RuntimeError("a batch kept racing with another writer; it will be redelivered")
 
+        # Only when something waits: one more round trip, for when each began waiting
+        # (in seconds: deliveries spent in a database outage are not waiting).
+        clock = utc_now()
+        since = await self._waits.since(
+            (wait_key(c.stream_sequence) for c in waiting), clock) if waiting else {}
         for c in waiting:
             msg = by_seq[c.stream_sequence]
-            if self.policy.waited(msg.delivered) < self.policy.parent_wait_seconds:
-                verdicts[c.stream_sequence] = Disposition(
-                    Verdict.NAK, self.policy.backoff(msg.delivered))
+            waited = (clock - since[wait_key(c.stream_sequence)]).total_seconds()
+            if waited < self.policy.parent_wait_seconds:
+                verdicts[c.stream_sequence] = Disposition(Verdict.NAK,
+                                                          self.policy.backoff(waited))
             else:
                 reject(msg, c.decision.plan_id, c.decision.decision_id, (RuleViolation(
                     rule=Rule.PARENT_EXISTS, field="parent_decision_id",

@@ -21,6 +21,8 @@ OUTBOX = "outbox"
 PLAN_LOCKS = "plan_locks"
 INVARIANTS = "invariants"
 INVARIANT_VIOLATIONS = "invariant_violations"
+DELIVERY_FAILURES = "delivery_failures"
+PARENT_WAITS = "parent_waits"
 
 _INDEXES: dict[str, list[IndexModel]] = {
     DECISIONS: [
@@ -43,6 +45,8 @@ _INDEXES: dict[str, list[IndexModel]] = {
     # A plan's unfinished corrections, oldest arrival first: what a lease holder works through.
     CORRECTIONS: [
         IndexModel([("plan_id", ASCENDING), ("arrival", ASCENDING)], name="by_plan_arrival"),
+        # The workers' sweep reads the unfinished ones by status every second or so.
+        IndexModel([("status", ASCENDING)], name="by_status"),
     ],
     # Attempts are few (one or two per correction), so an index per lookup the seed's
     # API and the RESTRICT rule need costs little.
@@ -72,6 +76,10 @@ _INDEXES: dict[str, list[IndexModel]] = {
         IndexModel([("plan_id", ASCENDING), ("resolved_at", ASCENDING),
                     ("severity", ASCENDING)], name="by_plan_open"),
         IndexModel([("reported_at", ASCENDING)], name="by_time"),
+    ],
+    # The startup sweep looks for a consumer's messages that failed MaxDeliver times.
+    DELIVERY_FAILURES: [
+        IndexModel([("consumer", ASCENDING), ("count", ASCENDING)], name="by_consumer"),
     ],
 }
 

@@ -10,12 +10,14 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass, field
+from typing import Any
 
 from faststream import FastStream
 from faststream.nats import NatsBroker
 from faststream.specification import AsyncAPI
 from nats.aio.subscription import Subscription
 from pymongo import AsyncMongoClient
+from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.urls import redact
 from services.archive import Archive
@@ -26,6 +28,7 @@ from store.correction_store import CorrectionStore
 from store.database import Document, connect, ensure_indexes
 from store.dead_letters import DeadLetterRepository
 from store.decisions import DecisionRepository
+from store.deliveries import DeliveryFailures, ParentWaits
 from workers.connections import (
     MongoWatch,
     NatsLink,
@@ -41,6 +44,7 @@ from workers.corrections import (
     document_corrections,
     relay_loop,
     start_dry_run,
+    sweep_loop,
 )
 from workers.health import HealthServer, Readiness, parse_addr
 from workers.invariants import document_invariants, invariant_pullers
@@ -64,13 +68,16 @@ class Runtime:
     recorder: RecorderService | None = None
     corrections: CorrectionService | None = None
     invariants: InvariantService | None = None
-    pullers: list[BatchPuller] = field(default_factory=list)
+    dead_letters: DeadLetterRepository | None = None
+    failures: DeliveryFailures | None = None
+    pullers: list[BatchPuller[Any]] = field(default_factory=list)
     dry_run: Subscription | None = None
     relay: asyncio.Task[None] | None = None
     mongo_watch: MongoWatch | None = None
     health: HealthServer | None = None
     consuming: bool = False
     """Set once every consumer started, cleared when shutdown begins."""
+    sweep: asyncio.Task[None] | None = None
 
     def get_recorder(self) -> RecorderService:
         assert self.recorder is not None, "the app has not started"
@@ -83,6 +90,10 @@ class Runtime:
     def get_invariants(self) -> InvariantService:
         assert self.invariants is not None, "the app has not started"
         return self.invariants
+
+    def get_dead_letters(self) -> DeadLetterRepository:
+        assert self.dead_letters is not None, "the app has not started"
+        return self.dead_letters
 
 
 def build_app(settings: Settings | None = None, *, for_docs: bool = False) -> FastStream:
@@ -120,21 +131,7 @@ def build_app(settings: Settings | None = None, *, for_docs: bool = False) -> Fa
                                          settings.mongo_ping_interval_seconds,
                                          settings.connect_timeout_seconds)
         runtime.mongo_watch.start()
-        runtime.recorder = RecorderService(
-            DecisionRepository(db), DeadLetterRepository(db),
-            JetStreamPublisher(broker.connection),
-            RecorderPolicy(parent_wait_seconds=settings.recorder_parent_wait_seconds,
-                           max_payload_bytes=settings.max_payload_bytes),
-        )
-        runtime.corrections = CorrectionService(
-            CorrectionStore.open(db, settings.corrections_lease_seconds),
-            JetStreamPublisher(broker.connection),
-            Archive(settings.resolved_archive_root(), settings.artifacts_root),
-            policy=CorrectionPolicy(max_attempts=settings.corrections_max_attempts,
-                                    max_decisions=settings.corrections_max_decisions),
-            crash=crash_hook(settings.crash_at),
-        )
-        runtime.invariants = InvariantService.open(db, JetStreamPublisher(broker.connection))
+        open_services(runtime, settings, broker, db)
         log.info("workers connected to %s and %s/%s", redact(settings.nats_url),
                  redact(settings.mongodb_uri), settings.mongodb_db)
 
@@ -143,15 +140,19 @@ def build_app(settings: Settings | None = None, *, for_docs: bool = False) -> Fa
         js = broker.connection.jetstream()
         runtime.relay = asyncio.create_task(relay_loop(runtime.get_corrections, settings),
                                             name="outbox-relay")
+        runtime.sweep = asyncio.create_task(sweep_loop(runtime.get_corrections, settings),
+                                            name="corrections-sweep")
         runtime.dry_run = await start_dry_run(broker.connection, runtime.get_corrections,
                                               settings.max_payload_bytes)
+        failures = runtime.failures
         # The recorder last: tests (and `agents up`) take its waiting pull as "ready".
         runtime.pullers = [
             *correction_pullers(js, settings, runtime.get_corrections,
-                                crash_hook(settings.crash_at)),
+                                crash_hook(settings.crash_at), failures=failures),
             # Before the recorder, so the reconciler's consumer exists before any root.
-            *invariant_pullers(js, settings, runtime.get_invariants),
-            recorder_puller(js, settings, runtime.get_recorder),
+            *invariant_pullers(js, settings, runtime.get_invariants,
+                               runtime.get_dead_letters, failures=failures),
+            recorder_puller(js, settings, runtime.get_recorder, failures=failures),
         ]
         for puller in runtime.pullers:
             await puller.start()
@@ -166,10 +167,11 @@ def build_app(settings: Settings | None = None, *, for_docs: bool = False) -> Fa
                 await runtime.dry_run.unsubscribe()
         for puller in runtime.pullers:
             await puller.stop(settings.graceful_timeout)
-        if runtime.relay is not None:
-            runtime.relay.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await runtime.relay
+        for task in (runtime.relay, runtime.sweep):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
 
     @app.after_shutdown
     async def close_clients() -> None:
@@ -181,6 +183,30 @@ def build_app(settings: Settings | None = None, *, for_docs: bool = False) -> Fa
             await runtime.mongo.close()
 
     return app
+
+
+
+def open_services(runtime: Runtime, settings: Settings, broker: NatsBroker,
+                  db: AsyncDatabase[Document]) -> None:
+    """Repositories and services over the connected clients, into `runtime`."""
+    runtime.dead_letters = DeadLetterRepository(db)
+    runtime.failures = DeliveryFailures(db)
+    runtime.recorder = RecorderService(
+        DecisionRepository(db), runtime.dead_letters,
+        JetStreamPublisher(broker.connection),
+        RecorderPolicy(parent_wait_seconds=settings.recorder_parent_wait_seconds,
+                       max_payload_bytes=settings.max_payload_bytes),
+        waits=ParentWaits(db),
+    )
+    runtime.corrections = CorrectionService(
+        CorrectionStore.open(db, settings.corrections_lease_seconds),
+        JetStreamPublisher(broker.connection),
+        Archive(settings.resolved_archive_root(), settings.artifacts_root),
+        policy=CorrectionPolicy(max_attempts=settings.corrections_max_attempts,
+                                max_decisions=settings.corrections_max_decisions),
+        crash=crash_hook(settings.crash_at),
+    )
+    runtime.invariants = InvariantService.open(db, JetStreamPublisher(broker.connection))
 
 
 def readiness(runtime: Runtime, link: NatsLink) -> Readiness:

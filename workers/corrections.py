@@ -1,24 +1,31 @@
 """The correction workers: thin adapters from NATS to `services.corrections`.
 
 - requests (`corrections.requested.*`, durable pull consumer): record each request
-  PENDING, then drive its plan. A request is acked only once its correction is
-  terminal (committed); while another driver holds its plan it is nak'ed with a
-  delay, so if that driver dies the redelivery drives the plan again.
+  PENDING, then try to drive its plan, then ack. Once recorded, the correction no
+  longer needs its message: what drives it to the end is whoever holds the plan's
+  lease, or the sweep (`sweep_loop`) that drives every plan with unfinished
+  corrections and a free lease. So a request that waits behind a long correction is
+  not redelivered again and again and can never run out of deliveries.
 - cancels (`corrections.cancel.*`, durable pull consumer).
 - operator fails (`corrections.fail.*`, durable pull consumer): end a stuck correction.
-- dry runs (`corrections.dryrun.*`, core request-reply, queue group): read-only.
+- dry runs (`corrections.dryrun.*`, core request-reply, queue group): read-only; every
+  request is answered, with a bounded body.
 - the outbox relay: republishes events a dead process committed but never published.
+
+All pull consumers run the inbound pipeline (workers.inbound): an unreadable message is
+dead-lettered and terminated, a failing one retried with backoff up to MaxDeliver, then
+dead-lettered (rule max_deliveries).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
+import math
 import os
 import signal
-from collections.abc import Callable
-from datetime import timedelta
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 from faststream.nats import NatsBroker
@@ -39,17 +46,27 @@ from contracts.correction_events import (
     FailRefused,
 )
 from contracts.correction_wire import Unreadable, read_cancel, read_fail, read_request
-from contracts.corrections import CancelRequest, CorrectionRequest, FailRequest, bounded_text
+from contracts.corrections import CancelRequest, CorrectionRequest, CorrectionStatus, FailRequest
 from contracts.errors import TargetInOtherPlan, TargetNotFound, TargetSuperseded
 from contracts.impact import DryRunReport
+from contracts.recording import Inbound
+from contracts.rules import RuleViolation
 from contracts.timestamps import utc_now
+from contracts.unreadable import describe, guarded, truncate
 from services.corrections import CorrectionService, CrashHook, no_crash
+from store.deliveries import DeliveryFailures
+from workers.inbound import Batch
 from workers.pull import BatchPuller
 from workers.settings import Settings
 
 log = logging.getLogger(__name__)
 
 Service = Callable[[], CorrectionService]
+
+UNFINISHED_STATUSES = (CorrectionStatus.PENDING, CorrectionStatus.ANALYZING,
+                       CorrectionStatus.EXECUTING)
+SWEEP_LIMIT = 1000
+"""Corrections per status the sweep reads at once (the rest come at the next round)."""
 
 ERROR_CODES: dict[type[Exception], str] = {
     TargetNotFound: "target_not_found",
@@ -73,160 +90,147 @@ def crash_hook(step: str | None) -> CrashHook:
 
 
 def _consumer(durable: str, subject: str, settings: Settings) -> ConsumerConfig:
+    """MaxDeliver and BackOff are set by the puller from the settings' `retry()`."""
     return ConsumerConfig(
         durable_name=durable, filter_subject=subject, ack_policy=AckPolicy.EXPLICIT,
         deliver_policy=DeliverPolicy.ALL, ack_wait=settings.corrections_ack_wait_seconds,
-        max_deliver=-1,  # a request is redelivered until its correction is terminal
         max_ack_pending=1000)
 
 
-async def _heartbeat(msgs: list[Msg], every: float) -> None:
-    """Tell JetStream the messages in hand are still being worked (a long revert)."""
-    while True:
-        await asyncio.sleep(every)
-        for m in msgs:
-            with contextlib.suppress(Exception):
-                await m.in_progress()
-
-
-async def _reject(service: CorrectionService, m: Msg, why: Unreadable) -> None:
+async def _reject(service: CorrectionService, batch: Batch[Any], m: Msg,
+                  why: Unreadable) -> None:
     meta = m.metadata
     await service.reject(m.subject, dict(m.headers or {}), m.data,
                          stream_sequence=meta.sequence.stream, delivered=meta.num_delivered,
                          unreadable=why)
-    await m.term()
+    await batch.term(m)
 
 
-class RequestConsumer:
-    """corrections.requested.*: record each request PENDING (in stream order: the plan's
-    order), drive the plans, ack what is terminal, nak the rest with a delay."""
+class _CorrectionFamily:
+    """What requests and cancels share: the unreadable and exhausted paths."""
 
-    def __init__(self, service: Service, settings: Settings,
-                 crash: CrashHook = no_crash) -> None:
-        self._service = service
-        self._settings = settings
-        self._crash = crash
-
-    def prepare(self, msgs: list[Msg]) -> list[CorrectionRequest | Unreadable]:
-        limit = self._settings.max_payload_bytes
-        return [read_request(m.subject, m.data, max_payload_bytes=limit) for m in msgs]
-
-    async def commit(self, msgs: list[Msg], prepared: list[CorrectionRequest | Unreadable]
-                     ) -> None:
-        beat = asyncio.create_task(
-            _heartbeat(msgs, self._settings.corrections_ack_wait_seconds / 3))
-        try:
-            await self._commit(msgs, prepared)
-        finally:
-            beat.cancel()
-
-    async def _commit(self, msgs: list[Msg],
-                      prepared: list[CorrectionRequest | Unreadable]) -> None:
-        svc, delay = self._service(), self._settings.corrections_retry_delay
-        readable: list[tuple[Msg, CorrectionRequest]] = []
-        for m, r in zip(msgs, prepared, strict=True):
-            if isinstance(r, Unreadable):
-                await _reject(svc, m, r)
-            else:
-                readable.append((m, r))
-        try:
-            for m, req in readable:
-                await svc.request_correction(req, arrival=m.metadata.sequence.stream)
-            plans = list(dict.fromkeys(req.plan_id for _, req in readable))
-            results = await asyncio.gather(*(svc.drive_plan(p) for p in plans),
-                                           return_exceptions=True)
-            for plan_id, res in zip(plans, results, strict=True):
-                if isinstance(res, BaseException):
-                    log.warning("driving plan %s failed; its requests will be redelivered",
-                                plan_id, exc_info=res)
-            self._crash("before_ack")
-            for m, req in readable:
-                c = await svc.get_correction(req.correction_id)
-                if c is not None and c.is_terminal:
-                    await m.ack()
-                else:
-                    await m.nak(delay=delay)
-        except Exception:
-            log.exception("correction batch failed; it will be redelivered")
-            for m, _ in readable:
-                await m.nak(delay=delay)
-
-
-class CancelConsumer:
-    """corrections.cancel.*: cancel, or report the refusal."""
+    prefix: str
 
     def __init__(self, service: Service, settings: Settings) -> None:
         self._service = service
         self._settings = settings
 
-    def prepare(self, msgs: list[Msg]) -> list[CancelRequest | Unreadable]:
-        limit = self._settings.max_payload_bytes
-        return [read_cancel(m.subject, m.data, max_payload_bytes=limit) for m in msgs]
+    def unreadable(self, m: Msg, why: RuleViolation) -> Unreadable:
+        return Unreadable(subjects.plan_of(m.subject, self.prefix), None, (why,))
 
-    async def commit(self, msgs: list[Msg], prepared: list[CancelRequest | Unreadable]
-                     ) -> None:
+    async def dead_letter(self, msg: Inbound, violations: Sequence[RuleViolation]) -> None:
+        await self._service().reject(
+            msg.subject, dict(msg.headers), msg.data, stream_sequence=msg.stream_sequence,
+            delivered=msg.delivered, unreadable=Unreadable(
+                subjects.plan_of(msg.subject, self.prefix), None, tuple(violations)))
+
+
+class RequestConsumer(_CorrectionFamily):
+    """corrections.requested.*: record each request PENDING (in stream order: the plan's
+    order), try to drive the plans, then ack every recorded request."""
+
+    prefix = subjects.REQUESTED_PREFIX
+
+    def __init__(self, service: Service, settings: Settings,
+                 crash: CrashHook = no_crash) -> None:
+        super().__init__(service, settings)
+        self._crash = crash
+
+    def read(self, m: Msg, now: datetime) -> CorrectionRequest | Unreadable:
+        return read_request(m.subject, m.data,
+                            max_payload_bytes=self._settings.max_payload_bytes)
+
+    async def decide(self, batch: Batch[CorrectionRequest | Unreadable]) -> None:
         svc = self._service()
-        for m, r in zip(msgs, prepared, strict=True):
-            try:
-                await self._cancel(svc, m, r)
-            except Exception:
-                log.exception("cancel on %s failed; it will be redelivered", m.subject)
-                await m.nak(delay=self._settings.corrections_retry_delay)
+        recorded: list[tuple[Msg, CorrectionRequest]] = []
 
-    async def _cancel(self, svc: CorrectionService, m: Msg,
+        async def record(m: Msg, r: CorrectionRequest | Unreadable) -> None:
+            if isinstance(r, Unreadable):
+                await _reject(svc, batch, m, r)
+            else:
+                await svc.request_correction(r, arrival=m.metadata.sequence.stream)
+                recorded.append((m, r))
+
+        await batch.each(record)
+        plans = list(dict.fromkeys(req.plan_id for _, req in recorded))
+        results = await asyncio.gather(*(svc.drive_plan(p) for p in plans),
+                                       return_exceptions=True)
+        for plan_id, res in zip(plans, results, strict=True):
+            if isinstance(res, BaseException):
+                log.warning("driving plan %s failed (%s); the sweep takes it up again",
+                            plan_id, describe(res))
+        self._crash("before_ack")
+        for m, _ in recorded:
+            await batch.ack(m)
+
+
+class CancelConsumer(_CorrectionFamily):
+    """corrections.cancel.*: cancel, or report the refusal."""
+
+    prefix = subjects.CANCEL_PREFIX
+
+    def read(self, m: Msg, now: datetime) -> CancelRequest | Unreadable:
+        return read_cancel(m.subject, m.data,
+                           max_payload_bytes=self._settings.max_payload_bytes)
+
+    async def decide(self, batch: Batch[CancelRequest | Unreadable]) -> None:
+        svc = self._service()
+
+        async def cancel(m: Msg, r: CancelRequest | Unreadable) -> None:
+            await self._cancel(svc, batch, m, r)
+
+        await batch.each(cancel)
+
+    async def _cancel(self, svc: CorrectionService, batch: Batch[Any], m: Msg,
                       r: CancelRequest | Unreadable) -> None:
         if isinstance(r, Unreadable):
-            await _reject(svc, m, r)
+            await _reject(svc, batch, m, r)
             return
         settings = self._settings
         waited = (m.metadata.num_delivered - 1) * settings.corrections_retry_delay
         if await svc.get_correction(r.correction_id) is None and \
                 waited < settings.corrections_cancel_wait_seconds:
             # The request travels on another consumer and may simply not be recorded yet.
-            await m.nak(delay=settings.corrections_retry_delay)
+            await batch.nak(m, settings.corrections_retry_delay)
             return
         outcome = await svc.cancel_correction(r.correction_id, r.reason, plan_id=r.plan_id)
         if isinstance(outcome, CancelRefused):
             log.info("cancel refused: %s", outcome.reason)
-        await m.ack()
+        await batch.ack(m)
 
 
-class FailConsumer:
+class FailConsumer(_CorrectionFamily):
     """corrections.fail.*: an operator ends a correction stuck in ANALYZING or EXECUTING
     FAILED, or the refusal is reported."""
 
-    def __init__(self, service: Service, settings: Settings) -> None:
-        self._service = service
-        self._settings = settings
+    prefix = subjects.FAIL_PREFIX
 
-    def prepare(self, msgs: list[Msg]) -> list[FailRequest | Unreadable]:
-        limit = self._settings.max_payload_bytes
-        return [read_fail(m.subject, m.data, max_payload_bytes=limit) for m in msgs]
+    def read(self, m: Msg, now: datetime) -> FailRequest | Unreadable:
+        return read_fail(m.subject, m.data, max_payload_bytes=self._settings.max_payload_bytes)
 
-    async def commit(self, msgs: list[Msg], prepared: list[FailRequest | Unreadable]
-                     ) -> None:
+    async def decide(self, batch: Batch[FailRequest | Unreadable]) -> None:
         svc = self._service()
-        for m, r in zip(msgs, prepared, strict=True):
-            try:
-                if isinstance(r, Unreadable):
-                    await _reject(svc, m, r)
-                    continue
-                outcome = await svc.fail_correction(r.correction_id, r.reason,
-                                                    plan_id=r.plan_id)
-                if isinstance(outcome, FailRefused):
-                    log.info("fail refused: %s", outcome.reason)
-                await m.ack()
-            except Exception:
-                log.exception("fail on %s failed; it will be redelivered", m.subject)
-                await m.nak(delay=self._settings.corrections_retry_delay)
+
+        async def fail(m: Msg, r: FailRequest | Unreadable) -> None:
+            if isinstance(r, Unreadable):
+                await _reject(svc, batch, m, r)
+                return
+            outcome = await svc.fail_correction(r.correction_id, r.reason, plan_id=r.plan_id)
+            if isinstance(outcome, FailRefused):
+                log.info("fail refused: %s", outcome.reason)
+            await batch.ack(m)
+
+        await batch.each(fail)
 
 
 async def answer_dry_run(svc: CorrectionService, subject: str, data: bytes,
                          max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> bytes:
     """The reply body: a DryRunReport, or a DryRunError saying why there is none."""
     plan = subjects.plan_of(subject, subjects.DRYRUN_PREFIX)
-    r = read_request(subject, data, prefix=subjects.DRYRUN_PREFIX,
-                     max_payload_bytes=max_payload_bytes)
+    r = guarded(lambda: read_request(subject, data, prefix=subjects.DRYRUN_PREFIX,
+                                     max_payload_bytes=max_payload_bytes))
+    if isinstance(r, RuleViolation):
+        r = Unreadable(plan, None, (r,))
     if isinstance(r, Unreadable):
         err = DryRunError(error="invalid_request", message=r.reason,
                           correction_id=r.correction_id, plan_id=plan)
@@ -241,19 +245,31 @@ async def answer_dry_run(svc: CorrectionService, subject: str, data: bytes,
     return report.model_dump_json().encode()
 
 
+def _internal_error(subject: str, message: str) -> bytes:
+    return DryRunError(error="internal_error", message=truncate(message),
+                       plan_id=subjects.plan_of(subject, subjects.DRYRUN_PREFIX),
+                       ).model_dump_json().encode()
+
+
 async def start_dry_run(nc: Client, service: Service,
                         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> Subscription:
+    """Every request is answered: with the report, or a DryRunError, never over the
+    connection's payload limit."""
     async def on_request(msg: Msg) -> None:
         try:
             body = await answer_dry_run(service(), msg.subject, msg.data, max_payload_bytes)
         except Exception as exc:
-            log.exception("dry run on %s failed", msg.subject)
-            body = DryRunError(error="internal_error",
-                               message=bounded_text(f"{type(exc).__name__}: {exc}"),
-                               plan_id=subjects.plan_of(msg.subject, subjects.DRYRUN_PREFIX),
-                               ).model_dump_json().encode()
+            log.warning("dry run on %s failed: %s", msg.subject, describe(exc))
+            body = _internal_error(msg.subject, describe(exc))
+        if len(body) > nc.max_payload:
+            body = _internal_error(msg.subject, f"the report is {len(body)} bytes, over the "
+                                   f"{nc.max_payload}-byte payload limit")
         if msg.reply:
-            await msg.respond(body)
+            try:
+                await msg.respond(body)
+            except Exception as exc:
+                log.warning("could not answer the dry run on %s: %s", msg.subject,
+                            describe(exc))
 
     return await nc.subscribe(subjects.ALL_DRYRUNS, queue=subjects.DRYRUN_QUEUE, cb=on_request)
 
@@ -275,24 +291,55 @@ async def relay_loop(service: Service, settings: Settings) -> None:
         await asyncio.sleep(settings.outbox_relay_interval)
 
 
+async def sweep_loop(service: Service, settings: Settings) -> None:
+    """Drive every plan that has unfinished corrections and a free lease, every
+    CORRECTIONS_RETRY_DELAY seconds: a request is acked once recorded, so this is what
+    finishes a correction whose driver died or whose drive failed."""
+    while True:
+        await asyncio.sleep(settings.corrections_retry_delay)
+        try:
+            await drive_unfinished(service())
+        except Exception as exc:
+            log.warning("driving unfinished corrections failed (%s); retrying",
+                        describe(exc))
+
+
+async def drive_unfinished(svc: CorrectionService) -> None:
+    plans: dict[str, None] = {}
+    for status in UNFINISHED_STATUSES:
+        for c in await svc.list_corrections(status=status, limit=SWEEP_LIMIT):
+            plans[c.plan_id] = None
+    for plan_id in plans:
+        try:
+            await svc.drive_plan(plan_id)  # False when a live driver holds it: its work
+        except Exception as exc:
+            log.warning("driving plan %s failed (%s); retrying", plan_id, describe(exc))
+
+
 def _puller(js: JetStreamContext, durable: str, subject: str, settings: Settings,
-            consumer: RequestConsumer | CancelConsumer | FailConsumer) -> BatchPuller[Any]:
+            consumer: RequestConsumer | CancelConsumer | FailConsumer, *,
+            failures: DeliveryFailures | None, waits: int = 0) -> BatchPuller[Any]:
     config = _consumer(durable, subject, settings)
     common: dict[str, Any] = {"stream": subjects.CORRECTIONS_STREAM, "subject": subject,
                               "config": config, "batch_size": settings.corrections_batch_size,
-                              "max_wait": 1.0}
+                              "max_wait": 1.0, "retry": settings.retry(waits),
+                              "failures": failures}
     return BatchPuller(js, consumer=consumer, **common)
 
 
 def correction_pullers(js: JetStreamContext, settings: Settings, service: Service,
-                       crash: CrashHook = no_crash) -> list[BatchPuller[Any]]:
+                       crash: CrashHook = no_crash,
+                       failures: DeliveryFailures | None = None) -> list[BatchPuller[Any]]:
     return [
         _puller(js, subjects.CORRECTOR_DURABLE, subjects.ALL_REQUESTED, settings,
-                RequestConsumer(service, settings, crash)),
+                RequestConsumer(service, settings, crash), failures=failures),
         _puller(js, subjects.CANCELLER_DURABLE, subjects.ALL_CANCELS, settings,
-                CancelConsumer(service, settings)),
+                CancelConsumer(service, settings), failures=failures,
+                # A cancel waiting for its request is redelivered: waits, not failures.
+                waits=math.ceil(settings.corrections_cancel_wait_seconds
+                                / settings.corrections_retry_delay) + 1),
         _puller(js, subjects.FAILER_DURABLE, subjects.ALL_FAILS, settings,
-                FailConsumer(service, settings)),
+                FailConsumer(service, settings), failures=failures),
     ]
 
 
@@ -312,6 +359,10 @@ FAIL_DOC = (
     "becomes its error and is kept in its history (a failed event follows, and its "
     "executing attempt ends failed). Otherwise the refusal is published to "
     "corrections.fail_refused.<plan_id>. Nats-Msg-Id: fail:<correction_id>:<sha256(reason)[:16]>."
+)
+CANCEL_DOC = (
+    "Cancel a PENDING or ANALYZING correction (a cancelled event follows). Otherwise the "
+    "refusal is published to corrections.cancel_refused.<plan_id>."
 )
 CANCEL_DOC = (
     "Cancel a PENDING or ANALYZING correction (a cancelled event follows). Otherwise the "
@@ -360,12 +411,12 @@ def document_corrections(broker: NatsBroker, *, for_docs: bool) -> None:
         schema=CancelRefused,
         description="A cancel that came too late (or named no correction of the plan).")
     broker.publisher(
-        f"{subjects.FAIL_REFUSED_PREFIX}.{{plan_id}}", title="corrections.fail_refused",
-        schema=FailRefused,
-        description="An operator's fail of a correction that is not analyzing or executing "
-        "(or of no correction of the plan).")
-    broker.publisher(
         f"{subjects.REJECTED_PREFIX}.{{plan_id}}", title="corrections.rejected",
         schema=CorrectionRejected,
         description="An unreadable request or cancel, kept in dead_letters; plan_id "
         "'unknown' when unreadable.")
+    broker.publisher(
+        f"{subjects.FAIL_REFUSED_PREFIX}.{{plan_id}}", title="corrections.fail_refused",
+        schema=FailRefused,
+        description="An operator's fail of a correction that is not analyzing or executing "
+        "(or of no correction of the plan).")

@@ -3,16 +3,21 @@
 - reconciler (`decisions.persisted.*` on DECISIONS, durable pull consumer): for each new
   plan root, publishes its invariant_enforced decisions to decisions.recorded.<plan_id>
   and acks the persisted events only after JetStream stored them. Non-root events are
-  acked untouched.
+  acked untouched, and so is a body that cannot be read (the recorder writes these
+  events; anything else on the subject is someone else's, logged and acked).
 - violations (`invariants.violations.*` on INVARIANTS, durable pull consumer): store
   each report and announce it; a report that can never be stored is dead-lettered,
   reported on invariants.rejected.<plan_id> and terminated, never retried.
+
+Both run the inbound pipeline (workers.inbound): a failure is retried with backoff up
+to MaxDeliver, then the message is dead-lettered (rule max_deliveries).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any
 
 from faststream.nats import NatsBroker
@@ -21,6 +26,8 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from contracts import invariant_subjects as subjects
+from contracts.dead_letter import DeadLetter, dead_letter_id
+from contracts.ids import is_ulid
 from contracts.invariant_wire import (
     UnreadableReport,
     ViolationEvent,
@@ -28,12 +35,15 @@ from contracts.invariant_wire import (
     read_violation,
 )
 from contracts.invariants import InvariantViolation, ViolationConflict
-from contracts.recording import DecisionPersisted, read_persisted_root
+from contracts.recording import DecisionPersisted, Inbound, read_persisted_root
 from contracts.rules import Rule, RuleViolation
-from contracts.subjects import DECISIONS_STREAM, PERSISTED_PREFIX
+from contracts.subjects import DECISIONS_STREAM, PERSISTED_PREFIX, plan_of_subject
 from contracts.timestamps import utc_now
 from services.invariants import InvariantService
+from store.dead_letters import DeadLetterRepository
+from store.deliveries import DeliveryFailures
 from store.invariants import InvariantNotFound
+from workers.inbound import Batch
 from workers.pull import BatchPuller
 from workers.settings import Settings
 
@@ -46,36 +56,54 @@ class ReconcilerConsumer:
     """decisions.persisted.*: reconcile the roots of a batch together (one read of the
     roots, one of the invariants, one pipelined publish), then ack the whole batch."""
 
-    def __init__(self, service: Service, settings: Settings) -> None:
+    def __init__(self, service: Service, settings: Settings,
+                 dead_letters: Callable[[], DeadLetterRepository] | None = None) -> None:
         self._service = service
         self._settings = settings
+        self._dead_letters = dead_letters
 
-    def prepare(self, msgs: list[Msg]) -> list[DecisionPersisted]:
-        roots: list[DecisionPersisted] = []
-        for m in msgs:
-            read = read_persisted_root(m.data, self._settings.max_payload_bytes)
-            if isinstance(read, DecisionPersisted):
-                roots.append(read)
-            elif read is not None:
-                # The recorder wrote it, so this is someone else's message on our subject;
-                # there is nothing to reconcile in it.
-                log.warning("ignoring an unreadable event on %s: %s", m.subject, read)
-        return roots
+    def read(self, m: Msg, now: datetime) -> DecisionPersisted | None:
+        read = read_persisted_root(m.data, self._settings.max_payload_bytes)
+        if isinstance(read, RuleViolation):
+            return self.unreadable(m, read)
+        return read
 
-    async def commit(self, msgs: list[Msg], prepared: list[DecisionPersisted]) -> None:
-        try:
-            recorded = await self._service().reconcile(prepared)
-        except Exception:
-            log.exception("reconciling %d root(s) failed; the batch will be redelivered",
-                          len(prepared))
-            for m in msgs:
-                await m.nak(delay=self._settings.invariants_retry_delay)
+    def unreadable(self, m: Msg, why: RuleViolation) -> DecisionPersisted | None:
+        # The recorder wrote it, so this is someone else's message on our subject; there
+        # is nothing to reconcile in it.
+        log.warning("ignoring an unreadable event on %s: %s", m.subject, why.message)
+        return None
+
+    async def decide(self, batch: Batch[DecisionPersisted | None]) -> None:
+        # Non-roots first: if reconciling fails, only the roots are retried.
+        roots: list[tuple[Msg, DecisionPersisted]] = []
+        for m, r in batch.items:
+            if r is None:
+                await batch.ack(m)
+            else:
+                roots.append((m, r))
+        if not roots:
             return
+        recorded = await self._service().reconcile([r for _, r in roots])
         if recorded:
             log.info("published %d invariant_enforced decision(s) for %d root(s)",
-                     len(recorded), len(prepared))
-        for m in msgs:
-            await m.ack()
+                     len(recorded), len(roots))
+        for m, _ in roots:
+            await batch.ack(m)
+
+    async def dead_letter(self, msg: Inbound, violations: Sequence[RuleViolation]) -> None:
+        """A root never reconciled: kept in dead_letters (no event: the plan runs
+        without its invariant_enforced decisions, which an operator should know)."""
+        plan = plan_of_subject(msg.subject, PERSISTED_PREFIX)
+        log.error("plan %s was never reconciled with its invariants: %s", plan,
+                  "; ".join(v.message for v in violations[:1]))
+        if self._dead_letters is None:
+            return
+        await self._dead_letters().keep([DeadLetter.of_message(
+            id=dead_letter_id(DECISIONS_STREAM, msg.stream_sequence), subject=msg.subject,
+            headers=dict(msg.headers), data=msg.data,
+            plan_id=plan.upper() if plan and is_ulid(plan) else None, decision_id=None,
+            errors=list(violations), rejected_at=utc_now(), delivered=msg.delivered)])
 
 
 def _rejection(plan_id: str | None, violation_id: str | None, rule: Rule, field: str,
@@ -91,30 +119,35 @@ class ViolationConsumer:
         self._service = service
         self._settings = settings
 
-    def prepare(self, msgs: list[Msg]) -> list[InvariantViolation | UnreadableReport]:
-        now, limit = utc_now(), self._settings.max_payload_bytes
-        return [read_violation(m.subject, dict(m.headers or {}), m.data, now,
-                               max_payload_bytes=limit) for m in msgs]
+    def read(self, m: Msg, now: datetime) -> InvariantViolation | UnreadableReport:
+        return read_violation(m.subject, dict(m.headers or {}), m.data, now,
+                              max_payload_bytes=self._settings.max_payload_bytes)
 
-    async def commit(self, msgs: list[Msg],
-                     prepared: list[InvariantViolation | UnreadableReport]) -> None:
+    def unreadable(self, m: Msg, why: RuleViolation) -> InvariantViolation | UnreadableReport:
+        return UnreadableReport(_subject_plan(m.subject), None, (why,))
+
+    async def decide(self, batch: Batch[InvariantViolation | UnreadableReport]) -> None:
         svc = self._service()
-        for m, read in zip(msgs, prepared, strict=True):
-            try:
-                r = await self._report(svc, read) if isinstance(read, InvariantViolation) \
-                    else read
-                if isinstance(r, UnreadableReport):
-                    meta = m.metadata
-                    await svc.reject_report(m.subject, dict(m.headers or {}), m.data,
-                                            stream_sequence=meta.sequence.stream,
-                                            delivered=meta.num_delivered, unreadable=r)
-                    await m.term()
-                else:
-                    await m.ack()
-            except Exception:
-                log.exception("violation report on %s failed; it will be redelivered",
-                              m.subject)
-                await m.nak(delay=self._settings.invariants_retry_delay)
+
+        async def handle(m: Msg, read: InvariantViolation | UnreadableReport) -> None:
+            r = await self._report(svc, read) if isinstance(read, InvariantViolation) \
+                else read
+            if isinstance(r, UnreadableReport):
+                meta = m.metadata
+                await svc.reject_report(m.subject, dict(m.headers or {}), m.data,
+                                        stream_sequence=meta.sequence.stream,
+                                        delivered=meta.num_delivered, unreadable=r)
+                await batch.term(m)
+            else:
+                await batch.ack(m)
+
+        await batch.each(handle)
+
+    async def dead_letter(self, msg: Inbound, violations: Sequence[RuleViolation]) -> None:
+        await self._service().reject_report(
+            msg.subject, dict(msg.headers), msg.data, stream_sequence=msg.stream_sequence,
+            delivered=msg.delivered,
+            unreadable=UnreadableReport(_subject_plan(msg.subject), None, tuple(violations)))
 
     async def _report(self, svc: InvariantService,
                       v: InvariantViolation) -> InvariantViolation | UnreadableReport:
@@ -130,17 +163,22 @@ class ViolationConsumer:
                               "violation_id", str(exc))
 
 
+def _subject_plan(subject: str) -> str | None:
+    plan = subjects.plan_of(subject)
+    return plan.upper() if plan and is_ulid(plan) else None
+
+
 def _config(durable: str, subject: str, ack_wait: float, *,
             deliver: DeliverPolicy) -> ConsumerConfig:
+    """MaxDeliver and BackOff are set by the puller from the settings' `retry()`."""
     return ConsumerConfig(
         durable_name=durable, filter_subject=subject, ack_policy=AckPolicy.EXPLICIT,
-        deliver_policy=deliver, ack_wait=ack_wait,
-        max_deliver=-1,  # failures are the database's, not the message's: retry until fixed
-        max_ack_pending=20_000)
+        deliver_policy=deliver, ack_wait=ack_wait, max_ack_pending=20_000)
 
 
-def invariant_pullers(js: JetStreamContext, settings: Settings,
-                      service: Service) -> list[BatchPuller[Any]]:
+def invariant_pullers(js: JetStreamContext, settings: Settings, service: Service,
+                      dead_letters: Callable[[], DeadLetterRepository] | None = None,
+                      failures: DeliveryFailures | None = None) -> list[BatchPuller[Any]]:
     persisted = f"{PERSISTED_PREFIX}.*"
     return [
         # NEW: the first start over an existing ledger does not reconcile old plans with
@@ -150,13 +188,15 @@ def invariant_pullers(js: JetStreamContext, settings: Settings,
                                    settings.invariants_ack_wait_seconds,
                                    deliver=DeliverPolicy.NEW),
                     batch_size=settings.reconciler_batch_size, max_wait=1.0,
-                    consumer=ReconcilerConsumer(service, settings)),
+                    consumer=ReconcilerConsumer(service, settings, dead_letters),
+                    retry=settings.retry(), failures=failures),
         BatchPuller(js, stream=subjects.INVARIANTS_STREAM, subject=subjects.ALL_VIOLATIONS,
                     config=_config(subjects.VIOLATIONS_DURABLE, subjects.ALL_VIOLATIONS,
                                    settings.invariants_ack_wait_seconds,
                                    deliver=DeliverPolicy.ALL),
                     batch_size=settings.invariants_batch_size, max_wait=1.0,
-                    consumer=ViolationConsumer(service, settings)),
+                    consumer=ViolationConsumer(service, settings),
+                    retry=settings.retry(), failures=failures),
     ]
 
 

@@ -1,14 +1,19 @@
 """The recorder worker: a durable JetStream pull consumer over `services.recorder`.
 
-Each pulled batch goes to the service in one call; the service says per message
-whether to ack, nak with a delay, or terminate. Any exception leaves the whole batch
-unacked and naks it with a delay: the service is idempotent, so redelivery is safe.
+Each message is read on its own (the pipeline's guard makes one that raises an
+`unreadable` dead letter); the batch goes to the service in one call, which says per
+message whether to ack, nak with a delay (its parent is not stored yet), or terminate
+(dead-lettered). An exception from the service (the database is down) fails the batch:
+each message is nak'ed with the consumer's backoff and the error is remembered, and
+after MaxDeliver deliveries it is dead-lettered (rule max_deliveries). The service is
+idempotent, so redelivery is safe.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from datetime import datetime
 
 from faststream.nats import NatsBroker
 from nats.aio.msg import Msg
@@ -16,7 +21,15 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from contracts.decision import Decision
-from contracts.recording import DecisionPersisted, DecisionRejected, Inbound
+from contracts.recording import (
+    Candidate,
+    DecisionPersisted,
+    DecisionRejected,
+    Inbound,
+    Invalid,
+    read_message,
+)
+from contracts.rules import RuleViolation
 from contracts.subjects import (
     DECISIONS_STREAM,
     PERSISTED_PREFIX,
@@ -24,13 +37,13 @@ from contracts.subjects import (
     RECORDER_DURABLE,
     REJECTED_PREFIX,
 )
-from services.recorder import ReadBatch, RecorderService, Verdict
+from services.recorder import RecorderPolicy, RecorderService, Verdict, subject_plan
+from store.deliveries import DeliveryFailures
+from workers.inbound import Batch, Retry, to_inbound
 from workers.pull import BatchPuller
 from workers.settings import Settings
 
 log = logging.getLogger(__name__)
-
-RETRY_BATCH_AFTER_ERROR = 2.0
 
 RECORDED_DOC = (
     "Agents publish one Decision per message, with header Nats-Msg-Id = decision_id "
@@ -42,21 +55,25 @@ RECORDED_DOC = (
 
 
 def consumer_config(settings: Settings) -> ConsumerConfig:
+    """MaxDeliver and BackOff are set by the puller from `recorder_retry`."""
     return ConsumerConfig(
         durable_name=RECORDER_DURABLE,
         filter_subject=f"{RECORDED_PREFIX}.*",
         ack_policy=AckPolicy.EXPLICIT,
         deliver_policy=DeliverPolicy.ALL,
         ack_wait=settings.recorder_ack_wait_seconds,
-        max_deliver=-1,  # the service bounds retries by time, then dead-letters
         max_ack_pending=max(20_000, settings.recorder_batch_size * 4),
     )
 
 
-def to_inbound(m: Msg) -> Inbound:
-    meta = m.metadata
-    return Inbound(subject=m.subject, headers=dict(m.headers or {}), data=m.data,
-                   stream_sequence=meta.sequence.stream, delivered=meta.num_delivered)
+def recorder_retry(settings: Settings) -> Retry:
+    """CONSUMER_MAX_DELIVER failures, plus the deliveries a wait for a parent may take
+    (those naks are waits, not failures)."""
+    policy = RecorderPolicy(parent_wait_seconds=settings.recorder_parent_wait_seconds)
+    return settings.retry(extra_deliveries=policy.deliveries_to_wait())
+
+
+Read = Candidate | Invalid
 
 
 class RecorderConsumer:
@@ -65,34 +82,38 @@ class RecorderConsumer:
     def __init__(self, service: Callable[[], RecorderService]) -> None:
         self._service = service
 
-    def prepare(self, msgs: list[Msg]) -> ReadBatch:
-        return self._service().read([to_inbound(m) for m in msgs])
+    def read(self, m: Msg, now: datetime) -> Read:
+        return read_message(to_inbound(m), now, self._service().policy.max_payload_bytes)
 
-    async def commit(self, msgs: list[Msg], prepared: ReadBatch) -> None:
-        try:
-            verdicts = await self._service().record_read(prepared)
-        except Exception:
-            log.exception("batch of %d failed; it will be redelivered", len(msgs))
-            for m in msgs:
-                await m.nak(delay=RETRY_BATCH_AFTER_ERROR)
-            return
-        for m in msgs:
-            v = verdicts[m.metadata.sequence.stream]
+    def unreadable(self, m: Msg, why: RuleViolation) -> Read:
+        return Invalid(m.metadata.sequence.stream, subject_plan(m.subject), (why,))
+
+    async def decide(self, batch: Batch[Read]) -> None:
+        svc = self._service()
+        inbound = [to_inbound(m) for m in batch.msgs]
+        verdicts = await svc.record_read(svc.collect(inbound, batch.now, batch.reads))
+        for m, msg in zip(batch.msgs, inbound, strict=True):
+            v = verdicts[msg.stream_sequence]
             if v.verdict is Verdict.ACK:
-                await m.ack()
+                await batch.ack(m)
             elif v.verdict is Verdict.TERM:
-                await m.term()
+                await batch.term(m)
             else:
-                await m.nak(delay=v.delay)
+                await batch.nak(m, v.delay)
+
+    async def dead_letter(self, msg: Inbound, violations: Sequence[RuleViolation]) -> None:
+        await self._service().dead_letter(msg, violations)
 
 
 def recorder_puller(js: JetStreamContext, settings: Settings,
-                    service: Callable[[], RecorderService]) -> BatchPuller[ReadBatch]:
+                    service: Callable[[], RecorderService],
+                    failures: DeliveryFailures | None = None) -> BatchPuller[Read]:
     return BatchPuller(js, stream=DECISIONS_STREAM, subject=f"{RECORDED_PREFIX}.*",
                        config=consumer_config(settings),
                        batch_size=settings.recorder_batch_size,
                        max_wait=settings.recorder_batch_timeout,
-                       consumer=RecorderConsumer(service))
+                       consumer=RecorderConsumer(service), retry=recorder_retry(settings),
+                       failures=failures)
 
 
 def document_recorder(broker: NatsBroker, *, for_docs: bool) -> None:

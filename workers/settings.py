@@ -9,6 +9,7 @@ from pathlib import Path
 
 from contracts.bounds import DEFAULT_MAX_PAYLOAD_BYTES
 from workers.health import parse_addr
+from workers.inbound import Retry
 
 
 def _env_float(name: str, default: float) -> float:
@@ -26,6 +27,11 @@ def _env_addr(name: str) -> str | None:
     if raw:
         parse_addr(raw)  # refuse a malformed address at start, not at first use
     return raw or None
+
+
+def _env_floats(name: str, default: tuple[float, ...]) -> tuple[float, ...]:
+    raw = os.environ.get(name)
+    return tuple(float(x) for x in raw.split(",") if x.strip()) if raw else default
 
 
 @dataclass(frozen=True)
@@ -48,8 +54,8 @@ class Settings:
     corrections_batch_size: int = 16
     corrections_ack_wait_seconds: float = 60.0
     corrections_retry_delay: float = 1.0
-    """Nak delay of a request whose plan another driver is working (it is redelivered
-    until its correction is terminal, in case that driver dies)."""
+    """Period of the sweep that drives unfinished corrections (a request is acked once
+    recorded PENDING), and the nak delay of a cancel waiting for its request."""
     corrections_lease_seconds: float = 10.0
     """Plan lease; renewed every third of it while held, so it only bounds how soon a dead
     driver's plan is taken over."""
@@ -67,7 +73,8 @@ class Settings:
     invariants_batch_size: int = 100
     invariants_ack_wait_seconds: float = 30.0
     invariants_retry_delay: float = 1.0
-    """Nak delay of a violation report or a root whose handling failed (database down)."""
+    """Unused since failures are retried with `consumer_backoff` (kept so an existing
+    environment still parses)."""
     connect_timeout_seconds: float = 10.0
     """How long a starting worker tries to reach NATS and MongoDB before it exits."""
     nats_reconnect_wait_seconds: float = 2.0
@@ -76,6 +83,13 @@ class Settings:
     """How often a running worker pings MongoDB for its readiness."""
     health_addr: str | None = None
     """HEALTH_ADDR `host:port` of the /healthz and /readyz endpoint; unset: none."""
+    consumer_max_deliver: int = 20
+    """MaxDeliver of every durable consumer: deliveries that may fail before a message is
+    dead-lettered (rule max_deliveries). The recorder adds the deliveries its parent wait
+    takes."""
+    consumer_backoff: tuple[float, ...] = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+    """Nak delay after the 1st, 2nd, ... failed delivery (the last repeats): with the
+    defaults, 20 deliveries span about an hour of database outage."""
     crash_at: str | None = None
     """TEST ONLY (CORRECTIONS_CRASH_AT): SIGKILL the worker at this step (docs/corrections.md)."""
 
@@ -87,6 +101,11 @@ class Settings:
             raise ValueError(
                 f"ARCHIVE_ROOT {archive} is inside ARTIFACTS_ROOT {artifacts}, the tree agents "
                 "write to; set ARCHIVE_ROOT to a folder outside it")
+
+    def retry(self, extra_deliveries: int = 0) -> Retry:
+        """The bounded retries of a durable consumer (`extra_deliveries` for waits that
+        are not failures, e.g. the recorder's parent wait)."""
+        return Retry(self.consumer_max_deliver + extra_deliveries, self.consumer_backoff)
 
     def resolved_archive_root(self) -> Path:
         if self.archive_root is not None:
@@ -141,5 +160,7 @@ class Settings:
             mongo_ping_interval_seconds=_env_float("MONGO_PING_INTERVAL_SECONDS",
                                                    cls.mongo_ping_interval_seconds),
             health_addr=_env_addr("HEALTH_ADDR"),
+            consumer_max_deliver=_env_int("CONSUMER_MAX_DELIVER", cls.consumer_max_deliver),
+            consumer_backoff=_env_floats("CONSUMER_BACKOFF", cls.consumer_backoff),
             crash_at=os.environ.get("CORRECTIONS_CRASH_AT") or None,
         )

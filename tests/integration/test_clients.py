@@ -150,3 +150,34 @@ async def test_subscriber_redelivers_what_the_loop_did_not_finish(
     again = [e async for e in outcomes(nc, durable="flaky", statuses=["applied"], limit=1)]
     assert [e.correction_id for e in again] == [cid]
     assert again[0].child_plans_spawned
+
+
+async def test_subscriber_terminates_an_unreadable_event_and_retries_a_failed_one_later(
+        workers: Workers, nats_server: ManagedServer, nc: nats.NATS) -> None:
+    async with DecisionRecorder.connect(nats_server.url) as rec:
+        root, strategy, *_ = await record_tree(rec)
+        await rec.wait_all_persisted([root, strategy], timeout=20)
+    feed = outcomes(nc, durable="hostile", statuses=["applied"], backoff=[0.5])
+    await feed.open()
+    js = nc.jetstream()
+    info = await js.consumer_info("CORRECTIONS", "hostile")
+    assert info.config.max_deliver == 10
+    # A 5 KB bracket body (RecursionError in the parser) ahead of the real outcome.
+    await js.publish(f"corrections.events.{root.plan_id}.applied", b"[" * 5000)
+    async with CorrectionClient.connect(nats_server.url) as ops:
+        cid = await ops.request(root.plan_id, strategy.decision_id, "append", "Add metrics")
+        await ops.wait_for_outcome(cid, root.plan_id, timeout=30)
+
+    class Boom(Exception):
+        pass
+
+    with pytest.raises(Boom):
+        async for _event in feed:
+            raise Boom
+    start = asyncio.get_running_loop().time()
+    again = [e async for e in outcomes(nc, durable="hostile", statuses=["applied"], limit=1,
+                                       backoff=[0.5])]
+    assert [e.correction_id for e in again] == [cid]
+    assert asyncio.get_running_loop().time() - start >= 0.3  # nak'ed with a delay
+    info = await js.consumer_info("CORRECTIONS", "hostile")
+    assert info.num_ack_pending == 0 and info.num_pending == 0

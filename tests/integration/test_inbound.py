@@ -1,0 +1,353 @@
+"""The inbound pipeline on every consumer, with the workers running as their own process:
+hostile bodies among valid ones, bounded retries ending in a dead letter, consumers
+brought to the code's configuration, and the parent wait counted in seconds."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from pymongo import AsyncMongoClient
+from pymongo.asynchronous.database import AsyncDatabase
+
+from contracts import correction_subjects as csubjects
+from contracts import invariant_subjects as isubjects
+from contracts.ids import new_id
+from contracts.subjects import DECISIONS_STREAM, RECORDED_PREFIX, RECORDER_DURABLE
+from deploy.embedded import ManagedServer
+from services.invariants import InvariantService
+from store.database import Document
+from tests.conftest import Workers, worker_env
+from tests.factories import decision, encode, headers, plan_tree, root, subject
+from tests.integration.correction_support import request
+from tests.integration.wire import publish_all, wait_for_count
+from workers.publisher import JetStreamPublisher
+from workers.recorder import recorder_retry
+from workers.settings import Settings
+from workers.streams import ensure_streams
+
+pytestmark = pytest.mark.e2e
+
+APP = "ledger-inbound"
+DEEP = b"[" * 5000  # RecursionError in the JSON parser
+FAR = "9999-12-31T23:00:00-05:00"  # OverflowError once shifted to UTC
+
+
+def _env(nats_server: ManagedServer, mongo_uri: str, db_name: str, **extra: str
+         ) -> dict[str, str]:
+    sep = "&" if "?" in mongo_uri else "?"
+    return worker_env(nats_server.url, f"{mongo_uri}{sep}appName={APP}", db_name,
+                      CORRECTIONS_RETRY_DELAY="0.2", **extra)
+
+
+async def _started(nats_server: ManagedServer, mongo_uri: str, db_name: str, tmp_path: Path,
+                   **extra: str) -> Workers:
+    w = Workers(_env(nats_server, mongo_uri, db_name, **extra), tmp_path / "workers.log")
+    await w.start(nats_server.url)
+    return w
+
+
+async def until(probe: Callable[[], Awaitable[Any]], timeout: float = 30.0) -> Any:
+    deadline = asyncio.get_running_loop().time() + timeout
+    last = None
+    while asyncio.get_running_loop().time() < deadline:
+        last = await probe()
+        if last:
+            return last
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"condition not met in {timeout}s (last: {last!r})")
+
+
+async def drained(js: Any, stream: str, durable: str) -> None:
+    async def probe() -> bool:
+        info = await js.consumer_info(stream, durable)
+        return info.num_pending == 0 and info.num_ack_pending == 0
+    await until(probe)
+
+
+async def letters(db: AsyncDatabase[Document], prefix: str) -> list[Document]:
+    return await db.dead_letters.find({"_id": {"$regex": f"^{prefix}:"}}).to_list()
+
+
+async def fail_point(client: AsyncMongoClient[Document], commands: list[str] | None) -> None:
+    mode: Any = {"times": 100_000} if commands else "off"
+    await client.admin.command({"configureFailPoint": "failCommand", "mode": mode, "data": {
+        "failCommands": commands or ["insert"], "errorCode": 8, "appName": APP}})
+
+
+# --- hostile bodies among valid ones ------------------------------------------------------
+
+
+async def test_hostile_decisions_are_dead_lettered_alone_and_valid_ones_recorded_once(
+        nats_server: ManagedServer, nc: nats.NATS, mongo_uri: str,
+        db: AsyncDatabase[Document], db_name: str, tmp_path: Path) -> None:
+    js = nc.jetstream()
+    await ensure_streams(js)
+    tree = plan_tree(40)
+    plan = tree[0]["plan_id"]
+    far = decision(plan, tree[0]["decision_id"])
+    far["created_at"] = FAR
+    # Published before the worker starts, so they arrive in one batch with the valid ones.
+    await publish_all(js, tree[:20])
+    await js.publish(f"{RECORDED_PREFIX}.{plan}", DEEP, headers={"Nats-Msg-Id": new_id()})
+    await js.publish(subject(far), encode(far), headers=headers(far))
+    await publish_all(js, tree[20:])
+    w = await _started(nats_server, mongo_uri, db_name, tmp_path)
+    try:
+        assert await wait_for_count(db, "decisions", 40, timeout=30) == 40
+        await until(lambda: _count(db.dead_letters, 2))
+        await drained(js, DECISIONS_STREAM, RECORDER_DURABLE)
+        await asyncio.sleep(0.5)
+        assert await db.decisions.count_documents({}) == 40
+        dead = await letters(db, DECISIONS_STREAM)
+        assert len(dead) == 2
+        assert {e["rule"] for d in dead for e in d["errors"]} == {"unreadable"}
+        messages = sorted(d["errors"][0]["message"] for d in dead)
+        assert "OverflowError" in messages[0] and "RecursionError" in messages[1]
+        assert all(len(d["errors"][0]["message"]) < 500 for d in dead)
+        persisted = await js.stream_info(DECISIONS_STREAM)
+        # 42 published, 40 persisted events, 2 rejected events: nothing twice.
+        assert persisted.state.messages == 84
+        assert w.alive
+    finally:
+        w.stop()
+
+
+async def _count(coll: Any, n: int) -> bool:
+    return bool(await coll.count_documents({}) >= n)
+
+
+async def test_hostile_correction_requests_and_cancels_do_not_hold_back_valid_ones(
+        nats_server: ManagedServer, nc: nats.NATS, mongo_uri: str,
+        db: AsyncDatabase[Document], db_name: str, tmp_path: Path) -> None:
+    js = nc.jetstream()
+    await ensure_streams(js)
+    valid = [request(new_id(), new_id()) for _ in range(6)]  # targets unknown: FAILED
+    far = request(new_id(), new_id())
+    far_body = {**json.loads(far.model_dump_json()), "requested_at": FAR}
+    for i, r in enumerate(valid):
+        await js.publish(f"{csubjects.REQUESTED_PREFIX}.{r.plan_id}",
+                         r.model_dump_json().encode(), headers={"Nats-Msg-Id": r.correction_id})
+        if i == 2:
+            await js.publish(f"{csubjects.REQUESTED_PREFIX}.{r.plan_id}", DEEP)
+            await js.publish(f"{csubjects.REQUESTED_PREFIX}.{far.plan_id}",
+                             json.dumps(far_body).encode(),
+                             headers={"Nats-Msg-Id": far.correction_id})
+    await js.publish(f"{csubjects.CANCEL_PREFIX}.{valid[0].plan_id}", DEEP)
+    w = await _started(nats_server, mongo_uri, db_name, tmp_path)
+    try:
+        async def terminal() -> bool:
+            n = await db.corrections.count_documents(
+                {"status": {"$in": ["failed", "applied", "cancelled"]}})
+            return n == len(valid)
+        await until(terminal)
+        dead = await until(lambda: _at_least(letters(db, csubjects.CORRECTIONS_STREAM), 3))
+        assert len(dead) == 3
+        assert {d["errors"][0]["rule"] for d in dead} == {"unreadable"}
+        for durable in (csubjects.CORRECTOR_DURABLE, csubjects.CANCELLER_DURABLE):
+            await drained(js, csubjects.CORRECTIONS_STREAM, durable)
+        assert await db.corrections.count_documents({}) == len(valid)
+        assert w.alive
+    finally:
+        w.stop()
+
+
+async def _at_least(found: Awaitable[list[Document]], n: int) -> list[Document] | None:
+    docs = await found
+    return docs if len(docs) >= n else None
+
+
+async def test_hostile_violation_reports_do_not_hold_back_valid_ones(
+        nats_server: ManagedServer, nc: nats.NATS, mongo_uri: str,
+        db: AsyncDatabase[Document], db_name: str, tmp_path: Path) -> None:
+    js = nc.jetstream()
+    await ensure_streams(js)
+    svc = InvariantService.open(db, JetStreamPublisher(nc))
+    inv = await svc.add_invariant("no-prod-deletes", "Never delete production data")
+    plan = new_id()
+
+    def report(**fields: Any) -> dict[str, Any]:
+        return {"violation_id": new_id(), "invariant_id": inv.id, "plan_id": plan,
+                "decision_id": None, "severity": "warning", "details": "x", **fields}
+
+    valid = [report() for _ in range(5)]
+    far = report(reported_at=FAR)
+    subj = f"{isubjects.VIOLATIONS_PREFIX}.{plan}"
+    for i, r in enumerate(valid):
+        await js.publish(subj, json.dumps(r).encode(), headers={"Nats-Msg-Id": r["violation_id"]})
+        if i == 1:
+            await js.publish(subj, DEEP)
+            await js.publish(subj, json.dumps(far).encode(),
+                             headers={"Nats-Msg-Id": far["violation_id"]})
+    # A garbage body on the reconciler's subject is logged and acked, never blocks it.
+    await js.publish(f"decisions.persisted.{plan}", DEEP)
+    w = await _started(nats_server, mongo_uri, db_name, tmp_path)
+    try:
+        assert await wait_for_count(db, "invariant_violations", 5, timeout=30) == 5
+        dead = await until(lambda: _at_least(letters(db, isubjects.INVARIANTS_STREAM), 2))
+        assert len(dead) == 2
+        assert {d["errors"][0]["rule"] for d in dead} == {"unreadable"}
+        await drained(js, isubjects.INVARIANTS_STREAM, isubjects.VIOLATIONS_DURABLE)
+        await drained(js, DECISIONS_STREAM, isubjects.RECONCILER_DURABLE)
+        assert w.alive
+    finally:
+        w.stop()
+
+
+# --- bounded retries ----------------------------------------------------------------------
+
+
+async def test_a_message_failing_every_delivery_is_dead_lettered_with_each_attempts_error(
+        nats_server: ManagedServer, nc: nats.NATS, mongo_uri: str,
+        mongo_client: AsyncMongoClient[Document], db: AsyncDatabase[Document],
+        db_name: str, tmp_path: Path) -> None:
+    extra = {"CONSUMER_MAX_DELIVER": "3", "CONSUMER_BACKOFF": "0.2,0.3"}
+    w = await _started(nats_server, mongo_uri, db_name, tmp_path, **extra)
+    js = nc.jetstream()
+    advisories: list[dict[str, Any]] = []
+
+    async def heard(msg: Any) -> None:
+        advisories.append(json.loads(msg.data))
+
+    await nc.subscribe(f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{DECISIONS_STREAM}."
+                       f"{RECORDER_DURABLE}", cb=heard)
+    expected = recorder_retry(Settings(recorder_parent_wait_seconds=3,
+                                       consumer_max_deliver=3)).max_deliver
+    r = root()
+    await fail_point(mongo_client, ["insert"])
+    try:
+        await publish_all(js, [r])
+        await until(lambda: _truthy(advisories), timeout=60)
+    finally:
+        await fail_point(mongo_client, None)
+    try:
+        assert advisories[0]["deliveries"] == expected
+        seq = advisories[0]["stream_seq"]
+        doc = await until(lambda: db.dead_letters.find_one({"_id": f"{DECISIONS_STREAM}:{seq}"}))
+        rules = [e["rule"] for e in doc["errors"]]
+        assert rules == ["max_deliveries"] * (expected + 1)
+        assert all("WriteError" in e["message"] or "OperationFailure" in e["message"]
+                   or "error" in e["message"].lower() for e in doc["errors"][1:])
+        assert [e["message"].split(" at ")[0] for e in doc["errors"][1:]] == [
+            f"delivery {n}" for n in range(1, expected + 1)]
+        assert doc["payload"] == encode(r)
+        assert await db.decisions.count_documents({}) == 0
+        assert await db.delivery_failures.count_documents({}) == 0
+        await drained(js, DECISIONS_STREAM, RECORDER_DURABLE)
+        info = await js.consumer_info(DECISIONS_STREAM, RECORDER_DURABLE)
+        assert info.delivered.consumer_seq == expected  # delivered MaxDeliver times, no more
+        assert w.alive
+    finally:
+        w.stop()
+
+
+async def _none(coll: Any) -> bool:
+    return bool(await coll.count_documents({}) == 0)
+
+
+async def _truthy(xs: list[Any]) -> bool:
+    return bool(xs)
+
+
+async def test_an_existing_consumer_is_brought_to_the_codes_settings_on_start(
+        nats_server: ManagedServer, nc: nats.NATS, mongo_uri: str,
+        db: AsyncDatabase[Document], db_name: str, tmp_path: Path) -> None:
+    js = nc.jetstream()
+    await ensure_streams(js)
+    await js.add_consumer(DECISIONS_STREAM, ConsumerConfig(
+        durable_name=RECORDER_DURABLE, filter_subject=f"{RECORDED_PREFIX}.*",
+        ack_policy=AckPolicy.EXPLICIT, deliver_policy=DeliverPolicy.ALL, ack_wait=30,
+        max_deliver=-1, max_ack_pending=1000))
+    # The code wants DeliverPolicy.NEW here, which the server cannot change: a warning.
+    await js.add_consumer(DECISIONS_STREAM, ConsumerConfig(
+        durable_name=isubjects.RECONCILER_DURABLE, filter_subject="decisions.persisted.*",
+        ack_policy=AckPolicy.EXPLICIT, deliver_policy=DeliverPolicy.ALL, ack_wait=30,
+        max_deliver=-1))
+    w = await _started(nats_server, mongo_uri, db_name, tmp_path, CONSUMER_MAX_DELIVER="7")
+    try:
+        rec = await js.consumer_info(DECISIONS_STREAM, isubjects.RECONCILER_DURABLE)
+        assert rec.config.max_deliver == 7 and rec.config.deliver_policy == DeliverPolicy.ALL
+        assert "cannot update: deliver_policy" in w.log()
+        info = await js.consumer_info(DECISIONS_STREAM, RECORDER_DURABLE)
+        want = recorder_retry(Settings(recorder_parent_wait_seconds=3, consumer_max_deliver=7))
+        assert info.config.max_deliver == want.max_deliver
+        assert info.config.backoff == want.consumer_backoff(30.0)
+        assert info.config.max_ack_pending == 20_000
+        assert "updated" in w.log()
+    finally:
+        w.stop()
+
+
+# --- the parent wait is counted in seconds ---------------------------------------------------
+
+
+async def test_a_database_outage_longer_than_the_parent_wait_rejects_no_child(
+        nats_server: ManagedServer, nc: nats.NATS, mongo_uri: str,
+        mongo_client: AsyncMongoClient[Document], db: AsyncDatabase[Document],
+        db_name: str, tmp_path: Path) -> None:
+    # RECORDER_PARENT_WAIT_SECONDS is 3 (worker_env); the outage lasts 5 s, during which
+    # the child is delivered about 25 times (backoff 0.2 s).
+    w = await _started(nats_server, mongo_uri, db_name, tmp_path,
+                       CONSUMER_MAX_DELIVER="200", CONSUMER_BACKOFF="0.2")
+    js = nc.jetstream()
+    r = root()
+    child = decision(r["plan_id"], r["decision_id"])
+    try:
+        await fail_point(mongo_client, ["find", "aggregate"])
+        try:
+            await publish_all(js, [child])
+            await asyncio.sleep(5.0)
+        finally:
+            await fail_point(mongo_client, None)
+        await asyncio.sleep(1.0)  # the child now waits, from here on, in seconds
+        await publish_all(js, [r])
+        assert await wait_for_count(db, "decisions", 2, timeout=20) == 2
+        assert await db.dead_letters.count_documents({}) == 0
+        await drained(js, DECISIONS_STREAM, RECORDER_DURABLE)
+        info = await js.consumer_info(DECISIONS_STREAM, RECORDER_DURABLE)
+        # The child's failures are forgotten once it was recorded.
+        await until(lambda: _none(db.delivery_failures))
+        # Many more deliveries than a 3 s wait takes: the outage's did not count.
+        assert info.delivered.consumer_seq > recorder_retry(
+            Settings(recorder_parent_wait_seconds=3, consumer_max_deliver=0)).max_deliver
+    finally:
+        w.stop()
+
+
+async def test_a_dry_run_with_a_hostile_body_is_answered(
+        workers: Workers, nc: nats.NATS) -> None:
+    plan = new_id()
+    reply = await nc.request(f"{csubjects.DRYRUN_PREFIX}.{plan}", DEEP, timeout=10)
+    body = json.loads(reply.data)
+    assert body["error"] == "invalid_request" and body["plan_id"] == plan
+    assert len(reply.data) < 2000
+    assert workers.alive
+
+
+async def test_a_batch_slower_than_the_ack_wait_is_not_redelivered_under_its_worker(
+        nats_server: ManagedServer, nc: nats.NATS, mongo_uri: str,
+        mongo_client: AsyncMongoClient[Document], db: AsyncDatabase[Document],
+        db_name: str, tmp_path: Path) -> None:
+    w = await _started(nats_server, mongo_uri, db_name, tmp_path,
+                       RECORDER_ACK_WAIT_SECONDS="1.5")
+    js = nc.jetstream()
+    r = root()
+    await mongo_client.admin.command({
+        "configureFailPoint": "failCommand", "mode": {"times": 1}, "data": {
+            "failCommands": ["insert"], "blockConnection": True, "blockTimeMS": 4000,
+            "appName": APP}})
+    try:
+        await publish_all(js, [r])
+        assert await wait_for_count(db, "decisions", 1, timeout=20) == 1
+        await drained(js, DECISIONS_STREAM, RECORDER_DURABLE)
+        info = await js.consumer_info(DECISIONS_STREAM, RECORDER_DURABLE)
+        assert info.delivered.consumer_seq == 1  # in-progress acks kept it ours
+    finally:
+        await fail_point(mongo_client, None)
+        w.stop()

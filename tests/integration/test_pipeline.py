@@ -1,0 +1,86 @@
+"""The inbound pipeline itself, on a real nats-server with a family written for the test:
+a message that raises while read, and one that makes its batch's I/O fail, against
+valid ones in the same batches."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from datetime import datetime
+
+import nats
+import pytest
+from nats.aio.msg import Msg
+from nats.js.api import ConsumerConfig, StreamConfig
+
+from contracts.recording import Inbound
+from contracts.rules import RuleViolation
+from workers.inbound import Batch, Retry
+from workers.pull import BatchPuller
+
+pytestmark = pytest.mark.e2e
+
+
+class Family:
+    """Bodies are read as they are; `raise` raises while read; `poison` fails any
+    batch it is in (as a message the database refuses would)."""
+
+    def __init__(self) -> None:
+        self.recorded: list[bytes] = []
+        self.terminated: list[str] = []
+        self.dead: list[tuple[bytes, list[str]]] = []
+
+    def read(self, m: Msg, now: datetime) -> bytes:
+        if m.data == b"raise":
+            raise RecursionError("maximum recursion depth exceeded")
+        return m.data
+
+    def unreadable(self, m: Msg, why: RuleViolation) -> bytes:
+        return f"unreadable {why.message}".encode()
+
+    async def decide(self, batch: Batch[bytes]) -> None:
+        if b"poison" in batch.reads:
+            raise ValueError("a document the database refuses")
+        for m, r in batch.items:
+            if r.startswith(b"unreadable"):
+                self.terminated.append(r.decode())
+                await batch.term(m)
+            else:
+                self.recorded.append(r)
+                await batch.ack(m)
+
+    async def dead_letter(self, msg: Inbound, violations: Sequence[RuleViolation]) -> None:
+        self.dead.append((msg.data, [v.message for v in violations]))
+
+
+async def test_one_bad_message_never_holds_back_its_batch(nc: nats.NATS) -> None:
+    js = nc.jetstream()
+    await js.add_stream(StreamConfig(name="T", subjects=["t.>"]))
+    bodies = [f"ok{i}".encode() for i in range(10)]
+    for body in [*bodies[:4], b"raise", b"poison", *bodies[4:]]:
+        await js.publish("t.x", body)
+    family = Family()
+    puller = BatchPuller(js, stream="T", subject="t.>",
+                         config=ConsumerConfig(durable_name="p", filter_subject="t.>",
+                                               ack_wait=5.0),
+                         batch_size=50, max_wait=0.2, consumer=family,
+                         retry=Retry(3, (0.1,)))
+    await puller.start()
+    try:
+        for _ in range(100):
+            if family.dead:
+                break
+            await asyncio.sleep(0.1)
+        assert sorted(family.recorded) == sorted(bodies)  # each once
+        assert len(family.terminated) == 1 and "RecursionError" in family.terminated[0]
+        [(data, errors)] = family.dead
+        assert data == b"poison"
+        assert "delivered it 3 times" in errors[0]
+        assert [e.split(" at ")[0] for e in errors[1:]] == ["delivery 1", "delivery 2",
+                                                            "delivery 3"]
+        assert all("ValueError: a document the database refuses" in e for e in errors[1:])
+        info = await js.consumer_info("T", "p")
+        assert info.num_pending == 0 and info.num_ack_pending == 0
+        assert info.config.max_deliver == 3
+    finally:
+        await puller.stop(5.0)
