@@ -45,8 +45,8 @@ _INDEXES: dict[str, list[IndexModel]] = {
     # A plan's unfinished corrections, oldest arrival first: what a lease holder works through.
     CORRECTIONS: [
         IndexModel([("plan_id", ASCENDING), ("arrival", ASCENDING)], name="by_plan_arrival"),
-        # The workers' sweep reads the unfinished ones by status every second or so.
-        IndexModel([("status", ASCENDING)], name="by_status"),
+        # The recovery sweep: which plans have corrections left unfinished.
+        IndexModel([("status", ASCENDING), ("plan_id", ASCENDING)], name="unfinished"),
     ],
     # Attempts are few (one or two per correction), so an index per lookup the seed's
     # API and the RESTRICT rule need costs little.

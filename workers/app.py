@@ -44,13 +44,13 @@ from workers.corrections import (
     document_corrections,
     relay_loop,
     start_dry_run,
-    sweep_loop,
 )
 from workers.health import HealthServer, Readiness, parse_addr
 from workers.invariants import document_invariants, invariant_pullers
 from workers.publisher import JetStreamPublisher
 from workers.pull import BatchPuller
 from workers.recorder import document_recorder, recorder_puller
+from workers.recovery import Sweeper
 from workers.settings import Settings
 from workers.streams import ensure_streams
 
@@ -77,6 +77,7 @@ class Runtime:
     health: HealthServer | None = None
     consuming: bool = False
     """Set once every consumer started, cleared when shutdown begins."""
+    sweeper: Sweeper | None = None
     sweep: asyncio.Task[None] | None = None
 
     def get_recorder(self) -> RecorderService:
@@ -138,10 +139,7 @@ def build_app(settings: Settings | None = None, *, for_docs: bool = False) -> Fa
     @app.after_startup
     async def start_consumers() -> None:
         js = broker.connection.jetstream()
-        runtime.relay = asyncio.create_task(relay_loop(runtime.get_corrections, settings),
-                                            name="outbox-relay")
-        runtime.sweep = asyncio.create_task(sweep_loop(runtime.get_corrections, settings),
-                                            name="corrections-sweep")
+        start_background(runtime, settings)
         runtime.dry_run = await start_dry_run(broker.connection, runtime.get_corrections,
                                               settings.max_payload_bytes)
         failures = runtime.failures
@@ -167,11 +165,7 @@ def build_app(settings: Settings | None = None, *, for_docs: bool = False) -> Fa
                 await runtime.dry_run.unsubscribe()
         for puller in runtime.pullers:
             await puller.stop(settings.graceful_timeout)
-        for task in (runtime.relay, runtime.sweep):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        await stop_background(runtime, settings)
 
     @app.after_shutdown
     async def close_clients() -> None:
@@ -184,6 +178,24 @@ def build_app(settings: Settings | None = None, *, for_docs: bool = False) -> Fa
 
     return app
 
+
+
+def start_background(runtime: Runtime, settings: Settings) -> None:
+    """The loops beside the consumers: the outbox relay and the recovery sweep."""
+    runtime.relay = asyncio.create_task(relay_loop(runtime.get_corrections, settings),
+                                        name="outbox-relay")
+    runtime.sweeper = Sweeper(runtime.get_corrections, settings)
+    runtime.sweep = asyncio.create_task(runtime.sweeper.run(), name="recovery-sweep")
+
+
+async def stop_background(runtime: Runtime, settings: Settings) -> None:
+    for task in (runtime.relay, runtime.sweep):
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    if runtime.sweeper is not None:
+        await runtime.sweeper.stop(settings.graceful_timeout)
 
 
 def open_services(runtime: Runtime, settings: Settings, broker: NatsBroker,
