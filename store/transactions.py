@@ -6,13 +6,13 @@ takes any lock) and runs the callback under `with_transaction`, which retries it
 transient errors; callbacks must therefore be idempotent (they are: they recompute
 everything from the session's reads).
 
-The hook is kept per client, not globally, so tests and tools that use a client
-without a registry (the CLI, bench loaders) run transactions as before.
+The hook is kept per client object (by identity: clients to the same server compare
+equal), so tests and tools that use a client without a registry (the CLI, bench
+loaders) run transactions as before. The worker removes its hook when it closes.
 """
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -25,22 +25,21 @@ T = TypeVar("T")
 
 SessionHook = Callable[[AsyncClientSession], Awaitable[None]]
 
-_hooks: weakref.WeakKeyDictionary[AsyncMongoClient[Document], SessionHook] = \
-    weakref.WeakKeyDictionary()
+_hooks: dict[int, SessionHook] = {}
 
 
 def on_new_session(client: AsyncMongoClient[Document], hook: SessionHook | None) -> None:
     """Call `hook` with every session before its transaction (None: stop)."""
     if hook is None:
-        _hooks.pop(client, None)
+        _hooks.pop(id(client), None)
     else:
-        _hooks[client] = hook
+        _hooks[id(client)] = hook
 
 
 async def run_in_transaction(client: AsyncMongoClient[Document],
                              callback: Callable[[AsyncClientSession], Awaitable[T]]) -> T:
     async with client.start_session() as session:
-        hook = _hooks.get(client)
+        hook = _hooks.get(id(client))
         if hook is not None:
             await hook(session)
         result: T = await session.with_transaction(callback)

@@ -19,6 +19,8 @@ from nats.aio.subscription import Subscription
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 
+from contracts.ids import new_id
+from contracts.timestamps import utc_now
 from contracts.urls import redact
 from services.archive import Archive
 from services.corrections import CorrectionPolicy, CorrectionService
@@ -29,6 +31,8 @@ from store.database import Document, connect, ensure_indexes
 from store.dead_letters import DeadLetterRepository
 from store.decisions import DecisionRepository
 from store.deliveries import DeliveryFailures, ParentWaits
+from store.transactions import on_new_session
+from store.workers import WorkerRegistry
 from workers.connections import (
     MongoWatch,
     NatsLink,
@@ -78,6 +82,7 @@ class Runtime:
     consuming: bool = False
     """Set once every consumer started, cleared when shutdown begins."""
     sweeper: Sweeper | None = None
+    registry: WorkerRegistry | None = None
     sweep: asyncio.Task[None] | None = None
 
     def get_recorder(self) -> RecorderService:
@@ -133,6 +138,8 @@ def build_app(settings: Settings | None = None, *, for_docs: bool = False) -> Fa
                                          settings.connect_timeout_seconds)
         runtime.mongo_watch.start()
         open_services(runtime, settings, broker, db)
+        assert runtime.registry is not None
+        await runtime.registry.heartbeat(utc_now())
         log.info("workers connected to %s and %s/%s", redact(settings.nats_url),
                  redact(settings.mongodb_uri), settings.mongodb_db)
 
@@ -174,6 +181,7 @@ def build_app(settings: Settings | None = None, *, for_docs: bool = False) -> Fa
         if runtime.health is not None:
             await runtime.health.stop()
         if runtime.mongo is not None:
+            on_new_session(runtime.mongo, None)
             await runtime.mongo.close()
 
     return app
@@ -184,7 +192,7 @@ def start_background(runtime: Runtime, settings: Settings) -> None:
     """The loops beside the consumers: the outbox relay and the recovery sweep."""
     runtime.relay = asyncio.create_task(relay_loop(runtime.get_corrections, settings),
                                         name="outbox-relay")
-    runtime.sweeper = Sweeper(runtime.get_corrections, settings)
+    runtime.sweeper = Sweeper(runtime.get_corrections, settings, runtime.registry)
     runtime.sweep = asyncio.create_task(runtime.sweeper.run(), name="recovery-sweep")
 
 
@@ -196,11 +204,19 @@ async def stop_background(runtime: Runtime, settings: Settings) -> None:
                 await task
     if runtime.sweeper is not None:
         await runtime.sweeper.stop(settings.graceful_timeout)
+    if runtime.registry is not None:
+        with contextlib.suppress(Exception):
+            await runtime.registry.leave()
 
 
 def open_services(runtime: Runtime, settings: Settings, broker: NatsBroker,
                   db: AsyncDatabase[Document]) -> None:
     """Repositories and services over the connected clients, into `runtime`."""
+    worker_id = new_id()
+    runtime.registry = WorkerRegistry(db, worker_id, settings.worker_lease_seconds)
+    # Every transaction's session is noted first, so if this process dies inside one,
+    # another worker can end it at once (store.workers).
+    on_new_session(db.client, runtime.registry.register)
     runtime.dead_letters = DeadLetterRepository(db)
     runtime.failures = DeliveryFailures(db)
     runtime.recorder = RecorderService(
@@ -216,7 +232,7 @@ def open_services(runtime: Runtime, settings: Settings, broker: NatsBroker,
         Archive(settings.resolved_archive_root(), settings.artifacts_root),
         policy=CorrectionPolicy(max_attempts=settings.corrections_max_attempts,
                                 max_decisions=settings.corrections_max_decisions),
-        crash=crash_hook(settings.crash_at),
+        crash=crash_hook(settings.crash_at), worker_id=worker_id,
     )
     runtime.invariants = InvariantService.open(db, JetStreamPublisher(broker.connection))
 

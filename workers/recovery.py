@@ -1,4 +1,12 @@
-"""The recovery sweep: take over corrections a dead driver left behind, within seconds.
+"""The recovery sweep: take over what a dead worker left behind, within seconds.
+
+Two things a SIGKILLed worker leaves:
+
+- its open MongoDB transactions, which hold their write locks until the server gives
+  up on them (60 s): every tick this worker renews its own heartbeat and ends the
+  sessions of workers whose heartbeat expired (store.workers), so a redelivered batch
+  or a resumed correction finds its documents free;
+- its corrections (below).
 
 A driver holds its plan's lease while it works and renews it; a SIGKILLed driver
 stops renewing, so its lease expires CORRECTIONS_LEASE_SECONDS after its last
@@ -18,7 +26,9 @@ import asyncio
 import logging
 from collections.abc import Callable
 
+from contracts.timestamps import utc_now
 from services.corrections import CorrectionService
+from store.workers import WorkerRegistry
 from workers.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -29,18 +39,34 @@ Service = Callable[[], CorrectionService]
 class Sweeper:
     """Runs the sweep loop and the drives it starts (at most one per plan here)."""
 
-    def __init__(self, service: Service, settings: Settings) -> None:
+    def __init__(self, service: Service, settings: Settings,
+                 registry: WorkerRegistry | None = None) -> None:
         self._service = service
+        self._registry = registry
         self._interval = settings.corrections_sweep_interval
         self._driving: dict[str, asyncio.Task[bool]] = {}
 
     async def run(self) -> None:
         while True:
             try:
+                await self.beat_and_reap()
+            except Exception as exc:
+                log.warning("worker heartbeat failed (%s); trying again in %.1fs",
+                            type(exc).__name__, self._interval)
+            try:
                 await self.sweep_once()
-            except Exception:
-                log.exception("recovery sweep failed; trying again in %.1fs", self._interval)
+            except Exception as exc:
+                log.warning("recovery sweep failed (%s); trying again in %.1fs",
+                            type(exc).__name__, self._interval)
             await asyncio.sleep(self._interval)
+
+    async def beat_and_reap(self) -> list[str]:
+        """Renew this worker's heartbeat; end the sessions of workers that stopped."""
+        if self._registry is None:
+            return []
+        now = utc_now()
+        await self._registry.heartbeat(now)
+        return await self._registry.reap(now)
 
     async def sweep_once(self) -> list[str]:
         """Start a drive for every orphaned plan not already being driven here."""

@@ -60,7 +60,11 @@ class Settings:
     """How long a plan's lease outlives its driver's last renewal, i.e. how soon the recovery
     sweep takes a dead driver's plan over. Renewed every third of it while held."""
     corrections_sweep_interval: float = 1.0
-    """How often every worker looks for unfinished corrections whose driver is gone."""
+    """How often every worker renews its heartbeat, ends dead workers' transactions and
+    looks for unfinished corrections whose driver is gone."""
+    worker_lease_seconds: float = 5.0
+    """A worker whose heartbeat is older than this is taken for dead: its open
+    transactions are ended (store.workers) so they stop blocking the documents they hold."""
     corrections_max_attempts: int = 3
     corrections_max_decisions: int = 10_000
     """Most decisions one correction may touch; beyond it the dry run warns and a revert
@@ -143,6 +147,7 @@ class Settings:
                                                  cls.corrections_lease_seconds),
             corrections_sweep_interval=_env_float("CORRECTIONS_SWEEP_INTERVAL",
                                                   cls.corrections_sweep_interval),
+            worker_lease_seconds=_env_float("WORKER_LEASE_SECONDS", cls.worker_lease_seconds),
             corrections_max_attempts=_env_int("CORRECTIONS_MAX_ATTEMPTS",
                                               cls.corrections_max_attempts),
             corrections_max_decisions=_env_int("CORRECTIONS_MAX_DECISIONS",
