@@ -346,6 +346,16 @@ class CorrectionService:
             except PyMongoError as exc:
                 log.warning("renewing the lease on plan %s failed: %s", plan_id, exc)
 
+    async def orphaned_plans(self) -> list[str]:
+        """Plans with unfinished corrections and no live lease: their driver died (or
+        none ever started). Whoever calls drive_plan on one takes it over; the lease
+        decides who, so two sweeping replicas never both drive it."""
+        plans = await self._store.corrections.plans_with_unfinished()
+        if not plans:
+            return []
+        live = await self._store.locks.live(plans, self._clock())
+        return [p for p in plans if p not in live]
+
     async def flush(self, correction_id: str) -> None:
         await outbox.flush(self._store.outbox, self._publisher, correction_id)
 

@@ -29,6 +29,7 @@ from store.errors import ConcurrentChange
 from store.locks import PlanLocks
 from store.outbox import OutboxMessage, OutboxRepository
 from store.plans import PlanRepository
+from store.transactions import run_in_transaction
 
 
 @dataclass(frozen=True)
@@ -70,9 +71,8 @@ class CorrectionWriter:
         self._locks = locks
 
     async def commit(self, changes: Changes, now: datetime) -> Written:
-        async with self._client.start_session() as session:
-            written: Written = await session.with_transaction(
-                lambda s: self._write(changes, now, s))
+        written: Written = await run_in_transaction(
+            self._client, lambda s: self._write(changes, now, s))
         return written
 
     async def _write(self, c: Changes, now: datetime, s: AsyncClientSession) -> Written:

@@ -60,6 +60,12 @@ class CorrectionRepository:
         cursor = self._coll.find(query).sort([("arrival", 1), ("_id", 1)]).limit(limit)
         return [from_document(d).correction async for d in cursor]
 
+    async def plans_with_unfinished(self, limit: int = 1000) -> list[str]:
+        """Plans that have a correction not yet APPLIED, FAILED or CANCELLED: what the
+        recovery sweep looks at (served by the `unfinished` index)."""
+        cursor = self._coll.find({"status": {"$in": UNFINISHED}}, {"plan_id": 1}).limit(limit)
+        return list(dict.fromkeys([d["plan_id"] async for d in cursor]))
+
     async def unfinished(self, plan_id: str) -> list[Versioned]:
         """The plan's corrections not yet APPLIED, FAILED or CANCELLED, oldest arrival first."""
         cursor = self._coll.find({"plan_id": plan_id, "status": {"$in": UNFINISHED}}).sort(

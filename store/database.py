@@ -19,6 +19,7 @@ CORRECTIONS = "corrections"
 CORRECTION_ATTEMPTS = "correction_attempts"
 OUTBOX = "outbox"
 PLAN_LOCKS = "plan_locks"
+WORKERS = "workers"
 INVARIANTS = "invariants"
 INVARIANT_VIOLATIONS = "invariant_violations"
 DELIVERY_FAILURES = "delivery_failures"
@@ -45,8 +46,8 @@ _INDEXES: dict[str, list[IndexModel]] = {
     # A plan's unfinished corrections, oldest arrival first: what a lease holder works through.
     CORRECTIONS: [
         IndexModel([("plan_id", ASCENDING), ("arrival", ASCENDING)], name="by_plan_arrival"),
-        # The workers' sweep reads the unfinished ones by status every second or so.
-        IndexModel([("status", ASCENDING)], name="by_status"),
+        # The recovery sweep: which plans have corrections left unfinished.
+        IndexModel([("status", ASCENDING), ("plan_id", ASCENDING)], name="unfinished"),
     ],
     # Attempts are few (one or two per correction), so an index per lookup the seed's
     # API and the RESTRICT rule need costs little.

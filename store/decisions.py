@@ -24,6 +24,7 @@ from store.cache import LRUCache
 from store.database import CORRECTION_ATTEMPTS, DECISIONS, PLANS, Document, find_by_ids
 from store.errors import ResourceNotFoundError, RestrictViolation
 from store.invariants import blocking_violations
+from store.transactions import run_in_transaction
 
 DUPLICATE_KEY = 11000
 PLAN_OF_CACHE = 200_000
@@ -145,8 +146,7 @@ class DecisionRepository:
         The check and the delete share a transaction, so an attempt created meanwhile
         either sees the decision or makes the delete fail; never an orphaned attempt.
         """
-        async with self._client.start_session() as session:
-            await session.with_transaction(lambda s: self._delete(decision_id, s))
+        await run_in_transaction(self._client, lambda s: self._delete(decision_id, s))
         self._plan_of.discard(decision_id)
 
     async def _delete(self, decision_id: str, s: AsyncClientSession) -> None:
@@ -184,17 +184,16 @@ class DecisionRepository:
         IDs (or its plan's root) first: nothing was written, and the caller plans again."""
         if not accepted:
             return []
-        async with self._client.start_session() as session:
-            try:
-                written = await session.with_transaction(
-                    lambda s: self._insert(accepted, now, s))
-            except DuplicateKeyError:
+        try:
+            written = await run_in_transaction(
+                self._client, lambda s: self._insert(accepted, now, s))
+        except DuplicateKeyError:
+            return None
+        except BulkWriteError as exc:
+            if all(e.get("code") == DUPLICATE_KEY
+                   for e in exc.details.get("writeErrors", [])):
                 return None
-            except BulkWriteError as exc:
-                if all(e.get("code") == DUPLICATE_KEY
-                       for e in exc.details.get("writeErrors", [])):
-                    return None
-                raise
+            raise
         for d in written:  # only once committed
             self._plan_of[d.decision_id] = d.plan_id
         return written

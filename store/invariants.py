@@ -30,6 +30,7 @@ from contracts.invariants import (
 from store.database import ID_CHUNK, INVARIANT_VIOLATIONS, INVARIANTS, Document
 from store.errors import ResourceNotFoundError
 from store.outbox import OutboxMessage, OutboxRepository
+from store.transactions import run_in_transaction
 
 VIOLATED_VERSION = 0
 RESOLVED_VERSION = 1
@@ -197,8 +198,7 @@ class ViolationRepository:
                                    now, s)
 
         try:
-            async with self._client.start_session() as session:
-                await session.with_transaction(write)
+            await run_in_transaction(self._client, write)
         except DuplicateKeyError:
             held = await self.require(v.violation_id)
             if held.report_fields() != v.report_fields():
@@ -224,8 +224,7 @@ class ViolationRepository:
             await self._outbox.add(vid, RESOLVED_VERSION, [event_for(done, blocked)], at, s)
             return done
 
-        async with self._client.start_session() as session:
-            resolved: InvariantViolation | None = await session.with_transaction(write)
+        resolved: InvariantViolation | None = await run_in_transaction(self._client, write)
         if resolved is not None:
             return resolved
         held = await self.require(vid)

@@ -54,6 +54,12 @@ class PlanLocks:
         if res.matched_count != 1:
             raise LeaseLost(plan_id, owner)
 
+    async def live(self, plan_ids: list[str], now: datetime) -> set[str]:
+        """Which of these plans have a lease that has not expired: a driver is on them."""
+        cursor = self._coll.find({"_id": {"$in": plan_ids}, "expires_at": {"$gte": now}},
+                                 {"_id": 1})
+        return {str(d["_id"]) async for d in cursor}
+
     async def holder(self, plan_id: str) -> str | None:
         doc = await self._coll.find_one({"_id": plan_id})
         return str(doc["owner"]) if doc else None

@@ -23,6 +23,7 @@ from store.database import (
     Document,
 )
 from store.errors import ResourceNotFoundError, RestrictViolation
+from store.transactions import run_in_transaction
 
 RECORD_FIELDS = frozenset(PlanRecord.model_fields) - {"plan_id"}
 
@@ -67,9 +68,7 @@ class PlanRepository:
         Refused (RestrictViolation) if an attempt of *another* plan names one of its
         decisions: that attempt's audit trail would lose its decision.
         """
-        client = self._db.client
-        async with client.start_session() as session:
-            await session.with_transaction(lambda s: self._delete(plan_id, s))
+        await run_in_transaction(self._db.client, lambda s: self._delete(plan_id, s))
 
     async def _delete(self, plan_id: str, s: AsyncClientSession) -> None:
         plan = await self._coll.find_one({"_id": plan_id}, {"_id": 1}, session=s)

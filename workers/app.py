@@ -19,6 +19,8 @@ from nats.aio.subscription import Subscription
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 
+from contracts.ids import new_id
+from contracts.timestamps import utc_now
 from contracts.urls import redact
 from services.archive import Archive
 from services.corrections import CorrectionPolicy, CorrectionService
@@ -29,6 +31,8 @@ from store.database import Document, connect, ensure_indexes
 from store.dead_letters import DeadLetterRepository
 from store.decisions import DecisionRepository
 from store.deliveries import DeliveryFailures, ParentWaits
+from store.transactions import on_new_session
+from store.workers import WorkerRegistry
 from workers.connections import (
     MongoWatch,
     NatsLink,
@@ -44,13 +48,13 @@ from workers.corrections import (
     document_corrections,
     relay_loop,
     start_dry_run,
-    sweep_loop,
 )
 from workers.health import HealthServer, Readiness, parse_addr
 from workers.invariants import document_invariants, invariant_pullers
 from workers.publisher import JetStreamPublisher
 from workers.pull import BatchPuller
 from workers.recorder import document_recorder, recorder_puller
+from workers.recovery import Sweeper
 from workers.settings import Settings
 from workers.streams import ensure_streams
 
@@ -77,6 +81,8 @@ class Runtime:
     health: HealthServer | None = None
     consuming: bool = False
     """Set once every consumer started, cleared when shutdown begins."""
+    sweeper: Sweeper | None = None
+    registry: WorkerRegistry | None = None
     sweep: asyncio.Task[None] | None = None
 
     def get_recorder(self) -> RecorderService:
@@ -132,16 +138,15 @@ def build_app(settings: Settings | None = None, *, for_docs: bool = False) -> Fa
                                          settings.connect_timeout_seconds)
         runtime.mongo_watch.start()
         open_services(runtime, settings, broker, db)
+        assert runtime.registry is not None
+        await runtime.registry.heartbeat(utc_now())
         log.info("workers connected to %s and %s/%s", redact(settings.nats_url),
                  redact(settings.mongodb_uri), settings.mongodb_db)
 
     @app.after_startup
     async def start_consumers() -> None:
         js = broker.connection.jetstream()
-        runtime.relay = asyncio.create_task(relay_loop(runtime.get_corrections, settings),
-                                            name="outbox-relay")
-        runtime.sweep = asyncio.create_task(sweep_loop(runtime.get_corrections, settings),
-                                            name="corrections-sweep")
+        start_background(runtime, settings)
         runtime.dry_run = await start_dry_run(broker.connection, runtime.get_corrections,
                                               settings.max_payload_bytes)
         failures = runtime.failures
@@ -167,11 +172,7 @@ def build_app(settings: Settings | None = None, *, for_docs: bool = False) -> Fa
                 await runtime.dry_run.unsubscribe()
         for puller in runtime.pullers:
             await puller.stop(settings.graceful_timeout)
-        for task in (runtime.relay, runtime.sweep):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        await stop_background(runtime, settings)
 
     @app.after_shutdown
     async def close_clients() -> None:
@@ -180,15 +181,42 @@ def build_app(settings: Settings | None = None, *, for_docs: bool = False) -> Fa
         if runtime.health is not None:
             await runtime.health.stop()
         if runtime.mongo is not None:
+            on_new_session(runtime.mongo, None)
             await runtime.mongo.close()
 
     return app
 
 
 
+def start_background(runtime: Runtime, settings: Settings) -> None:
+    """The loops beside the consumers: the outbox relay and the recovery sweep."""
+    runtime.relay = asyncio.create_task(relay_loop(runtime.get_corrections, settings),
+                                        name="outbox-relay")
+    runtime.sweeper = Sweeper(runtime.get_corrections, settings, runtime.registry)
+    runtime.sweep = asyncio.create_task(runtime.sweeper.run(), name="recovery-sweep")
+
+
+async def stop_background(runtime: Runtime, settings: Settings) -> None:
+    for task in (runtime.relay, runtime.sweep):
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    if runtime.sweeper is not None:
+        await runtime.sweeper.stop(settings.graceful_timeout)
+    if runtime.registry is not None:
+        with contextlib.suppress(Exception):
+            await runtime.registry.leave()
+
+
 def open_services(runtime: Runtime, settings: Settings, broker: NatsBroker,
                   db: AsyncDatabase[Document]) -> None:
     """Repositories and services over the connected clients, into `runtime`."""
+    worker_id = new_id()
+    runtime.registry = WorkerRegistry(db, worker_id, settings.worker_lease_seconds)
+    # Every transaction's session is noted first, so if this process dies inside one,
+    # another worker can end it at once (store.workers).
+    on_new_session(db.client, runtime.registry.register)
     runtime.dead_letters = DeadLetterRepository(db)
     runtime.failures = DeliveryFailures(db)
     runtime.recorder = RecorderService(
@@ -204,7 +232,7 @@ def open_services(runtime: Runtime, settings: Settings, broker: NatsBroker,
         Archive(settings.resolved_archive_root(), settings.artifacts_root),
         policy=CorrectionPolicy(max_attempts=settings.corrections_max_attempts,
                                 max_decisions=settings.corrections_max_decisions),
-        crash=crash_hook(settings.crash_at),
+        crash=crash_hook(settings.crash_at), worker_id=worker_id,
     )
     runtime.invariants = InvariantService.open(db, JetStreamPublisher(broker.connection))
 

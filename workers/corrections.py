@@ -3,8 +3,8 @@
 - requests (`corrections.requested.*`, durable pull consumer): record each request
   PENDING, then try to drive its plan, then ack. Once recorded, the correction no
   longer needs its message: what drives it to the end is whoever holds the plan's
-  lease, or the sweep (`sweep_loop`) that drives every plan with unfinished
-  corrections and a free lease. So a request that waits behind a long correction is
+  lease, or the recovery sweep (workers.recovery) that drives every plan with
+  unfinished corrections and no live lease. So a request that waits behind a long correction is
   not redelivered again and again and can never run out of deliveries.
 - cancels (`corrections.cancel.*`, durable pull consumer).
 - operator fails (`corrections.fail.*`, durable pull consumer): end a stuck correction.
@@ -46,7 +46,7 @@ from contracts.correction_events import (
     FailRefused,
 )
 from contracts.correction_wire import Unreadable, read_cancel, read_fail, read_request
-from contracts.corrections import CancelRequest, CorrectionRequest, CorrectionStatus, FailRequest
+from contracts.corrections import CancelRequest, CorrectionRequest, FailRequest
 from contracts.errors import TargetInOtherPlan, TargetNotFound, TargetSuperseded
 from contracts.impact import DryRunReport
 from contracts.recording import Inbound
@@ -62,11 +62,6 @@ from workers.settings import Settings
 log = logging.getLogger(__name__)
 
 Service = Callable[[], CorrectionService]
-
-UNFINISHED_STATUSES = (CorrectionStatus.PENDING, CorrectionStatus.ANALYZING,
-                       CorrectionStatus.EXECUTING)
-SWEEP_LIMIT = 1000
-"""Corrections per status the sweep reads at once (the rest come at the next round)."""
 
 ERROR_CODES: dict[type[Exception], str] = {
     TargetNotFound: "target_not_found",
@@ -289,31 +284,6 @@ async def relay_loop(service: Service, settings: Settings) -> None:
         except Exception:
             log.exception("outbox relay failed; retrying")
         await asyncio.sleep(settings.outbox_relay_interval)
-
-
-async def sweep_loop(service: Service, settings: Settings) -> None:
-    """Drive every plan that has unfinished corrections and a free lease, every
-    CORRECTIONS_RETRY_DELAY seconds: a request is acked once recorded, so this is what
-    finishes a correction whose driver died or whose drive failed."""
-    while True:
-        await asyncio.sleep(settings.corrections_retry_delay)
-        try:
-            await drive_unfinished(service())
-        except Exception as exc:
-            log.warning("driving unfinished corrections failed (%s); retrying",
-                        describe(exc))
-
-
-async def drive_unfinished(svc: CorrectionService) -> None:
-    plans: dict[str, None] = {}
-    for status in UNFINISHED_STATUSES:
-        for c in await svc.list_corrections(status=status, limit=SWEEP_LIMIT):
-            plans[c.plan_id] = None
-    for plan_id in plans:
-        try:
-            await svc.drive_plan(plan_id)  # False when a live driver holds it: its work
-        except Exception as exc:
-            log.warning("driving plan %s failed (%s); retrying", plan_id, describe(exc))
 
 
 def _puller(js: JetStreamContext, durable: str, subject: str, settings: Settings,

@@ -42,7 +42,7 @@ class Settings:
     recorder_batch_size: int = 500
     recorder_batch_timeout: float = 0.02
     recorder_parent_wait_seconds: float = 60.0
-    recorder_ack_wait_seconds: float = 30.0
+    recorder_ack_wait_seconds: float = 5.0
     graceful_timeout: float = 15.0
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
     """Largest message body a consumer reads; a larger one is dead-lettered unread
@@ -52,13 +52,19 @@ class Settings:
     """Where revert archives go; default the user data dir (`agents up`: <data-dir>/archive).
     Never inside ARTIFACTS_ROOT, the tree agents write to (refused at start)."""
     corrections_batch_size: int = 16
-    corrections_ack_wait_seconds: float = 60.0
+    corrections_ack_wait_seconds: float = 5.0
     corrections_retry_delay: float = 1.0
-    """Period of the sweep that drives unfinished corrections (a request is acked once
-    recorded PENDING), and the nak delay of a cancel waiting for its request."""
-    corrections_lease_seconds: float = 10.0
-    """Plan lease; renewed every third of it while held, so it only bounds how soon a dead
-    driver's plan is taken over."""
+    """Nak delay of a cancel waiting for its request, and of a request whose recording
+    failed."""
+    corrections_lease_seconds: float = 5.0
+    """How long a plan's lease outlives its driver's last renewal, i.e. how soon the recovery
+    sweep takes a dead driver's plan over. Renewed every third of it while held."""
+    corrections_sweep_interval: float = 1.0
+    """How often every worker renews its heartbeat, ends dead workers' transactions and
+    looks for unfinished corrections whose driver is gone."""
+    worker_lease_seconds: float = 5.0
+    """A worker whose heartbeat is older than this is taken for dead: its open
+    transactions are ended (store.workers) so they stop blocking the documents they hold."""
     corrections_max_attempts: int = 3
     corrections_max_decisions: int = 10_000
     """Most decisions one correction may touch; beyond it the dry run warns and a revert
@@ -71,7 +77,7 @@ class Settings:
     reconciler_batch_size: int = 500
     """Persisted events the reconciliation worker pulls at once (it skips all but roots)."""
     invariants_batch_size: int = 100
-    invariants_ack_wait_seconds: float = 30.0
+    invariants_ack_wait_seconds: float = 5.0
     invariants_retry_delay: float = 1.0
     """Unused since failures are retried with `consumer_backoff` (kept so an existing
     environment still parses)."""
@@ -139,6 +145,9 @@ class Settings:
                                                cls.corrections_retry_delay),
             corrections_lease_seconds=_env_float("CORRECTIONS_LEASE_SECONDS",
                                                  cls.corrections_lease_seconds),
+            corrections_sweep_interval=_env_float("CORRECTIONS_SWEEP_INTERVAL",
+                                                  cls.corrections_sweep_interval),
+            worker_lease_seconds=_env_float("WORKER_LEASE_SECONDS", cls.worker_lease_seconds),
             corrections_max_attempts=_env_int("CORRECTIONS_MAX_ATTEMPTS",
                                               cls.corrections_max_attempts),
             corrections_max_decisions=_env_int("CORRECTIONS_MAX_DECISIONS",

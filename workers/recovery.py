@@ -1,0 +1,103 @@
+"""The recovery sweep: take over what a dead worker left behind, within seconds.
+
+Two things a SIGKILLed worker leaves:
+
+- its open MongoDB transactions, which hold their write locks until the server gives
+  up on them (60 s): every tick this worker renews its own heartbeat and ends the
+  sessions of workers whose heartbeat expired (store.workers), so a redelivered batch
+  or a resumed correction finds its documents free;
+- its corrections (below).
+
+A driver holds its plan's lease while it works and renews it; a SIGKILLed driver
+stops renewing, so its lease expires CORRECTIONS_LEASE_SECONDS after its last
+renewal. Every worker looks for plans with unfinished corrections and no live lease
+every CORRECTIONS_SWEEP_INTERVAL (and at once on start) and drives them. Without
+this, an interrupted correction waited for JetStream to redeliver its request after
+the consumer's ack wait: a minute in the worst case, and nothing at all once the
+request had been acked.
+
+Several replicas sweep at once safely: drive_plan takes the lease with one
+conditional write, so exactly one of them gets each plan.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from contracts.timestamps import utc_now
+from services.corrections import CorrectionService
+from store.workers import WorkerRegistry
+from workers.settings import Settings
+
+log = logging.getLogger(__name__)
+
+Service = Callable[[], CorrectionService]
+
+
+class Sweeper:
+    """Runs the sweep loop and the drives it starts (at most one per plan here)."""
+
+    def __init__(self, service: Service, settings: Settings,
+                 registry: WorkerRegistry | None = None) -> None:
+        self._service = service
+        self._registry = registry
+        self._interval = settings.corrections_sweep_interval
+        self._driving: dict[str, asyncio.Task[bool]] = {}
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await self.beat_and_reap()
+            except Exception as exc:
+                log.warning("worker heartbeat failed (%s); trying again in %.1fs",
+                            type(exc).__name__, self._interval)
+            try:
+                await self.sweep_once()
+            except Exception as exc:
+                log.warning("recovery sweep failed (%s); trying again in %.1fs",
+                            type(exc).__name__, self._interval)
+            await asyncio.sleep(self._interval)
+
+    async def beat_and_reap(self) -> list[str]:
+        """Renew this worker's heartbeat; end the sessions of workers that stopped."""
+        if self._registry is None:
+            return []
+        now = utc_now()
+        await self._registry.heartbeat(now)
+        return await self._registry.reap(now)
+
+    async def sweep_once(self) -> list[str]:
+        """Start a drive for every orphaned plan not already being driven here."""
+        started = []
+        for plan_id in await self._service().orphaned_plans():
+            if plan_id in self._driving:
+                continue
+            task = asyncio.create_task(self._drive(plan_id), name=f"sweep:{plan_id}")
+            self._driving[plan_id] = task
+            started.append(plan_id)
+        return started
+
+    async def _drive(self, plan_id: str) -> bool:
+        try:
+            took = await self._service().drive_plan(plan_id)
+            if took:
+                log.info("recovery sweep drove plan %s's unfinished corrections", plan_id)
+            return took
+        except Exception:
+            log.warning("recovery sweep could not drive plan %s; next sweep retries",
+                        plan_id, exc_info=True)
+            return False
+        finally:
+            self._driving.pop(plan_id, None)
+
+    async def stop(self, timeout: float) -> None:
+        """Let the drives in hand finish (each step is one transaction), then cancel."""
+        tasks = list(self._driving.values())
+        if not tasks:
+            return
+        _, late = await asyncio.wait(tasks, timeout=timeout)
+        for t in late:
+            t.cancel()
+        await asyncio.gather(*late, return_exceptions=True)
