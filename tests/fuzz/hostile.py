@@ -1,0 +1,242 @@
+"""Hostile messages for every inbound subject, as hypothesis strategies.
+
+What a buggy agent or an attacker can put on a subject we consume: random bytes,
+deep nesting, huge lists and strings, dates and numbers out of range, wrong types,
+IDs of other plans, payloads at and over the size limit. Every message built here
+breaks at least one rule by construction, so the system must dead-letter it (or,
+where a subject has no dead letters, answer or skip it) and go on with the rest.
+
+`corpus` draws a fixed number of examples without running a property test, so the
+same strategies feed the short e2e suite (derandomized: the same corpus every run)
+and the long fuzz run (`bench/fuzz_run.py`, seeded).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from contracts.ids import new_id
+from tests.factories import decision
+
+MiB = 1024 * 1024
+NATS_MAX_PAYLOAD = MiB
+"""nats-server's default max_payload: nothing larger can be published at all."""
+
+
+@dataclass(frozen=True)
+class Hostile:
+    """One message to publish: where, what, with which headers, and why it is bad."""
+
+    family: str          # decisions | requests | cancels | violations | persisted | dryrun
+    subject: str
+    data: bytes
+    headers: dict[str, str]
+    kind: str            # which category of hostility, for the printed tally
+
+
+DATES = ["9999-12-31T23:00:00-05:00", "0001-01-01T00:00:00+05:00", "10000-01-01T00:00:00Z",
+         "-0001-01-01T00:00:00Z", "2026-13-45T99:99:99Z", "", "yesterday"]
+NUMBERS = ["1e400", "-1e400", "NaN", "Infinity", "-0", "1" + "0" * 400, "0x10", "1.5",
+           "-0.000000000000000000001"]
+WRONG = [[], {}, 0, -1, True, None, "x", [[[]]], {"a": {"b": {}}}, 1.5, "0" * 26]
+
+# Fields of each wire model and the families that consume them.
+DECISION_FIELDS = ["decision_id", "plan_id", "parent_decision_id", "decision_type", "question",
+                   "chosen_option", "alternatives_considered", "confidence_score",
+                   "context_snapshot", "rationale", "downstream_decision_ids",
+                   "downstream_plan_ids", "artifacts_produced", "created_at"]
+REQUEST_FIELDS = ["correction_id", "plan_id", "decision_id", "mode", "guidance", "requested_by",
+                  "requested_at"]
+CANCEL_FIELDS = ["correction_id", "plan_id", "reason"]
+VIOLATION_FIELDS = ["violation_id", "invariant_id", "plan_id", "decision_id", "severity",
+                    "details", "reported_at"]
+
+
+def nested(depth: int, obj: bool) -> bytes:
+    """`[[[[…` or `{"a":{"a":…`: what blows a recursive parser's stack."""
+    if obj:
+        return (b'{"a":' * depth) + b"1" + (b"}" * depth)
+    return (b"[" * depth) + (b"]" * depth)
+
+
+def request_body(plan_id: str, decision_id: str | None = None) -> dict[str, Any]:
+    return {"correction_id": new_id(), "plan_id": plan_id, "decision_id": decision_id or new_id(),
+            "mode": "append", "guidance": "Use the other approach.", "requested_by": "fuzz"}
+
+
+def cancel_body(plan_id: str) -> dict[str, Any]:
+    return {"correction_id": new_id(), "plan_id": plan_id, "reason": "fuzz"}
+
+
+def violation_body(plan_id: str) -> dict[str, Any]:
+    return {"violation_id": new_id(), "invariant_id": new_id(), "plan_id": plan_id,
+            "severity": "error", "details": "fuzz"}
+
+
+BODIES: dict[str, tuple[str, Callable[[str], dict[str, Any]], list[str], str]] = {
+    # family: (subject prefix, a valid-shaped body, its fields, the id field for Nats-Msg-Id)
+    "requests": ("corrections.requested", request_body, REQUEST_FIELDS, "correction_id"),
+    "cancels": ("corrections.cancel", cancel_body, CANCEL_FIELDS, "correction_id"),
+    "violations": ("invariants.violations", violation_body, VIOLATION_FIELDS, "violation_id"),
+    "dryrun": ("corrections.dryrun", request_body, REQUEST_FIELDS, "correction_id"),
+}
+
+
+@st.composite
+def garbage(draw: st.DrawFn) -> tuple[bytes, str]:
+    """Bodies no consumer can read: the reader must name a rule, never raise."""
+    kind = draw(st.sampled_from(["bytes", "nested_array", "nested_object", "not_object",
+                                 "bad_utf8", "json_scalar", "empty"]))
+    if kind == "bytes":
+        return draw(st.binary(min_size=1, max_size=2048)), kind
+    if kind in ("nested_array", "nested_object"):
+        return nested(draw(st.integers(500, 60_000)), kind == "nested_object"), kind
+    if kind == "not_object":
+        return json.dumps(draw(st.lists(st.integers(), max_size=50))).encode(), kind
+    if kind == "bad_utf8":
+        return b'{"a": "' + draw(st.binary(min_size=1, max_size=64)) + b'\xff\xfe"}', kind
+    if kind == "json_scalar":
+        return draw(st.sampled_from([b"null", b"1e400", b"NaN", b'"x"', b"true"])), kind
+    return b"", kind
+
+
+def _replace_raw(body: dict[str, Any], field: str, raw_json: str) -> bytes:
+    """The body with one field's JSON text replaced verbatim (1e400, NaN, bad dates…)."""
+    marker = "__FUZZ_MARKER__"
+    text = json.dumps({**body, field: marker})
+    return text.replace(json.dumps(marker), raw_json).encode()
+
+
+@st.composite
+def spoiled(draw: st.DrawFn, body: dict[str, Any], fields: list[str],
+            date_fields: tuple[str, ...]) -> tuple[bytes, str]:
+    """A well-formed body with one field made hostile."""
+    kind = draw(st.sampled_from(["wrong_type", "number", "date", "huge_string", "huge_list",
+                                 "unknown_field", "missing"]))
+    field = draw(st.sampled_from(fields))
+    if kind == "wrong_type":
+        value = draw(st.sampled_from(WRONG))
+        if value == body.get(field):
+            value = [value]
+        return json.dumps({**body, field: value}).encode(), kind
+    if kind == "number":
+        return _replace_raw(body, field, draw(st.sampled_from(NUMBERS))), kind
+    if kind == "date":
+        field = draw(st.sampled_from(date_fields))
+        return json.dumps({**body, field: draw(st.sampled_from(DATES))}).encode(), kind
+    if kind == "huge_string":
+        size = draw(st.integers(10_000, 200_000))
+        return json.dumps({**body, field: "é" * size}).encode(), kind
+    if kind == "huge_list":
+        size = draw(st.integers(1_000, 15_000))
+        return json.dumps({**body, field: ["not-a-ulid"] * size}).encode(), kind
+    if kind == "unknown_field":
+        return json.dumps({**body, draw(st.sampled_from(["$where", "__proto__", "x" * 300])):
+                           1}).encode(), kind
+    rest = {k: v for k, v in body.items() if k != field}
+    if rest == body or field not in ("correction_id", "plan_id", "decision_id", "violation_id",
+                                     "invariant_id", "mode", "severity", "details",
+                                     "requested_by", "question", "chosen_option",
+                                     "decision_type", "context_snapshot"):
+        # Leaving out an optional field would keep the body valid: break it instead.
+        return json.dumps({**body, field: {"$gt": ""}}).encode(), "wrong_type"
+    return json.dumps(rest).encode(), kind
+
+
+@st.composite
+def hostile_decision(draw: st.DrawFn, plan_id: str, parent_id: str, other_plan: tuple[str, str],
+                     limit: int) -> Hostile:
+    """A bad message on decisions.recorded.<plan_id>."""
+    subject = f"decisions.recorded.{plan_id}"
+    d = decision(plan_id, parent_id, "implementation_choice")
+    headers = {"Nats-Msg-Id": d["decision_id"]}
+    kind = draw(st.sampled_from(["garbage", "spoiled", "other_plan_parent", "subject_of_other",
+                                 "over_limit", "bad_ids", "bad_artifact"]))
+    if kind == "garbage":
+        data, sub = draw(garbage())
+        return Hostile("decisions", subject, data, {"Nats-Msg-Id": new_id()}, sub)
+    if kind == "spoiled":
+        data, sub = draw(spoiled(d, DECISION_FIELDS, ("created_at",)))
+        return Hostile("decisions", subject, data, headers, sub)
+    if kind == "other_plan_parent":
+        d["parent_decision_id"] = other_plan[1]
+        return Hostile("decisions", subject, json.dumps(d).encode(), headers, kind)
+    if kind == "subject_of_other":
+        return Hostile("decisions", f"decisions.recorded.{other_plan[0]}",
+                       json.dumps(d).encode(), headers, kind)
+    if kind == "over_limit":
+        size = draw(st.integers(limit + 1, NATS_MAX_PAYLOAD - 4096))
+        d["rationale"] = ""
+        pad = size - len(json.dumps(d).encode())
+        d["rationale"] = "x" * max(pad, 1)
+        return Hostile("decisions", subject, json.dumps(d).encode(), headers, kind)
+    if kind == "bad_artifact":
+        d["artifacts_produced"] = [{"artifact_path": draw(st.sampled_from(
+            ["/etc/passwd", "../../secret", "a/\x00/b", "a/" + "x" * 300, "src/\x1b[31m.py"])),
+            "artifact_type": "file"}]
+        return Hostile("decisions", subject, json.dumps(d).encode(), headers, kind)
+    n = draw(st.integers(100, 12_000))
+    d["downstream_decision_ids"] = [f"bad-{i}" for i in range(n)]
+    return Hostile("decisions", subject, json.dumps(d).encode(), headers, kind)
+
+
+@st.composite
+def hostile_command(draw: st.DrawFn, family: str, plan_id: str, other_plan: str) -> Hostile:
+    """A bad correction request, cancel, violation report or dry run."""
+    prefix, make, fields, id_field = BODIES[family]
+    body = make(plan_id)
+    subject = f"{prefix}.{plan_id}"
+    headers = {"Nats-Msg-Id": body[id_field]}
+    dates = ("reported_at",) if family == "violations" else ("requested_at",) \
+        if family in ("requests", "dryrun") else ("reason",)
+    kind = draw(st.sampled_from(["garbage", "spoiled", "subject_of_other"]))
+    if kind == "garbage":
+        data, sub = draw(garbage())
+        return Hostile(family, subject, data, {"Nats-Msg-Id": new_id()}, sub)
+    if kind == "subject_of_other":
+        return Hostile(family, f"{prefix}.{other_plan}", json.dumps(body).encode(), headers, kind)
+    data, sub = draw(spoiled(body, fields, dates))
+    return Hostile(family, subject, data, headers, sub)
+
+
+@st.composite
+def hostile_persisted(draw: st.DrawFn, plan_id: str) -> Hostile:
+    """Someone else's message on decisions.persisted.*, the reconciler's input."""
+    data, kind = draw(garbage())
+    if draw(st.booleans()):
+        data = json.dumps({"decision_id": "x", "plan_id": plan_id,
+                           "decision_type": "prompt_definition", "sequence_number": "1e400",
+                           "parent_decision_id": [[]]}).encode()
+        kind = "fake_root"
+    return Hostile("persisted", f"decisions.persisted.{plan_id}", data,
+                   {"Nats-Msg-Id": new_id()}, kind)
+
+
+def corpus(strategy: st.SearchStrategy[Hostile], n: int, *, seed: int | None = None
+           ) -> list[Hostile]:
+    """Draw `n` examples: the same ones every run without a seed, others with one."""
+    out: list[Hostile] = []
+
+    @settings(max_examples=n, database=None, derandomize=seed is None, deadline=None,
+              suppress_health_check=list(HealthCheck), phases=[_generate()])
+    @given(strategy)
+    def collect(h: Hostile) -> None:
+        out.append(h)
+
+    if seed is not None:
+        from hypothesis import seed as with_seed
+        with_seed(seed)(collect)()
+    else:
+        collect()
+    return out[:n]
+
+
+def _generate() -> Any:
+    from hypothesis import Phase
+    return Phase.generate
