@@ -41,7 +41,7 @@ async def main(args: argparse.Namespace) -> int:
                "MONGODB_DB": "fuzz", "RECORDER_PARENT_WAIT_SECONDS": "3",
                "PYTHONPATH": str(ROOT)}
         log_path = base / "workers.log"
-        proc = subprocess.Popen([sys.executable, "-m", "workers"], cwd=ROOT, env=env,
+        proc = subprocess.Popen([sys.executable, "-m", "workers"], cwd=ROOT, env=env,  # noqa: ASYNC220 - started once, before the run
                                 stdout=log_path.open("ab"), stderr=subprocess.STDOUT,
                                 preexec_fn=die_with_parent)
         client: AsyncMongoClient[dict] = AsyncMongoClient(mongo.url, tz_aware=True)

@@ -21,7 +21,6 @@ from hypothesis import strategies as st
 from nats.js import JetStreamContext
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.ids import new_id
 from store.database import Document
 from tests.factories import decision, encode, headers, root, subject
 from tests.fuzz.hostile import (
@@ -32,24 +31,20 @@ from tests.fuzz.hostile import (
     hostile_persisted,
     request_body,
 )
+from workers.settings import Settings
 
 STREAMS = ("DECISIONS", "CORRECTIONS", "INVARIANTS")
 DEAD_LETTER_BOUND = 256 * 1024
 """Largest dead-letter document accepted here: far under BSON's 16 MiB."""
 EVENT_BOUND = 64 * 1024
 """Largest rejection event or dry-run reply accepted here: far under NATS's 1 MiB."""
-DEFAULT_LIMIT = 256 * 1024
 NATS_MAX = 1024 * 1024 - 4096
 """What one publish may carry on a default nats-server, headers included."""
 
 
 def payload_limit() -> int:
-    """The recorder's MAX_PAYLOAD_BYTES default, if the settings name one."""
-    try:
-        from workers.settings import Settings
-    except ImportError:  # pragma: no cover
-        return DEFAULT_LIMIT
-    return int(getattr(Settings(), "max_payload_bytes", DEFAULT_LIMIT))
+    """The recorder's MAX_PAYLOAD_BYTES default."""
+    return Settings().max_payload_bytes
 
 
 @dataclass
@@ -185,23 +180,28 @@ async def run(nc: nats.NATS, db: AsyncDatabase[Document], *, rounds: int, per_ro
             await js.publish(f"corrections.requested.{plan_id}", json.dumps(body).encode(),
                              headers={"Nats-Msg-Id": body["correction_id"]})
             valid_requests.append(body["correction_id"])
-        # Hostile dry runs: each must be answered, whatever it carries.
-        for h in corpus(hostile_command("dryrun", plan_id, other_plan_id), 3, seed=round_seed):
-            tally.dry_runs_sent += 1
-            tally.kinds[f"dryrun:{h.kind}"] += 1
-            try:
-                reply = await nc.request(h.subject, h.data, timeout=10, headers=h.headers)
-            except (TimeoutError, nats.errors.TimeoutError, nats.errors.NoRespondersError):
-                continue
-            tally.largest_event = max(tally.largest_event, len(reply.data))
-            if isinstance(json.loads(reply.data), dict):
-                tally.dry_runs_answered += 1
+        await _dry_runs(nc, corpus(hostile_command("dryrun", plan_id, other_plan_id), 3,
+                                   seed=round_seed), tally)
 
     tally.corrections_valid = len(valid_requests)
     await settle(nc, db, tally, drain_timeout)
     tally.corrections_applied = await db["corrections"].count_documents(
         {"_id": {"$in": valid_requests}, "status": "applied"})
     return tally
+
+
+async def _dry_runs(nc: nats.NATS, hostile: list[Hostile], tally: Tally) -> None:
+    """Hostile dry runs: each must be answered, whatever it carries."""
+    for h in hostile:
+        tally.dry_runs_sent += 1
+        tally.kinds[f"dryrun:{h.kind}"] += 1
+        try:
+            reply = await nc.request(h.subject, h.data, timeout=10, headers=h.headers)
+        except (TimeoutError, nats.errors.TimeoutError, nats.errors.NoRespondersError):
+            continue
+        tally.largest_event = max(tally.largest_event, len(reply.data))
+        if isinstance(json.loads(reply.data), dict):
+            tally.dry_runs_answered += 1
 
 
 async def settle(nc: nats.NATS, db: AsyncDatabase[Document], tally: Tally,

@@ -18,7 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import seed as with_seed
 from hypothesis import strategies as st
 
 from contracts.ids import new_id
@@ -224,19 +225,13 @@ def corpus(strategy: st.SearchStrategy[Hostile], n: int, *, seed: int | None = N
     out: list[Hostile] = []
 
     @settings(max_examples=n, database=None, derandomize=seed is None, deadline=None,
-              suppress_health_check=list(HealthCheck), phases=[_generate()])
+              suppress_health_check=list(HealthCheck), phases=[Phase.generate])
     @given(strategy)
     def collect(h: Hostile) -> None:
         out.append(h)
 
     if seed is not None:
-        from hypothesis import seed as with_seed
         with_seed(seed)(collect)()
     else:
         collect()
     return out[:n]
-
-
-def _generate() -> Any:
-    from hypothesis import Phase
-    return Phase.generate
