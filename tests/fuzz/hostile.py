@@ -116,15 +116,19 @@ def _replace_raw(body: dict[str, Any], field: str, raw_json: str) -> bytes:
 
 @st.composite
 def spoiled(draw: st.DrawFn, body: dict[str, Any], fields: list[str],
-            date_fields: tuple[str, ...]) -> tuple[bytes, str]:
+            date_fields: tuple[str, ...], optional: frozenset[str] = frozenset()
+            ) -> tuple[bytes, str]:
     """A well-formed body with one field made hostile."""
     kind = draw(st.sampled_from(["wrong_type", "number", "date", "huge_string", "huge_list",
                                  "unknown_field", "missing"]))
     field = draw(st.sampled_from(fields))
     if kind == "wrong_type":
-        value = draw(st.sampled_from(WRONG))
-        if value == body.get(field):
-            value = [value]
+        # A value of another JSON type than the field's: a string for a string field
+        # could be valid (a free-text field takes any string).
+        was = type(body.get(field))
+        value = draw(st.sampled_from([w for w in WRONG if type(w) is not was
+                                      and not (was is float and type(w) is int)
+                                      and not (w is None and field in optional)]))
         return json.dumps({**body, field: value}).encode(), kind
     if kind == "number":
         return _replace_raw(body, field, draw(st.sampled_from(NUMBERS))), kind
@@ -163,7 +167,8 @@ def hostile_decision(draw: st.DrawFn, plan_id: str, parent_id: str, other_plan: 
         data, sub = draw(garbage())
         return Hostile("decisions", subject, data, {"Nats-Msg-Id": new_id()}, sub)
     if kind == "spoiled":
-        data, sub = draw(spoiled(d, DECISION_FIELDS, ("created_at",)))
+        data, sub = draw(spoiled(d, DECISION_FIELDS, ("created_at",),
+                                 frozenset({"confidence_score", "created_at"})))
         return Hostile("decisions", subject, data, headers, sub)
     if kind == "other_plan_parent":
         d["parent_decision_id"] = other_plan[1]
@@ -194,15 +199,19 @@ def hostile_command(draw: st.DrawFn, family: str, plan_id: str, other_plan: str)
     body = make(plan_id)
     subject = f"{prefix}.{plan_id}"
     headers = {"Nats-Msg-Id": body[id_field]}
+    # Where a date goes wrong: a cancel has no date field, so its ID gets one (no ULID).
     dates = ("reported_at",) if family == "violations" else ("requested_at",) \
-        if family in ("requests", "dryrun") else ("reason",)
+        if family in ("requests", "dryrun") else ("correction_id",)
     kind = draw(st.sampled_from(["garbage", "spoiled", "subject_of_other"]))
     if kind == "garbage":
         data, sub = draw(garbage())
         return Hostile(family, subject, data, {"Nats-Msg-Id": new_id()}, sub)
     if kind == "subject_of_other":
         return Hostile(family, f"{prefix}.{other_plan}", json.dumps(body).encode(), headers, kind)
-    data, sub = draw(spoiled(body, fields, dates))
+    # Fields where null is fine (optional, or filled in by the worker).
+    optional = frozenset({"reason", "reported_at", "requested_at"} |
+                         ({"decision_id"} if family == "violations" else set()))
+    data, sub = draw(spoiled(body, fields, dates, optional))
     return Hostile(family, subject, data, headers, sub)
 
 
