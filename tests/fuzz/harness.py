@@ -283,7 +283,7 @@ async def stream_bodies(js: JetStreamContext, filter_subject: str
                 break
             try:
                 body = json.loads(msg.data)
-            except ValueError:
+            except (ValueError, RecursionError):  # our own hostile bodies are in there too
                 body = None
             out.append((body, len(msg.data)))
     finally:
