@@ -139,6 +139,9 @@ def spoiled(draw: st.DrawFn, body: dict[str, Any], fields: list[str],
     if kind == "date":
         field = draw(st.sampled_from(date_fields))
         return json.dumps({**body, field: draw(st.sampled_from(DATES))}).encode(), kind
+    if kind in ("huge_string", "huge_list"):
+        # Into an ID: a long reasoning text or a long list of alternatives is valid input.
+        field = draw(st.sampled_from([f for f in fields if f.endswith(("_id", "_ids"))]))
     if kind == "huge_string":
         size = draw(st.integers(10_000, 200_000))  # 2 bytes each in UTF-8: up to 400 KB
         return json.dumps({**body, field: "é" * size}, ensure_ascii=False).encode(), kind
