@@ -21,7 +21,13 @@ from services.invariants import InvariantService
 from store.database import Document
 from tests.conftest import Workers
 from tests.factories import decision, root
-from tests.integration.cli_support import Agents, agents, cli_workers, seed_plan
+from tests.integration.cli_support import (
+    Agents,
+    agents,
+    assert_one_line_error,
+    cli_workers,
+    seed_plan,
+)
 from tests.integration.wire import events, publish_all, wait_for_count
 from workers.publisher import JetStreamPublisher
 
@@ -135,3 +141,8 @@ async def test_cli_reconcile_backfills_once(cli_workers: Workers, agents: Agents
     text = (await agents.ok("invariant", "reconcile", "--all")).out
     assert "2 plan(s) checked, 0 decision(s) published" in " ".join(text.split())
     assert await db.dead_letters.count_documents({}) == 0
+    unknown = new_id()
+    skipped = (await agents.ok("invariant", "reconcile", "--plan", unknown, "--json")).json
+    assert skipped["plans"] == [{"plan_id": unknown, "published": [], "invariants": [],
+                                 "skipped": "no root prompt_definition recorded"}]
+    assert_one_line_error(await agents("invariant", "reconcile"), 2, "--plan ID or --all")
