@@ -219,3 +219,65 @@ def resolve(
             console.print(f"violation {done.violation_id} resolved by {escape(who)}")
 
     run(body)
+
+
+def _backfilled_json(done: Any) -> dict[str, Any]:
+    return {"plan_id": done.plan_id, "skipped": done.skipped,
+            "published": [d.decision_id for d in done.published],
+            "invariants": [(d.context_snapshot.hot_context_ref or "").removeprefix("invariant:")
+                           for d in done.published]}
+
+
+def _print_backfilled(done: Any) -> None:
+    if done.skipped:
+        console.print(f"plan {done.plan_id}: skipped, {escape(done.skipped)}")
+    elif not done.published:
+        console.print(f"plan {done.plan_id}: nothing to publish")
+    else:
+        console.print(f"plan {done.plan_id}: published {len(done.published)} "
+                      "invariant_enforced decision(s)")
+        for d in done.published:
+            console.print(f"  {d.decision_id}  {escape(d.question)}")
+
+
+@app.command("reconcile")
+def reconcile(
+    plan: PlanOpt = None,
+    all_plans: Annotated[bool, typer.Option(
+        "--all", help="Every plan with a root, a page at a time.")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Back-fill: publish the invariant_enforced decisions a plan lacks (the invariants
+    in force now), through the recorder like the reconciler's. Running it again
+    publishes nothing new."""
+    if (plan is None) == (not all_plans):
+        fail("give --plan ID or --all", USAGE_ERROR)
+    plan_id = parse_id(plan, "plan") if plan else None
+
+    async def body(ctx: Ctx) -> None:
+        async def go(s: InvariantService) -> list[Any]:
+            if plan_id is not None:
+                found = await s.backfill([plan_id])
+                if not as_json:
+                    for done in found:
+                        _print_backfilled(done)
+                return found
+            out: list[Any] = []
+            async for page in s.backfill_all():
+                for done in page:
+                    if not as_json and (done.published or done.skipped):
+                        _print_backfilled(done)
+                out += page
+            return out
+
+        found = await _call(ctx, go, publishes=True)
+        total = sum(len(d.published) for d in found)
+        if as_json:
+            # --all lists only the plans it did something for (or skipped).
+            shown = [d for d in found if plan_id or d.published or d.skipped]
+            emit_json({"plans": [_backfilled_json(d) for d in shown],
+                       "checked": len(found), "published": total})
+        elif plan_id is None:
+            console.print(f"{len(found)} plan(s) checked, {total} decision(s) published")
+
+    run(body)

@@ -102,37 +102,54 @@ class Invariant(BaseModel):
 
 
 def applies_to(inv: Invariant, plan_id: str | None, project: str | None,
-               action_template: str | None) -> bool:
-    """Whether `inv` binds a plan with this ID, project and action template."""
-    target = {InvariantScope.GLOBAL: None, InvariantScope.PROJECT: project,
-              InvariantScope.ACTION: action_template,
-              InvariantScope.PLAN: plan_id.upper() if plan_id else None}[inv.scope]
-    return inv.scope is InvariantScope.GLOBAL or (target is not None
-                                                   and inv.scope_target == target)
+               action_template: str | None, ancestors: Sequence[str] = ()) -> bool:
+    """Whether `inv` binds a plan with this ID, project, action template and ancestors
+    (parent first): a PLAN invariant of an ancestor binds the plans it spawned."""
+    if inv.scope is InvariantScope.GLOBAL:
+        return True
+    if inv.scope is InvariantScope.PLAN:
+        return inv.scope_target in _family(plan_id, ancestors)
+    target = project if inv.scope is InvariantScope.PROJECT else action_template
+    return target is not None and inv.scope_target == target
+
+
+def _family(plan_id: str | None, ancestors: Sequence[str]) -> list[str]:
+    """The plan, then its ancestors nearest first, upper case (the stored spelling)."""
+    return [p.upper() for p in ([plan_id] if plan_id else []) + list(ancestors)]
 
 
 def effective_invariants(plan_id: str | None, project: str | None,
                          action_template: str | None,
-                         all_invariants: Iterable[Invariant]) -> list[Invariant]:
+                         all_invariants: Iterable[Invariant],
+                         ancestors: Sequence[str] = ()) -> list[Invariant]:
     """The invariants in force for a plan, one per name, sorted by name.
 
-    PLAN over ACTION (promoted) over PROJECT over GLOBAL. Two of the same name and scope
-    (the store forbids it, but the input is anyone's) resolve to the older one, so the
-    answer never depends on the input's order."""
+    PLAN over ACTION (promoted) over PROJECT over GLOBAL. A plan's PLAN invariants
+    include those of its ancestors (`ancestors`, parent first): of two PLAN invariants
+    of one name, the nearer plan's wins (the plan's own over its parent's over its
+    grandparent's). Two of the same name, scope and plan (the store forbids it, but the
+    input is anyone's) resolve to the older one, so the answer never depends on the
+    input's order."""
+    family = _family(plan_id, ancestors)
+    distance = {p: i for i, p in reversed(list(enumerate(family)))}
     best: dict[str, Invariant] = {}
     for inv in all_invariants:
-        if not applies_to(inv, plan_id, project, action_template):
+        if not applies_to(inv, plan_id, project, action_template, ancestors):
             continue
         held = best.get(inv.name)
-        if held is None or _outranks(inv, held):
+        if held is None or _outranks(inv, held, distance):
             best[inv.name] = inv
     return [best[name] for name in sorted(best)]
 
 
-def _outranks(a: Invariant, b: Invariant) -> bool:
+def _outranks(a: Invariant, b: Invariant, distance: Mapping[str, int]) -> bool:
     ra, rb = SCOPE_RANK[a.scope], SCOPE_RANK[b.scope]
     if ra != rb:
         return ra > rb
+    if a.scope is InvariantScope.PLAN:
+        da, db = distance[a.scope_target or ""], distance[b.scope_target or ""]
+        if da != db:
+            return da < db
     return (a.created_at, a.id) < (b.created_at, b.id)
 
 
@@ -201,29 +218,39 @@ def blocked_types_text() -> str:
 
 
 class ReconciliationBlocked(DomainError):
-    """An Execute-phase decision of a plan with an unresolved error violation."""
+    """An Execute-phase decision of a plan with an unresolved error violation, its own or
+    an ancestor plan's (`blocked_by`, the plan whose violations block it)."""
 
     def __init__(self, plan_id: str, decision_type: DecisionType,
-                 violation_ids: Sequence[str]) -> None:
+                 violation_ids: Sequence[str], blocked_by: str | None = None) -> None:
         self.plan_id = plan_id
         self.decision_type = decision_type
         self.violation_ids = tuple(violation_ids)
+        self.blocked_by = blocked_by or plan_id
         shown = ", ".join(self.violation_ids[:5]) + (
             " ..." if len(self.violation_ids) > 5 else "")
+        whose = "" if self.blocked_by == plan_id else \
+            f" of its ancestor plan {self.blocked_by}"
         super().__init__(
-            f"plan {plan_id} is blocked by unresolved error violation(s) {shown}: "
+            f"plan {plan_id} is blocked by unresolved error violation(s){whose} {shown}: "
             f"{decision_type.value} (Execute phase) is refused until an operator resolves "
             f"them (agents invariant resolve {self.violation_ids[0]})")
 
 
 def check_not_blocked(plan_id: str, decision_type: DecisionType,
-                      blocking: Mapping[str, Sequence[str]]) -> None:
+                      blocking: Mapping[str, Sequence[str]],
+                      ancestors: Sequence[str] = ()) -> None:
     """Raise ReconciliationBlocked if `decision_type` may not be recorded in `plan_id` now.
 
-    `blocking` maps plan IDs to their unresolved blocking violation IDs."""
-    violations = blocking.get(plan_id)
-    if violations and decision_type in BLOCKED_TYPES:
-        raise ReconciliationBlocked(plan_id, decision_type, violations)
+    `blocking` maps plan IDs to their unresolved blocking violation IDs; `ancestors` are
+    the plan's ancestors, parent first. The plan's own violations are named first, then
+    the nearest blocked ancestor's."""
+    if decision_type not in BLOCKED_TYPES:
+        return
+    for plan in (plan_id, *ancestors):
+        violations = blocking.get(plan)
+        if violations:
+            raise ReconciliationBlocked(plan_id, decision_type, violations, plan)
 
 
 class DuplicateInvariant(DomainError):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Self
+from typing import Protocol, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -71,3 +71,27 @@ class PlanRecord(BaseModel):
             raise ValueError("a plan cannot be its own parent")
         return self
 
+
+
+MAX_PLAN_DEPTH = 64
+"""Ancestors followed at most: a chain longer than this (or a cycle, which the family
+rules refuse but stored data from before them may hold) is cut there."""
+
+
+class ParentOf(Protocol):
+    """Known parent links (a dict, or the recorder's LRU cache)."""
+
+    def get(self, plan_id: str, /) -> str | None: ...
+
+
+def ancestry(plan_id: str, parent_of: ParentOf) -> tuple[str, ...]:
+    """The plan's ancestors, parent first, from the known parent links. Stops at a plan
+    without a known parent, at a cycle, or after MAX_PLAN_DEPTH plans; never raises."""
+    out: list[str] = []
+    seen = {plan_id}
+    current = parent_of.get(plan_id)
+    while current is not None and current not in seen and len(out) < MAX_PLAN_DEPTH:
+        out.append(current)
+        seen.add(current)
+        current = parent_of.get(current)
+    return tuple(out)

@@ -205,6 +205,9 @@ class StoredFacts:
     root_of_plan: Mapping[str, str]      # plan_id -> root decision_id, for plans in the batch
     # plan_id -> its unresolved blocking violations, for blocked plans in the batch
     blocked_plans: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # plan_id -> its ancestor plans, parent first, for plans in the batch with a parent:
+    # a parent's blocking violation blocks its child plans too
+    ancestors: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -231,7 +234,8 @@ def plan_batch(candidates: Sequence[Candidate], facts: StoredFacts) -> BatchPlan
     fresh = _sort_out_known(candidates, facts, plan)
     # Accept in dependency order: a child whose parent is in the batch waits for the
     # parent's verdict; stop when a pass decides nothing more.
-    tree = _TreeState(dict(facts.plan_of), dict(facts.root_of_plan), facts.blocked_plans)
+    tree = _TreeState(dict(facts.plan_of), dict(facts.root_of_plan), facts.blocked_plans,
+                      facts.ancestors)
     pending = fresh
     while pending:
         undecided = [c for c in pending if not tree.decide(c, plan)]
@@ -274,6 +278,7 @@ class _TreeState:
     plan_of: dict[str, str]
     roots: dict[str, str]
     blocked: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    ancestors: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     rejected: set[str] = field(default_factory=set)
 
     def decide(self, c: Candidate, plan: BatchPlan) -> bool:
@@ -295,7 +300,8 @@ class _TreeState:
 
     def _broken_rule(self, d: Decision) -> RuleViolation | None:
         try:
-            check_not_blocked(d.plan_id, d.decision_type, self.blocked)
+            check_not_blocked(d.plan_id, d.decision_type, self.blocked,
+                              self.ancestors.get(d.plan_id, ()))
         except ReconciliationBlocked as exc:
             return RuleViolation(rule=Rule.RECONCILIATION_BLOCKED, field="decision_type",
                                  message=str(exc))
@@ -330,6 +336,17 @@ class DecisionPersisted(BaseModel):
     sequence_number: int = Field(description="Order within the plan, assigned by the recorder.")
     decision_type: DecisionType = Field(description="Its type.")
     parent_decision_id: str | None = Field(description="Its parent; None for the root.")
+
+
+def persisted_body(d: Decision) -> bytes:
+    """The DecisionPersisted body announcing a stored decision, whoever stored it (the
+    recorder, or a correction's transaction through the outbox)."""
+    if d.sequence_number is None:
+        raise ValueError(f"decision {d.decision_id} has no sequence_number: not stored yet")
+    return DecisionPersisted(
+        decision_id=d.decision_id, plan_id=d.plan_id, sequence_number=d.sequence_number,
+        decision_type=d.decision_type, parent_decision_id=d.parent_decision_id,
+    ).model_dump_json().encode()
 
 
 class DecisionRejected(BaseModel):

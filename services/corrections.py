@@ -67,6 +67,8 @@ from contracts.impact import (
     type_durations,
     types_without_history,
 )
+from contracts.recording import persisted_body
+from contracts.subjects import persisted, persisted_msg_id
 from contracts.timestamps import utc_now
 from services import outbox
 from services.archive import Archive
@@ -154,6 +156,14 @@ def outcome_of(exc: BaseException, *, committing: bool) -> Outcome:
 def describe(exc: BaseException) -> str:
     """One line for the record: the exception's type and message (bounded later)."""
     return f"{type(exc).__name__}: {exc}"
+
+
+def persisted_message(d: Decision) -> OutboxMessage:
+    """The decisions.persisted event of a decision a correction wrote directly, as the
+    recorder would publish it: the reconciler then reconciles an append's child plan
+    like any plan, exactly once (outboxed with the write, fixed Nats-Msg-Id)."""
+    return OutboxMessage(persisted(d.plan_id), persisted_body(d),
+                         persisted_msg_id(d.decision_id))
 
 
 def correction_event(c: Correction) -> OutboxMessage:
@@ -509,6 +519,7 @@ class CorrectionService:
                                       decision_id, archived_artifacts_path=path)
             applied = c.transition(S.APPLIED, now, **revert.applied_info(path))
             return Changes(applied, v.version, lease_owner=owner, revert=revert,
+                           announce=persisted_message,
                            attempts=[AttemptChange(done, A.EXECUTING)],
                            events=[attempt_event(done, A.EXECUTING, now),
                                    correction_event(applied)])
@@ -520,6 +531,7 @@ class CorrectionService:
         done = attempt.transition(A.COMPLETE, now, new_decision_id=append.new_decision_id)
         applied = c.transition(S.APPLIED, now, **append.applied_info())
         return Changes(applied, v.version, lease_owner=owner, append=append,
+                       announce=persisted_message,
                        attempts=[AttemptChange(done, A.EXECUTING)],
                        events=[attempt_event(done, A.EXECUTING, now),
                                correction_event(applied)])

@@ -13,7 +13,8 @@ process dies in between, the outbox relay every worker runs publishes it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from pydantic import ValidationError
@@ -39,6 +40,7 @@ from contracts.invariants import (
     ViolationConflict,
     effective_invariants,
 )
+from contracts.plans import PlanStatus
 from contracts.reconciliation import enforced_decisions, wire_body
 from contracts.recording import DecisionPersisted
 from contracts.subjects import recorded
@@ -75,6 +77,19 @@ def violation_event(kind: ViolationEventType, invariant_name: str | None
                            plan_blocked=blocked)
         return OutboxMessage(e.subject, e.model_dump_json().encode(), e.msg_id)
     return build
+
+
+BACKFILL_PAGE = 200
+"""Roots read per page by `backfill_all`."""
+
+
+@dataclass(frozen=True)
+class Backfilled:
+    """What a back-fill did for one plan: the decisions it published, or why none."""
+
+    plan_id: str
+    published: list[Decision] = field(default_factory=list)
+    skipped: str | None = None
 
 
 class InvariantService:
@@ -129,14 +144,17 @@ class InvariantService:
         """The invariants in force, one per name, by name. For a recorded plan its own
         project and action template count (those given are used for a plan not recorded
         yet); with no plan, what a new plan of `project` / `action_template` would get."""
+        ancestors: tuple[str, ...] = ()
         if plan_id is not None:
-            record = await self._plans.get(plan_id.upper())
+            plan_id = plan_id.upper()
+            record = await self._plans.get(plan_id)
             if record is not None and record.root_decision_id is not None:
                 project, action_template = record.project, record.action_template
+            ancestors = (await self._plans.ancestors([plan_id])).get(plan_id, ())
         inputs = await self._invariants.inputs_for(
-            [plan_id] if plan_id else [], [project] if project else [],
+            [plan_id, *ancestors] if plan_id else [], [project] if project else [],
             [action_template] if action_template else [])
-        return effective_invariants(plan_id, project, action_template, inputs)
+        return effective_invariants(plan_id, project, action_template, inputs, ancestors)
 
     async def remove_invariant(self, invariant_id: str) -> Invariant:
         """InvariantNotFound for an unknown ID. Decisions already recorded under it and its
@@ -220,16 +238,74 @@ class InvariantService:
                     if e.decision_type is DecisionType.PROMPT_DEFINITION]
         if not root_ids:
             return []
-        roots = list((await self._decisions.get_many(root_ids)).values())
-        inputs = await self._invariants.inputs_for(
-            [r.plan_id for r in roots], [r.project for r in roots if r.project],
-            [r.action_template for r in roots if r.action_template])
-        out: list[Decision] = []
-        for root in roots:
-            if not root.is_root or root.is_correction:
-                continue
-            out += enforced_decisions(root, effective_invariants(
-                root.plan_id, root.project, root.action_template, inputs))
+        roots = [r for r in (await self._decisions.get_many(root_ids)).values()
+                 if r.is_root and not r.is_correction]
+        out = await self._enforced(roots)
         await self._publisher.publish_all([
             OutgoingEvent(recorded(d.plan_id), wire_body(d), d.decision_id) for d in out])
         return out
+
+    async def _enforced(self, roots: Sequence[Decision]) -> list[Decision]:
+        """The invariant_enforced decisions of these roots' plans, from the invariants in
+        force now: their own, and the PLAN ones of their ancestor plans (one read of the
+        parent links, one of the candidate invariants)."""
+        if not roots:
+            return []
+        ancestors = await self._plans.ancestors(r.plan_id for r in roots)
+        family = [p for r in roots for p in (r.plan_id, *ancestors.get(r.plan_id, ()))]
+        inputs = await self._invariants.inputs_for(
+            family, [r.project for r in roots if r.project],
+            [r.action_template for r in roots if r.action_template])
+        out: list[Decision] = []
+        for root in roots:
+            out += enforced_decisions(root, effective_invariants(
+                root.plan_id, root.project, root.action_template, inputs,
+                ancestors.get(root.plan_id, ())))
+        return out
+
+    # --- back-fill -------------------------------------------------------------------
+
+    async def backfill(self, plan_ids: Sequence[str]) -> list[Backfilled]:
+        """Publish the invariant_enforced decisions these plans lack (one per plan, in the
+        order given), through the recorder like the reconciler's. Idempotent: the IDs are
+        derived from root and invariant, and only those not stored are published."""
+        wanted = list(dict.fromkeys(p.upper() for p in plan_ids))
+        roots = await self._decisions.roots_of(wanted)
+        done = {b.plan_id: b for b in await self._backfill(list(roots.values()))}
+        return [done.get(p) or Backfilled(p, [], "no root prompt_definition recorded")
+                for p in wanted]
+
+    async def backfill_all(self, page_size: int = BACKFILL_PAGE
+                           ) -> AsyncIterator[list[Backfilled]]:
+        """`backfill` over every plan with a root, a page of roots at a time (in decision
+        ID order, so a plan started during the run is either in a page or reconciled by
+        the reconciler)."""
+        after: str | None = None
+        while True:
+            roots = await self._decisions.roots_page(after, page_size)
+            if not roots:
+                return
+            yield await self._backfill(roots)
+            after = roots[-1].decision_id
+
+    async def _backfill(self, roots: Sequence[Decision]) -> list[Backfilled]:
+        statuses = await self._plans.statuses(r.plan_id for r in roots)
+        live: list[Decision] = []
+        out: dict[str, Backfilled] = {}
+        for r in roots:
+            if r.superseded_by is not None:
+                out[r.plan_id] = Backfilled(r.plan_id, [], f"its root is superseded by "
+                                            f"{r.superseded_by}")
+            elif statuses.get(r.plan_id) is PlanStatus.ROLLED_BACK:
+                out[r.plan_id] = Backfilled(r.plan_id, [], "the plan is rolled back")
+            else:
+                live.append(r)
+        enforced = await self._enforced(live)
+        stored = await self._decisions.get_many(d.decision_id for d in enforced)
+        missing = [d for d in enforced if d.decision_id not in stored]
+        await self._publisher.publish_all([
+            OutgoingEvent(recorded(d.plan_id), wire_body(d), d.decision_id) for d in missing])
+        for r in live:
+            out[r.plan_id] = Backfilled(r.plan_id, [d for d in missing
+                                                    if d.plan_id == r.plan_id])
+        return [out[r.plan_id] for r in roots]

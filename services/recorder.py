@@ -29,10 +29,10 @@ from contracts.decision import Decision
 from contracts.ids import is_ulid
 from contracts.recording import (
     Candidate,
-    DecisionPersisted,
     DecisionRejected,
     Inbound,
     Invalid,
+    persisted_body,
     plan_batch,
     read_message,
 )
@@ -127,12 +127,7 @@ def read_guarded(msg: Inbound, now: datetime,
 
 
 def persisted_event(d: Decision) -> OutgoingEvent:
-    assert d.sequence_number is not None
-    body = DecisionPersisted(
-        decision_id=d.decision_id, plan_id=d.plan_id, sequence_number=d.sequence_number,
-        decision_type=d.decision_type, parent_decision_id=d.parent_decision_id,
-    )
-    return OutgoingEvent(persisted(d.plan_id), body.model_dump_json().encode(),
+    return OutgoingEvent(persisted(d.plan_id), persisted_body(d),
                          persisted_msg_id(d.decision_id))
 
 

@@ -28,6 +28,9 @@ class LRUCache(Generic[K, V]):
         if len(self._data) > self._capacity:
             self._data.popitem(last=False)
 
+    def get(self, key: K) -> V | None:
+        return self[key] if key in self._data else None
+
     def __len__(self) -> int:
         return len(self._data)
 

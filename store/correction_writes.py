@@ -11,7 +11,7 @@ transient error.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -51,6 +51,9 @@ class Changes:
     events: Sequence[OutboxMessage] = ()
     lease_owner: str | None = None
     """When set, the transaction renews and requires this owner's lease on the plan."""
+    announce: Callable[[Decision], OutboxMessage] | None = None
+    """Builds the event announcing each decision the step writes (decisions.persisted),
+    once its sequence number is known inside the transaction; outboxed with the rest."""
 
 
 @dataclass(frozen=True)
@@ -90,7 +93,10 @@ class CorrectionWriter:
             new = await self._revert(c.revert, now, s)
         if c.append is not None:
             new = await self._append(c.append, now, s)
-        await self._outbox.add(c.correction.correction_id, version, c.events, now, s)
+        events = list(c.events)
+        if c.announce is not None:
+            events += [c.announce(d) for d in new]
+        await self._outbox.add(c.correction.correction_id, version, events, now, s)
         return Written(Versioned(c.correction, version, c.arrival), new)
 
     async def _write_correction(self, c: Changes, s: AsyncClientSession) -> int:

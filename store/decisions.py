@@ -19,15 +19,20 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from contracts.decision import STORED, Decision
+from contracts.plans import ancestry
 from contracts.recording import Candidate, Stored, StoredFacts
 from store.cache import LRUCache
 from store.database import CORRECTION_ATTEMPTS, DECISIONS, PLANS, Document, find_by_ids
 from store.errors import ResourceNotFoundError, RestrictViolation
 from store.invariants import blocking_violations
+from store.plans import plan_ancestors
 from store.transactions import run_in_transaction
 
 DUPLICATE_KEY = 11000
 PLAN_OF_CACHE = 200_000
+PARENT_PLAN_CACHE = 100_000
+ROOT_QUERY: Document = {"decision_type": "prompt_definition", "is_correction": False}
+"""A plan's root (served by the partial unique index one_root_per_plan)."""
 
 
 INTERNAL_FIELDS = ("_id", "content_hash", "recorded_from")
@@ -62,6 +67,8 @@ class DecisionRepository:
         # decisions are only ever added, so a parent seen once need not be read again:
         # in a steady stream nearly every parent was written moments ago by this worker.
         self._plan_of: LRUCache[str, str] = LRUCache(PLAN_OF_CACHE)
+        # plan_id -> parent plan_id: a plan's parent, once recorded, never changes.
+        self._parent_plan: LRUCache[str, str] = LRUCache(PARENT_PLAN_CACHE)
         self._decisions = db[DECISIONS]
         self._plans = db[PLANS]
         self._attempts = db[CORRECTION_ATTEMPTS]
@@ -75,6 +82,21 @@ class DecisionRepository:
     async def get_many(self, decision_ids: Iterable[str]) -> dict[str, Decision]:
         return {d["_id"]: from_document(d)
                 for d in await find_by_ids(self._decisions, decision_ids)}
+
+    async def roots_of(self, plan_ids: Iterable[str]) -> dict[str, Decision]:
+        """plan_id -> its root prompt_definition (not a correction), for those recorded."""
+        ids = list(dict.fromkeys(plan_ids))
+        cursor = self._decisions.find({"plan_id": {"$in": ids}, **ROOT_QUERY})
+        return {d["plan_id"]: from_document(d) async for d in cursor}
+
+    async def roots_page(self, after: str | None, limit: int) -> list[Decision]:
+        """Plan roots in decision ID order, the `limit` after `after`: a walk over every
+        plan, one page at a time."""
+        query: dict[str, Any] = dict(ROOT_QUERY)
+        if after is not None:
+            query["_id"] = {"$gt": after}
+        cursor = self._decisions.find(query).sort("_id", 1).limit(limit)
+        return [from_document(d) async for d in cursor]
 
     async def in_sequence(self, plan_id: str) -> list[Decision]:
         """Every decision of the plan, superseded ones too, in sequence order."""
@@ -129,16 +151,24 @@ class DecisionRepository:
         unknown = [p for p in parents if p not in plan_of]
         for d in await find_by_ids(self._decisions, unknown, {"plan_id": 1}):
             plan_of[d["_id"]] = self._plan_of[d["_id"]] = d["plan_id"]
-        # Served by the partial unique index one_root_per_plan.
-        root_docs, blocked = await asyncio.gather(
+        # Blocked plans are asked for the batch's plans and the ancestors remembered from
+        # earlier batches, concurrently with the roots and the parent links; only a
+        # parent link seen for the first time costs one more (small) query.
+        remembered = {a for p in plans for a in ancestry(p, self._parent_plan)}
+        root_docs, blocked, ancestors = await asyncio.gather(
+            # Served by the partial unique index one_root_per_plan.
             self._decisions.find(
                 {"plan_id": {"$in": list(plans)}, "decision_type": "prompt_definition",
                  "is_correction": False}, {"plan_id": 1}).to_list(),
             # Never cached: a violation reported or resolved a moment ago counts.
-            blocking_violations(self._db, plans))
+            blocking_violations(self._db, plans | remembered),
+            plan_ancestors(self._db, plans, self._parent_plan))
+        new = {a for chain in ancestors.values() for a in chain} - plans - remembered
+        if new:
+            blocked = {**blocked, **await blocking_violations(self._db, new)}
         roots = {d["plan_id"]: d["_id"] for d in root_docs}
         return StoredFacts(existing=existing, plan_of=plan_of, root_of_plan=roots,
-                           blocked_plans=blocked)
+                           blocked_plans=blocked, ancestors=ancestors)
 
     async def delete(self, decision_id: str) -> None:
         """Hard-delete one decision, unless a correction attempt names it (RESTRICT).

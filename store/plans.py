@@ -7,13 +7,14 @@ record, counter already past its root's sequence 0).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
+from typing import Protocol
 
 from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.plans import PlanRecord, PlanStatus
+from contracts.plans import MAX_PLAN_DEPTH, PlanRecord, PlanStatus, ancestry
 from store.database import (
     CORRECTION_ATTEMPTS,
     CORRECTIONS,
@@ -33,6 +34,58 @@ def from_document(doc: Document) -> PlanRecord:
     return PlanRecord.model_validate({**fields, "plan_id": doc["_id"]})
 
 
+class ParentLinks(Protocol):
+    """Where parent links read before are kept (a dict, or a store.cache.LRUCache)."""
+
+    def __contains__(self, plan_id: object) -> bool: ...
+    def __getitem__(self, plan_id: str) -> str: ...
+    def __setitem__(self, plan_id: str, parent: str) -> None: ...
+
+
+async def plan_ancestors(db: AsyncDatabase[Document], plan_ids: Iterable[str],
+                         known: ParentLinks | None = None,
+                         session: AsyncClientSession | None = None
+                         ) -> dict[str, tuple[str, ...]]:
+    """plan_id -> its ancestors (parent first), for the plans among `plan_ids` that have
+    a parent, from `parent_plan_id` on the plan documents.
+
+    `known` holds parent links read before: a parent, once recorded, never changes, so
+    only the plans at the top of a known chain are read again (a top-level plan may be
+    claimed later, so "no parent" is never remembered). Usually one query on `_id`; one
+    more per level of a chain seen for the first time. New links are added to `known`."""
+    cache: ParentLinks = known if known is not None else {}
+    parent_of: dict[str, str | None] = {}   # read by this call
+    links: dict[str, str | None] = {}       # every link used, read or remembered
+
+    def top(plan: str) -> str:
+        seen = {plan}
+        while plan in cache and len(seen) <= MAX_PLAN_DEPTH:
+            links[plan] = parent = cache[plan]
+            if parent in seen:
+                break
+            plan = parent
+            seen.add(plan)
+        return plan
+
+    wanted = list(dict.fromkeys(plan_ids))
+    frontier = {top(p) for p in wanted}
+    for _ in range(MAX_PLAN_DEPTH):
+        frontier -= parent_of.keys()
+        if not frontier:
+            break
+        docs = await db[PLANS].find({"_id": {"$in": sorted(frontier)}},
+                                    {"parent_plan_id": 1}, session=session).to_list()
+        found = {d["_id"]: d.get("parent_plan_id") for d in docs}
+        for plan in frontier:
+            read = found.get(plan)
+            parent_of[plan] = read if isinstance(read, str) else None
+            if isinstance(read, str):
+                cache[plan] = read
+        frontier = {top(parent) for p in frontier if (parent := parent_of[p]) is not None}
+    links.update(parent_of)
+    return {p: chain for p in wanted if (chain := ancestry(p, links))}
+
+
 class PlanRepository:
     def __init__(self, db: AsyncDatabase[Document]) -> None:
         self._db = db
@@ -41,6 +94,20 @@ class PlanRepository:
     async def get(self, plan_id: str) -> PlanRecord | None:
         doc = await self._coll.find_one({"_id": plan_id})
         return from_document(doc) if doc else None
+
+    async def ancestors(self, plan_ids: Iterable[str]) -> dict[str, tuple[str, ...]]:
+        return await plan_ancestors(self._db, plan_ids)
+
+    async def statuses(self, plan_ids: Iterable[str]) -> dict[str, PlanStatus]:
+        """plan_id -> status, for the plans that have a document (a readable status)."""
+        ids = list(dict.fromkeys(plan_ids))
+        out: dict[str, PlanStatus] = {}
+        async for d in self._coll.find({"_id": {"$in": ids}}, {"status": 1}):
+            try:
+                out[d["_id"]] = PlanStatus(d.get("status", PlanStatus.ACTIVE.value))
+            except ValueError:
+                continue
+        return out
 
     async def children(self, plan_id: str) -> list[PlanRecord]:
         return [from_document(d) async for d in self._coll.find({"parent_plan_id": plan_id})]

@@ -131,7 +131,8 @@ def document_recorder(broker: NatsBroker, *, for_docs: bool) -> None:
 
     broker.publisher(
         f"{PERSISTED_PREFIX}.{{plan_id}}", title="decisions.persisted", schema=DecisionPersisted,
-        description="One per recorded decision, after its write committed. "
+        description="One per recorded decision, after its write committed (also for the "
+        "decisions a correction writes, from its outbox). "
         "Nats-Msg-Id: persisted:<decision_id>.")
     broker.publisher(
         f"{REJECTED_PREFIX}.{{plan_id}}", title="decisions.rejected", schema=DecisionRejected,
