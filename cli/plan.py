@@ -262,7 +262,12 @@ def _print_explain(d: Decision, path: list[Decision]) -> None:
     row("confidence", d.confidence_score)
     row("rationale", d.rationale)
     row("created", when(d.created_at))
-    row("status", "superseded by " + d.superseded_by if d.superseded_by else "current")
+    status = "current"
+    if d.superseded_by:
+        status = f"superseded by {d.superseded_by}"
+        if d.superseded_by_correction:
+            status += f" (correction {d.superseded_by_correction}, {when(d.superseded_at)})"
+    row("status", status)
     if d.is_correction:
         row("corrects", d.corrects_decision_id)
         row("correction reason", d.correction_reason)

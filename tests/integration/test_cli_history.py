@@ -78,9 +78,9 @@ async def test_history_as_of_diff_and_dry_run_of_a_superseded_target(
     text = (await agents.ok("correction", "diff", cid)).out
     assert f"superseded ({len(superseded)})" in text and "added (1)" in text
     assert "manifest: " in text and replacement in text
-    doc = await db.decisions.find_one({"_id": target})
-    assert doc is not None and doc["superseded_by_correction"] == cid
-    assert doc["superseded_at"] is not None
+    explained = (await agents.ok("plan", "explain", target, "--json")).json["decision"]
+    assert explained["superseded_by_correction"] == cid and explained["superseded_at"]
+    assert f"(correction {cid}, " in (await agents.ok("plan", "explain", target)).out
 
     await _append_diff_and_dry_run(agents, plan_id, target, replacement)
 
