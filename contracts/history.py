@@ -13,7 +13,7 @@ append), so "as of correction C" is "every decision whose sequence number is at 
 that of C's new decision, less those superseded by a replacement numbered at most
 that". A `TimeCut` is as good as the times it reads: a decision counts from its
 `created_at` (which an agent may supply; the recorder stamps its receive time when
-absent) and stops counting from its `superseded_at` (the time the revert was written;
+absent) and stops counting from its `superseded_at` (its replacement's `created_at`;
 for data older than that field, the APPLIED transition of the correction that made
 its replacement, else the replacement's own `created_at`, which the ledger stamps).
 """
