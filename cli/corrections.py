@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
+from cli import history
 from cli.context import Ctx, parse_id, run
 from cli.errors import USAGE_ERROR, fail
 from cli.render import JsonFlag, clip, console, dump, emit_json, short, status_text, when
@@ -278,3 +279,6 @@ async def _publish_and_wait(ctx: Ctx, c: Correction, timeout: float, *, subject:
     finally:
         for s in subs:
             await s.unsubscribe()
+
+
+app.command("diff")(history.diff)

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
-from cli import correct
+from cli import correct, history
 from cli.context import Ctx, parse_id, run
-from cli.errors import fail
+from cli.errors import USAGE_ERROR, fail
 from cli.render import JsonFlag, clip, console, dump, emit_json, short, status_text, when
 
 if TYPE_CHECKING:
@@ -79,22 +79,36 @@ def tree(
         "--show-superseded", help="Also show superseded decisions, marked.")] = False,
     depth: Annotated[int | None, typer.Option(
         min=0, help="Levels below the root to show (0: the root only).")] = None,
+    as_of: Annotated[str | None, typer.Option(
+        "--as-of", metavar="TIME|CORRECTION_ID", help=history.AS_OF_HELP)] = None,
+    before: Annotated[bool, typer.Option("--before", help=history.BEFORE_HELP)] = False,
     as_json: JsonFlag = False,
 ) -> None:
     """The plan's current decision tree: type, chosen option, sequence, short ID, confidence."""
     plan_id = parse_id(plan_id, "plan")
+    moment = history.parse_as_of(as_of) if as_of is not None else None
+    if moment is not None and show_superseded:
+        fail("--as-of shows the tree current then; leave out --show-superseded", USAGE_ERROR)
+    if before and moment is None:
+        fail("--before goes with --as-of CORRECTION_ID", USAGE_ERROR)
 
     async def body(ctx: Ctx) -> None:
         from store.decisions import DecisionRepository  # noqa: PLC0415
 
         repo = DecisionRepository(ctx.db)
-        decisions = await (repo.full_tree(plan_id) if show_superseded
+        decisions = await (repo.full_tree(plan_id) if show_superseded or moment is not None
                            else repo.current_tree(plan_id))
         if not decisions:
             fail(f"no decisions recorded for plan {plan_id}")
+        corrections = await _corrections(ctx, plan_id)
+        cut = None
+        if moment is not None:
+            cut = history.resolve_cut(moment, before, decisions, corrections)
+            decisions, corrections = history.as_of(decisions, corrections, cut)
+            if not decisions:
+                fail(f"plan {plan_id} had no decisions {history.cut_text(cut)}")
         plans = await _plan_records(
             ctx, [p for d in decisions for p in d.downstream_plan_ids])
-        corrections = await _corrections(ctx, plan_id)
         ids = {d.decision_id for d in decisions}
         kids: dict[str | None, list[Decision]] = defaultdict(list)
         for d in decisions:
@@ -110,6 +124,7 @@ def tree(
         if as_json:
             emit_json({
                 "plan_id": plan_id, "show_superseded": show_superseded, "depth": depth,
+                **({"as_of": history.cut_json(cut)} if cut is not None else {}),
                 "decisions": [{**dump(d), "depth": levels.get(d.decision_id, 0)}
                               for d in shown],
                 "child_plans": [dump(r) for r in plans.values()],
@@ -117,18 +132,27 @@ def tree(
             })
             return
         _print_tree(plan_id, kids, plans=plans, corrections=corrections, depth=depth,
-                    total=len(decisions), show_superseded=show_superseded)
+                    total=len(decisions), show_superseded=show_superseded,
+                    as_of=history.cut_text(cut) if cut is not None else None)
 
     run(body)
 
 
 def _print_tree(plan_id: str, kids: dict[str | None, list[Decision]], *,
                 plans: dict[str, PlanRecord], corrections: list[Correction],
-                depth: int | None, total: int, show_superseded: bool) -> None:
+                depth: int | None, total: int, show_superseded: bool,
+                as_of: str | None = None) -> None:
     from rich.tree import Tree  # noqa: PLC0415
 
-    which = "full" if show_superseded else "current"
-    top = Tree(f"[bold]plan {plan_id}[/]  [dim]{which} tree, {total} decision(s)[/]")
+    which = f"tree {as_of}" if as_of else ("full" if show_superseded else "current") + " tree"
+    top = Tree(f"[bold]plan {plan_id}[/]  [dim]{which}, {total} decision(s)[/]")
+
+    def label(d: Decision) -> str:
+        if as_of is None or d.superseded_by is None:
+            return _label(d, plans, corrections)
+        # Current then: drawn as current, with what replaced it since.
+        then = _label(d.model_copy(update={"superseded_by": None}), plans, corrections)
+        return then + f"  [dim]later superseded by {short(d.superseded_by)}[/]"
 
     def count_below(decision_id: str) -> int:
         return sum(1 + count_below(c.decision_id) for c in kids[decision_id])
@@ -136,7 +160,7 @@ def _print_tree(plan_id: str, kids: dict[str | None, list[Decision]], *,
     stack: list[tuple[Tree, Decision, int]] = [(top, r, 0) for r in reversed(kids[None])]
     while stack:
         branch, d, level = stack.pop()
-        node = branch.add(_label(d, plans, corrections))
+        node = branch.add(label(d))
         below = kids[d.decision_id]
         if depth is not None and level >= depth:
             if below:
@@ -238,7 +262,12 @@ def _print_explain(d: Decision, path: list[Decision]) -> None:
     row("confidence", d.confidence_score)
     row("rationale", d.rationale)
     row("created", when(d.created_at))
-    row("status", "superseded by " + d.superseded_by if d.superseded_by else "current")
+    status = "current"
+    if d.superseded_by:
+        status = f"superseded by {d.superseded_by}"
+        if d.superseded_by_correction:
+            status += f" (correction {d.superseded_by_correction}, {when(d.superseded_at)})"
+    row("status", status)
     if d.is_correction:
         row("corrects", d.corrects_decision_id)
         row("correction reason", d.correction_reason)

@@ -278,12 +278,13 @@ class CorrectionRejected(_Frozen):
 class DryRunError(_Frozen):
     """The reply to `corrections.dryrun.<plan_id>` when no report can be made.
 
-    code: `target_not_found`, `target_in_other_plan`, `target_superseded` (applying
-    would FAIL with the same message), or `invalid_request` (unreadable body, or a
-    body whose plan_id differs from the subject's).
+    code: `target_not_found`, `target_in_other_plan` (applying would FAIL with the
+    same message), or `invalid_request` (unreadable body, or a body whose plan_id
+    differs from the subject's). A superseded target is not an error here: the report
+    warns and names its current replacement (applying still FAILS, target_superseded).
     """
 
-    error: str = Field(description="Machine-readable code.", examples=["target_superseded"])
+    error: str = Field(description="Machine-readable code.", examples=["target_not_found"])
     message: str = Field(description="What is wrong, in one sentence.")
     correction_id: str | None = Field(default=None, description="From the request, if readable.")
     plan_id: str | None = Field(default=None, description="From the subject.")

@@ -40,17 +40,19 @@ MANIFEST_NAME = "manifest.json"
 """File name of the manifest inside a revert's archive folder."""
 
 
-def validate_target(request: CorrectionRequest, target: Decision | None) -> None:
+def validate_target(request: CorrectionRequest, target: Decision | None, *,
+                    allow_superseded: bool = False) -> None:
     """Raise the named reason a correction of `target` cannot go ahead, if there is one.
 
     The plan is checked before supersession: a decision of another plan is not this
-    plan's business whatever its state, and saying "superseded" would mislead.
+    plan's business whatever its state, and saying "superseded" would mislead. A dry run
+    passes `allow_superseded` (its report warns instead); applying never does.
     """
     if target is None or target.decision_id != request.decision_id:
         raise TargetNotFound(request.decision_id, request.plan_id)
     if target.plan_id != request.plan_id:
         raise TargetInOtherPlan(target.decision_id, request.plan_id, target.plan_id)
-    if target.superseded_by is not None:
+    if target.superseded_by is not None and not allow_superseded:
         raise TargetSuperseded(target.decision_id, target.superseded_by)
 
 

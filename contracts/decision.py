@@ -257,6 +257,14 @@ class Decision(_Frozen):
     superseded_by: Ulid | None = Field(
         default=None, description="The decision that replaced this one; None in the current tree."
     )
+    superseded_at: datetime | None = Field(
+        default=None, description="UTC time the correction that superseded it was written; "
+        "None in the current tree (and on decisions superseded before the field existed)."
+    )
+    superseded_by_correction: Ulid | None = Field(
+        default=None, description="The correction that superseded it; None in the current "
+        "tree (and on decisions superseded before the field existed)."
+    )
     # Plan metadata, meaningful on a root prompt_definition only.
     project: str | None = Field(
         default=None, description="Project the plan targets (root prompt_definition only)."
@@ -283,6 +291,11 @@ class Decision(_Frozen):
                 {"value": value},
             )
         return value
+
+    @field_validator("superseded_at")
+    @classmethod
+    def _utc_or_none(cls, value: datetime | None) -> datetime | None:
+        return None if value is None else utc_field(value)
 
     @field_validator("created_at")
     @classmethod

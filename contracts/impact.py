@@ -532,6 +532,11 @@ class DryRunReport(_Frozen):
     warnings: list[str] = Field(
         default_factory=list, description="Human-readable cautions, most serious first."
     )
+    current_replacement_id: Ulid | None = Field(
+        default=None, description="When the target is already superseded: the decision that "
+        "stands in for it now (superseded_by followed to the current tree). Correct that "
+        "one instead; applying this request would fail (target_superseded)."
+    )
 
 
 def _listing(ids: Sequence[str], limit: int = 5) -> str:
@@ -544,6 +549,7 @@ def build_dry_run_report(
     impact: CorrectionImpact,
     *,
     target_superseded: bool,
+    current_replacement: str | None = None,
     target_plan_id: str | None = None,
     fallback_types: Collection[DecisionType] = (),
     max_decisions: int | None = None,
@@ -565,9 +571,11 @@ def build_dry_run_report(
             + ("; applying this revert would fail before writing anything." if revert
                else "."))
     if target_superseded:
+        instead = (f"the current decision {current_replacement}" if current_replacement
+                   else "the decision that replaced it")
         warnings.append(
             f"Target {request.decision_id} is already superseded: applying this correction "
-            "would fail. Correct the decision that replaced it instead.")
+            f"would fail. Correct {instead} instead.")
     if target_plan_id is not None and target_plan_id != request.plan_id:
         warnings.append(
             f"Target {request.decision_id} belongs to plan {target_plan_id}, not "
@@ -612,4 +620,5 @@ def build_dry_run_report(
         estimated_recompute_time_seconds=impact.estimated_recompute_time_seconds if revert
         else 0.0,
         warnings=warnings,
+        current_replacement_id=current_replacement if target_superseded else None,
     )

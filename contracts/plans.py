@@ -58,6 +58,12 @@ class PlanRecord(BaseModel):
     root_decision_id: Ulid | None = Field(
         default=None, description="Its root prompt_definition decision, once recorded."
     )
+    rolled_back_by: Ulid | None = Field(
+        default=None, description="The correction that rolled it back; None while it stands."
+    )
+    rolled_back_at: UtcTime | None = Field(
+        default=None, description="UTC time it was rolled back; None while it stands."
+    )
 
     def transition(self, to: PlanStatus) -> PlanRecord:
         PLAN_LIFECYCLE.check(self.status, to)

@@ -64,4 +64,5 @@ def wire_body(d: Decision) -> bytes:
     """The message an agent would publish: without created_at (the recorder stamps its
     receive time) and without the recorder- and correction-owned fields."""
     return d.model_dump_json(exclude={"created_at", "sequence_number", "superseded_by",
+                                      "superseded_at", "superseded_by_correction",
                                       "corrects_decision_id", "is_correction"}).encode()

@@ -107,6 +107,8 @@ def _read(msg: Inbound, received_at: datetime) -> Candidate | Invalid:
         decision = decision.model_copy(update={"created_at": received_at})
     owned = {"sequence_number": decision.sequence_number,
              "superseded_by": decision.superseded_by,
+             "superseded_at": decision.superseded_at,
+             "superseded_by_correction": decision.superseded_by_correction,
              "corrects_decision_id": decision.corrects_decision_id,
              "is_correction": decision.is_correction}
     wire = _wire_violations(owned, msg, decision)
@@ -123,7 +125,8 @@ def _wire_violations(raw: Mapping[str, object], msg: Inbound,
         wire.append(RuleViolation(
             rule=Rule.SEQUENCE_ASSIGNED_BY_RECORDER, field="sequence_number",
             message="sequence_number is assigned by the recorder; leave it out"))
-    for name in ("superseded_by", "corrects_decision_id"):
+    for name in ("superseded_by", "superseded_at", "superseded_by_correction",
+                 "corrects_decision_id"):
         if raw.get(name) is not None:
             wire.append(RuleViolation(
                 rule=Rule.CORRECTIONS_USE_WORKFLOW, field=name,

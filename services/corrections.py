@@ -81,6 +81,9 @@ from store.outbox import OutboxMessage
 
 log = logging.getLogger(__name__)
 
+REPLACEMENT_HOPS_MAX = 1000
+"""Steps a dry run follows superseded_by to find a superseded target's current replacement."""
+
 A = CorrectionAttemptState
 S = CorrectionStatus
 
@@ -226,17 +229,35 @@ class CorrectionService:
 
     async def generate_dry_run_report(self, request: CorrectionRequest) -> DryRunReport:
         """What the correction would do, reading only. Raises the named DomainError
-        (TargetNotFound, TargetInOtherPlan, TargetSuperseded) that applying would FAIL with."""
+        (TargetNotFound, TargetInOtherPlan) that applying would FAIL with; a superseded
+        target is answered with a report whose warning names its current replacement
+        (applying it still FAILS with TargetSuperseded)."""
         target = await self._store.decisions.get(request.decision_id)
-        validate_target(request, target)
+        validate_target(request, target, allow_superseded=True)
+        assert target is not None
+        replacement = (await self._current_replacement(target)
+                       if target.superseded_by is not None else None)
         walk = await self._store.impact.walk(request.decision_id, self.policy.max_decisions)
         durations = type_durations(timing_samples(walk.affected))
         impact = summarize(walk, durations)
         return build_dry_run_report(
-            request, impact, target_superseded=False,
+            request, impact, target_superseded=replacement is not None,
+            current_replacement=replacement,
             fallback_types=types_without_history(
                 (v.decision_type for v in walk.affected), durations),
             max_decisions=self.policy.max_decisions)
+
+    async def _current_replacement(self, target: Decision) -> str:
+        """The decision that stands in for `target` now: its replacement's replacement,
+        and so on, at most REPLACEMENT_HOPS_MAX steps (a cycle cannot keep it going)."""
+        current = target.superseded_by
+        assert current is not None
+        for _ in range(REPLACEMENT_HOPS_MAX):
+            d = await self._store.decisions.get(current)
+            if d is None or d.superseded_by is None or d.superseded_by == current:
+                break
+            current = d.superseded_by
+        return current
 
     async def execute_correction(self, correction_id: str) -> Correction:
         """Run one correction to a terminal status now; PlanBusy if its plan is being worked."""

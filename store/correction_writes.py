@@ -128,7 +128,10 @@ class CorrectionWriter:
         for i in range(0, len(ids), ID_CHUNK):
             res = await self._decisions.update_many(
                 {"_id": {"$in": list(ids[i:i + ID_CHUNK])}, "superseded_by": None},
-                {"$set": {"superseded_by": new.decision_id}}, session=s)
+                # superseded_at is the replacement's created_at: a time cut then shows
+                # exactly one of the two, never both.
+                {"$set": {"superseded_by": new.decision_id, "superseded_at": new.created_at,
+                          "superseded_by_correction": plan.correction_id}}, session=s)
             changed += res.modified_count
         if changed != len(ids):
             raise ConcurrentChange(

@@ -41,9 +41,11 @@ INTERNAL_FIELDS = ("_id", "content_hash", "recorded_from")
 
 def to_document(decision: Decision, content_hash: str | None = None,
                 recorded_from: int | None = None) -> Document:
-    doc: Document = decision.model_dump(mode="json", exclude={"decision_id", "created_at"})
+    doc: Document = decision.model_dump(
+        mode="json", exclude={"decision_id", "created_at", "superseded_at"})
     doc["_id"] = decision.decision_id
     doc["created_at"] = decision.created_at
+    doc["superseded_at"] = decision.superseded_at  # a BSON date, like the revert writes
     if content_hash is not None:
         doc["content_hash"] = content_hash
     if recorded_from is not None:

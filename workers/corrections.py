@@ -322,7 +322,8 @@ REQUEST_DOC = (
 DRYRUN_DOC = (
     "Core NATS request-reply (not captured by any stream): send a CorrectionRequest, receive "
     "a DryRunReport, or a DryRunError (error: target_not_found | target_in_other_plan | "
-    "target_superseded | invalid_request | internal_error). Nothing is written."
+    "invalid_request | internal_error). A superseded target gets a report whose warnings and "
+    "current_replacement_id name the decision that replaced it. Nothing is written."
 )
 FAIL_DOC = (
     "An operator ends a correction stuck in ANALYZING or EXECUTING as FAILED; the reason "

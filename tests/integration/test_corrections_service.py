@@ -16,6 +16,7 @@ import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.correction_events import CancelRefused
+from contracts.correction_plan import validate_target
 from contracts.corrections import CorrectionAttemptRecord, CorrectionAttemptState, CorrectionStatus
 from contracts.decision import DecisionType
 from contracts.errors import IllegalTransition, TargetInOtherPlan, TargetNotFound, TargetSuperseded
@@ -72,11 +73,21 @@ async def test_revert_supersedes_exactly_the_subtree_rolls_back_and_archives(
     assert new["sequence_number"] == 8  # the plan had 0..7
     superseded = {d["_id"] async for d in db.decisions.find({"superseded_by": c.new_decision_id})}
     assert superseded == set(scene.affected)
+    # History: each superseded decision says when and by which correction.
+    applied_at = c.history[-1].at
+    async for d in db.decisions.find({"superseded_by": c.new_decision_id}):
+        assert d["superseded_by_correction"] == req.correction_id
+        assert d["superseded_at"] == new["created_at"]  # a time cut shows one of the two
+        assert abs((d["superseded_at"].replace(tzinfo=None)
+                    - applied_at.replace(tzinfo=None)).total_seconds()) < 60
     assert sorted(c.superseded_ids) == sorted(scene.affected)
     assert await db.decisions.count_documents(
         {"_id": {"$in": scene.unaffected}, "superseded_by": None}) == 3
     plan = await db.plans.find_one({"_id": scene.child_plan_id})
     assert plan is not None and plan["status"] == "rolled_back"
+    record = await svc._store.plans.get(scene.child_plan_id)
+    assert record is not None and record.rolled_back_by == req.correction_id
+    assert record.rolled_back_at is not None
     assert c.child_plans_rolled_back == [scene.child_plan_id]
     archive = Path(c.archived_artifacts_path or "")
     manifest = json.loads((archive / "manifest.json").read_text())
@@ -301,14 +312,32 @@ async def test_attempt_repository_follows_the_seed(
     assert await db.corrections.count_documents({"plan_id": plan}) == 0
 
 
-async def test_target_superseded_dry_run_is_an_error(
+async def test_dry_run_of_a_superseded_target_names_its_current_replacement(
         svc: CorrectionService, db: AsyncDatabase[Document]) -> None:
     tree = await chain_plan(db, 3)
     plan = tree[0].plan_id
-    await svc.request_correction(request(plan, tree[1].decision_id))
+    first = request(plan, tree[1].decision_id)
+    await svc.request_correction(first)
     await svc.drive_plan(plan)
+    r1 = (await svc.get_correction(first.correction_id)).new_decision_id  # type: ignore[union-attr]
+    assert r1 is not None
+    second = request(plan, r1)  # the replacement is reverted in turn
+    await svc.request_correction(second)
+    await svc.drive_plan(plan)
+    r2 = (await svc.get_correction(second.correction_id)).new_decision_id  # type: ignore[union-attr]
+    assert r2 is not None and r2 != r1
+    # tree[2] was superseded by r1, itself superseded by r2: the chain is followed.
+    report = await svc.generate_dry_run_report(request(plan, tree[2].decision_id))
+    assert report.current_replacement_id == r2
+    assert any("already superseded" in w and r2 in w for w in report.warnings)
+    # Applying it still fails.
+    late = request(plan, tree[2].decision_id)
+    await svc.request_correction(late)
+    await svc.drive_plan(plan)
+    c = await svc.get_correction(late.correction_id)
+    assert c is not None and c.status is S.FAILED and "already superseded" in (c.error or "")
     with pytest.raises(TargetSuperseded):
-        await svc.generate_dry_run_report(request(plan, tree[2].decision_id))
+        validate_target(late, await svc._store.decisions.get(tree[2].decision_id))
 
 
 async def _all(nc: nats.NATS, subject: str) -> list[nats.aio.msg.Msg]:

@@ -83,6 +83,12 @@ class TestReadMessage:
     @pytest.mark.parametrize(("fields", "rule"), [
         ({"sequence_number": 3}, Rule.SEQUENCE_ASSIGNED_BY_RECORDER),
         ({"superseded_by": "01JD7X4Q9R8N2V5K3M6P1T0W7Y"}, Rule.CORRECTIONS_USE_WORKFLOW),
+        ({"superseded_at": "2026-01-01T00:00:00Z"}, Rule.CORRECTIONS_USE_WORKFLOW),
+        ({"superseded_by_correction": "01JD7X4Q9R8N2V5K3M6P1T0W7Y"},
+         Rule.CORRECTIONS_USE_WORKFLOW),
+        # The slow path (another field is broken too) refuses them as well.
+        ({"superseded_at": "2026-01-01T00:00:00Z", "confidence_score": 7},
+         Rule.CORRECTIONS_USE_WORKFLOW),
         ({"is_correction": True, "corrects_decision_id": "01JD7X4Q9R8N2V5K3M6P1T0W7Y"},
          Rule.CORRECTIONS_USE_WORKFLOW),
     ])

@@ -1,0 +1,174 @@
+"""History read models: `agents plan tree --as-of` and `agents correction diff`.
+
+Both are computed from what the ledger holds (contracts.history); this module only
+loads it and prints it. `plan tree` and `correction` register the entry points.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.markup import escape
+
+from cli.context import Ctx, parse_id, run
+from cli.errors import USAGE_ERROR, fail
+from cli.render import JsonFlag, clip, console, dump, emit_json, short, status_text, when
+
+if TYPE_CHECKING:
+    from contracts.corrections import Correction
+    from contracts.decision import Decision
+    from contracts.history import CorrectionDiff, Cut, DecisionBrief
+
+AS_OF_HELP = ("Show the tree as it was then: an ISO time (UTC if no offset), or a correction "
+              "ID of this plan (the tree that correction produced).")
+BEFORE_HELP = "With --as-of CORRECTION_ID: the tree just before that correction was applied."
+
+
+def parse_as_of(value: str) -> str | datetime:
+    """A correction ID (upper-cased) or a UTC time; anything else is a usage error."""
+    from contracts.ids import is_ulid  # noqa: PLC0415
+
+    if is_ulid(value):
+        return value.upper()
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        fail(f"--as-of {value!r} is neither a correction ID nor an ISO time "
+             "(e.g. 2026-11-30T12:00:00Z)", USAGE_ERROR)
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def resolve_cut(as_of: str | datetime, before: bool, decisions: list[Decision],
+                corrections: list[Correction]) -> Cut:
+    """The cut `--as-of` names, failing with one line when it names nothing here."""
+    from contracts.history import TimeCut, cut_of_correction  # noqa: PLC0415
+
+    if isinstance(as_of, datetime):
+        if before:
+            fail("--before goes with --as-of CORRECTION_ID, not a time", USAGE_ERROR)
+        return TimeCut(as_of)
+    found = next((c for c in corrections if c.correction_id == as_of), None)
+    if found is None:
+        fail(f"no correction {as_of} is recorded for this plan")
+    try:
+        return cut_of_correction(found, {d.decision_id: d for d in decisions}, before=before)
+    except ValueError as exc:
+        fail(str(exc))
+
+
+def as_of(decisions: list[Decision], corrections: list[Correction], cut: Cut
+          ) -> tuple[list[Decision], list[Correction]]:
+    """The decisions current at `cut` and the corrections applied by then."""
+    from contracts.corrections import CorrectionStatus  # noqa: PLC0415
+    from contracts.history import SequenceCut, applied_at, tree_as_of  # noqa: PLC0415
+
+    applied = {c.new_decision_id: t for c in corrections
+               if c.new_decision_id is not None and (t := applied_at(c)) is not None}
+    kept = tree_as_of(decisions, cut, applied)
+    seq = {d.decision_id: d.sequence_number for d in decisions}
+
+    def applied_by_then(c: Correction) -> bool:
+        if c.status is not CorrectionStatus.APPLIED or c.new_decision_id is None:
+            return False
+        if isinstance(cut, SequenceCut):
+            n = seq.get(c.new_decision_id)
+            return n is not None and n <= cut.sequence
+        t = applied.get(c.new_decision_id)
+        return t is not None and t <= cut.at
+
+    return kept, [c for c in corrections if applied_by_then(c)]
+
+
+def cut_text(cut: Cut) -> str:
+    from contracts.history import SequenceCut  # noqa: PLC0415
+
+    if isinstance(cut, SequenceCut):
+        return f"as of sequence #{cut.sequence}"
+    return f"as of {cut.at.isoformat()}"
+
+
+def cut_json(cut: Cut) -> dict[str, object]:
+    from contracts.history import SequenceCut  # noqa: PLC0415
+
+    if isinstance(cut, SequenceCut):
+        return {"sequence_number": cut.sequence}
+    return {"time": cut.at.isoformat()}
+
+
+# --- agents correction diff ----------------------------------------------------------
+
+
+def diff(
+    correction_id: Annotated[str, typer.Argument(help="The correction (ULID).")],
+    as_json: JsonFlag = False,
+) -> None:
+    """What a correction changed: decisions superseded and added, child plans rolled back
+    or spawned, and the archive of the artifacts."""
+    correction_id = parse_id(correction_id, "correction")
+
+    async def body(ctx: Ctx) -> None:
+        result = await load_diff(ctx, correction_id)
+        if as_json:
+            emit_json(dump(result))
+            return
+        print_diff(result)
+
+    run(body)
+
+
+async def load_diff(ctx: Ctx, correction_id: str) -> CorrectionDiff:
+    from contracts.corrections import INLINE_IDS_MAX  # noqa: PLC0415
+    from contracts.history import correction_diff  # noqa: PLC0415
+    from store.corrections import CorrectionRepository  # noqa: PLC0415
+    from store.decisions import DecisionRepository  # noqa: PLC0415
+    from store.plans import PlanRepository  # noqa: PLC0415
+
+    found = await CorrectionRepository(ctx.db).get(correction_id)
+    if found is None:
+        fail(f"no correction {correction_id} is recorded")
+    c = found.correction
+    plans = PlanRepository(ctx.db)
+    roots = [r.root_decision_id for p in c.child_plans_spawned
+             if (r := await plans.get(p)) is not None and r.root_decision_id is not None]
+    wanted = [*c.superseded_ids[:INLINE_IDS_MAX], *roots,
+              *([c.new_decision_id] if c.new_decision_id else [])]
+    decisions = await DecisionRepository(ctx.db).get_many(wanted)
+    return correction_diff(c, decisions, roots)
+
+
+def _brief(sign: str, b: DecisionBrief) -> str:
+    kind = b.decision_type.value if b.decision_type else "[dim]not recorded[/]"
+    seq = "" if b.sequence_number is None else f"#{b.sequence_number} "
+    plan = f" plan {short(b.plan_id)}" if b.plan_id else ""
+    return (f"  {sign} {kind} {escape(clip(b.chosen_option or ''))}  "
+            f"[dim]{seq}{b.decision_id}{plan}[/]")
+
+
+def print_diff(d: CorrectionDiff) -> None:
+    console.print(f"[bold]correction {d.correction_id}[/] {d.mode.value} of "
+                  f"{d.target_decision_id} in plan {d.plan_id}: {status_text(d.status.value)}"
+                  + (f" at {when(d.applied_at)}" if d.applied_at else ""))
+    if d.applied_at is None:
+        console.print("  [dim]not applied: it changed nothing[/]")
+        return
+    console.print(f"[bold]superseded[/] ({d.superseded_count})")
+    for b in d.superseded:
+        console.print(_brief("[red]-[/]", b))
+    if d.superseded_count > len(d.superseded):
+        console.print(f"  [dim]… {d.superseded_count - len(d.superseded)} more "
+                      "(agents correction show --json)[/]")
+    console.print(f"[bold]added[/] ({len(d.added)})")
+    for b in d.added:
+        console.print(_brief("[green]+[/]", b))
+    for p in d.child_plans_rolled_back:
+        console.print(f"child plan rolled back: {p}")
+    if d.child_plans_rolled_back_count > len(d.child_plans_rolled_back):
+        console.print(f"  [dim]… {d.child_plans_rolled_back_count - len(d.child_plans_rolled_back)}"
+                      " more[/]")
+    for p in d.child_plans_spawned:
+        console.print(f"child plan spawned: {p}")
+    if d.archived_artifacts_path:
+        console.print(f"archive: {escape(d.archived_artifacts_path)}")
+        console.print(f"manifest: {escape(d.manifest_path or '')}")
