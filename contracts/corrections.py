@@ -285,6 +285,11 @@ class Transition(_Frozen):
     retry_id: Ulid | None = Field(
         default=None, description="FAILED -> PENDING only: the operator's RetryRequest."
     )
+    attempts_before: int | None = Field(
+        default=None, ge=0,
+        description="FAILED -> PENDING only: how many attempts the earlier rounds made, so "
+        "the new round's attempts are counted against max_attempts without trusting clocks.",
+    )
 
 
 class TransitionInfo(TypedDict, total=False):
@@ -298,6 +303,7 @@ class TransitionInfo(TypedDict, total=False):
     child_plans_spawned: Sequence[str]
     archived_artifacts_path: str | None
     retry_id: str
+    attempts_before: int
 
 
 _RESULT_FIELDS = (
@@ -370,10 +376,10 @@ class Correction(_Frozen):
         return 1 + sum(1 for t in upto if t.from_status is CorrectionStatus.FAILED)
 
     @property
-    def round_started_at(self) -> datetime:
-        """When the current round began: the creation, or the latest retry."""
-        return next(t.at for t in reversed(self.history)
-                    if t.to_status is CorrectionStatus.PENDING)
+    def attempts_before_round(self) -> int:
+        """How many attempts the earlier rounds made (0 in the first round)."""
+        last = next(t for t in reversed(self.history) if t.to_status is CorrectionStatus.PENDING)
+        return last.attempts_before or 0
 
     def retried_by(self, retry_id: str) -> bool:
         """Whether the retry request `retry_id` is already in the history."""
@@ -395,6 +401,7 @@ class Correction(_Frozen):
         entry = Transition(
             event_id=event_id or new_id(), from_status=self.status, to_status=to, at=at,
             reason=info.get("reason"), error=info.get("error"), retry_id=info.get("retry_id"),
+            attempts_before=info.get("attempts_before"),
         )
         update: dict[str, Any] = {"status": to, "history": [*self.history, entry]}
         update |= {k: info[k] for k in _RESULT_FIELDS if k in info}  # type: ignore[literal-required]
@@ -431,7 +438,8 @@ def _check_history(history: Sequence[Transition], status: CorrectionStatus) -> N
             raise ValueError(
                 f"history breaks the lifecycle at {after.from_status} -> {after.to_status}"
             )
-        if after.retry_id is not None and before.to_status is not CorrectionStatus.FAILED:
+        if (after.retry_id is not None or after.attempts_before is not None) and \
+                before.to_status is not CorrectionStatus.FAILED:
             raise ValueError("only a retry (failed -> pending) names a retry_id")
     if history[-1].to_status is not status:
         raise ValueError(f"status {status} differs from the last history entry")

@@ -334,8 +334,11 @@ class CorrectionService:
                 return await self._refuse_retry(correction_id, c.plan_id, c.status,
                                                 c.round_of(), target_error=str(exc))
             why = f"retried by {requested_by}" + (f": {reason}" if reason else "")
+            # No attempt is added while FAILED, and the write below is conditional on the
+            # version read, so this count is exact.
+            before = len(await self._store.attempts.list_by_correction(correction_id))
             retried = c.transition(S.PENDING, self._clock(), reason=why[:1000],
-                                   retry_id=retry_id)
+                                   retry_id=retry_id, attempts_before=before)
             try:
                 await self._commit(Changes(retried, v.version,
                                            events=[correction_event(retried)]))
@@ -494,9 +497,9 @@ class CorrectionService:
                        stuck: Exception | None) -> None:
         c = v.correction
         # Only this round's attempts count against max_attempts: an operator's retry
-        # gets a fresh budget, and the earlier attempts stay listed.
-        attempts = [a for a in await self._store.attempts.list_by_correction(c.correction_id)
-                    if a.created_at >= c.round_started_at]
+        # gets a fresh budget, and the earlier attempts (all ended) stay listed.
+        attempts = await self._store.attempts.list_by_correction(c.correction_id)
+        tried = len(attempts) - c.attempts_before_round
         attempt = next((a for a in reversed(attempts) if a.state is A.EXECUTING), None)
         if attempt is None:  # a crash between the two writes of a retry: start the next
             now = self._clock()
@@ -506,7 +509,7 @@ class CorrectionService:
                                        events=new_attempt_events(attempt, now)))
             return
         if stuck is not None:  # the tree kept changing under this attempt
-            await self._attempt_failed(v, owner, attempt, len(attempts), stuck)
+            await self._attempt_failed(v, owner, attempt, tried, stuck)
             return
         request = c.request()
         try:
@@ -523,7 +526,7 @@ class CorrectionService:
         except Exception as exc:
             if outcome_of(exc, committing=False) is not Outcome.FAIL_ATTEMPT:
                 raise
-            await self._attempt_failed(v, owner, attempt, len(attempts), exc)
+            await self._attempt_failed(v, owner, attempt, tried, exc)
             return
         try:
             changes = await self._changes(v, owner, attempt, request=request, target=target,
@@ -535,7 +538,7 @@ class CorrectionService:
                 raise
             log.warning("attempt %s of correction %s failed: %s", attempt.id,
                         c.correction_id, describe(exc))
-            await self._attempt_failed(v, owner, attempt, len(attempts), exc)
+            await self._attempt_failed(v, owner, attempt, tried, exc)
 
     async def _changes(self, v: Versioned, owner: str, attempt: CorrectionAttemptRecord, *,
                        request: CorrectionRequest, target: Decision,

@@ -91,6 +91,7 @@ async def test_a_retry_after_the_cause_is_fixed_ends_applied_with_every_attempt_
         S.PENDING, S.ANALYZING, S.EXECUTING, S.FAILED,
         S.PENDING, S.ANALYZING, S.EXECUTING, S.APPLIED]
     assert done.history[3].error is not None  # the failure stays readable
+    assert done.history[4].attempts_before == 3 and done.history[4].retry_id == retry_id
     attempts = await fixed.list_attempts(failed.correction_id)
     assert [a.state for a in attempts] == [A.FAILED, A.FAILED, A.FAILED, A.COMPLETE]
     assert attempts[-1].new_decision_id == done.new_decision_id
@@ -145,3 +146,21 @@ async def test_a_retry_whose_target_was_reverted_meanwhile_is_refused_naming_why
     [(_, body, headers)] = await events(nc, "corrections.retry_refused.>", 0.3)
     assert body["reason"] == refused.reason
     assert headers["Nats-Msg-Id"] == f"retry_refused:{failed.correction_id}:failed:1"
+
+
+async def test_a_retry_that_meets_the_same_cause_gets_a_fresh_budget_then_fails_again(
+        make: Any, db: AsyncDatabase[Document], nc: nats.NATS, tmp_path: Path) -> None:
+    scene, failed = await _failed_revert(make, db, tmp_path)
+    still_broken = make(tmp_path / "a-file" / "archive")
+    await still_broken.retry_correction(failed.correction_id, new_id(), plan_id=scene.plan_id)
+    async with asyncio.timeout(20):
+        await still_broken.drive_plan(scene.plan_id)
+    c = await still_broken.get_correction(failed.correction_id)
+    assert c is not None and c.status is S.FAILED and c.round_of() == 2
+    assert c.error is not None and "failed 3 time(s)" in c.error
+    attempts = await still_broken.list_attempts(failed.correction_id)
+    assert [a.state for a in attempts] == [A.FAILED] * 6
+    evs = [e for e in await transition_events(nc) if e["correction_id"] == c.correction_id]
+    assert [(e["to_status"], e["round"]) for e in evs][-5:] == [
+        ("failed", 1), ("pending", 2), ("analyzing", 2), ("executing", 2), ("failed", 2)]
+    assert await db.plan_locks.count_documents({}) == 0

@@ -431,13 +431,15 @@ def test_any_sequence_of_attempt_steps_sets_completed_at_once(
 
 def test_a_retry_opens_round_two_clears_the_error_and_keeps_the_failure_in_history() -> None:
     failed = correction_at(S.FAILED)
+    assert failed.attempts_before_round == 0
     retried = failed.transition(S.PENDING, T0 + timedelta(minutes=1), reason="fixed the disk",
-                                retry_id=NEW)
+                                retry_id=NEW, attempts_before=3)
     assert retried.status is S.PENDING and retried.error is None
     assert retried.history[-2].error == "boom"
     assert retried.history[-1].retry_id == NEW and retried.retried_by(NEW)
     assert (retried.round_of(0), retried.round_of(1), retried.round_of()) == (1, 1, 2)
-    assert retried.round_started_at == T0 + timedelta(minutes=1)
+    assert retried.attempts_before_round == 3
+    assert retried.transition(S.ANALYZING, T0 + timedelta(minutes=2)).attempts_before_round == 3
     events = [CorrectionTransitioned.from_correction(retried, i)
               for i in range(len(retried.history))]
     assert [e.msg_id for e in events] == [
