@@ -51,15 +51,19 @@ class Mode(StrEnum):
     append = "append"
 
 
-def _guidance(guidance: str | None, dry_run: bool) -> str:
-    """Guidance is required for a real correction: a revert's replacement decision takes
-    it as its chosen option, an append's child plan as its prompt, so a made-up default
-    would be recorded in the ledger. A dry run changes nothing and needs none."""
+def _guidance(guidance: str | None, mode: Mode, dry_run: bool) -> str | None:
+    """None lets a revert take its default guidance (contracts.corrections.
+    default_revert_guidance: it names the target and the operator, and the replacement's
+    chosen option becomes `Revert: <original choice>`), as the seeds' `agents plan
+    correct --mode=revert ID` expects. An append's guidance is the child plan's prompt,
+    which nothing can make up, so it is required. A dry run changes nothing."""
     if guidance is None:
+        if mode is Mode.revert:
+            return None
         if dry_run:
             return DRY_RUN_GUIDANCE
-        fail("--guidance is required: it becomes the replacement's chosen option (revert) "
-             "or the child plan's prompt (append)", USAGE_ERROR)
+        fail("--guidance is required for an append: it becomes the child plan's prompt",
+             USAGE_ERROR)
     if not guidance.strip():
         fail("--guidance is empty; give 1 to 10,000 characters", USAGE_ERROR)
     if len(guidance) > GUIDANCE_MAX:
@@ -79,9 +83,11 @@ def correct(
         "--mode", case_sensitive=False,
         help="revert: supersede its subtree; append: spawn a child plan under it.")],
     guidance: Annotated[str | None, typer.Option(
-        help="What to do instead, 1-10,000 characters (required unless --dry-run).")] = None,
+        help="What to do instead, 1-10,000 characters (required for an append unless "
+        "--dry-run; a revert defaults to 'Revert of decision ID requested by USER').")] = None,
     chosen_option: Annotated[str | None, typer.Option(
-        help="Revert only: the replacement's chosen option (default: the guidance).")] = None,
+        help="Revert only: the replacement's chosen option (default: the guidance, or "
+        "'Revert: <original choice>' without --guidance).")] = None,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Print the impact report; change nothing.")] = False,
     wait: Annotated[bool, typer.Option(
@@ -93,7 +99,7 @@ def correct(
 ) -> None:
     """Correct a decision: --dry-run shows the impact; otherwise request it and print its ID."""
     decision_id = parse_id(decision_id, "decision")
-    text = _guidance(guidance, dry_run)
+    text = _guidance(guidance, mode, dry_run)
     if chosen_option is not None and not chosen_option.strip():
         fail("--chosen-option is empty", USAGE_ERROR)
 
@@ -198,13 +204,15 @@ async def _request(ctx: Ctx, request: CorrectionRequest, wait: bool, timeout: fl
             return 0
         if not as_json:
             console.print(f"correction {request.correction_id} requested; waiting…")
-        return await _follow(sub, request.correction_id, timeout, as_json)
+        return await follow_outcome(sub, request.correction_id, timeout, as_json)
     finally:
         if sub is not None:
             await sub.unsubscribe()
 
 
-async def _follow(sub: Any, correction_id: str, timeout: float, as_json: bool) -> int:
+async def follow_outcome(sub: Any, correction_id: str, timeout: float,
+                         as_json: bool) -> int:
+    """Print the correction's transitions from `sub` until it ends; the exit code."""
     import asyncio  # noqa: PLC0415
 
     import nats.errors  # noqa: PLC0415

@@ -1,10 +1,11 @@
-"""`agents correction list | show | attempts | cancel | fail`.
+"""`agents correction list | show | attempts | cancel | fail | retry`.
 
-Reads come from MongoDB. A cancel (a fail) is a JetStream publish of a CancelRequest
-(a FailRequest): the ledger owns every status change. The command first refuses, from
-what MongoDB says, one that cannot succeed, then waits briefly for the ledger's answer
-— the `cancelled` (`failed`) event or a `cancel_refused` (`fail_refused`) — on
-subscriptions opened before publishing.
+Reads come from MongoDB. A cancel (a fail, a retry) is a JetStream publish of a
+CancelRequest (a FailRequest, a RetryRequest): the ledger owns every status change. The
+command first refuses, from what MongoDB says, one that cannot succeed, then waits
+briefly for the ledger's answer — the `cancelled` (`failed`, `pending`) event or a
+`cancel_refused` (`fail_refused`, `retry_refused`) — on subscriptions opened before
+publishing. `retry --wait` then follows the new round like `plan correct --wait`.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from cli.render import JsonFlag, clip, console, dump, emit_json, short, status_t
 if TYPE_CHECKING:
     from contracts.corrections import Correction
 
-app = typer.Typer(help="Inspect, cancel and fail corrections.", no_args_is_help=True)
+app = typer.Typer(help="Inspect, cancel, fail and retry corrections.", no_args_is_help=True)
 
 TERMINAL = ("applied", "failed", "cancelled")
 
@@ -214,6 +215,81 @@ def fail_(
         fail(str(outcome["message"]))
 
     run(body)
+
+
+@app.command("retry")
+def retry(
+    correction_id: Annotated[str, typer.Argument(help="The correction (ULID).")],
+    reason: Annotated[str | None, typer.Option(
+        help="Why (at most 1,000 characters); kept in its history.")] = None,
+    wait: Annotated[bool, typer.Option(
+        "--wait", help="Follow the new round until APPLIED (exit 0), FAILED (3) or "
+        "CANCELLED (4).")] = False,
+    timeout: Annotated[float, typer.Option(
+        min=0.1, help="How long to wait for the ledger's answer (with --wait: for the "
+        "outcome).")] = 10.0,
+    as_json: JsonFlag = False,
+) -> None:
+    """Start a new attempt of a FAILED correction (failed → pending; earlier attempts stay)."""
+    correction_id = parse_id(correction_id, "correction")
+    if reason is not None and len(reason) > 1000:
+        fail("--reason must hold at most 1,000 characters", USAGE_ERROR)
+
+    async def body(ctx: Ctx) -> int:
+        from nats.js.api import DeliverPolicy  # noqa: PLC0415
+
+        from cli.correct import follow_outcome  # noqa: PLC0415
+        from contracts import correction_subjects as subjects  # noqa: PLC0415
+
+        c = await _get(ctx, correction_id)
+        if c.status.value != "failed":
+            fail(f"retry refused: correction {correction_id} is {c.status.value}; only "
+                 "failed corrections can be retried")
+        sub = None
+        if wait:  # opened before the publish, so no transition of the new round is missed
+            sub = await (await ctx.nats()).jetstream().subscribe(
+                f"{subjects.EVENTS_PREFIX}.{c.plan_id}.*", ordered_consumer=True,
+                deliver_policy=DeliverPolicy.NEW)
+        try:
+            outcome = await _publish_retry(ctx, c, reason, min(timeout, 10.0))
+            if outcome["status"] != "pending":
+                if as_json:
+                    emit_json(outcome)
+                fail(str(outcome["message"]))
+            if sub is None:
+                if as_json:
+                    emit_json(outcome)
+                else:
+                    console.print(f"correction {correction_id} retried: pending again; "
+                                  f"follow it with: agents correction attempts {correction_id}")
+                return 0
+            if not as_json:
+                console.print(f"correction {correction_id} retried; waiting…")
+            return await follow_outcome(sub, correction_id, timeout, as_json)
+        finally:
+            if sub is not None:
+                await sub.unsubscribe()
+
+    code = run(body)
+    if code:
+        raise typer.Exit(code)
+
+
+async def _publish_retry(ctx: Ctx, c: Correction, reason: str | None,
+                         timeout: float) -> dict[str, object]:
+    from cli.correct import requester  # noqa: PLC0415
+    from contracts import correction_subjects as subjects  # noqa: PLC0415
+    from contracts.corrections import CorrectionStatus, RetryRequest  # noqa: PLC0415
+    from contracts.ids import new_id  # noqa: PLC0415
+
+    body = RetryRequest(correction_id=c.correction_id, plan_id=c.plan_id, retry_id=new_id(),
+                        reason=reason, requested_by=requester())
+    return await _publish_and_wait(
+        ctx, c, timeout, subject=subjects.retry(c.plan_id),
+        data=body.model_dump_json().encode(),
+        msg_id=subjects.retry_msg_id(c.correction_id, body.retry_id),
+        done=(subjects.event(c.plan_id, CorrectionStatus.PENDING), "pending"),
+        refused=(subjects.retry_refused(c.plan_id), "retry"))
 
 
 async def _publish_cancel(ctx: Ctx, c: Correction, reason: str | None,

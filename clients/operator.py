@@ -1,4 +1,4 @@
-"""The operator's side: dry-run, request, cancel, fail and follow corrections over NATS.
+"""The operator's side: dry-run, request, cancel, fail, retry and follow corrections over NATS.
 
     async with CorrectionClient.connect(url) as ops:
         report = await ops.dry_run(plan_id, decision_id, "revert", "Use Postgres instead")
@@ -32,8 +32,9 @@ from contracts.corrections import (
     CorrectionMode,
     CorrectionRequest,
     FailRequest,
+    RetryRequest,
 )
-from contracts.ids import is_ulid
+from contracts.ids import is_ulid, new_id
 from contracts.impact import DryRunReport
 from contracts.rules import RuleViolation, violations_from
 
@@ -93,10 +94,14 @@ class CorrectionClient(ConnectionOwner):
         return Connecting(url, lambda nc: cls(nc, requested_by=requested_by, retry=retry,
                                               owns_connection=True), connect_timeout)
 
-    def build(self, plan_id: str, decision_id: str, mode: CorrectionMode | str, guidance: str,
-              *, chosen_option: str | None = None, requested_by: str | None = None,
+    def build(self, plan_id: str, decision_id: str, mode: CorrectionMode | str,
+              guidance: str | None = None, *, chosen_option: str | None = None,
+              requested_by: str | None = None,
               correction_id: str | None = None) -> CorrectionRequest:
-        """The CorrectionRequest `dry_run` and `request` send; InvalidCorrection if unfit."""
+        """The CorrectionRequest `dry_run` and `request` send; InvalidCorrection if unfit.
+
+        `guidance` None: a revert gets the default the contract fills in
+        (contracts.corrections.default_revert_guidance); an append is refused."""
         fields: dict[str, object] = {
             "plan_id": plan_id, "decision_id": decision_id, "mode": mode,
             "guidance": guidance, "requested_by": requested_by or self._requested_by,
@@ -109,7 +114,7 @@ class CorrectionClient(ConnectionOwner):
             raise InvalidCorrection(violations_from(exc)) from None
 
     async def dry_run(self, plan_id: str, decision_id: str, mode: CorrectionMode | str,
-                      guidance: str, *, chosen_option: str | None = None,
+                      guidance: str | None = None, *, chosen_option: str | None = None,
                       requested_by: str | None = None,
                       timeout: float = 10.0) -> DryRunReport:
         """What the correction would touch; nothing is written.
@@ -133,7 +138,7 @@ class CorrectionClient(ConnectionOwner):
         return DryRunReport.model_validate(body)
 
     async def request(self, plan_id: str, decision_id: str, mode: CorrectionMode | str,
-                      guidance: str, *, chosen_option: str | None = None,
+                      guidance: str | None = None, *, chosen_option: str | None = None,
                       requested_by: str | None = None,
                       correction_id: str | None = None) -> str:
         """Ask for the correction; returns its correction_id once the stream has it.
@@ -176,6 +181,29 @@ class CorrectionClient(ConnectionOwner):
         await publish_acked(self._js, subjects.fail(body.plan_id),
                             body.model_dump_json().encode(),
                             subjects.fail_msg_id(body.correction_id, reason), self._retry)
+
+    async def retry(self, correction_id: str, plan_id: str, reason: str | None = None, *,
+                    retry_id: str | None = None, requested_by: str | None = None) -> str:
+        """Ask for a new round of a FAILED correction; returns the retry_id (pass it again
+        to repeat the same request safely: it is the Nats-Msg-Id and is kept in history).
+
+        The answer is an event: `pending` (round n+1) on the correction's events, then a
+        new attempt and its outcome, or a RetryRefused on
+        `corrections.retry_refused.<plan_id>`. Follow it with `wait_for_outcome` after
+        `retry`: a fresh `follow` starts at this request, not at the earlier failure.
+        """
+        try:
+            body = RetryRequest(correction_id=correction_id, plan_id=plan_id,
+                                retry_id=retry_id or new_id(), reason=reason,
+                                requested_by=requested_by or self._requested_by)
+        except ValidationError as exc:
+            raise InvalidCorrection(violations_from(exc)) from None
+        ack = await publish_acked(self._js, subjects.retry(body.plan_id),
+                                  body.model_dump_json().encode(),
+                                  subjects.retry_msg_id(body.correction_id, body.retry_id),
+                                  self._retry)
+        self._requested_at[body.correction_id] = ack.seq
+        return body.retry_id
 
     async def follow(self, correction_id: str, plan_id: str,
                      timeout: float = 120.0) -> AsyncIterator[CorrectionTransitioned]:

@@ -46,6 +46,10 @@ class CorrectionTransitioned(_Frozen):
     to_status: CorrectionStatus = Field(description="Status after.", examples=["applied"])
     at: UtcTime = Field(description="When the transition happened (UTC).")
     reason: str | None = Field(default=None, description="Why (e.g. a cancel reason).")
+    round: int = Field(
+        default=1, ge=1,
+        description="1, plus one per operator retry so far (failed -> pending starts round 2).",
+    )
     # applied only
     new_decision_id: Ulid | None = Field(
         default=None,
@@ -103,7 +107,8 @@ class CorrectionTransitioned(_Frozen):
             event_id=entry.event_id, correction_id=correction.correction_id,
             plan_id=correction.plan_id, decision_id=correction.decision_id,
             mode=correction.mode, from_status=entry.from_status, to_status=entry.to_status,
-            at=entry.at, reason=entry.reason, error=entry.error, **results,
+            at=entry.at, reason=entry.reason, error=entry.error,
+            round=correction.round_of(index), **results,
         )
 
     @property
@@ -112,7 +117,7 @@ class CorrectionTransitioned(_Frozen):
 
     @property
     def msg_id(self) -> str:
-        return subjects.event_msg_id(self.correction_id, self.to_status)
+        return subjects.event_msg_id(self.correction_id, self.to_status, self.round)
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
@@ -258,6 +263,41 @@ class FailRefused(_Frozen):
     @property
     def msg_id(self) -> str:
         return subjects.fail_refused_msg_id(self.correction_id, self.status)
+
+
+class RetryRefused(_Frozen):
+    """Published to `corrections.retry_refused.<plan_id>` when an operator's retry cannot be
+    honoured: the correction is not FAILED (or does not exist), or its target can no longer
+    be corrected (missing, superseded, in another plan), so a new round would fail again."""
+
+    correction_id: Ulid = Field(description="The correction that was not retried.")
+    plan_id: Ulid = Field(description="Its plan.")
+    status: CorrectionStatus | None = Field(
+        description="Its status when the retry arrived; None if no such correction exists."
+    )
+    round: int = Field(default=1, ge=1, description="Its round when the retry arrived.")
+    reason: str = Field(description="Why the retry was refused, in one sentence.")
+
+    @classmethod
+    def for_status(cls, correction_id: str, plan_id: str, status: CorrectionStatus | None,
+                   round_: int = 1, *, target_error: str | None = None) -> RetryRefused:
+        if status is None:
+            why = f"no correction {correction_id} in plan {plan_id}"
+        elif target_error is not None:
+            why = (f"correction {correction_id} cannot be retried: {target_error}")
+        else:
+            why = (f"correction {correction_id} is {status.value}; only a failed correction "
+                   "can be retried")
+        return cls(correction_id=correction_id, plan_id=plan_id, status=status,
+                   round=round_, reason=why[:1000])
+
+    @property
+    def subject(self) -> str:
+        return subjects.retry_refused(self.plan_id)
+
+    @property
+    def msg_id(self) -> str:
+        return subjects.retry_refused_msg_id(self.correction_id, self.status, self.round)
 
 
 class CorrectionRejected(_Frozen):

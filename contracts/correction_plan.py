@@ -14,7 +14,12 @@ from pathlib import PurePosixPath
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from contracts.corrections import CorrectionMode, CorrectionRequest, TransitionInfo
+from contracts.corrections import (
+    REVERT_CHOSEN_PREFIX,
+    CorrectionMode,
+    CorrectionRequest,
+    TransitionInfo,
+)
 from contracts.decision import ContextSnapshot, Decision, DecisionType
 from contracts.errors import TargetInOtherPlan, TargetNotFound, TargetSuperseded
 from contracts.ids import Ulid
@@ -150,7 +155,9 @@ def plan_revert(
         raise ValueError("the impact was computed for another target")
     if not impact.complete:
         raise ValueError("a revert needs the whole impact, not a bounded or stopped walk")
-    chosen = request.chosen_option or request.guidance
+    chosen = request.chosen_option or (
+        REVERT_CHOSEN_PREFIX + target.chosen_option if request.guidance_defaulted
+        else request.guidance)
     new = Decision(
         decision_id=new_decision_id,
         plan_id=target.plan_id,

@@ -17,6 +17,8 @@ DRYRUN_PREFIX = "corrections.dryrun"
 CANCEL_PREFIX = "corrections.cancel"
 FAIL_PREFIX = "corrections.fail"
 FAIL_REFUSED_PREFIX = "corrections.fail_refused"
+RETRY_PREFIX = "corrections.retry"
+RETRY_REFUSED_PREFIX = "corrections.retry_refused"
 EVENTS_PREFIX = "corrections.events"
 ATTEMPTS_PREFIX = "corrections.attempts"
 CANCEL_REFUSED_PREFIX = "corrections.cancel_refused"
@@ -29,6 +31,7 @@ so a republished event is always recognised as a duplicate."""
 CORRECTOR_DURABLE = "corrector"
 CANCELLER_DURABLE = "correction-canceller"
 FAILER_DURABLE = "correction-failer"
+RETRIER_DURABLE = "correction-retrier"
 DRYRUN_QUEUE = "corrections-dryrun"
 
 CORRECTIONS_STREAM_SUBJECTS: tuple[str, ...] = (
@@ -40,6 +43,8 @@ CORRECTIONS_STREAM_SUBJECTS: tuple[str, ...] = (
     f"{REJECTED_PREFIX}.*",
     f"{FAIL_PREFIX}.*",
     f"{FAIL_REFUSED_PREFIX}.*",
+    f"{RETRY_PREFIX}.*",
+    f"{RETRY_REFUSED_PREFIX}.*",
 )
 """What the stream captures. `corrections.dryrun.*` is deliberately absent: a dry run is
 core request-reply, and a stream capturing it would answer the requester with a PubAck."""
@@ -47,6 +52,7 @@ core request-reply, and a stream capturing it would answer the requester with a 
 ALL_REQUESTED = f"{REQUESTED_PREFIX}.*"
 ALL_CANCELS = f"{CANCEL_PREFIX}.*"
 ALL_FAILS = f"{FAIL_PREFIX}.*"
+ALL_RETRIES = f"{RETRY_PREFIX}.*"
 ALL_DRYRUNS = f"{DRYRUN_PREFIX}.*"
 ALL_EVENTS = f"{EVENTS_PREFIX}.>"
 ALL_ATTEMPTS = f"{ATTEMPTS_PREFIX}.>"
@@ -86,6 +92,15 @@ def fail_refused(plan_id: str) -> str:
     return f"{FAIL_REFUSED_PREFIX}.{_token(plan_id)}"
 
 
+def retry(plan_id: str) -> str:
+    """Where an operator publishes a RetryRequest (see retry_msg_id)."""
+    return f"{RETRY_PREFIX}.{_token(plan_id)}"
+
+
+def retry_refused(plan_id: str) -> str:
+    return f"{RETRY_REFUSED_PREFIX}.{_token(plan_id)}"
+
+
 def rejected(plan_id: str | None) -> str:
     """Where an unreadable request or cancel is reported ('unknown' when no plan is readable)."""
     return f"{REJECTED_PREFIX}.{_token(plan_id) if plan_id and is_ulid(plan_id) else UNKNOWN_PLAN}"
@@ -123,9 +138,11 @@ def request_msg_id(correction_id: str) -> str:
     return correction_id
 
 
-def event_msg_id(correction_id: str, to_status: CorrectionStatus) -> str:
-    """One per status reached; the lifecycle is acyclic, so one per transition."""
-    return f"{correction_id}:{to_status.value}"
+def event_msg_id(correction_id: str, to_status: CorrectionStatus, round_: int = 1) -> str:
+    """One per status reached per round (a status is entered at most once per round; a
+    round is the pass after an operator's retry). Round 1 keeps the original form."""
+    base = f"{correction_id}:{to_status.value}"
+    return base if round_ == 1 else f"{base}:r{round_}"
 
 
 def attempt_msg_id(attempt_id: str, to_state: CorrectionAttemptState) -> str:
@@ -148,3 +165,15 @@ def fail_msg_id(correction_id: str, reason: str) -> str:
 def fail_refused_msg_id(correction_id: str, status: CorrectionStatus | None) -> str:
     """Like cancel_refused_msg_id: one refusal per status met."""
     return f"fail_refused:{correction_id}:{status.value if status else 'missing'}"
+
+
+def retry_msg_id(correction_id: str, retry_id: str) -> str:
+    """Nats-Msg-Id of a RetryRequest: one per request, so republishing it is a retry of the
+    publish, never a second retry."""
+    return f"retry:{correction_id}:{retry_id}"
+
+
+def retry_refused_msg_id(correction_id: str, status: CorrectionStatus | None,
+                         round_: int) -> str:
+    """One refusal per status (and round) met, like fail_refused_msg_id."""
+    return f"retry_refused:{correction_id}:{status.value if status else 'missing'}:{round_}"

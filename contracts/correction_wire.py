@@ -16,7 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from contracts import correction_subjects as subjects
 from contracts.bounds import DEFAULT_MAX_PAYLOAD_BYTES
-from contracts.corrections import CancelRequest, CorrectionRequest, FailRequest
+from contracts.corrections import CancelRequest, CorrectionRequest, FailRequest, RetryRequest
 from contracts.ids import is_ulid
 from contracts.payload import json_object, too_large, unreadable
 from contracts.rules import Rule, RuleViolation, Violations
@@ -97,3 +97,9 @@ def read_fail(subject: str, data: bytes, *,
               max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> FailRequest | Unreadable:
     """An operator's fail from corrections.fail.<plan_id>."""
     return _read(FailRequest, subject, subjects.FAIL_PREFIX, data, max_payload_bytes)
+
+
+def read_retry(subject: str, data: bytes, *,
+               max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> RetryRequest | Unreadable:
+    """An operator's retry from corrections.retry.<plan_id>."""
+    return _read(RetryRequest, subject, subjects.RETRY_PREFIX, data, max_payload_bytes)

@@ -80,19 +80,33 @@ CORRECTION_TRANSITIONS: Mapping[CorrectionStatus, frozenset[CorrectionStatus]] =
     _C.ANALYZING: frozenset({_C.EXECUTING, _C.CANCELLED, _C.FAILED}),
     _C.EXECUTING: frozenset({_C.APPLIED, _C.FAILED}),
     _C.APPLIED: frozenset(),
-    _C.FAILED: frozenset(),
+    _C.FAILED: frozenset({_C.PENDING}),  # an operator's retry only (CORRECTION_REOPEN)
     _C.CANCELLED: frozenset(),
 })
-"""The seed's correction lifecycle, plus PENDING -> FAILED and ANALYZING -> FAILED.
+"""The seed's correction lifecycle, plus PENDING -> FAILED, ANALYZING -> FAILED and the
+operator's retry FAILED -> PENDING.
 
 The seed only lets EXECUTING fail. But a request whose target is missing, already
 superseded or in another plan must end FAILED with a reason *without executing*
 (issue 3): entering EXECUTING first would publish an `executing` event for work that
 never starts. So validation failures are detected while PENDING or ANALYZING and
 go straight to FAILED. Cancellation stays limited to PENDING and ANALYZING, as seeded.
-The table is acyclic, so each status is entered at most once per correction, which is
-what makes `<correction_id>:<status>` a sound JetStream message id.
+
+FAILED -> PENDING is the operator's retry (`agents correction retry`, issue 8; the seed
+allows "multiple attempts ... if a first attempt fails and the operator retries"). It
+goes back to PENDING, not straight to EXECUTING: the tree may have changed since the
+failure, so the target is validated and the impact computed again, and a retried
+correction can still be cancelled before it executes. Only an operator takes it
+(CORRECTION_REOPEN), so FAILED stays terminal for the driver and the recovery sweep.
+Each pass from PENDING is a *round* (Correction.round); a status is entered at most
+once per round, so `<correction_id>:<status>` (round 1) and
+`<correction_id>:<status>:r<round>` are sound JetStream message ids.
 """
+
+CORRECTION_REOPEN: Mapping[CorrectionStatus, frozenset[CorrectionStatus]] = MappingProxyType({
+    _C.FAILED: frozenset({_C.PENDING}),
+})
+"""The edges of the table only an operator's command takes (the retry)."""
 
 _A = CorrectionAttemptState
 ATTEMPT_TRANSITIONS: Mapping[CorrectionAttemptState, frozenset[CorrectionAttemptState]] = (
@@ -105,7 +119,9 @@ ATTEMPT_TRANSITIONS: Mapping[CorrectionAttemptState, frozenset[CorrectionAttempt
 )
 """The seed's attempt lifecycle, exactly: pending -> executing -> complete | failed."""
 
-CORRECTION_LIFECYCLE = Lifecycle("correction", CORRECTION_TRANSITIONS, CorrectionStatus.PENDING)
+CORRECTION_LIFECYCLE = Lifecycle(
+    "correction", CORRECTION_TRANSITIONS, CorrectionStatus.PENDING, reopen=CORRECTION_REOPEN
+)
 ATTEMPT_LIFECYCLE = Lifecycle(
     "correction_attempt", ATTEMPT_TRANSITIONS, CorrectionAttemptState.PENDING
 )
@@ -119,6 +135,11 @@ OPERATOR_FAILABLE: frozenset[CorrectionStatus] = frozenset(
 """Where an operator may end a correction FAILED (`agents correction fail`): the two
 working statuses, where a driver can be stuck. A PENDING one is cancelled instead;
 the edges themselves come from the table above."""
+
+RETRYABLE: frozenset[CorrectionStatus] = frozenset(
+    s for s in CorrectionStatus if CORRECTION_LIFECYCLE.reopens(s, CorrectionStatus.PENDING)
+)
+"""Where an operator may retry a correction (`agents correction retry`): FAILED."""
 
 INLINE_IDS_MAX = 100
 """Events and dry-run replies carry at most this many IDs per list, plus the full count:
@@ -143,6 +164,19 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+REVERT_CHOSEN_PREFIX = "Revert: "
+"""How a replacement's chosen_option reads when the operator named none and gave no
+guidance: `Revert: <the original chosen_option>`."""
+
+
+def default_revert_guidance(decision_id: str, requested_by: str) -> str:
+    """The guidance of a revert requested without any (the seeds' `agents plan correct
+    --mode=revert ID`): it names the target and the operator. The one place this text is
+    made; CorrectionRequest fills it in, whoever builds the request (CLI, client, raw
+    publisher), so `guidance_defaulted` can recognise it later."""
+    return f"Revert of decision {decision_id.upper()} requested by {requested_by}"
+
+
 class CorrectionRequest(_Frozen):
     """Published by an operator to `corrections.requested.<plan_id>`, Nats-Msg-Id = correction_id.
 
@@ -161,15 +195,38 @@ class CorrectionRequest(_Frozen):
         examples=["revert"],
     )
     guidance: Guidance = Field(
-        description="Operator guidance, 1-10,000 characters, not blank.",
+        description="Operator guidance, 1-10,000 characters, not blank. Required for an "
+        "append; a revert without it gets 'Revert of decision <decision_id> requested by "
+        "<requested_by>'.",
         examples=["Use an online migration that avoids table locks."],
     )
     requested_by: NonEmptyStr = Field(description="Who asked for it.", examples=["alice"])
     chosen_option: NonEmptyStr | None = Field(
         default=None,
-        description="Revert only: chosen_option of the replacement decision (default: guidance).",
+        description="Revert only: chosen_option of the replacement decision (default: the "
+        "guidance, or 'Revert: <original chosen_option>' when the guidance was defaulted).",
     )
     requested_at: UtcTime = Field(default_factory=utc_now, description="UTC request time.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_revert_guidance(cls, data: Any) -> Any:
+        # Only a revert has a sensible default: an append's guidance is the child plan's
+        # prompt, which nothing can make up.
+        if (isinstance(data, dict) and data.get("guidance") is None
+                and data.get("mode") in (CorrectionMode.REVERT, CorrectionMode.REVERT.value)
+                and isinstance(data.get("decision_id"), str)
+                and isinstance(data.get("requested_by"), str)
+                and data["requested_by"].strip()):
+            return data | {"guidance": default_revert_guidance(
+                data["decision_id"], data["requested_by"])}
+        return data
+
+    @property
+    def guidance_defaulted(self) -> bool:
+        """True when the guidance is the default a revert without guidance gets."""
+        return self.mode is CorrectionMode.REVERT and self.guidance == \
+            default_revert_guidance(self.decision_id, self.requested_by)
 
 
 class CancelRequest(_Frozen):
@@ -194,6 +251,22 @@ class FailRequest(_Frozen):
     )
 
 
+class RetryRequest(_Frozen):
+    """Published to `corrections.retry.<plan_id>`: an operator starts a new round of a FAILED
+    correction (FAILED -> PENDING, then a new attempt); refused
+    (`corrections.retry_refused.<plan_id>`) otherwise."""
+
+    correction_id: Ulid = Field(description="The correction to retry.")
+    plan_id: Ulid = Field(description="Its plan; must match the subject.")
+    retry_id: Ulid = Field(
+        description="ULID of this retry request; Nats-Msg-Id retry:<correction_id>:<retry_id>. "
+        "A retry already recorded with it is not applied twice.",
+    )
+    reason: str | None = Field(default=None, max_length=REASON_MAX_CHARS,
+                               description="Why, for the history and the event.")
+    requested_by: NonEmptyStr = Field(default="operator", description="Who asked for it.")
+
+
 class Transition(_Frozen):
     """One entry of a correction's history; also the outbox row its event is published from."""
 
@@ -209,6 +282,14 @@ class Transition(_Frozen):
     at: UtcTime = Field(description="When it happened (UTC).")
     reason: str | None = Field(default=None, description="Why, e.g. a cancel reason.")
     error: str | None = Field(default=None, description="What went wrong (to FAILED only).")
+    retry_id: Ulid | None = Field(
+        default=None, description="FAILED -> PENDING only: the operator's RetryRequest."
+    )
+    attempts_before: int | None = Field(
+        default=None, ge=0,
+        description="FAILED -> PENDING only: how many attempts the earlier rounds made, so "
+        "the new round's attempts are counted against max_attempts without trusting clocks.",
+    )
 
 
 class TransitionInfo(TypedDict, total=False):
@@ -221,6 +302,8 @@ class TransitionInfo(TypedDict, total=False):
     child_plans_rolled_back: Sequence[str]
     child_plans_spawned: Sequence[str]
     archived_artifacts_path: str | None
+    retry_id: str
+    attempts_before: int
 
 
 _RESULT_FIELDS = (
@@ -286,6 +369,22 @@ class Correction(_Frozen):
     def last(self) -> Transition:
         return self.history[-1]
 
+    def round_of(self, index: int = -1) -> int:
+        """Which round history[index] belongs to: 1, plus one per operator retry before or
+        at it. A status is entered at most once per round."""
+        upto = self.history[: len(self.history) + index + 1 if index < 0 else index + 1]
+        return 1 + sum(1 for t in upto if t.from_status is CorrectionStatus.FAILED)
+
+    @property
+    def attempts_before_round(self) -> int:
+        """How many attempts the earlier rounds made (0 in the first round)."""
+        last = next(t for t in reversed(self.history) if t.to_status is CorrectionStatus.PENDING)
+        return last.attempts_before or 0
+
+    def retried_by(self, retry_id: str) -> bool:
+        """Whether the retry request `retry_id` is already in the history."""
+        return any(t.retry_id == retry_id for t in self.history)
+
     def request(self) -> CorrectionRequest:
         return CorrectionRequest.model_validate(
             self.model_dump(include=set(CorrectionRequest.model_fields))
@@ -301,12 +400,15 @@ class Correction(_Frozen):
             info["error"] = bounded_text(info["error"])
         entry = Transition(
             event_id=event_id or new_id(), from_status=self.status, to_status=to, at=at,
-            reason=info.get("reason"), error=info.get("error"),
+            reason=info.get("reason"), error=info.get("error"), retry_id=info.get("retry_id"),
+            attempts_before=info.get("attempts_before"),
         )
         update: dict[str, Any] = {"status": to, "history": [*self.history, entry]}
         update |= {k: info[k] for k in _RESULT_FIELDS if k in info}  # type: ignore[literal-required]
         if "error" in info:
             update["error"] = info["error"]
+        elif self.status is CorrectionStatus.FAILED:
+            update["error"] = None  # a retry: the failure stays in the history only
         return type(self).model_validate(self.model_dump() | update)
 
     @model_validator(mode="after")
@@ -336,6 +438,9 @@ def _check_history(history: Sequence[Transition], status: CorrectionStatus) -> N
             raise ValueError(
                 f"history breaks the lifecycle at {after.from_status} -> {after.to_status}"
             )
+        if (after.retry_id is not None or after.attempts_before is not None) and \
+                before.to_status is not CorrectionStatus.FAILED:
+            raise ValueError("only a retry (failed -> pending) names a retry_id")
     if history[-1].to_status is not status:
         raise ValueError(f"status {status} differs from the last history entry")
 

@@ -9,7 +9,7 @@ separately, so the two can never disagree.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from types import MappingProxyType
 from typing import Generic, TypeVar
@@ -40,8 +40,15 @@ def states_of(table: Mapping[S, frozenset[S]]) -> frozenset[S]:
     return frozenset(out)
 
 
-def terminal_states(table: Mapping[S, frozenset[S]]) -> frozenset[S]:
-    return frozenset(s for s in states_of(table) if not table.get(s))
+def terminal_states(
+    table: Mapping[S, frozenset[S]], reopen: Mapping[S, frozenset[S]] | None = None
+) -> frozenset[S]:
+    """States with no outgoing edge but the `reopen` ones (an operator's explicit command,
+    such as a retry): nothing moves out of them on its own, so a driver stops there."""
+    reopen = reopen or {}
+    return frozenset(
+        s for s in states_of(table) if not table.get(s, frozenset()) - reopen.get(s, frozenset())
+    )
 
 
 def is_allowed(table: Mapping[S, frozenset[S]], from_: S, to: S) -> bool:
@@ -70,12 +77,19 @@ class Lifecycle(Generic[S]):
     name: str
     table: Mapping[S, frozenset[S]]
     initial: S
+    reopen: Mapping[S, frozenset[S]] = field(default_factory=lambda: MappingProxyType({}))
+    """Edges of `table` that only an explicit operator command takes (e.g. a retry out of
+    FAILED). Their source still counts as terminal: nothing leaves it on its own."""
 
     def __post_init__(self) -> None:
-        # Freeze the table: it is module-level data shared by every caller.
+        # Freeze the tables: they are module-level data shared by every caller.
         object.__setattr__(self, "table", MappingProxyType(dict(self.table)))
+        object.__setattr__(self, "reopen", MappingProxyType(dict(self.reopen)))
         if self.initial not in self.table:
             raise ValueError(f"{self.name}: initial state {self.initial} has no table entry")
+        for from_, targets in self.reopen.items():
+            if not targets <= self.table.get(from_, frozenset()):
+                raise ValueError(f"{self.name}: reopen edges of {from_} are not in the table")
 
     @property
     def states(self) -> frozenset[S]:
@@ -83,10 +97,14 @@ class Lifecycle(Generic[S]):
 
     @property
     def terminal(self) -> frozenset[S]:
-        return terminal_states(self.table)
+        return terminal_states(self.table, self.reopen)
 
     def is_terminal(self, state: S) -> bool:
         return state in self.terminal
+
+    def reopens(self, from_: S, to: S) -> bool:
+        """Whether `from_ -> to` is an operator-only edge out of a terminal state."""
+        return self.allows(from_, to) and to in self.reopen.get(from_, frozenset())
 
     def allows(self, from_: S, to: S) -> bool:
         return is_allowed(self.table, from_, to)

@@ -40,6 +40,7 @@ from contracts.correction_events import (
     CorrectionRejected,
     CorrectionTransitioned,
     FailRefused,
+    RetryRefused,
 )
 from contracts.correction_plan import PlanRecord, plan_append, plan_revert, validate_target
 from contracts.correction_subjects import CORRECTIONS_STREAM
@@ -47,6 +48,7 @@ from contracts.correction_wire import Unreadable
 from contracts.corrections import (
     CANCELLABLE,
     OPERATOR_FAILABLE,
+    RETRYABLE,
     Correction,
     CorrectionAttemptRecord,
     CorrectionAttemptState,
@@ -334,6 +336,47 @@ class CorrectionService:
             failed = await self._get(correction_id)
             return failed.correction
 
+    async def retry_correction(self, correction_id: str, retry_id: str, *,
+                               plan_id: str | None = None, reason: str | None = None,
+                               requested_by: str = "operator") -> Correction | RetryRefused:
+        """An operator starts a new round of a FAILED correction: FAILED -> PENDING.
+
+        The driver (or the recovery sweep, which drives every plan with unfinished
+        corrections) then analyses it again and executes it in a new attempt; the earlier
+        attempts stay, so `list_attempts` shows every try. A retry whose `retry_id` is
+        already in the history is not applied twice (a redelivery). Refused, and the
+        refusal published to corrections.retry_refused.<plan_id>, when the correction is
+        not FAILED, or when its target can no longer be corrected (a new round would
+        end FAILED again, so the operator is told why instead).
+        """
+        while True:
+            v = await self._store.corrections.get(correction_id)
+            if v is None or (plan_id is not None and v.correction.plan_id != plan_id):
+                return await self._refuse_retry(correction_id, plan_id, None, 1)
+            c = v.correction
+            if c.retried_by(retry_id):
+                return c
+            if c.status not in RETRYABLE:
+                return await self._refuse_retry(correction_id, c.plan_id, c.status,
+                                                c.round_of())
+            try:  # a read to refuse early only: the driver validates the target again
+                validate_target(c.request(), await self._store.decisions.get(c.decision_id))
+            except DomainError as exc:
+                return await self._refuse_retry(correction_id, c.plan_id, c.status,
+                                                c.round_of(), target_error=str(exc))
+            why = f"retried by {requested_by}" + (f": {reason}" if reason else "")
+            # No attempt is added while FAILED, and the write below is conditional on the
+            # version read, so this count is exact.
+            before = len(await self._store.attempts.list_by_correction(correction_id))
+            retried = c.transition(S.PENDING, self._clock(), reason=why[:1000],
+                                   retry_id=retry_id, attempts_before=before)
+            try:
+                await self._commit(Changes(retried, v.version,
+                                           events=[correction_event(retried)]))
+            except ConcurrentChange:
+                continue  # retried (or cancelled) meanwhile: decide again on what it is now
+            return retried
+
     # --- driving ---------------------------------------------------------------------
 
     async def drive_plan(self, plan_id: str) -> bool:
@@ -484,7 +527,10 @@ class CorrectionService:
     async def _execute(self, v: Versioned, owner: str, impact: CorrectionImpact | None,
                        stuck: Exception | None) -> None:
         c = v.correction
+        # Only this round's attempts count against max_attempts: an operator's retry
+        # gets a fresh budget, and the earlier attempts (all ended) stay listed.
         attempts = await self._store.attempts.list_by_correction(c.correction_id)
+        tried = len(attempts) - c.attempts_before_round
         attempt = next((a for a in reversed(attempts) if a.state is A.EXECUTING), None)
         if attempt is None:  # a crash between the two writes of a retry: start the next
             now = self._clock()
@@ -494,7 +540,7 @@ class CorrectionService:
                                        events=new_attempt_events(attempt, now)))
             return
         if stuck is not None:  # the tree kept changing under this attempt
-            await self._attempt_failed(v, owner, attempt, len(attempts), stuck)
+            await self._attempt_failed(v, owner, attempt, tried, stuck)
             return
         request = c.request()
         try:
@@ -511,7 +557,7 @@ class CorrectionService:
         except Exception as exc:
             if outcome_of(exc, committing=False) is not Outcome.FAIL_ATTEMPT:
                 raise
-            await self._attempt_failed(v, owner, attempt, len(attempts), exc)
+            await self._attempt_failed(v, owner, attempt, tried, exc)
             return
         try:
             changes = await self._changes(v, owner, attempt, request=request, target=target,
@@ -523,7 +569,7 @@ class CorrectionService:
                 raise
             log.warning("attempt %s of correction %s failed: %s", attempt.id,
                         c.correction_id, describe(exc))
-            await self._attempt_failed(v, owner, attempt, len(attempts), exc)
+            await self._attempt_failed(v, owner, attempt, tried, exc)
 
     async def _changes(self, v: Versioned, owner: str, attempt: CorrectionAttemptRecord, *,
                        request: CorrectionRequest, target: Decision,
@@ -636,6 +682,17 @@ class CorrectionService:
         if plan_id is None:
             raise ResourceNotFoundError("correction", correction_id)
         refused = FailRefused.for_status(correction_id, plan_id, status)
+        await self._publisher.publish_all([OutgoingEvent(
+            refused.subject, refused.model_dump_json().encode(), refused.msg_id)])
+        return refused
+
+    async def _refuse_retry(self, correction_id: str, plan_id: str | None,
+                            status: CorrectionStatus | None, round_: int, *,
+                            target_error: str | None = None) -> RetryRefused:
+        if plan_id is None:
+            raise ResourceNotFoundError("correction", correction_id)
+        refused = RetryRefused.for_status(correction_id, plan_id, status, round_,
+                                          target_error=target_error)
         await self._publisher.publish_all([OutgoingEvent(
             refused.subject, refused.model_dump_json().encode(), refused.msg_id)])
         return refused

@@ -8,6 +8,8 @@
   not redelivered again and again and can never run out of deliveries.
 - cancels (`corrections.cancel.*`, durable pull consumer).
 - operator fails (`corrections.fail.*`, durable pull consumer): end a stuck correction.
+- operator retries (`corrections.retry.*`, durable pull consumer): a FAILED correction
+  goes back to PENDING and its plan is driven again.
 - dry runs (`corrections.dryrun.*`, core request-reply, queue group): read-only; every
   request is answered, with a bounded body.
 - the outbox relay: republishes events a dead process committed but never published.
@@ -44,9 +46,16 @@ from contracts.correction_events import (
     CorrectionTransitioned,
     DryRunError,
     FailRefused,
+    RetryRefused,
 )
-from contracts.correction_wire import Unreadable, read_cancel, read_fail, read_request
-from contracts.corrections import CancelRequest, CorrectionRequest, FailRequest
+from contracts.correction_wire import (
+    Unreadable,
+    read_cancel,
+    read_fail,
+    read_request,
+    read_retry,
+)
+from contracts.corrections import CancelRequest, CorrectionRequest, FailRequest, RetryRequest
 from contracts.errors import TargetInOtherPlan, TargetNotFound, TargetSuperseded
 from contracts.impact import DryRunReport
 from contracts.recording import Inbound
@@ -218,6 +227,43 @@ class FailConsumer(_CorrectionFamily):
         await batch.each(fail)
 
 
+class RetryConsumer(_CorrectionFamily):
+    """corrections.retry.*: an operator starts a new round of a FAILED correction, or the
+    refusal is reported; then the retried plans are driven (the recovery sweep takes
+    them up if this fails)."""
+
+    prefix = subjects.RETRY_PREFIX
+
+    def read(self, m: Msg, now: datetime) -> RetryRequest | Unreadable:
+        return read_retry(m.subject, m.data, max_payload_bytes=self._settings.max_payload_bytes)
+
+    async def decide(self, batch: Batch[RetryRequest | Unreadable]) -> None:
+        svc = self._service()
+        retried: list[str] = []
+
+        async def retry(m: Msg, r: RetryRequest | Unreadable) -> None:
+            if isinstance(r, Unreadable):
+                await _reject(svc, batch, m, r)
+                return
+            outcome = await svc.retry_correction(
+                r.correction_id, r.retry_id, plan_id=r.plan_id, reason=r.reason,
+                requested_by=r.requested_by)
+            if isinstance(outcome, RetryRefused):
+                log.info("retry refused: %s", outcome.reason)
+            else:
+                retried.append(r.plan_id)
+            await batch.ack(m)
+
+        await batch.each(retry)
+        plans = list(dict.fromkeys(retried))
+        results = await asyncio.gather(*(svc.drive_plan(p) for p in plans),
+                                       return_exceptions=True)
+        for plan_id, res in zip(plans, results, strict=True):
+            if isinstance(res, BaseException):
+                log.warning("driving plan %s failed (%s); the sweep takes it up again",
+                            plan_id, describe(res))
+
+
 async def answer_dry_run(svc: CorrectionService, subject: str, data: bytes,
                          max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> bytes:
     """The reply body: a DryRunReport, or a DryRunError saying why there is none."""
@@ -287,7 +333,7 @@ async def relay_loop(service: Service, settings: Settings) -> None:
 
 
 def _puller(js: JetStreamContext, durable: str, subject: str, settings: Settings,
-            consumer: RequestConsumer | CancelConsumer | FailConsumer, *,
+            consumer: RequestConsumer | CancelConsumer | FailConsumer | RetryConsumer, *,
             failures: DeliveryFailures | None, waits: int = 0) -> BatchPuller[Any]:
     config = _consumer(durable, subject, settings)
     common: dict[str, Any] = {"stream": subjects.CORRECTIONS_STREAM, "subject": subject,
@@ -310,6 +356,8 @@ def correction_pullers(js: JetStreamContext, settings: Settings, service: Servic
                                 / settings.corrections_retry_delay) + 1),
         _puller(js, subjects.FAILER_DURABLE, subjects.ALL_FAILS, settings,
                 FailConsumer(service, settings), failures=failures),
+        _puller(js, subjects.RETRIER_DURABLE, subjects.ALL_RETRIES, settings,
+                RetryConsumer(service, settings), failures=failures),
     ]
 
 
@@ -335,9 +383,12 @@ CANCEL_DOC = (
     "Cancel a PENDING or ANALYZING correction (a cancelled event follows). Otherwise the "
     "refusal is published to corrections.cancel_refused.<plan_id>."
 )
-CANCEL_DOC = (
-    "Cancel a PENDING or ANALYZING correction (a cancelled event follows). Otherwise the "
-    "refusal is published to corrections.cancel_refused.<plan_id>."
+RETRY_DOC = (
+    "An operator starts a new round of a FAILED correction: failed -> pending (a pending "
+    "event with round n+1 and the retry's reason follows), then it is analysed again and "
+    "executed in a new attempt; earlier attempts stay listed. Refused on "
+    "corrections.retry_refused.<plan_id> when it is not failed or its target can no "
+    "longer be corrected. Nats-Msg-Id: retry:<correction_id>:<retry_id>."
 )
 
 
@@ -365,13 +416,19 @@ def document_corrections(broker: NatsBroker, *, for_docs: bool) -> None:
         async def fail(body: FailRequest) -> None:  # pragma: no cover - docs only
             raise NotImplementedError
 
+        @broker.subscriber(f"{subjects.RETRY_PREFIX}.{{plan_id}}",
+                           title="corrections.retry", description=RETRY_DOC)
+        async def retry(body: RetryRequest) -> None:  # pragma: no cover - docs only
+            raise NotImplementedError
+
     broker.publisher(
         f"{subjects.EVENTS_PREFIX}.{{plan_id}}.{{status}}", title="corrections.events",
         schema=CorrectionTransitioned,
         description="One per lifecycle transition, exactly once, in order per correction "
         "(status: pending, analyzing, executing, applied, failed, cancelled). Lists carry "
         "their first 100 IDs and a count, so an event stays far under the payload limit. "
-        "Nats-Msg-Id: <correction_id>:<status>. Subscribe e.g. corrections.events.*.applied.")
+        "Nats-Msg-Id: <correction_id>:<status>, or <correction_id>:<status>:r<round> after "
+        "an operator's retry. Subscribe e.g. corrections.events.*.applied.")
     broker.publisher(
         f"{subjects.ATTEMPTS_PREFIX}.{{plan_id}}.{{state}}", title="corrections.attempts",
         schema=AttemptTransitioned,
@@ -391,3 +448,9 @@ def document_corrections(broker: NatsBroker, *, for_docs: bool) -> None:
         schema=FailRefused,
         description="An operator's fail of a correction that is not analyzing or executing "
         "(or of no correction of the plan).")
+    broker.publisher(
+        f"{subjects.RETRY_REFUSED_PREFIX}.{{plan_id}}", title="corrections.retry_refused",
+        schema=RetryRefused,
+        description="An operator's retry of a correction that is not failed (or of no "
+        "correction of the plan), or whose target can no longer be corrected. "
+        "Nats-Msg-Id: retry_refused:<correction_id>:<status>:<round>.")

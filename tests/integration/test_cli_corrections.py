@@ -50,8 +50,8 @@ async def test_dry_run_user_errors_and_revert(cli_workers: Workers, agents: Agen
     assert_one_line_error(await agents("plan", "correct", "--mode", "append", target,
                                        "--guidance", "x" * 10_001), 2,
                           "--guidance is 10,001 characters; at most 10,000 allowed")
-    assert_one_line_error(await agents("plan", "correct", "--mode", "revert", target), 2,
-                          "--guidance is required")
+    assert_one_line_error(await agents("plan", "correct", "--mode", "append", target), 2,
+                          "--guidance is required for an append")
     unknown = new_id()
     assert_one_line_error(await agents("plan", "correct", "--mode", "revert", unknown,
                                        "--guidance", "g"), 1, f"no decision {unknown}")

@@ -181,3 +181,35 @@ async def test_subscriber_terminates_an_unreadable_event_and_retries_a_failed_on
     assert asyncio.get_running_loop().time() - start >= 0.3  # nak'ed with a delay
     info = await js.consumer_info("CORRECTIONS", "hostile")
     assert info.num_ack_pending == 0 and info.num_pending == 0
+
+
+async def test_operator_reverts_without_guidance_and_a_doomed_retry_is_refused(
+        workers: Workers, nats_server: ManagedServer, nc: nats.NATS,
+        db: AsyncDatabase[Document]) -> None:
+    """Issue 8: `request(..., "revert")` needs no guidance; `retry` of a correction that
+    FAILED on a superseded target, or of an applied one, is answered by a RetryRefused."""
+    async with DecisionRecorder.connect(nats_server.url) as rec:
+        root, strategy, impl, tool = await record_tree(rec)
+        await rec.wait_all_persisted([root, strategy, impl, tool], timeout=20)
+    plan = root.plan_id
+    async with CorrectionClient.connect(nats_server.url, requested_by="alice") as ops:
+        with pytest.raises(InvalidCorrection):
+            await ops.request(plan, strategy.decision_id, "append")
+        cid = await ops.request(plan, strategy.decision_id, "revert")
+        applied = await ops.wait_for_outcome(cid, plan, timeout=30)
+        assert applied.to_status is CorrectionStatus.APPLIED
+        # impl is superseded now: a correction of it FAILS, and retrying cannot help.
+        doomed = await ops.request(plan, impl.decision_id, "revert")
+        failed = await ops.wait_for_outcome(doomed, plan, timeout=30)
+        assert failed.to_status is CorrectionStatus.FAILED
+        await ops.retry(doomed, plan, "try again")
+        await ops.retry(cid, plan)
+    replacement = await db.decisions.find_one({"_id": applied.new_decision_id})
+    assert replacement is not None
+    assert replacement["chosen_option"] == "Revert: Redis INCR with a TTL per window"
+    refusals = {b["correction_id"]: b for _, b, _ in
+                await events(nc, f"corrections.retry_refused.{plan}", 3.0)}
+    assert refusals[cid]["status"] == "applied"
+    assert refusals[doomed]["status"] == "failed" and "superseded" in refusals[doomed]["reason"]
+    c = await db.corrections.find_one({"_id": doomed})
+    assert c is not None and c["status"] == "failed"

@@ -132,6 +132,17 @@ def test_revert_without_chosen_option_chooses_the_guidance() -> None:
     assert revert().new_decision.chosen_option == "Use an online migration."
 
 
+def test_revert_without_guidance_says_it_is_a_revert_of_the_original_choice() -> None:
+    request = CorrectionRequest(plan_id=PLAN, decision_id=target().decision_id,
+                                mode=CorrectionMode.REVERT, requested_by="alice")
+    new = revert(request).new_decision
+    assert new.chosen_option == f"Revert: {target().chosen_option}"
+    assert new.correction_reason == request.guidance
+    assert "alice" in request.guidance and target().decision_id in request.guidance
+    named = request.model_copy(update={"chosen_option": "keep MySQL"})
+    assert revert(named).new_decision.chosen_option == "keep MySQL"
+
+
 def test_revert_of_a_seven_decision_subtree_supersedes_exactly_those_seven() -> None:
     plan = revert()
     assert sorted(plan.supersede_ids) == [uid(i) for i in range(1, 8)] + [uid(20)]

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from contracts.correction_wire import Unreadable, read_cancel, read_request
-from contracts.corrections import CancelRequest, CorrectionRequest
+from contracts.correction_wire import Unreadable, read_cancel, read_request, read_retry
+from contracts.corrections import CancelRequest, CorrectionRequest, RetryRequest
 from contracts.rules import Rule
 
 pytestmark = pytest.mark.unit
@@ -64,3 +64,33 @@ def test_dry_run_prefix_and_cancel() -> None:
     assert Rule.SUBJECT_MATCHES_PLAN in rules(read_cancel(
         "corrections.cancel.01JD7X4Q9R8N2V5K3M6P1T0W81",
         json.dumps({"correction_id": CID, "plan_id": PLAN}).encode()))
+
+
+
+def test_a_revert_without_guidance_is_readable_an_append_is_not() -> None:
+    """Issue 8: the seeds' revert carries no guidance; the model fills in the default."""
+    subject = f"corrections.requested.{PLAN}"
+    r = read_request(subject, body(guidance=None))
+    assert isinstance(r, CorrectionRequest)
+    assert r.guidance == f"Revert of decision {TARGET} requested by alice"
+    assert Rule.SCHEMA in rules(read_request(subject, body(guidance=None, mode="append")))
+    assert Rule.SCHEMA in rules(read_request(subject, body(guidance=123)))
+    # No operator to name: the default is not made up, the request is refused.
+    assert rules(read_request(subject, body(guidance=None, requested_by=" "))) & {
+        Rule.SCHEMA, Rule.NON_EMPTY}
+
+
+def test_retry_requests() -> None:
+    rid = "01JD7X4Q9R8N2V5K3M6P1T0W81"
+    ok = read_retry(f"corrections.retry.{PLAN}", json.dumps(
+        {"correction_id": CID, "plan_id": PLAN, "retry_id": rid}).encode())
+    assert isinstance(ok, RetryRequest) and ok.retry_id == rid and ok.requested_by == "operator"
+    # Without its retry_id a redelivery could not be recognised: refused.
+    assert Rule.SCHEMA in rules(read_retry(f"corrections.retry.{PLAN}", json.dumps(
+        {"correction_id": CID, "plan_id": PLAN}).encode()))
+    assert Rule.SUBJECT_MATCHES_PLAN in rules(read_retry(
+        "corrections.retry.01JD7X4Q9R8N2V5K3M6P1T0W81",
+        json.dumps({"correction_id": CID, "plan_id": PLAN, "retry_id": rid}).encode()))
+    assert Rule.SCHEMA in rules(read_retry(f"corrections.retry.{PLAN}", json.dumps(
+        {"correction_id": CID, "plan_id": PLAN, "retry_id": rid, "reason": "x" * 1001}
+    ).encode()))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import enum
 from datetime import UTC, datetime, timedelta
-from itertools import product
+from itertools import pairwise, product
 from typing import Any
 
 import pytest
@@ -14,13 +14,19 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from contracts import correction_subjects as subjects
-from contracts.correction_events import AttemptTransitioned, CancelRefused, CorrectionTransitioned
+from contracts.correction_events import (
+    AttemptTransitioned,
+    CancelRefused,
+    CorrectionTransitioned,
+    RetryRefused,
+)
 from contracts.corrections import (
     ATTEMPT_LIFECYCLE,
     ATTEMPT_TRANSITIONS,
     CANCELLABLE,
     CORRECTION_LIFECYCLE,
     CORRECTION_TRANSITIONS,
+    RETRYABLE,
     CancelRequest,
     Correction,
     CorrectionAttemptRecord,
@@ -42,13 +48,15 @@ PLAN = "01JD7X4Q9R8N2V5K3M6P1T0W7Y"
 TARGET = "01JD7X4Q9R8N2V5K3M6P1T0W7Z"
 NEW = "01JD7X4Q9R8N2V5K3M6P1T0W80"
 
-# Written out from the seeds (plus the two documented FAILED edges), not read back
-# from the table under test.
+# Written out from the seeds (plus the two documented FAILED edges and the operator's
+# retry), not read back from the table under test.
 CORRECTION_EDGES = {
     (S.PENDING, S.ANALYZING), (S.ANALYZING, S.EXECUTING), (S.EXECUTING, S.APPLIED),
     (S.EXECUTING, S.FAILED), (S.PENDING, S.CANCELLED), (S.ANALYZING, S.CANCELLED),
-    (S.PENDING, S.FAILED), (S.ANALYZING, S.FAILED),
+    (S.PENDING, S.FAILED), (S.ANALYZING, S.FAILED), (S.FAILED, S.PENDING),
 }
+RETRY_EDGES = {(S.FAILED, S.PENDING)}
+"""The edges only an operator's command takes: their source stays terminal."""
 ATTEMPT_EDGES = {(A.PENDING, A.EXECUTING), (A.EXECUTING, A.COMPLETE), (A.EXECUTING, A.FAILED)}
 PATH_TO = {
     S.PENDING: [], S.ANALYZING: [S.ANALYZING], S.EXECUTING: [S.ANALYZING, S.EXECUTING],
@@ -69,7 +77,9 @@ def request(**overrides: Any) -> CorrectionRequest:
     return CorrectionRequest(**(fields | overrides))
 
 
-def info_for(to: CorrectionStatus) -> TransitionInfo:
+def info_for(to: CorrectionStatus, from_: CorrectionStatus | None = None) -> TransitionInfo:
+    if from_ is S.FAILED and to is S.PENDING:
+        return {"retry_id": NEW}
     if to is S.APPLIED:
         return {"new_decision_id": NEW, "superseded_ids": [TARGET]}
     if to is S.FAILED:
@@ -137,18 +147,34 @@ def test_tables_cover_every_state_and_cannot_be_mutated() -> None:
         CORRECTION_TRANSITIONS[S.APPLIED] = frozenset({S.PENDING})  # type: ignore[index]
 
 
-def test_correction_table_is_acyclic_so_each_status_is_entered_once() -> None:
+def test_correction_table_without_the_retry_is_acyclic_so_a_status_is_entered_once_per_round(
+) -> None:
     def reachable(s: CorrectionStatus) -> set[CorrectionStatus]:
         out: set[CorrectionStatus] = set()
-        todo = list(CORRECTION_TRANSITIONS[s])
+        todo = [t for t in CORRECTION_TRANSITIONS[s] if (s, t) not in RETRY_EDGES]
         while todo:
             n = todo.pop()
             if n not in out:
                 out.add(n)
-                todo.extend(CORRECTION_TRANSITIONS[n])
+                todo.extend(t for t in CORRECTION_TRANSITIONS[n] if (n, t) not in RETRY_EDGES)
         return out
 
     assert all(s not in reachable(s) for s in CorrectionStatus)
+
+
+def test_only_failed_can_be_retried_and_stays_terminal_for_the_driver() -> None:
+    assert {S.FAILED} == RETRYABLE
+    assert S.FAILED in CORRECTION_LIFECYCLE.terminal
+    for from_, to in product(CorrectionStatus, CorrectionStatus):
+        assert CORRECTION_LIFECYCLE.reopens(from_, to) == ((from_, to) in RETRY_EDGES)
+
+
+def test_a_reopen_edge_must_be_in_the_table() -> None:
+    with pytest.raises(ValueError, match="reopen"):
+        Lifecycle("light", LIGHT, Light.RED, reopen={Light.OFF: frozenset({Light.RED})})
+    lit = Lifecycle("light", {**LIGHT, Light.OFF: frozenset({Light.RED})}, Light.RED,
+                    reopen={Light.OFF: frozenset({Light.RED})})
+    assert lit.terminal == {Light.OFF} and lit.allows(Light.OFF, Light.RED)
 
 
 def test_only_pending_and_analyzing_can_be_cancelled() -> None:
@@ -163,7 +189,7 @@ def test_correction_transition(from_: CorrectionStatus, to: CorrectionStatus) ->
     c = correction_at(from_)
     at = T0 + timedelta(minutes=5)
     if (from_, to) in CORRECTION_EDGES:
-        info = info_for(to)
+        info = info_for(to, from_)
         info["reason"] = "why"
         after = c.transition(to, at, **info)
         assert after.status is to
@@ -370,14 +396,17 @@ def test_any_sequence_of_requests_keeps_the_correction_consistent(
     for i, to in enumerate(steps, start=1):
         legal = (c.status, to) in CORRECTION_EDGES
         try:
-            c = c.transition(to, T0 + timedelta(seconds=i), **info_for(to))
+            c = c.transition(to, T0 + timedelta(seconds=i), **info_for(to, c.status))
         except IllegalTransition:
             assert not legal
         else:
             assert legal
-    statuses = [h.to_status for h in c.history]
-    assert len(set(statuses)) == len(statuses)  # so msg ids never repeat
-    assert all(s not in CORRECTION_LIFECYCLE.terminal for s in statuses[:-1])
+    # Within a round each status is entered once, so (status, round) msg ids never repeat.
+    keyed = [(h.to_status, c.round_of(i)) for i, h in enumerate(c.history)]
+    assert len(set(keyed)) == len(keyed)
+    assert all(s not in CORRECTION_LIFECYCLE.terminal or (s, t) in RETRY_EDGES
+               for s, t in pairwise([h.to_status for h in c.history]))
+    assert (c.error is not None) == (c.status is S.FAILED)
     events = [CorrectionTransitioned.from_correction(c, i) for i in range(len(c.history))]
     assert len({e.msg_id for e in events}) == len(events)
     assert Correction.model_validate(c.model_dump()) == c
@@ -395,3 +424,65 @@ def test_any_sequence_of_attempt_steps_sets_completed_at_once(
         except IllegalTransition:
             assert (a.state, to) not in ATTEMPT_EDGES
     assert (a.completed_at is not None) == a.is_terminal
+
+
+# --- the operator's retry (issue 8) ------------------------------------------------
+
+
+def test_a_retry_opens_round_two_clears_the_error_and_keeps_the_failure_in_history() -> None:
+    failed = correction_at(S.FAILED)
+    assert failed.attempts_before_round == 0
+    retried = failed.transition(S.PENDING, T0 + timedelta(minutes=1), reason="fixed the disk",
+                                retry_id=NEW, attempts_before=3)
+    assert retried.status is S.PENDING and retried.error is None
+    assert retried.history[-2].error == "boom"
+    assert retried.history[-1].retry_id == NEW and retried.retried_by(NEW)
+    assert (retried.round_of(0), retried.round_of(1), retried.round_of()) == (1, 1, 2)
+    assert retried.attempts_before_round == 3
+    assert retried.transition(S.ANALYZING, T0 + timedelta(minutes=2)).attempts_before_round == 3
+    events = [CorrectionTransitioned.from_correction(retried, i)
+              for i in range(len(retried.history))]
+    assert [e.msg_id for e in events] == [
+        f"{retried.correction_id}:pending", f"{retried.correction_id}:failed",
+        f"{retried.correction_id}:pending:r2"]
+    assert events[-1].round == 2 and events[-1].from_status is S.FAILED
+
+
+def test_only_a_retry_entry_names_a_retry_id() -> None:
+    c = correction_at(S.ANALYZING)
+    doc = c.model_dump()
+    doc["history"][-1]["retry_id"] = NEW
+    with pytest.raises(ValidationError, match="retry_id"):
+        Correction.model_validate(doc)
+
+
+def test_retry_refused() -> None:
+    r = RetryRefused.for_status(NEW, PLAN, S.APPLIED)
+    assert "applied" in r.reason and r.subject == f"corrections.retry_refused.{PLAN}"
+    gone = RetryRefused.for_status(NEW, PLAN, S.FAILED, 2, target_error="superseded")
+    assert "superseded" in gone.reason and gone.msg_id.endswith(":failed:2")
+    assert RetryRefused.for_status(NEW, PLAN, None).msg_id != r.msg_id
+    assert subjects.retry(PLAN) == f"corrections.retry.{PLAN}"
+    assert f"{subjects.RETRY_PREFIX}.*" in subjects.CORRECTIONS_STREAM_SUBJECTS
+    assert f"{subjects.RETRY_REFUSED_PREFIX}.*" in subjects.CORRECTIONS_STREAM_SUBJECTS
+    assert subjects.retry_msg_id(TARGET, NEW) == f"retry:{TARGET}:{NEW}"
+
+
+# --- a revert without guidance (issue 8) ----------------------------------------------
+
+
+def test_a_revert_without_guidance_gets_the_default_naming_target_and_operator() -> None:
+    r = CorrectionRequest(plan_id=PLAN, decision_id=TARGET.lower(), mode="revert",
+                          requested_by="alice")
+    assert r.guidance == f"Revert of decision {TARGET} requested by alice"
+    assert r.guidance_defaulted
+    assert not request().guidance_defaulted
+    assert CorrectionRequest.model_validate_json(r.model_dump_json()) == r
+
+
+def test_an_append_still_needs_guidance() -> None:
+    with pytest.raises(ValidationError, match="guidance"):
+        CorrectionRequest(plan_id=PLAN, decision_id=TARGET, mode="append", requested_by="a")
+    with pytest.raises(ValidationError, match="guidance"):
+        CorrectionRequest(plan_id=PLAN, decision_id=TARGET, mode="revert", requested_by="a",
+                          guidance="  ")
