@@ -281,7 +281,7 @@ async def test_an_existing_consumer_is_brought_to_the_codes_settings_on_start(
         info = await js.consumer_info(DECISIONS_STREAM, RECORDER_DURABLE)
         want = recorder_retry(Settings(recorder_parent_wait_seconds=3, consumer_max_deliver=7))
         assert info.config.max_deliver == want.max_deliver
-        assert info.config.backoff == want.consumer_backoff(30.0)
+        assert info.config.backoff == want.consumer_backoff(Settings().recorder_ack_wait_seconds)
         assert info.config.max_ack_pending == 20_000
         assert "updated" in w.log()
     finally:
