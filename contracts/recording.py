@@ -196,6 +196,30 @@ class Stored:
     recorded_from: int  # stream sequence of the message that wrote it
 
 
+class Resume(BaseModel):
+    """Where an agent whose decision a correction made stale goes on: the correction that
+    removed its parent (or its plan) and the decision that replaced what was removed."""
+
+    model_config = ConfigDict(frozen=True)
+
+    correction_id: EchoText | None = Field(
+        default=None, description="The correction that superseded the parent or rolled the "
+        "plan back; None if the store no longer names it.")
+    replacement_decision_id: EchoText | None = Field(
+        default=None, description="The decision that replaced the removed subtree: record "
+        "new children under it.")
+    plan_id: EchoText | None = Field(
+        default=None, description="The plan of the replacement decision (for a rolled-back "
+        "child plan, its parent plan).")
+
+    def where(self) -> str:
+        """The sentence's tail naming both, for the violation message."""
+        by = f" by correction {self.correction_id}" if self.correction_id else ""
+        then = (f"; resume under decision {self.replacement_decision_id}"
+                f" (plan {self.plan_id})" if self.replacement_decision_id else "")
+        return f"{by}{then}"
+
+
 @dataclass(frozen=True, slots=True)
 class StoredFacts:
     """What the store knows that the tree rules need, fetched once per batch."""
@@ -205,6 +229,14 @@ class StoredFacts:
     root_of_plan: Mapping[str, str]      # plan_id -> root decision_id, for plans in the batch
     # plan_id -> its unresolved blocking violations, for blocked plans in the batch
     blocked_plans: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # stored parent decision_id -> where to resume, for parents a revert superseded
+    superseded: Mapping[str, Resume] = field(default_factory=dict)
+    # plan_id -> where to resume, for plans of the batch a revert rolled back
+    rolled_back: Mapping[str, Resume] = field(default_factory=dict)
+    # plan_id -> its correction epoch when these facts were read (absent: 0). The
+    # recorder's transaction compares it with the counter document it writes, so a revert
+    # that committed after the facts were read makes the batch plan again.
+    epochs: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -223,6 +255,8 @@ class BatchPlan:
     duplicate: list[Candidate] = field(default_factory=list)
     reject: list[tuple[Candidate, tuple[RuleViolation, ...]]] = field(default_factory=list)
     wait: list[Candidate] = field(default_factory=list)
+    resume: dict[int, Resume] = field(default_factory=dict)
+    """By stream sequence: where a decision refused by a correction's rule should go."""
 
 
 def plan_batch(candidates: Sequence[Candidate], facts: StoredFacts) -> BatchPlan:
@@ -231,7 +265,8 @@ def plan_batch(candidates: Sequence[Candidate], facts: StoredFacts) -> BatchPlan
     fresh = _sort_out_known(candidates, facts, plan)
     # Accept in dependency order: a child whose parent is in the batch waits for the
     # parent's verdict; stop when a pass decides nothing more.
-    tree = _TreeState(dict(facts.plan_of), dict(facts.root_of_plan), facts.blocked_plans)
+    tree = _TreeState(dict(facts.plan_of), dict(facts.root_of_plan), facts.blocked_plans,
+                      facts.superseded, facts.rolled_back)
     pending = fresh
     while pending:
         undecided = [c for c in pending if not tree.decide(c, plan)]
@@ -274,11 +309,23 @@ class _TreeState:
     plan_of: dict[str, str]
     roots: dict[str, str]
     blocked: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    superseded: Mapping[str, Resume] = field(default_factory=dict)
+    rolled_back: Mapping[str, Resume] = field(default_factory=dict)
     rejected: set[str] = field(default_factory=set)
+    stale: dict[str, Resume] = field(default_factory=dict)
+    """Decisions of the batch refused as stale: their children are stale too."""
 
     def decide(self, c: Candidate, plan: BatchPlan) -> bool:
         """Accept or reject `c`, or return False if its parent is still undecided."""
         d = c.decision
+        stale = self._stale(d)
+        if stale is not None:
+            violation, resume = stale
+            self.rejected.add(d.decision_id)
+            self.stale[d.decision_id] = resume
+            plan.reject.append((c, (violation,)))
+            plan.resume[c.stream_sequence] = resume
+            return True
         broken = self._broken_rule(d)
         if broken is None and d.parent_decision_id is not None \
                 and d.parent_decision_id not in self.plan_of:
@@ -292,6 +339,28 @@ class _TreeState:
             self.rejected.add(d.decision_id)
             plan.reject.append((c, (broken,)))
         return True
+
+    def _stale(self, d: Decision) -> tuple[RuleViolation, Resume] | None:
+        """A decision a correction already made stale: its plan was rolled back, or its
+        parent superseded. Checked first, since it tells the agent where to go on."""
+        resume = self.rolled_back.get(d.plan_id)
+        if resume is not None:
+            return RuleViolation(
+                rule=Rule.PLAN_ROLLED_BACK, field="plan_id",
+                message=f"plan {d.plan_id} was rolled back{resume.where()}"), resume
+        parent = d.parent_decision_id
+        resume = self.superseded.get(parent) if parent is not None else None
+        if resume is not None:
+            return RuleViolation(
+                rule=Rule.PARENT_SUPERSEDED, field="parent_decision_id",
+                message=f"parent {parent} was superseded{resume.where()}"), resume
+        resume = self.stale.get(parent) if parent is not None else None
+        if resume is not None:
+            return RuleViolation(
+                rule=Rule.PARENT_SUPERSEDED, field="parent_decision_id",
+                message=f"parent {parent} was refused in the same batch: its branch was "
+                f"superseded{resume.where()}"), resume
+        return None
 
     def _broken_rule(self, d: Decision) -> RuleViolation | None:
         try:
@@ -345,6 +414,10 @@ class DecisionRejected(BaseModel):
     decision_id: EchoText | None = Field(description="Its decision_id, when it could be read.")
     errors: BoundedViolations = Field(description=ERRORS_DOC)
     rejected_at: datetime = Field(description="When the recorder rejected it.")
+    resume: Resume | None = Field(
+        default=None, description="Set when a correction made the decision stale "
+        "(parent_superseded, plan_rolled_back): the correction and the decision to resume "
+        "under.")
 
 
 def read_persisted_root(data: bytes, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES

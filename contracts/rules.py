@@ -59,6 +59,11 @@ class Rule(StrEnum):
     SAFE_ARTIFACT_PATH = "safe_artifact_path"
     MAX_DELIVERIES = "max_deliveries"
     """Retries exhausted: every delivery of the message failed (each attempt's error listed)."""
+    # The current tree stays a tree (issue 8): nothing current under what a correction removed.
+    PARENT_SUPERSEDED = "parent_superseded"
+    """The parent was superseded by a revert: resume under the replacement decision."""
+    PLAN_ROLLED_BACK = "plan_rolled_back"
+    """The plan was rolled back by a revert of the decision that spawned it."""
 
 
 class RuleViolation(BaseModel):

@@ -28,6 +28,11 @@ class LRUCache(Generic[K, V]):
         if len(self._data) > self._capacity:
             self._data.popitem(last=False)
 
+    def get(self, key: K) -> V | None:
+        if key not in self._data:
+            return None
+        return self[key]
+
     def __len__(self) -> int:
         return len(self._data)
 
