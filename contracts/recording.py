@@ -215,8 +215,9 @@ class Resume(BaseModel):
     def where(self) -> str:
         """The sentence's tail naming both, for the violation message."""
         by = f" by correction {self.correction_id}" if self.correction_id else ""
-        then = (f"; resume under decision {self.replacement_decision_id}"
-                f" (plan {self.plan_id})" if self.replacement_decision_id else "")
+        plan = f" (plan {self.plan_id})" if self.plan_id else ""
+        then = (f"; resume under decision {self.replacement_decision_id}{plan}"
+                if self.replacement_decision_id else "")
         return f"{by}{then}"
 
 
