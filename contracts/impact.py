@@ -134,13 +134,15 @@ class Family:
     plan; for a plan recorded before parents were (no recorded parent), only if it is
     neither the target's plan nor the naming decision's, and did not begin before the
     naming decision (a plan that began on its own was not spawned by it). A declared
-    dependent is followed only inside the naming decision's own plan and after it in
-    sequence: so never into another plan (a child plan's decisions are reached through
-    the plan itself) and never to an ancestor of the target, which always precedes it."""
+    dependent is followed only inside the naming decision's own plan (a child plan's
+    decisions are reached through the plan itself), and in the target's plan only if it
+    was recorded after the target: every ancestor of the target was recorded before it
+    (sequence numbers follow the tree), and so was nothing that depends on it."""
 
     def __init__(self, target_decision_id: str) -> None:
         self.target_decision_id = target_decision_id
         self.target_plan: str | None = None
+        self.target_sequence: int | None = None
         self.claimants: dict[str, list[DecisionView]] = defaultdict(list)
         """Child plan -> every affected decision that named it."""
         self.namers: dict[str, list[DecisionView]] = defaultdict(list)
@@ -151,6 +153,7 @@ class Family:
     def visited(self, view: DecisionView) -> None:
         if view.decision_id == self.target_decision_id:
             self.target_plan = view.plan_id
+            self.target_sequence = view.sequence_number
 
     def note_edges(self, view: DecisionView) -> None:
         """Every edge of an affected decision counts, seen or not: a node refused by one
@@ -171,7 +174,9 @@ class Family:
     def dependent_ok(self, view: DecisionView) -> bool:
         if view.decision_id in self.children or view.decision_id == self.target_decision_id:
             return True
-        return any(_depends(view, by) for by in self.namers.get(view.decision_id, ()))
+        return any(view.plan_id == by.plan_id for by in self.namers.get(view.decision_id, ())) \
+            and (view.plan_id != self.target_plan or view.sequence_number is None
+                 or self.target_sequence is None or view.sequence_number > self.target_sequence)
 
 
 def _claims(by: DecisionView, plan_id: str, link: PlanLink, target_plan: str | None) -> bool:
@@ -181,15 +186,6 @@ def _claims(by: DecisionView, plan_id: str, link: PlanLink, target_plan: str | N
     if link.parent_plan_id is not None:
         return link.parent_plan_id == by.plan_id
     return link.began_at is None or by.created_at is None or link.began_at >= by.created_at
-
-
-def _depends(view: DecisionView, by: DecisionView) -> bool:
-    """May `by` take the walk to its declared dependent `view`? See Family."""
-    if view.plan_id != by.plan_id:
-        return False
-    if view.sequence_number is None or by.sequence_number is None:
-        return True
-    return view.sequence_number > by.sequence_number
 
 
 def child_order(decisions: Iterable[Decision]) -> list[str]:

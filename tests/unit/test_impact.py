@@ -121,8 +121,9 @@ def test_a_cycle_of_dependents_does_not_loop() -> None:
     tree = (dec(0), dec(1, 0, deps=[2]), dec(2, 0, deps=[3]), dec(3, 0, deps=[1, 2, 3]))
     result = impact(1, *tree)
     assert result.affected_decision_ids == ids(1, 2, 3)
-    # Backward edges (to decisions recorded before the namer) are not followed (issue 8).
+    # Never to decisions recorded before the target, its ancestors among them (issue 8).
     assert impact(3, *tree).affected_decision_ids == ids(3)
+    assert impact(2, *tree).affected_decision_ids == ids(2, 3)
 
 
 def test_child_plans_are_followed_transitively() -> None:
@@ -369,16 +370,18 @@ def closure(target: str, graph: ImpactGraph) -> tuple[set[str], set[str]]:
     def current(i: str) -> bool:
         return i in graph.decisions and not graph.decisions[i].superseded
 
+    t = graph.decisions[target]
+
     def later_in_plan(dep: str, by: DecisionView) -> bool:
         v = graph.decisions[dep]
         return v.plan_id == by.plan_id and (
-            v.sequence_number is None or by.sequence_number is None
-            or v.sequence_number > by.sequence_number)
+            v.plan_id != t.plan_id or v.sequence_number is None
+            or t.sequence_number is None or v.sequence_number > t.sequence_number)
 
     def spawned(p: str, by: DecisionView) -> bool:
         link = graph.plan_links.get(p)
         began = link.began_at if link else None
-        return p not in (graph.decisions[target].plan_id, by.plan_id) and (
+        return p not in (t.plan_id, by.plan_id) and (
             began is None or by.created_at is None or began >= by.created_at)
 
     affected: set[str] = {target}
