@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from pymongo import ReturnDocument
@@ -20,7 +20,7 @@ from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from contracts.decision import STORED, Decision
 from contracts.plans import PlanStatus
-from contracts.recording import Candidate, Resume, Stored, StoredFacts
+from contracts.recording import Candidate, PlanClaim, Resume, Stored, StoredFacts
 from store.cache import LRUCache
 from store.database import CORRECTION_ATTEMPTS, DECISIONS, PLANS, Document, find_by_ids
 from store.errors import ResourceNotFoundError, RestrictViolation
@@ -53,6 +53,35 @@ def from_document(doc: Document) -> Decision:
     # What is stored was accepted under the rules of its day: it must load even if a
     # later rule (safe_artifact_path) would refuse it now.
     return Decision.model_validate(fields, context={STORED: True})
+
+
+PLAN_FACTS = {"epoch": 1, "status": 1, "rolled_back_by": 1, "parent_plan_id": 1,
+              "spawned_from_decision_id": 1, "spawned_at": 1, "named_parent_plan_id": 1,
+              "root_created_at": 1}
+MAX_PLAN_DEPTH = 64
+"""How many generations of parent plans a claim's ancestor check reads at most."""
+
+
+def _claim(doc: Document) -> PlanClaim:
+    return PlanClaim(doc.get("parent_plan_id"), doc.get("spawned_from_decision_id"),
+                     _utc(doc.get("spawned_at")), doc.get("named_parent_plan_id"),
+                     _utc(doc.get("root_created_at")))
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    """BSON dates come back naive unless the client is tz-aware: compare in UTC."""
+    if value is None or value.tzinfo is not None:
+        return value
+    return value.replace(tzinfo=UTC)
+
+
+def _chain(plan_id: str, parent: Mapping[str, str | None]) -> list[str]:
+    """The plan and its known ancestors, ending at the first plan whose parent is unknown
+    (it is then the last entry) or absent; a cycle in old data ends it too."""
+    out = [plan_id]
+    while (p := parent.get(out[-1])) is not None and p not in out:
+        out.append(p)
+    return out
 
 
 class StaleFacts(Exception):
@@ -144,9 +173,10 @@ class DecisionRepository:
         parents = {p for c in candidates
                    if (p := c.decision.parent_decision_id) is not None and p not in ids}
         plans = {c.decision.plan_id for c in candidates}
+        claimed = {p for c in candidates for p in c.decision.downstream_plan_ids}
         existing_docs, plan_docs, root_docs, blocked = await asyncio.gather(
             find_by_ids(self._decisions, ids, {"content_hash": 1, "recorded_from": 1}),
-            find_by_ids(self._plans, plans, {"epoch": 1, "status": 1, "rolled_back_by": 1}),
+            find_by_ids(self._plans, plans | claimed, PLAN_FACTS),
             # Served by the partial unique index one_root_per_plan.
             self._decisions.find(
                 {"plan_id": {"$in": list(plans)}, "decision_type": "prompt_definition",
@@ -155,7 +185,8 @@ class DecisionRepository:
             blocking_violations(self._db, plans))
         existing = {d["_id"]: Stored(d.get("content_hash", ""), d.get("recorded_from", -1))
                     for d in existing_docs}
-        epochs = {d["_id"]: int(d.get("epoch", 0)) for d in plan_docs}
+        epochs = {d["_id"]: int(d.get("epoch", 0)) for d in plan_docs if d["_id"] in plans}
+        claims = {d["_id"]: _claim(d) for d in plan_docs}
         rolled = {d["_id"]: d.get("rolled_back_by") for d in plan_docs
                   if d.get("status") == PlanStatus.ROLLED_BACK.value}
         plan_of: dict[str, str] = {}
@@ -173,9 +204,29 @@ class DecisionRepository:
                 self._plan_of[d["_id"]] = (d["plan_id"], epochs.get(d["plan_id"], 0))
         superseded, rolled_back = await self._resumes(superseded_by, rolled)
         roots = {d["plan_id"]: d["_id"] for d in root_docs}
+        claiming = {c.decision.plan_id for c in candidates if c.decision.downstream_plan_ids}
+        named = {x for c in candidates for x in c.decision.downstream_decision_ids} - ids
+        ancestors, dependents = await asyncio.gather(
+            self._ancestors(claiming, claims), find_by_ids(self._decisions, named, {"plan_id": 1}))
         return StoredFacts(existing=existing, plan_of=plan_of, root_of_plan=roots,
                            blocked_plans=blocked, superseded=superseded,
-                           rolled_back=rolled_back, epochs=epochs)
+                           rolled_back=rolled_back, epochs=epochs, claims=claims,
+                           plan_ancestors=ancestors,
+                           dependent_plan={d["_id"]: d["plan_id"] for d in dependents})
+
+    async def _ancestors(self, plans: set[str], known: dict[str, PlanClaim]
+                         ) -> dict[str, frozenset[str]]:
+        """Each plan's ancestors by recorded parents: one read per generation, and only
+        for plans that claim a child plan (rare)."""
+        parent = {p: c.parent_plan_id for p, c in known.items()}
+        for _ in range(MAX_PLAN_DEPTH):
+            wanted = {q for p in plans for q in _chain(p, parent) if q not in parent}
+            if not wanted:
+                break
+            docs = await find_by_ids(self._plans, wanted, {"parent_plan_id": 1})
+            parent.update({w: None for w in wanted})
+            parent.update({d["_id"]: d.get("parent_plan_id") for d in docs})
+        return {p: frozenset(_chain(p, parent)) - {p} for p in plans}
 
     async def _resumes(self, superseded_by: dict[str, str], rolled: dict[str, str | None]
                        ) -> tuple[dict[str, Resume], dict[str, Resume]]:
@@ -292,8 +343,44 @@ class DecisionRepository:
         written = [d for _, d in numbered]
         for d in written:
             if d.is_root:
-                await self._plans.update_one(
-                    {"_id": d.plan_id},
-                    {"$set": {"root_decision_id": d.decision_id, "project": d.project,
-                              "action_template": d.action_template}}, session=session)
+                await self._record_root(d, session)
+            for p in d.downstream_plan_ids:
+                await self._record_claim(d, p, now, session)
         return written
+
+    async def _record_root(self, d: Decision, session: AsyncClientSession) -> None:
+        """The root on its plan's record, conditional on the claim the facts saw: a claim
+        committed since (by a decision created after this root, or from another plan
+        than the root names) makes the batch plan again."""
+        cond: list[dict[str, Any]] = [
+            {"$or": [{"spawned_at": None}, {"spawned_at": {"$lte": d.created_at}}]}]
+        if d.parent_plan_id is not None:
+            cond.append({"$or": [{"parent_plan_id": None},
+                                 {"parent_plan_id": d.parent_plan_id}]})
+        res = await self._plans.update_one(
+            {"_id": d.plan_id, "$and": cond},
+            {"$set": {"root_decision_id": d.decision_id, "project": d.project,
+                      "action_template": d.action_template, "root_created_at": d.created_at,
+                      "named_parent_plan_id": d.parent_plan_id}}, session=session)
+        if res.matched_count != 1:
+            raise StaleFacts(f"plan {d.plan_id} was claimed since its facts were read")
+
+    async def _record_claim(self, d: Decision, plan_id: str, now: datetime,
+                            session: AsyncClientSession) -> None:
+        """`d` spawned `plan_id`: its parent on the child's record. The filter is the
+        claim rules again, so a claim or root committed since the facts were read fails
+        the match, the upsert then collides with the existing _id (DuplicateKeyError)
+        and the batch plans again: two claims of one plan can never both stand."""
+        await self._plans.update_one(
+            {"_id": plan_id, "$and": [
+                {"$or": [{"parent_plan_id": None},
+                         {"parent_plan_id": d.plan_id,
+                          "spawned_from_decision_id": d.decision_id}]},
+                {"$or": [{"named_parent_plan_id": None}, {"named_parent_plan_id": d.plan_id}]},
+                {"$or": [{"root_created_at": None},
+                         {"root_created_at": {"$gte": d.created_at}}]}]},
+            {"$set": {"parent_plan_id": d.plan_id, "spawned_from_decision_id": d.decision_id,
+                      "spawned_at": d.created_at},
+             "$setOnInsert": {"created_at": now, "status": PlanStatus.ACTIVE.value,
+                              "next_sequence": 0}},
+            upsert=True, session=session)
