@@ -243,7 +243,7 @@ class StoredFacts:
 
     existing: Mapping[str, Stored]       # for the decision_ids in the batch
     plan_of: Mapping[str, str]           # decision_id -> plan_id, for stored parents
-    root_of_plan: Mapping[str, str]      # plan_id -> root decision_id, for plans in the batch
+    root_of_plan: Mapping[str, str]      # plan_id -> root decision_id, for the batch's roots' plans
     # plan_id -> its unresolved blocking violations, for blocked plans in the batch
     blocked_plans: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     # stored parent decision_id -> where to resume, for parents a revert superseded

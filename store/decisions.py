@@ -177,10 +177,7 @@ class DecisionRepository:
         existing_docs, plan_docs, root_docs, blocked = await asyncio.gather(
             find_by_ids(self._decisions, ids, {"content_hash": 1, "recorded_from": 1}),
             find_by_ids(self._plans, plans | claimed, PLAN_FACTS),
-            # Served by the partial unique index one_root_per_plan.
-            self._decisions.find(
-                {"plan_id": {"$in": list(plans)}, "decision_type": "prompt_definition",
-                 "is_correction": False}, {"plan_id": 1}).to_list(),
+            self._roots({c.decision.plan_id for c in candidates if c.decision.is_root}),
             # Never cached: a violation reported or resolved a moment ago counts.
             blocking_violations(self._db, plans))
         existing = {d["_id"]: Stored(d.get("content_hash", ""), d.get("recorded_from", -1))
@@ -213,6 +210,17 @@ class DecisionRepository:
                            rolled_back=rolled_back, epochs=epochs, claims=claims,
                            plan_ancestors=ancestors,
                            dependent_plan={d["_id"]: d["plan_id"] for d in dependents})
+
+    async def _roots(self, plans: set[str]) -> list[Document]:
+        """Stored roots, only for the plans a root of the batch would join: no other
+        decision needs one, so a batch without roots skips the query. Served by the
+        partial unique index one_root_per_plan."""
+        if not plans:
+            return []
+        found: list[Document] = await self._decisions.find(
+            {"plan_id": {"$in": list(plans)}, "decision_type": "prompt_definition",
+             "is_correction": False}, {"plan_id": 1}).to_list()
+        return found
 
     async def _ancestors(self, plans: set[str], known: dict[str, PlanClaim]
                          ) -> dict[str, frozenset[str]]:
