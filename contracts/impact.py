@@ -5,7 +5,8 @@ superseded), following three kinds of edge, in this order for each decision:
 its children by parent link, its declared dependents (`downstream_decision_ids`),
 and the child plans it spawned (`downstream_plan_ids`), whose root decisions are
 then followed in turn, so child plans are reached transitively. Every node is
-visited once, so a cycle among declared dependents cannot loop.
+visited once, so a cycle among declared dependents cannot loop. The last two edges
+never leave the target's plan family (`Family`), whatever was recorded.
 
 The store never hands over a whole plan: `ImpactWalk.expand` lets it fetch
 one BFS level per round trip (the views of the frontier's decisions and the roots

@@ -185,7 +185,7 @@ class DecisionRepository:
         epochs = {d["_id"]: int(d.get("epoch", 0)) for d in plan_docs if d["_id"] in plans}
         claims = {d["_id"]: _claim(d) for d in plan_docs}
         rolled = {d["_id"]: d.get("rolled_back_by") for d in plan_docs
-                  if d.get("status") == PlanStatus.ROLLED_BACK.value}
+                  if d["_id"] in plans and d.get("status") == PlanStatus.ROLLED_BACK.value}
         plan_of: dict[str, str] = {}
         for p in parents:
             cached = self._plan_of.get(p)
