@@ -272,6 +272,10 @@ class Decision(_Frozen):
     action_template: str | None = Field(
         default=None, description="Action template the plan uses (root prompt_definition only)."
     )
+    parent_plan_id: Ulid | None = Field(
+        default=None, description="The plan that spawned this one (root prompt_definition "
+        "only, optional): must agree with the decision that names this plan in its "
+        "downstream_plan_ids.")
 
     @field_validator("sequence_number")
     @classmethod
@@ -332,6 +336,12 @@ def cross_field_violations(d: Decision) -> list[InitErrorDetails]:
     if d.corrects_decision_id is not None and not d.is_correction:
         broken.append(_broken(Rule.TARGET_NEEDS_CORRECTION_FLAG, "is_correction",
                               "corrects_decision_id is set, so is_correction must be True"))
+    if d.parent_plan_id is not None and not d.is_root:
+        broken.append(_broken(Rule.CHILD_PLAN_CLAIM, "parent_plan_id",
+                              "only the root prompt_definition names its parent plan"))
+    if d.parent_plan_id is not None and d.parent_plan_id == d.plan_id:
+        broken.append(_broken(Rule.CHILD_PLAN_CLAIM, "parent_plan_id",
+                              "a plan cannot be its own parent"))
     if d.parent_decision_id is not None and d.parent_decision_id == d.decision_id:
         broken.append(_broken(Rule.PARENT_EXISTS, "parent_decision_id",
                               "a decision cannot be its own parent"))

@@ -5,7 +5,8 @@ superseded), following three kinds of edge, in this order for each decision:
 its children by parent link, its declared dependents (`downstream_decision_ids`),
 and the child plans it spawned (`downstream_plan_ids`), whose root decisions are
 then followed in turn, so child plans are reached transitively. Every node is
-visited once, so a cycle among declared dependents cannot loop.
+visited once, so a cycle among declared dependents cannot loop. The last two edges
+never leave the target's plan family (`Family`), whatever was recorded.
 
 The store never hands over a whole plan: `ImpactWalk.expand` lets it fetch
 one BFS level per round trip (the views of the frontier's decisions and the roots
@@ -90,6 +91,8 @@ class DecisionView:
     parent_decision_id: str | None = None
     created_at: datetime | None = None
     superseded: bool = False
+    plan_id: str | None = None
+    sequence_number: int | None = None
 
     @classmethod
     def from_decision(cls, decision: Decision, children: Sequence[str] = ()) -> DecisionView:
@@ -103,6 +106,8 @@ class DecisionView:
             parent_decision_id=decision.parent_decision_id,
             created_at=decision.created_at,
             superseded=decision.superseded_by is not None,
+            plan_id=decision.plan_id,
+            sequence_number=decision.sequence_number,
         )
 
     def edges(self) -> tuple[Ref, ...]:
@@ -111,6 +116,77 @@ class DecisionView:
             *(Ref(NodeKind.DECISION, d) for d in self.dependents),
             *(Ref(NodeKind.PLAN, p) for p in self.child_plans),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class PlanLink:
+    """What the walk needs to know about a plan named as a child plan: its recorded
+    parent (plans collection; None for data recorded before claims were recorded) and
+    when its first decision was created (None: no decision yet)."""
+
+    parent_plan_id: str | None = None
+    began_at: datetime | None = None
+
+
+class Family:
+    """The walk never leaves the target's plan family (issue 8).
+
+    A named child plan is followed only if its recorded parent is the naming decision's
+    plan; for a plan recorded before parents were (no recorded parent), only if it is
+    neither the target's plan nor the naming decision's, and did not begin before the
+    naming decision (a plan that began on its own was not spawned by it). A declared
+    dependent is followed only inside the naming decision's own plan (a child plan's
+    decisions are reached through the plan itself), and in the target's plan only if it
+    was recorded after the target: every ancestor of the target was recorded before it
+    (sequence numbers follow the tree), and so was nothing that depends on it."""
+
+    def __init__(self, target_decision_id: str) -> None:
+        self.target_decision_id = target_decision_id
+        self.target_plan: str | None = None
+        self.target_sequence: int | None = None
+        self.claimants: dict[str, list[DecisionView]] = defaultdict(list)
+        """Child plan -> every affected decision that named it."""
+        self.namers: dict[str, list[DecisionView]] = defaultdict(list)
+        """Dependent decision -> every affected decision that declared it."""
+        self.children: set[str] = set()
+        """Children of affected decisions, and roots of plans entered: always followed."""
+
+    def visited(self, view: DecisionView) -> None:
+        if view.decision_id == self.target_decision_id:
+            self.target_plan = view.plan_id
+            self.target_sequence = view.sequence_number
+
+    def note_edges(self, view: DecisionView) -> None:
+        """Every edge of an affected decision counts, seen or not: a node refused by one
+        namer is followed if any affected namer allows it, whatever the BFS order."""
+        self.children.update(view.children)
+        for d in view.dependents:
+            self.namers[d].append(view)
+        for p in view.child_plans:
+            self.claimants[p].append(view)
+
+    def entered(self, roots: Iterable[str]) -> None:
+        self.children.update(roots)
+
+    def plan_ok(self, plan_id: str, link: PlanLink | None) -> bool:
+        return any(_claims(by, plan_id, link or PlanLink(), self.target_plan)
+                   for by in self.claimants.get(plan_id, ()))
+
+    def dependent_ok(self, view: DecisionView) -> bool:
+        if view.decision_id in self.children or view.decision_id == self.target_decision_id:
+            return True
+        return any(view.plan_id == by.plan_id for by in self.namers.get(view.decision_id, ())) \
+            and (view.plan_id != self.target_plan or view.sequence_number is None
+                 or self.target_sequence is None or view.sequence_number > self.target_sequence)
+
+
+def _claims(by: DecisionView, plan_id: str, link: PlanLink, target_plan: str | None) -> bool:
+    """May `by` take the walk into `plan_id`? See Family."""
+    if plan_id in (target_plan, by.plan_id):
+        return False
+    if link.parent_plan_id is not None:
+        return link.parent_plan_id == by.plan_id
+    return link.began_at is None or by.created_at is None or link.began_at >= by.created_at
 
 
 def child_order(decisions: Iterable[Decision]) -> list[str]:
@@ -130,10 +206,18 @@ class ImpactGraph:
 
     decisions: Mapping[str, DecisionView]
     plan_roots: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    plan_links: Mapping[str, PlanLink] = field(default_factory=dict)
 
     @classmethod
-    def from_decisions(cls, decisions: Iterable[Decision]) -> ImpactGraph:
+    def from_decisions(cls, decisions: Iterable[Decision],
+                       plan_parents: Mapping[str, str] | None = None) -> ImpactGraph:
+        """`plan_parents`: the recorded parent of each child plan (plans collection)."""
         all_ = list(decisions)
+        began: dict[str, datetime] = {}
+        for d in all_:
+            if d.parent_decision_id is None and d.created_at is not None:
+                began[d.plan_id] = min(began.get(d.plan_id, d.created_at), d.created_at)
+        parents = plan_parents or {}
         current = [d for d in all_ if d.superseded_by is None]
         by_parent: dict[str | None, list[Decision]] = defaultdict(list)
         roots: dict[str, list[Decision]] = defaultdict(list)
@@ -149,6 +233,8 @@ class ImpactGraph:
                 for d in all_
             },
             plan_roots={p: tuple(child_order(rs)) for p, rs in roots.items()},
+            plan_links={p: PlanLink(parents.get(p), began.get(p))
+                        for p in {*began, *parents}},
         )
 
 
@@ -173,6 +259,7 @@ class ImpactWalk:
         self._seen: set[Ref] = {first}
         self._affected: list[DecisionView] = []
         self._plans: list[str] = []
+        self._family = Family(target_decision_id)
         self.rounds = 0
 
     @property
@@ -205,21 +292,34 @@ class ImpactWalk:
         self,
         decisions: Mapping[str, DecisionView],
         plan_roots: Mapping[str, Sequence[str]],
+        plan_links: Mapping[str, PlanLink] | None = None,
     ) -> tuple[Ref, ...]:
         """Visit one BFS level in order; return the next frontier.
 
         `decisions` holds the views of `decision_ids_wanted` that exist (extra entries
-        are ignored); `plan_roots` the current roots of `plan_ids_wanted`.
+        are ignored); `plan_roots` the current roots of `plan_ids_wanted`, `plan_links`
+        their recorded parents and first decisions (missing: none recorded).
         """
         nxt: list[Ref] = []
+        links = plan_links or {}
         for ref in self._frontier:
             if ref.kind is NodeKind.PLAN:
+                if not self._family.plan_ok(ref.id, links.get(ref.id)):
+                    self._seen.discard(ref)  # another claimant may still take it
+                    continue
+                self._plans.append(ref.id)
+                self._family.entered(plan_roots.get(ref.id, ()))
                 edges: Iterable[Ref] = (
                     Ref(NodeKind.DECISION, r) for r in plan_roots.get(ref.id, ()))
             else:
                 view = decisions.get(ref.id)
                 if view is None or not _follow(view, ref, self.target_decision_id):
                     continue
+                if not self._family.dependent_ok(view):
+                    # Not this way; it may still be reached as a child of the subtree.
+                    self._seen.discard(ref)
+                    continue
+                self._family.visited(view)
                 self._affected.append(view)
                 if self.limit is not None and len(self._affected) > self.limit:
                     # Too big to correct: stop here rather than read the rest of a
@@ -229,12 +329,11 @@ class ImpactWalk:
                     self.rounds += 1
                     return self._frontier
                 edges = view.edges()
+                self._family.note_edges(view)
             for edge in edges:
                 if edge not in self._seen:
                     self._seen.add(edge)
                     nxt.append(edge)
-                    if edge.kind is NodeKind.PLAN:
-                        self._plans.append(edge.id)
         self._frontier = tuple(nxt)
         self.rounds += 1
         return self._frontier
@@ -254,6 +353,7 @@ def walk_graph(target_decision_id: str, graph: ImpactGraph) -> ImpactWalk:
         walk.expand(
             {i: v for i, v in found if v is not None},
             {p: graph.plan_roots.get(p, ()) for p in walk.plan_ids_wanted},
+            {p: link for p in walk.plan_ids_wanted if (link := graph.plan_links.get(p))},
         )
     return walk
 
@@ -470,23 +570,32 @@ def compute_impact(
     seen = {start}
     affected: list[DecisionView] = []
     plans: list[str] = []
+    family = Family(target_decision_id)
     while queue:
         ref = queue.popleft()
         if ref.kind is NodeKind.PLAN:
+            if not family.plan_ok(ref.id, graph.plan_links.get(ref.id)):
+                seen.discard(ref)
+                continue
+            plans.append(ref.id)
+            family.entered(graph.plan_roots.get(ref.id, ()))
             nexts: Iterable[Ref] = (
                 Ref(NodeKind.DECISION, r) for r in graph.plan_roots.get(ref.id, ()))
         else:
             view = graph.decisions.get(ref.id)
             if view is None or not _follow(view, ref, target_decision_id):
                 continue
+            if not family.dependent_ok(view):
+                seen.discard(ref)
+                continue
+            family.visited(view)
             affected.append(view)
             nexts = view.edges()
+            family.note_edges(view)
         for n in nexts:
             if n not in seen:
                 seen.add(n)
                 queue.append(n)
-                if n.kind is NodeKind.PLAN:
-                    plans.append(n.id)
     return _impact(target_decision_id, affected, plans, durations)
 
 

@@ -64,7 +64,12 @@ def content_hash(decision: Decision) -> str:
     """What identifies a decision's content: every field but created_at and the
     recorder-assigned ones, so a publisher retry stamped at a later time is still the
     same decision, while a different choice under a reused ID is a conflict."""
-    body = decision.model_dump_json(exclude={"created_at", "sequence_number"})
+    # parent_plan_id came later (issue 8): left out while unset, so a decision stored
+    # before it existed still hashes the same when redelivered.
+    skip = {"created_at", "sequence_number"}
+    if decision.parent_plan_id is None:
+        skip.add("parent_plan_id")
+    body = decision.model_dump_json(exclude=skip)
     return "sha256:" + hashlib.sha256(body.encode()).hexdigest()
 
 
@@ -199,18 +204,68 @@ class Stored:
     recorded_from: int  # stream sequence of the message that wrote it
 
 
+class Resume(BaseModel):
+    """Where an agent whose decision a correction made stale goes on: the correction that
+    removed its parent (or its plan) and the decision that replaced what was removed."""
+
+    model_config = ConfigDict(frozen=True)
+
+    correction_id: EchoText | None = Field(
+        default=None, description="The correction that superseded the parent or rolled the "
+        "plan back; None if the store no longer names it.")
+    replacement_decision_id: EchoText | None = Field(
+        default=None, description="The decision that replaced the removed subtree: record "
+        "new children under it.")
+    plan_id: EchoText | None = Field(
+        default=None, description="The plan of the replacement decision (for a rolled-back "
+        "child plan, its parent plan).")
+
+    def where(self) -> str:
+        """The sentence's tail naming both, for the violation message."""
+        by = f" by correction {self.correction_id}" if self.correction_id else ""
+        plan = f" (plan {self.plan_id})" if self.plan_id else ""
+        then = (f"; resume under decision {self.replacement_decision_id}{plan}"
+                if self.replacement_decision_id else "")
+        return f"{by}{then}"
+
+
+@dataclass(frozen=True, slots=True)
+class PlanClaim:
+    """What the plans collection says of a plan a batch claims or records into."""
+
+    parent_plan_id: str | None = None
+    spawned_from_decision_id: str | None = None
+    spawned_at: datetime | None = None          # created_at of the claiming decision
+    named_parent_plan_id: str | None = None     # what its root says (Decision.parent_plan_id)
+    began_at: datetime | None = None            # created_at of its root, once recorded
+
+
 @dataclass(frozen=True, slots=True)
 class StoredFacts:
     """What the store knows that the tree rules need, fetched once per batch."""
 
     existing: Mapping[str, Stored]       # for the decision_ids in the batch
     plan_of: Mapping[str, str]           # decision_id -> plan_id, for stored parents
-    root_of_plan: Mapping[str, str]      # plan_id -> root decision_id, for plans in the batch
+    root_of_plan: Mapping[str, str]      # plan_id -> root decision_id, for the batch's roots' plans
     # plan_id -> its unresolved blocking violations, for blocked plans in the batch
     blocked_plans: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     # plan_id -> its ancestor plans, parent first, for plans in the batch with a parent:
     # a parent's blocking violation blocks its child plans too
-    ancestors: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    blocking_ancestors: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # stored parent decision_id -> where to resume, for parents a revert superseded
+    superseded: Mapping[str, Resume] = field(default_factory=dict)
+    # plan_id -> where to resume, for plans of the batch a revert rolled back
+    rolled_back: Mapping[str, Resume] = field(default_factory=dict)
+    # plan_id -> its correction epoch when these facts were read (absent: 0). The
+    # recorder's transaction compares it with the counter document it writes, so a revert
+    # that committed after the facts were read makes the batch plan again.
+    epochs: Mapping[str, int] = field(default_factory=dict)
+    # plan_id -> its claim record, for the batch's plans and the plans it claims
+    claims: Mapping[str, PlanClaim] = field(default_factory=dict)
+    # plan_id -> its ancestor plans by recorded parents, for the batch's claiming plans
+    plan_ancestors: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    # decision_id -> plan_id, for stored decisions the batch names as dependents
+    dependent_plan: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -229,6 +284,8 @@ class BatchPlan:
     duplicate: list[Candidate] = field(default_factory=list)
     reject: list[tuple[Candidate, tuple[RuleViolation, ...]]] = field(default_factory=list)
     wait: list[Candidate] = field(default_factory=list)
+    resume: dict[int, Resume] = field(default_factory=dict)
+    """By stream sequence: where a decision refused by a correction's rule should go."""
 
 
 def plan_batch(candidates: Sequence[Candidate], facts: StoredFacts) -> BatchPlan:
@@ -238,7 +295,9 @@ def plan_batch(candidates: Sequence[Candidate], facts: StoredFacts) -> BatchPlan
     # Accept in dependency order: a child whose parent is in the batch waits for the
     # parent's verdict; stop when a pass decides nothing more.
     tree = _TreeState(dict(facts.plan_of), dict(facts.root_of_plan), facts.blocked_plans,
-                      facts.ancestors)
+                      facts.superseded, facts.rolled_back, claims=dict(facts.claims),
+                      ancestors=facts.plan_ancestors, dependent_plan=facts.dependent_plan,
+                      blocking_ancestors=facts.blocking_ancestors)
     pending = fresh
     while pending:
         undecided = [c for c in pending if not tree.decide(c, plan)]
@@ -281,30 +340,150 @@ class _TreeState:
     plan_of: dict[str, str]
     roots: dict[str, str]
     blocked: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    ancestors: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    superseded: Mapping[str, Resume] = field(default_factory=dict)
+    rolled_back: Mapping[str, Resume] = field(default_factory=dict)
     rejected: set[str] = field(default_factory=set)
+    stale: dict[str, Resume] = field(default_factory=dict)
+    """Decisions of the batch refused as stale: their children are stale too."""
+    claims: dict[str, PlanClaim] = field(default_factory=dict)
+    ancestors: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    dependent_plan: Mapping[str, str] = field(default_factory=dict)
+    blocking_ancestors: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def decide(self, c: Candidate, plan: BatchPlan) -> bool:
         """Accept or reject `c`, or return False if its parent is still undecided."""
         d = c.decision
+        stale = self._stale(d)
+        if stale is not None:
+            violation, resume = stale
+            self.rejected.add(d.decision_id)
+            self.stale[d.decision_id] = resume
+            plan.reject.append((c, (violation,)))
+            plan.resume[c.stream_sequence] = resume
+            return True
         broken = self._broken_rule(d)
         if broken is None and d.parent_decision_id is not None \
                 and d.parent_decision_id not in self.plan_of:
             return False
         if broken is None:
+            broken = self._family_rule(d)
+        if broken is None:
             self.plan_of[d.decision_id] = d.plan_id
             if d.is_root:
                 self.roots[d.plan_id] = d.decision_id
+            self._note_family(d)
             plan.accept.append(c)
         else:
             self.rejected.add(d.decision_id)
             plan.reject.append((c, (broken,)))
         return True
 
+    def _stale(self, d: Decision) -> tuple[RuleViolation, Resume] | None:
+        """A decision a correction already made stale: its plan was rolled back, or its
+        parent superseded. Checked first, since it tells the agent where to go on."""
+        resume = self.rolled_back.get(d.plan_id)
+        if resume is not None:
+            return RuleViolation(
+                rule=Rule.PLAN_ROLLED_BACK, field="plan_id",
+                message=f"plan {d.plan_id} was rolled back{resume.where()}"), resume
+        parent = d.parent_decision_id
+        resume = self.superseded.get(parent) if parent is not None else None
+        if resume is not None:
+            return RuleViolation(
+                rule=Rule.PARENT_SUPERSEDED, field="parent_decision_id",
+                message=f"parent {parent} was superseded{resume.where()}"), resume
+        resume = self.stale.get(parent) if parent is not None else None
+        if resume is not None:
+            return RuleViolation(
+                rule=Rule.PARENT_SUPERSEDED, field="parent_decision_id",
+                message=f"parent {parent} was refused in the same batch: its branch was "
+                f"superseded{resume.where()}"), resume
+        return None
+
+    def _family_rule(self, d: Decision) -> RuleViolation | None:
+        """Issue 8: claims of child plans and declared dependents stay in the family.
+        Only what is provably wrong now is refused (a dependent not recorded yet is
+        allowed); the impact walk enforces the family whatever was recorded."""
+        if d.is_root:
+            broken = self._root_claim(d)
+            if broken is not None:
+                return broken
+        for p in d.downstream_plan_ids:
+            broken = self._claim(d, p)
+            if broken is not None:
+                return broken
+        for x in d.downstream_decision_ids:
+            broken = self._dependent(d, x)
+            if broken is not None:
+                return broken
+        return None
+
+    def _root_claim(self, d: Decision) -> RuleViolation | None:
+        link = self.claims.get(d.plan_id, PlanClaim())
+        if d.parent_plan_id is not None and link.parent_plan_id not in (None, d.parent_plan_id):
+            return _claim_violation("parent_plan_id", f"plan {d.plan_id} was spawned from plan "
+                                    f"{link.parent_plan_id}, not {d.parent_plan_id}")
+        if link.spawned_at is not None and d.created_at < link.spawned_at:
+            return _claim_violation(
+                "created_at", f"plan {d.plan_id} was spawned by decision "
+                f"{link.spawned_from_decision_id} at {link.spawned_at.isoformat()}; its root "
+                "cannot have been created before that")
+        return None
+
+    def _claim(self, d: Decision, p: str) -> RuleViolation | None:
+        if p == d.plan_id:
+            return _claim_violation("downstream_plan_ids", f"plan {p} cannot spawn itself")
+        if p in self.ancestors.get(d.plan_id, frozenset()):
+            return _claim_violation("downstream_plan_ids",
+                                    f"plan {p} is an ancestor of plan {d.plan_id}")
+        link = self.claims.get(p, PlanClaim())
+        if link.parent_plan_id is not None and (
+                link.parent_plan_id != d.plan_id
+                or link.spawned_from_decision_id not in (None, d.decision_id)):
+            return _claim_violation(
+                "downstream_plan_ids", f"plan {p} was already spawned by decision "
+                f"{link.spawned_from_decision_id} of plan {link.parent_plan_id}")
+        if link.named_parent_plan_id not in (None, d.plan_id):
+            return _claim_violation("downstream_plan_ids", f"the root of plan {p} names plan "
+                                    f"{link.named_parent_plan_id} as its parent")
+        if link.began_at is not None and link.began_at < d.created_at:
+            return _claim_violation(
+                "downstream_plan_ids", f"plan {p} began on its own at "
+                f"{link.began_at.isoformat()}, before this decision")
+        return None
+
+    def _dependent(self, d: Decision, x: str) -> RuleViolation | None:
+        if x in (d.decision_id, d.parent_decision_id):
+            return RuleViolation(
+                rule=Rule.DOWNSTREAM_IN_FAMILY, field="downstream_decision_ids",
+                message=f"{x} is this decision or its parent, not a dependent")
+        plan_id = self.plan_of.get(x) or self.dependent_plan.get(x)
+        if plan_id is None or plan_id == d.plan_id:
+            return None
+        child = self.claims.get(plan_id, PlanClaim()).parent_plan_id == d.plan_id
+        if child or plan_id in d.downstream_plan_ids:
+            return None
+        return RuleViolation(
+            rule=Rule.DOWNSTREAM_IN_FAMILY, field="downstream_decision_ids",
+            message=f"decision {x} belongs to plan {plan_id}, which is neither plan "
+            f"{d.plan_id} nor one of its child plans")
+
+    def _note_family(self, d: Decision) -> None:
+        """What an accepted decision claims counts for the rest of the batch."""
+        if d.is_root:
+            old = self.claims.get(d.plan_id, PlanClaim())
+            self.claims[d.plan_id] = PlanClaim(
+                old.parent_plan_id, old.spawned_from_decision_id, old.spawned_at,
+                d.parent_plan_id or old.named_parent_plan_id, d.created_at)
+        for p in d.downstream_plan_ids:
+            old = self.claims.get(p, PlanClaim())
+            self.claims[p] = PlanClaim(d.plan_id, d.decision_id, d.created_at,
+                                       old.named_parent_plan_id, old.began_at)
+
     def _broken_rule(self, d: Decision) -> RuleViolation | None:
         try:
             check_not_blocked(d.plan_id, d.decision_type, self.blocked,
-                              self.ancestors.get(d.plan_id, ()))
+                              self.blocking_ancestors.get(d.plan_id, ()))
         except ReconciliationBlocked as exc:
             return RuleViolation(rule=Rule.RECONCILIATION_BLOCKED, field="decision_type",
                                  message=str(exc))
@@ -327,6 +506,10 @@ class _TreeState:
                 message=f"parent {parent} belongs to plan {self.plan_of[parent]}, "
                 f"not {d.plan_id}")
         return None
+
+
+def _claim_violation(field_name: str, message: str) -> RuleViolation:
+    return RuleViolation(rule=Rule.CHILD_PLAN_CLAIM, field=field_name, message=message)
 
 
 class DecisionPersisted(BaseModel):
@@ -365,6 +548,10 @@ class DecisionRejected(BaseModel):
     decision_id: EchoText | None = Field(description="Its decision_id, when it could be read.")
     errors: BoundedViolations = Field(description=ERRORS_DOC)
     rejected_at: datetime = Field(description="When the recorder rejected it.")
+    resume: Resume | None = Field(
+        default=None, description="Set when a correction made the decision stale "
+        "(parent_superseded, plan_rolled_back): the correction and the decision to resume "
+        "under.")
 
 
 def read_persisted_root(data: bytes, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES

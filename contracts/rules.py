@@ -59,6 +59,18 @@ class Rule(StrEnum):
     SAFE_ARTIFACT_PATH = "safe_artifact_path"
     MAX_DELIVERIES = "max_deliveries"
     """Retries exhausted: every delivery of the message failed (each attempt's error listed)."""
+    # The current tree stays a tree (issue 8): nothing current under what a correction removed.
+    PARENT_SUPERSEDED = "parent_superseded"
+    """The parent was superseded by a revert: resume under the replacement decision."""
+    PLAN_ROLLED_BACK = "plan_rolled_back"
+    """The plan was rolled back by a revert of the decision that spawned it."""
+    # A correction stays inside its plan family (issue 8).
+    CHILD_PLAN_CLAIM = "child_plan_claim"
+    """A plan has at most one parent, never itself or an ancestor, and never a plan that
+    began before the decision claiming it; a root naming its parent must agree."""
+    DOWNSTREAM_IN_FAMILY = "downstream_in_family"
+    """downstream_decision_ids names only decisions of the same plan (or of its child
+    plans), never the decision itself or its parent."""
 
 
 class RuleViolation(BaseModel):

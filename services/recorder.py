@@ -32,6 +32,7 @@ from contracts.recording import (
     DecisionRejected,
     Inbound,
     Invalid,
+    Resume,
     persisted_body,
     plan_batch,
     read_message,
@@ -139,6 +140,8 @@ class ReadBatch:
     now: datetime
     candidates: list[Candidate] = field(default_factory=list)
     letters: dict[int, DeadLetter] = field(default_factory=dict)
+    resume: dict[int, Resume] = field(default_factory=dict)
+    """By stream sequence: where the agent of a decision refused as stale goes on."""
 
     def reject(self, msg: Inbound, plan_id: str | None, decision_id: str | None,
                violations: Sequence[RuleViolation]) -> None:
@@ -199,13 +202,15 @@ class RecorderService:
         waiting: list[Candidate] = []
         todo = candidates
         for _ in range(RACE_RETRIES):
-            plan = plan_batch(todo, await self._decisions.facts_for(todo))
-            stored = await self._decisions.insert_recorded(plan.accept, now)
+            facts = await self._decisions.facts_for(todo)
+            plan = plan_batch(todo, facts)
+            stored = await self._decisions.insert_recorded(plan.accept, now, facts.epochs)
             if stored is None:
-                # Another worker stored one of these first (or its plan's root): plan
-                # them again against what it stored.
+                # Another worker stored one of these first (or its plan's root), or a
+                # revert changed one of their plans: plan them again against the store.
                 continue
             written, redelivered, waiting = stored, plan.redelivered, plan.wait
+            read.resume.update(plan.resume)
             for c, violations in plan.reject:
                 reject(by_seq[c.stream_sequence], c.decision.plan_id, c.decision.decision_id,
                        violations)
@@ -231,7 +236,7 @@ class RecorderService:
                     f"recorded within {self.policy.parent_wait_seconds:g}s"),))
 
         await self._publish_persisted(written, redelivered)
-        await self._reject(letters, now)
+        await self._reject(letters, now, read.resume)
 
         for seq in letters:
             verdicts[seq] = Disposition(Verdict.TERM)
@@ -248,7 +253,8 @@ class RecorderService:
         if events:
             await self._publisher.publish_all(events)
 
-    async def _reject(self, letters: dict[int, DeadLetter], now: datetime) -> None:
+    async def _reject(self, letters: dict[int, DeadLetter], now: datetime,
+                      resume: dict[int, Resume] | None = None) -> None:
         """Keep first, then report: a crash between the two redelivers the message,
         which is kept once (its ID is its stream position) and reported again under
         the same Nats-Msg-Id."""
@@ -259,7 +265,8 @@ class RecorderService:
         for seq, dl in letters.items():
             body = DecisionRejected(
                 dead_letter_id=dl.id, subject=dl.subject, plan_id=dl.plan_id,
-                decision_id=dl.decision_id, errors=dl.errors, rejected_at=now)
+                decision_id=dl.decision_id, errors=dl.errors, rejected_at=now,
+                resume=(resume or {}).get(seq))
             events.append(OutgoingEvent(rejected(dl.plan_id), body.model_dump_json().encode(),
                                         rejected_msg_id(seq)))
             log.warning("rejected %s on %s: %s", dl.id, dl.subject,

@@ -29,7 +29,9 @@ class LRUCache(Generic[K, V]):
             self._data.popitem(last=False)
 
     def get(self, key: K) -> V | None:
-        return self[key] if key in self._data else None
+        if key not in self._data:
+            return None
+        return self[key]
 
     def __len__(self) -> int:
         return len(self._data)

@@ -118,7 +118,8 @@ class CorrectionWriter:
 
     async def _revert(self, plan: RevertPlan, now: datetime,
                       s: AsyncClientSession) -> list[Decision]:
-        seq = await self._decision_repo.reserve_sequences(plan.plan_id, 1, now, s)
+        seq = await self._decision_repo.reserve_sequences(plan.plan_id, 1, now, s,
+                                                          bump_epoch=True)
         new = plan.new_decision.model_copy(update={"sequence_number": seq})
         await self._decisions.insert_one(to_document(new), session=s)
         ids = plan.supersede_ids
@@ -138,7 +139,29 @@ class CorrectionWriter:
                 f"{len(ids) - changed} of the {len(ids)} decisions to supersede changed "
                 "since the impact analysis")
         await self._plans.roll_back(plan.child_plans_to_roll_back, plan.correction_id, now, s)
+        await self._check_nothing_late(plan, s)
         return [new]
+
+    async def _check_nothing_late(self, plan: RevertPlan, s: AsyncClientSession) -> None:
+        """A decision recorded after the impact walk, under a decision superseded here or
+        into a plan rolled back here, would stay current under what this revert removed.
+        The recorder's commit either precedes this transaction's snapshot (found here:
+        the correction reads the tree again) or conflicts with the epoch bump above."""
+        ids = plan.supersede_ids
+        for i in range(0, len(ids), ID_CHUNK):
+            late = await self._decisions.find_one(
+                {"parent_decision_id": {"$in": list(ids[i:i + ID_CHUNK])},
+                 "superseded_by": None}, {"_id": 1}, session=s)
+            if late is not None:
+                raise ConcurrentChange(f"decision {late['_id']} was recorded under the "
+                                       "subtree since the impact analysis")
+        if plan.child_plans_to_roll_back:
+            late = await self._decisions.find_one(
+                {"plan_id": {"$in": list(plan.child_plans_to_roll_back)},
+                 "superseded_by": None}, {"_id": 1}, session=s)
+            if late is not None:
+                raise ConcurrentChange(f"decision {late['_id']} was recorded into a child "
+                                       "plan since the impact analysis")
 
     async def _append(self, plan: AppendPlan, now: datetime,
                       s: AsyncClientSession) -> list[Decision]:

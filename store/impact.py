@@ -14,13 +14,14 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.decision import STORED, ArtifactRef, DecisionType
-from contracts.impact import CorrectionImpact, DecisionView, ImpactWalk, summarize
-from store.database import DECISIONS, ID_CHUNK, Document, find_by_ids
+from contracts.impact import CorrectionImpact, DecisionView, ImpactWalk, PlanLink, summarize
+from store.database import DECISIONS, ID_CHUNK, PLANS, Document, find_by_ids
 
 VIEW_FIELDS = {
     "plan_id": 1, "decision_type": 1, "parent_decision_id": 1, "sequence_number": 1,
@@ -48,7 +49,14 @@ def _view(doc: Document, children: Sequence[Document]) -> DecisionView:
         parent_decision_id=doc.get("parent_decision_id"),
         created_at=doc.get("created_at"),
         superseded=doc.get("superseded_by") is not None,
+        plan_id=doc.get("plan_id"),
+        sequence_number=doc.get("sequence_number"),
     )
+
+
+def _began(roots: Sequence[Document]) -> datetime | None:
+    times = [r["created_at"] for r in roots if r.get("created_at") is not None]
+    return min(times) if times else None
 
 
 def _chunks(ids: Sequence[str]) -> list[list[str]]:
@@ -58,6 +66,7 @@ def _chunks(ids: Sequence[str]) -> list[list[str]]:
 class ImpactReader:
     def __init__(self, db: AsyncDatabase[Document]) -> None:
         self._decisions = db[DECISIONS]
+        self._plans = db[PLANS]
 
     async def walk(self, target_decision_id: str, limit: int | None = None) -> ImpactWalk:
         """The finished walk; with `limit`, it stops once more decisions than that are found."""
@@ -66,10 +75,11 @@ class ImpactReader:
         while not walk.done:
             wanted = walk.decision_ids_wanted
             missing = [i for i in wanted if i not in seen]
-            found, kids, roots = await asyncio.gather(
+            found, kids, roots, plan_docs = await asyncio.gather(
                 find_by_ids(self._decisions, missing, VIEW_FIELDS),
                 self._current_where("parent_decision_id", wanted),
-                self._current_where("plan_id", walk.plan_ids_wanted, roots_only=True))
+                self._current_where("plan_id", walk.plan_ids_wanted, roots_only=True),
+                find_by_ids(self._plans, walk.plan_ids_wanted, {"parent_plan_id": 1}))
             for d in (*found, *kids):
                 seen[d["_id"]] = d
             by_parent: dict[str, list[Document]] = defaultdict(list)
@@ -79,9 +89,12 @@ class ImpactReader:
             for r in roots:
                 plan_roots[r["plan_id"]].append(r)
                 seen[r["_id"]] = r
+            parents = {d["_id"]: d.get("parent_plan_id") for d in plan_docs}
             walk.expand(
                 {i: _view(seen[i], by_parent.get(i, ())) for i in wanted if i in seen},
-                {p: [r["_id"] for r in sorted(rs, key=_order)] for p, rs in plan_roots.items()})
+                {p: [r["_id"] for r in sorted(rs, key=_order)] for p, rs in plan_roots.items()},
+                {p: PlanLink(parents.get(p), _began(plan_roots.get(p, ())))
+                 for p in walk.plan_ids_wanted})
         return walk
 
     async def impact(self, target_decision_id: str, limit: int | None = None

@@ -120,12 +120,15 @@ class PlanRepository:
 
     async def roll_back(self, plan_ids: Sequence[str], correction_id: str, now: datetime,
                         session: AsyncClientSession) -> None:
-        """Mark plans rolled_back; a child plan never recorded gets a record saying so."""
+        """Mark plans rolled_back; a child plan never recorded gets a record saying so.
+        Bumps each plan's epoch: a recorder batch that read the plan before this commits
+        conflicts with it or plans again (store.decisions.facts_for)."""
         for plan_id in plan_ids:
             await self._coll.update_one(
                 {"_id": plan_id},
                 {"$set": {"status": PlanStatus.ROLLED_BACK.value,
                           "rolled_back_by": correction_id, "rolled_back_at": now},
+                 "$inc": {"epoch": 1},
                  "$setOnInsert": {"created_at": now, "next_sequence": 0}},
                 upsert=True, session=session)
 

@@ -121,7 +121,9 @@ def test_a_cycle_of_dependents_does_not_loop() -> None:
     tree = (dec(0), dec(1, 0, deps=[2]), dec(2, 0, deps=[3]), dec(3, 0, deps=[1, 2, 3]))
     result = impact(1, *tree)
     assert result.affected_decision_ids == ids(1, 2, 3)
-    assert impact(3, *tree).affected_decision_ids == ids(3, 1, 2)
+    # Never to decisions recorded before the target, its ancestors among them (issue 8).
+    assert impact(3, *tree).affected_decision_ids == ids(3)
+    assert impact(2, *tree).affected_decision_ids == ids(2, 3)
 
 
 def test_child_plans_are_followed_transitively() -> None:
@@ -144,8 +146,9 @@ def test_a_child_plan_without_decisions_is_still_rolled_back() -> None:
 def test_child_plans_that_spawn_each_other_do_not_loop() -> None:
     tree = (dec(0), dec(1, 0, plans=[PLAN2]), dec(10, plan=PLAN2, plans=[PLAN, PLAN2]))
     result = impact(1, *tree)
-    assert result.affected_child_plan_ids == [PLAN2, PLAN]
-    assert result.affected_decision_ids == ids(1, 10, 0)
+    # PLAN is the target's own plan: naming it does not take the walk back into it.
+    assert result.affected_child_plan_ids == [PLAN2]
+    assert result.affected_decision_ids == ids(1, 10)  # never the target's root
 
 
 def test_superseded_and_missing_decisions_are_not_followed() -> None:
@@ -367,14 +370,29 @@ def closure(target: str, graph: ImpactGraph) -> tuple[set[str], set[str]]:
     def current(i: str) -> bool:
         return i in graph.decisions and not graph.decisions[i].superseded
 
+    t = graph.decisions[target]
+
+    def later_in_plan(dep: str, by: DecisionView) -> bool:
+        v = graph.decisions[dep]
+        return v.plan_id == by.plan_id and (
+            v.plan_id != t.plan_id or v.sequence_number is None
+            or t.sequence_number is None or v.sequence_number > t.sequence_number)
+
+    def spawned(p: str, by: DecisionView) -> bool:
+        link = graph.plan_links.get(p)
+        began = link.began_at if link else None
+        return p not in (t.plan_id, by.plan_id) and (
+            began is None or by.created_at is None or began >= by.created_at)
+
     affected: set[str] = {target}
     plans: set[str] = set()
     while True:
         before = (len(affected), len(plans))
         for d in list(affected):
             v = graph.decisions[d]
-            affected |= {c for c in (*v.children, *v.dependents) if current(c)}
-            plans |= set(v.child_plans)
+            affected |= {c for c in v.children if current(c)}
+            affected |= {c for c in v.dependents if current(c) and later_in_plan(c, v)}
+            plans |= {p for p in v.child_plans if spawned(p, v)}
         for p in plans:
             affected |= {r for r in graph.plan_roots.get(p, ()) if current(r)}
         if (len(affected), len(plans)) == before:
