@@ -120,7 +120,7 @@ class TestBlockingOverTheFamily:
         facts = StoredFacts({}, {r["decision_id"]: CHILD, other["decision_id"]:
                                  other["plan_id"]}, {CHILD: r["decision_id"]},
                             blocked_plans={GRANDPARENT: ("V9",)},
-                            ancestors={CHILD: CHAIN})
+                            blocking_ancestors={CHILD: CHAIN})
         plan = plan_batch([candidate(execute, 1), candidate(strategize, 2),
                            candidate(other_execute, 3)], facts)
         assert {c.decision.decision_id for c in plan.accept} == {
