@@ -67,7 +67,7 @@ async def test_facts_block_a_grandchild_of_a_plan_with_an_error_violation(
     execute = decision(leaf, r["decision_id"], "tool_invocation")
     for _ in range(2):  # the second batch walks the remembered chain
         facts = await repo.facts_for([candidate(r, 1), candidate(execute, 2)])
-        assert facts.ancestors == {leaf: (mid, top)}
+        assert facts.blocking_ancestors == {leaf: (mid, top)}
         assert facts.blocked_plans == {top: (v.violation_id,)}
         plan = plan_batch([candidate(r, 1), candidate(execute, 2)], facts)
         [(c, [why])] = plan.reject
