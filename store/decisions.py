@@ -198,16 +198,22 @@ class DecisionRepository:
         plans = {c.decision.plan_id for c in candidates}
         claimed = {p for c in candidates for p in c.decision.downstream_plan_ids}
         # Blocked plans are asked for the batch's plans and the ancestors remembered from
-        # earlier batches, concurrently with the rest; only a parent link seen for the
-        # first time costs one more (small) query.
+        # earlier batches, concurrently with the rest. The plans' own parent links come
+        # with their documents, so a batch of top-level plans (the usual case) costs no
+        # query more; only a chain seen for the first time is read further up.
         remembered = {a for p in plans for a in ancestry(p, self._parent_plan)}
-        existing_docs, plan_docs, root_docs, blocked, lineage = await asyncio.gather(
+        existing_docs, plan_docs, root_docs, blocked = await asyncio.gather(
             find_by_ids(self._decisions, ids, {"content_hash": 1, "recorded_from": 1}),
             find_by_ids(self._plans, plans | claimed, PLAN_FACTS),
             self._roots({c.decision.plan_id for c in candidates if c.decision.is_root}),
             # Never cached: a violation reported or resolved a moment ago counts.
-            blocking_violations(self._db, plans | remembered),
-            plan_ancestors(self._db, plans, self._parent_plan))
+            blocking_violations(self._db, plans | remembered))
+        for d in plan_docs:
+            if d["_id"] in plans and d.get("parent_plan_id"):
+                self._parent_plan[d["_id"]] = d["parent_plan_id"]
+        children = [p for p in plans if p in self._parent_plan]
+        lineage = (await plan_ancestors(self._db, children, self._parent_plan)
+                   if children else {})
         new = {a for chain in lineage.values() for a in chain} - plans - remembered
         if new:
             blocked = {**blocked, **await blocking_violations(self._db, new)}
