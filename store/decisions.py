@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from pymongo import ReturnDocument
+from pymongo import ReturnDocument, UpdateOne
 from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import BulkWriteError, DuplicateKeyError
@@ -345,6 +345,27 @@ class DecisionRepository:
         )
         return before
 
+    async def _reserve_many(self, counts: Mapping[str, int], now: datetime,
+                            session: AsyncClientSession) -> dict[str, Document | None]:
+        """`_reserve` for several plans in two round trips instead of one per plan: read
+        the counters, then bump them all in one bulk write. Safe inside the transaction:
+        a writer that changed a counter after this transaction's snapshot makes the bump
+        a write conflict (the transaction is retried), so the values read are the ones
+        bumped."""
+        if len(counts) == 1:
+            [(plan_id, count)] = counts.items()
+            return {plan_id: await self._reserve(plan_id, count, now, session)}
+        before = {d["_id"]: d async for d in self._plans.find(
+            {"_id": {"$in": list(counts)}}, {"next_sequence": 1, "epoch": 1, "status": 1},
+            session=session)}
+        await self._plans.bulk_write(
+            [UpdateOne({"_id": plan_id},
+                       {"$inc": {"next_sequence": count},
+                        "$setOnInsert": {"created_at": now, "status": "active"}},
+                       upsert=True) for plan_id, count in counts.items()],
+            ordered=True, session=session)
+        return {plan_id: before.get(plan_id) for plan_id in counts}
+
     async def insert_recorded(self, accepted: Sequence[Candidate], now: datetime,
                               epochs: Mapping[str, int] | None = None) -> list[Decision] | None:
         """Number the decisions per plan, in the given order, and insert them with one bulk
@@ -376,8 +397,10 @@ class DecisionRepository:
         for c in accepted:
             per_plan.setdefault(c.decision.plan_id, []).append(c)
         numbered: list[tuple[Candidate, Decision]] = []
+        counters = await self._reserve_many(
+            {plan_id: len(group) for plan_id, group in per_plan.items()}, now, session)
         for plan_id, group in per_plan.items():
-            before = await self._reserve(plan_id, len(group), now, session)
+            before = counters[plan_id]
             if epochs is not None:
                 _check_unchanged(plan_id, before, epochs.get(plan_id, 0))
             start = int(before.get("next_sequence", 0)) if before else 0
