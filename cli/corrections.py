@@ -26,8 +26,6 @@ if TYPE_CHECKING:
 
 app = typer.Typer(help="Inspect, cancel, fail and retry corrections.", no_args_is_help=True)
 
-TERMINAL = ("applied", "failed", "cancelled")
-
 
 class Status(StrEnum):
     """Mirrors contracts.corrections.CorrectionStatus (kept local so --help stays fast)."""
@@ -170,10 +168,13 @@ def cancel(
     correction_id = parse_id(correction_id, "correction")
 
     async def body(ctx: Ctx) -> None:
+        from contracts.correction_events import CancelRefused  # noqa: PLC0415
+        from contracts.corrections import CANCELLABLE  # noqa: PLC0415
+
         c = await _get(ctx, correction_id)
-        if c.status.value in TERMINAL or c.status.value == "executing":
-            fail(f"cancel refused: correction {correction_id} is {c.status.value}; only "
-                 "pending or analyzing corrections can be cancelled")
+        if c.status not in CANCELLABLE:  # the ledger would refuse it: say so at once
+            fail("cancel refused: " +
+                 CancelRefused.for_status(correction_id, c.plan_id, c.status).reason)
         outcome = await _publish_cancel(ctx, c, reason, timeout)
         if as_json:
             emit_json(outcome)
@@ -201,10 +202,13 @@ def fail_(
         fail("--reason must hold 1 to 1,000 characters, not all blank", USAGE_ERROR)
 
     async def body(ctx: Ctx) -> None:
+        from contracts.correction_events import FailRefused  # noqa: PLC0415
+        from contracts.corrections import OPERATOR_FAILABLE  # noqa: PLC0415
+
         c = await _get(ctx, correction_id)
-        if c.status.value not in ("analyzing", "executing"):
-            fail(f"fail refused: correction {correction_id} is {c.status.value}; only "
-                 "analyzing or executing corrections can be failed (cancel a pending one)")
+        if c.status not in OPERATOR_FAILABLE:
+            fail("fail refused: " +
+                 FailRefused.for_status(correction_id, c.plan_id, c.status).reason)
         outcome = await _publish_fail(ctx, c, reason, timeout)
         if as_json:
             emit_json(outcome)
@@ -240,11 +244,13 @@ def retry(
 
         from cli.correct import follow_outcome  # noqa: PLC0415
         from contracts import correction_subjects as subjects  # noqa: PLC0415
+        from contracts.correction_events import RetryRefused  # noqa: PLC0415
+        from contracts.corrections import CorrectionStatus  # noqa: PLC0415
 
         c = await _get(ctx, correction_id)
-        if c.status.value != "failed":
-            fail(f"retry refused: correction {correction_id} is {c.status.value}; only "
-                 "failed corrections can be retried")
+        if c.status is not CorrectionStatus.FAILED:
+            fail("retry refused: " +
+                 RetryRefused.for_status(correction_id, c.plan_id, c.status).reason)
         sub = None
         if wait:  # opened before the publish, so no transition of the new round is missed
             sub = await (await ctx.nats()).jetstream().subscribe(

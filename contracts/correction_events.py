@@ -199,28 +199,35 @@ class AttemptTransitioned(_Frozen):
         return self
 
 
-class CancelRefused(_Frozen):
-    """Published to `corrections.cancel_refused.<plan_id>` (and sent as the reply, if the
-    cancel was a request) when a correction is past the point where it can be cancelled."""
+class _Refusal(_Frozen):
+    """What every refusal of an operator's command (cancel, fail, retry) says: which
+    correction, its plan, the status it was found in, and why, in one sentence."""
 
-    correction_id: Ulid = Field(description="The correction that was not cancelled.")
+    correction_id: Ulid = Field(description="The correction the command named.")
     plan_id: Ulid = Field(description="Its plan.")
     status: CorrectionStatus | None = Field(
-        description="Its status when the cancel arrived; None if no such correction exists."
+        description="Its status when the command arrived; None if no such correction exists."
     )
-    reason: str = Field(description="Why the cancel was refused, in one sentence.")
+    reason: str = Field(description="Why the command was refused, in one sentence.")
+
+
+def _refusal_reason(correction_id: str, plan_id: str, status: CorrectionStatus | None,
+                    only: str) -> str:
+    if status is None:
+        return f"no correction {correction_id} in plan {plan_id}"
+    return f"correction {correction_id} is {status.value}; {only}"
+
+
+class CancelRefused(_Refusal):
+    """Published to `corrections.cancel_refused.<plan_id>` (and sent as the reply, if the
+    cancel was a request) when a correction is past the point where it can be cancelled."""
 
     @classmethod
     def for_status(
         cls, correction_id: str, plan_id: str, status: CorrectionStatus | None
     ) -> CancelRefused:
-        if status is None:
-            why = f"no correction {correction_id} in plan {plan_id}"
-        else:
-            why = (
-                f"correction {correction_id} is {status.value}; only pending or analyzing "
-                "corrections can be cancelled"
-            )
+        why = _refusal_reason(correction_id, plan_id, status,
+                              "only pending or analyzing corrections can be cancelled")
         return cls(correction_id=correction_id, plan_id=plan_id, status=status, reason=why)
 
     @property
@@ -232,28 +239,17 @@ class CancelRefused(_Frozen):
         return subjects.cancel_refused_msg_id(self.correction_id, self.status)
 
 
-class FailRefused(_Frozen):
+class FailRefused(_Refusal):
     """Published to `corrections.fail_refused.<plan_id>` when an operator's fail cannot be
     honoured: the correction is not ANALYZING or EXECUTING (or does not exist)."""
-
-    correction_id: Ulid = Field(description="The correction that was not failed.")
-    plan_id: Ulid = Field(description="Its plan.")
-    status: CorrectionStatus | None = Field(
-        description="Its status when the fail arrived; None if no such correction exists."
-    )
-    reason: str = Field(description="Why the fail was refused, in one sentence.")
 
     @classmethod
     def for_status(
         cls, correction_id: str, plan_id: str, status: CorrectionStatus | None
     ) -> FailRefused:
-        if status is None:
-            why = f"no correction {correction_id} in plan {plan_id}"
-        else:
-            why = (
-                f"correction {correction_id} is {status.value}; only analyzing or executing "
-                "corrections can be failed by an operator (cancel a pending one)"
-            )
+        why = _refusal_reason(correction_id, plan_id, status,
+                              "only analyzing or executing corrections can be failed by an "
+                              "operator (cancel a pending one)")
         return cls(correction_id=correction_id, plan_id=plan_id, status=status, reason=why)
 
     @property
@@ -265,29 +261,21 @@ class FailRefused(_Frozen):
         return subjects.fail_refused_msg_id(self.correction_id, self.status)
 
 
-class RetryRefused(_Frozen):
+class RetryRefused(_Refusal):
     """Published to `corrections.retry_refused.<plan_id>` when an operator's retry cannot be
     honoured: the correction is not FAILED (or does not exist), or its target can no longer
     be corrected (missing, superseded, in another plan), so a new round would fail again."""
 
-    correction_id: Ulid = Field(description="The correction that was not retried.")
-    plan_id: Ulid = Field(description="Its plan.")
-    status: CorrectionStatus | None = Field(
-        description="Its status when the retry arrived; None if no such correction exists."
-    )
     round: int = Field(default=1, ge=1, description="Its round when the retry arrived.")
-    reason: str = Field(description="Why the retry was refused, in one sentence.")
 
     @classmethod
     def for_status(cls, correction_id: str, plan_id: str, status: CorrectionStatus | None,
                    round_: int = 1, *, target_error: str | None = None) -> RetryRefused:
-        if status is None:
-            why = f"no correction {correction_id} in plan {plan_id}"
-        elif target_error is not None:
-            why = (f"correction {correction_id} cannot be retried: {target_error}")
+        if status is not None and target_error is not None:
+            why = f"correction {correction_id} cannot be retried: {target_error}"
         else:
-            why = (f"correction {correction_id} is {status.value}; only a failed correction "
-                   "can be retried")
+            why = _refusal_reason(correction_id, plan_id, status,
+                                  "only a failed correction can be retried")
         return cls(correction_id=correction_id, plan_id=plan_id, status=status,
                    round=round_, reason=why[:1000])
 
