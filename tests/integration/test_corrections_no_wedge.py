@@ -12,7 +12,6 @@ import asyncio
 import json
 import os
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -49,29 +48,11 @@ from tests.integration.correction_support import (
     transition_events,
 )
 from tests.integration.wire import events
-from workers.publisher import JetStreamPublisher
-from workers.streams import ensure_streams
 
 pytestmark = pytest.mark.store
 
 S = CorrectionStatus
 A = CorrectionAttemptState
-FAST = CorrectionPolicy(attempt_backoff_seconds=0.05)
-
-
-@pytest.fixture
-async def make(db: AsyncDatabase[Document], nc: nats.NATS,
-               tmp_path: Path) -> AsyncIterator[Any]:
-    await ensure_streams(nc.jetstream())
-    (tmp_path / "artifacts").mkdir()
-
-    def build(archive: Archive | None = None, *, lease: float = 5,
-              policy: CorrectionPolicy = FAST) -> CorrectionService:
-        return CorrectionService(
-            CorrectionStore.open(db, lease_seconds=lease), JetStreamPublisher(nc),
-            archive or Archive(tmp_path / "archive", tmp_path / "artifacts"), policy=policy)
-
-    yield build
 
 
 async def _revert(svc: CorrectionService, plan_id: str, target: str,

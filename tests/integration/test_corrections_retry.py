@@ -7,7 +7,6 @@ target can no longer be corrected, is refused with an event saying why.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +17,6 @@ from pymongo.asynchronous.database import AsyncDatabase
 from contracts.correction_events import RetryRefused
 from contracts.corrections import Correction, CorrectionAttemptState, CorrectionStatus
 from contracts.ids import new_id
-from services.archive import Archive
-from services.corrections import CorrectionPolicy, CorrectionService
-from store.correction_store import CorrectionStore
 from store.database import Document
 from tests.integration.correction_support import (
     request,
@@ -29,28 +25,11 @@ from tests.integration.correction_support import (
     transition_events,
 )
 from tests.integration.wire import events
-from workers.publisher import JetStreamPublisher
-from workers.streams import ensure_streams
 
 pytestmark = pytest.mark.store
 
 S = CorrectionStatus
 A = CorrectionAttemptState
-FAST = CorrectionPolicy(attempt_backoff_seconds=0.05)
-
-
-@pytest.fixture
-async def make(db: AsyncDatabase[Document], nc: nats.NATS,
-               tmp_path: Path) -> AsyncIterator[Any]:
-    await ensure_streams(nc.jetstream())
-    (tmp_path / "artifacts").mkdir()
-
-    def build(archive_root: Path) -> CorrectionService:
-        return CorrectionService(
-            CorrectionStore.open(db, lease_seconds=5), JetStreamPublisher(nc),
-            Archive(archive_root, tmp_path / "artifacts"), policy=FAST)
-
-    yield build
 
 
 async def _failed_revert(make: Any, db: AsyncDatabase[Document],

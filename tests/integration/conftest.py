@@ -1,0 +1,40 @@
+"""Fixtures shared by the integration tests that drive corrections in-process."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import nats
+import pytest
+from pymongo.asynchronous.database import AsyncDatabase
+
+from services.archive import Archive
+from services.corrections import CorrectionPolicy, CorrectionService
+from store.correction_store import CorrectionStore
+from store.database import Document
+from workers.publisher import JetStreamPublisher
+from workers.streams import ensure_streams
+
+FAST = CorrectionPolicy(attempt_backoff_seconds=0.05)
+"""Retries of a failed attempt without the production pause."""
+
+MakeService = Callable[..., CorrectionService]
+
+
+@pytest.fixture
+async def make(db: AsyncDatabase[Document], nc: nats.NATS,
+               tmp_path: Path) -> AsyncIterator[MakeService]:
+    """Build a CorrectionService over the test's servers: `make()`, `make(archive_root)`,
+    `make(Archive(...))`, with `lease=` and `policy=` when a test needs others."""
+    await ensure_streams(nc.jetstream())
+    (tmp_path / "artifacts").mkdir()
+
+    def build(archive: Archive | Path | None = None, *, lease: float = 5,
+              policy: CorrectionPolicy = FAST) -> CorrectionService:
+        if not isinstance(archive, Archive):
+            archive = Archive(archive or tmp_path / "archive", tmp_path / "artifacts")
+        return CorrectionService(CorrectionStore.open(db, lease_seconds=lease),
+                                 JetStreamPublisher(nc), archive, policy=policy)
+
+    yield build
