@@ -51,6 +51,8 @@ def payload_limit() -> int:
 class Tally:
     sent_valid: int = 0
     valid_ids: set[str] = field(default_factory=set)
+    hostile_ids: dict[str, str] = field(default_factory=dict)  # Nats-Msg-Id -> kind
+    hostile_recorded: list[str] = field(default_factory=list)  # kinds of any recorded
     sent_hostile: Counter[str] = field(default_factory=Counter)
     stored_hostile: Counter[str] = field(default_factory=Counter)  # past JetStream's dedupe
     kinds: Counter[str] = field(default_factory=Counter)
@@ -104,6 +106,8 @@ async def _publish(js: JetStreamContext, h: Hostile, tally: Tally) -> None:
     ack = await js.publish(h.subject, h.data, headers=h.headers or None)
     if not ack.duplicate:
         tally.stored_hostile[h.family] += 1
+        if h.family == "decisions" and "Nats-Msg-Id" in h.headers:
+            tally.hostile_ids[h.headers["Nats-Msg-Id"].upper()] = h.kind
 
 
 async def setup_plans(js: JetStreamContext, db: AsyncDatabase[Document], n_plans: int) -> Plans:
@@ -148,7 +152,7 @@ async def run(nc: nats.NATS, db: AsyncDatabase[Document], *, rounds: int, per_ro
         hostile: list[Hostile] = []
         hostile += corpus(hostile_decision(plan_id, r["decision_id"], plans.other_plan, limit),
                           per_round, seed=round_seed)
-        for fam in ("requests", "cancels", "violations"):
+        for fam in ("requests", "cancels", "fails", "retries", "violations"):
             hostile += corpus(hostile_command(fam, plan_id, other_plan_id),
                               max(2, per_round // 3), seed=round_seed)
         hostile += corpus(hostile_persisted(plan_id), 2, seed=round_seed)
@@ -220,6 +224,10 @@ async def settle(nc: nats.NATS, db: AsyncDatabase[Document], tally: Tally,
     tally.recorded = 0
     for i in range(0, len(ids), 5000):
         tally.recorded += await db["decisions"].count_documents({"_id": {"$in": ids[i:i + 5000]}})
+    # A hostile decision recorded would be a strategy that built a valid one by accident,
+    # or a rule that let a bad one through: named by kind, so either can be fixed.
+    async for d in db["decisions"].find({"_id": {"$in": list(tally.hostile_ids)}}, {"_id": 1}):
+        tally.hostile_recorded.append(tally.hostile_ids[d["_id"]])
     async for dl in db["dead_letters"].find():
         tally.dead_letters[family_of(str(dl.get("subject", "")))] += 1
         tally.largest_dead_letter = max(tally.largest_dead_letter, len(bson.encode(dl)))
@@ -239,7 +247,8 @@ async def settle(nc: nats.NATS, db: AsyncDatabase[Document], tally: Tally,
 
 
 FAMILIES = {"decisions.recorded.": "decisions", "corrections.requested.": "requests",
-            "corrections.cancel.": "cancels", "invariants.violations.": "violations",
+            "corrections.cancel.": "cancels", "corrections.fail.": "fails",
+            "corrections.retry.": "retries", "invariants.violations.": "violations",
             "decisions.persisted.": "persisted"}
 
 
@@ -301,13 +310,15 @@ def check(tally: Tally, *, workers_alive: bool) -> list[str]:
     if tally.persisted_events != tally.sent_valid or tally.duplicates:
         broken.append(f"{tally.persisted_events} persisted events for {tally.sent_valid} "
                       f"decisions, {tally.duplicates} duplicates")
-    for fam in ("decisions", "requests", "cancels", "violations"):
+    for fam in ("decisions", "requests", "cancels", "fails", "retries", "violations"):
         n = tally.stored_hostile[fam]
         if tally.dead_letters[fam] != n:
             broken.append(f"{tally.dead_letters[fam]} dead letters of {fam}, expected {n}")
     if tally.rejection_events != tally.stored_hostile["decisions"]:
         broken.append(f"{tally.rejection_events} decision rejection events, "
                       f"expected {tally.stored_hostile['decisions']}")
+    if tally.hostile_recorded:
+        broken.append(f"hostile decisions recorded, by kind: {sorted(tally.hostile_recorded)}")
     if tally.largest_dead_letter > DEAD_LETTER_BOUND:
         broken.append(f"a dead letter of {tally.largest_dead_letter} bytes")
     if tally.largest_event > EVENT_BOUND:

@@ -43,6 +43,11 @@ class Hostile:
 
 DATES = ["9999-12-31T23:00:00-05:00", "0001-01-01T00:00:00+05:00", "10000-01-01T00:00:00Z",
          "-0001-01-01T00:00:00Z", "2026-13-45T99:99:99Z", "", "yesterday"]
+REQUIRED = frozenset({"correction_id", "plan_id", "decision_id", "violation_id", "invariant_id",
+                      "retry_id", "mode", "severity", "details", "requested_by", "question",
+                      "chosen_option", "decision_type", "context_snapshot"})
+"""Fields no body may leave out (where a family's field has a default, it is in the
+family's `optional` instead)."""
 NUMBERS = ["1e400", "-1e400", "NaN", "Infinity", "1" + "0" * 400, "0x10", "1.5",
            "-0.000000000000000000001"]
 """Numbers no field takes (-0 would be a valid confidence_score)."""
@@ -56,6 +61,8 @@ DECISION_FIELDS = ["decision_id", "plan_id", "parent_decision_id", "decision_typ
 REQUEST_FIELDS = ["correction_id", "plan_id", "decision_id", "mode", "guidance", "requested_by",
                   "requested_at"]
 CANCEL_FIELDS = ["correction_id", "plan_id", "reason"]
+FAIL_FIELDS = ["correction_id", "plan_id", "reason"]
+RETRY_FIELDS = ["correction_id", "plan_id", "retry_id", "reason", "requested_by"]
 VIOLATION_FIELDS = ["violation_id", "invariant_id", "plan_id", "decision_id", "severity",
                     "details", "reported_at"]
 
@@ -76,6 +83,15 @@ def cancel_body(plan_id: str) -> dict[str, Any]:
     return {"correction_id": new_id(), "plan_id": plan_id, "reason": "fuzz"}
 
 
+def fail_body(plan_id: str) -> dict[str, Any]:
+    return {"correction_id": new_id(), "plan_id": plan_id, "reason": "fuzz"}
+
+
+def retry_body(plan_id: str) -> dict[str, Any]:
+    return {"correction_id": new_id(), "plan_id": plan_id, "retry_id": new_id(),
+            "reason": "fuzz", "requested_by": "fuzz"}
+
+
 def violation_body(plan_id: str) -> dict[str, Any]:
     return {"violation_id": new_id(), "invariant_id": new_id(), "plan_id": plan_id,
             "severity": "error", "details": "fuzz"}
@@ -85,6 +101,8 @@ BODIES: dict[str, tuple[str, Callable[[str], dict[str, Any]], list[str], str]] =
     # family: (subject prefix, a valid-shaped body, its fields, the id field for Nats-Msg-Id)
     "requests": ("corrections.requested", request_body, REQUEST_FIELDS, "correction_id"),
     "cancels": ("corrections.cancel", cancel_body, CANCEL_FIELDS, "correction_id"),
+    "fails": ("corrections.fail", fail_body, FAIL_FIELDS, "correction_id"),
+    "retries": ("corrections.retry", retry_body, RETRY_FIELDS, "retry_id"),
     "violations": ("invariants.violations", violation_body, VIOLATION_FIELDS, "violation_id"),
     "dryrun": ("corrections.dryrun", request_body, REQUEST_FIELDS, "correction_id"),
 }
@@ -128,10 +146,11 @@ def spoiled(draw: st.DrawFn, body: dict[str, Any], fields: list[str],
         field = draw(st.sampled_from([f for f in fields if f not in date_fields]))
     if kind == "wrong_type":
         # A value of another JSON type than the field's: a string for a string field
-        # could be valid (a free-text field takes any string).
+        # could be valid (a free-text field takes any string), and a number field takes
+        # true as 1.0 and "000" as 0.0.
         was = type(body.get(field))
         value = draw(st.sampled_from([w for w in WRONG if type(w) is not was
-                                      and not (was is float and type(w) is int)
+                                      and not (was is float and type(w) in (int, bool, str))
                                       and not (w is None and field in optional)]))
         return json.dumps({**body, field: value}).encode(), kind
     if kind == "number":
@@ -152,10 +171,7 @@ def spoiled(draw: st.DrawFn, body: dict[str, Any], fields: list[str],
         return json.dumps({**body, draw(st.sampled_from(["$where", "__proto__", "x" * 300])):
                            1}).encode(), kind
     rest = {k: v for k, v in body.items() if k != field}
-    if rest == body or field not in ("correction_id", "plan_id", "decision_id", "violation_id",
-                                     "invariant_id", "mode", "severity", "details",
-                                     "requested_by", "question", "chosen_option",
-                                     "decision_type", "context_snapshot"):
+    if rest == body or field in optional or field not in REQUIRED:
         # Leaving out an optional field would keep the body valid: break it instead.
         return json.dumps({**body, field: {"$gt": ""}}).encode(), "wrong_type"
     return json.dumps(rest).encode(), kind
@@ -175,7 +191,7 @@ def hostile_decision(draw: st.DrawFn, plan_id: str, parent_id: str, other_plan: 
         return Hostile("decisions", subject, data, {"Nats-Msg-Id": new_id()}, sub)
     if kind == "spoiled":
         data, sub = draw(spoiled(d, DECISION_FIELDS, ("created_at",),
-                                 frozenset({"confidence_score", "created_at"})))
+                                 frozenset({"confidence_score", "created_at", "rationale"})))
         return Hostile("decisions", subject, data, headers, sub)
     if kind == "other_plan_parent":
         d["parent_decision_id"] = other_plan[1]
@@ -217,7 +233,8 @@ def hostile_command(draw: st.DrawFn, family: str, plan_id: str, other_plan: str)
         return Hostile(family, f"{prefix}.{other_plan}", json.dumps(body).encode(), headers, kind)
     # Fields where null is fine (optional, or filled in by the worker).
     optional = frozenset({"reason", "reported_at", "requested_at"} |
-                         ({"decision_id"} if family == "violations" else set()))
+                         ({"decision_id"} if family == "violations" else set()) |
+                         ({"requested_by"} if family == "retries" else set()))
     data, sub = draw(spoiled(body, fields, dates, optional))
     return Hostile(family, subject, data, headers, sub)
 

@@ -25,8 +25,14 @@ from contracts.bounds import (
     clip,
 )
 from contracts.correction_events import CorrectionRejected
-from contracts.correction_wire import Unreadable, read_cancel, read_request
-from contracts.corrections import CancelRequest, CorrectionRequest
+from contracts.correction_wire import (
+    Unreadable,
+    read_cancel,
+    read_fail,
+    read_request,
+    read_retry,
+)
+from contracts.corrections import CancelRequest, CorrectionRequest, FailRequest, RetryRequest
 from contracts.dead_letter import DeadLetter, Truncated
 from contracts.ids import is_ulid, new_id
 from contracts.invariant_wire import UnreadableReport, ViolationRejected, read_violation
@@ -51,7 +57,7 @@ NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 PLAN = new_id()
 DECISION = new_id()
 VIOLATION = new_id()
-KINDS = ("decision", "request", "dryrun", "cancel", "violation", "persisted")
+KINDS = ("decision", "request", "dryrun", "cancel", "fail", "retry", "violation", "persisted")
 
 
 def valid_body(kind: str) -> dict[str, Any]:
@@ -63,6 +69,11 @@ def valid_body(kind: str) -> dict[str, Any]:
                 "mode": "revert", "guidance": "use a token bucket", "requested_by": "alice"}
     if kind == "cancel":
         return {"correction_id": new_id(), "plan_id": PLAN, "reason": "changed my mind"}
+    if kind == "fail":
+        return {"correction_id": new_id(), "plan_id": PLAN, "reason": "archive volume lost"}
+    if kind == "retry":
+        return {"correction_id": new_id(), "plan_id": PLAN, "retry_id": new_id(),
+                "reason": "volume replaced", "requested_by": "alice"}
     if kind == "violation":
         return {"violation_id": VIOLATION, "invariant_id": new_id(), "plan_id": PLAN,
                 "severity": "error", "details": "dropped a table"}
@@ -75,6 +86,8 @@ SUBJECTS = {
     "request": f"{correction_subjects.REQUESTED_PREFIX}.{PLAN}",
     "dryrun": f"{correction_subjects.DRYRUN_PREFIX}.{PLAN}",
     "cancel": f"{correction_subjects.CANCEL_PREFIX}.{PLAN}",
+    "fail": f"{correction_subjects.FAIL_PREFIX}.{PLAN}",
+    "retry": f"{correction_subjects.RETRY_PREFIX}.{PLAN}",
     "violation": f"{invariant_subjects.VIOLATIONS_PREFIX}.{PLAN}",
     "persisted": f"decisions.persisted.{PLAN}",
 }
@@ -96,12 +109,13 @@ def read(kind: str, data: bytes, *, subject: str | None = None,
         violations, plan = r.violations, r.plan_id
         event = DecisionRejected(dead_letter_id="DECISIONS:7", subject=subject, plan_id=plan,
                                  decision_id=None, errors=list(violations), rejected_at=NOW)
-    elif kind in ("request", "dryrun", "cancel"):
+    elif kind in ("request", "dryrun", "cancel", "fail", "retry"):
         prefix = correction_subjects.DRYRUN_PREFIX if kind == "dryrun" \
             else correction_subjects.REQUESTED_PREFIX
-        c = read_cancel(subject, data, max_payload_bytes=limit) if kind == "cancel" \
+        readers = {"cancel": read_cancel, "fail": read_fail, "retry": read_retry}
+        c = readers[kind](subject, data, max_payload_bytes=limit) if kind in readers \
             else read_request(subject, data, prefix, max_payload_bytes=limit)
-        if isinstance(c, CorrectionRequest | CancelRequest):
+        if isinstance(c, CorrectionRequest | CancelRequest | FailRequest | RetryRequest):
             return ()
         assert isinstance(c, Unreadable)
         violations, plan = c.violations, c.plan_id
