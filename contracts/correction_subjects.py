@@ -23,6 +23,7 @@ EVENTS_PREFIX = "corrections.events"
 ATTEMPTS_PREFIX = "corrections.attempts"
 CANCEL_REFUSED_PREFIX = "corrections.cancel_refused"
 REJECTED_PREFIX = "corrections.rejected"
+RESUME_PREFIX = "corrections.resume"
 UNKNOWN_PLAN = "unknown"
 CORRECTIONS_DUPLICATE_WINDOW_SECONDS = 600.0
 """Ten minutes: longer than the relay ever leaves an event in the outbox after a crash,
@@ -45,6 +46,7 @@ CORRECTIONS_STREAM_SUBJECTS: tuple[str, ...] = (
     f"{FAIL_REFUSED_PREFIX}.*",
     f"{RETRY_PREFIX}.*",
     f"{RETRY_REFUSED_PREFIX}.*",
+    f"{RESUME_PREFIX}.*",
 )
 """What the stream captures. `corrections.dryrun.*` is deliberately absent: a dry run is
 core request-reply, and a stream capturing it would answer the requester with a PubAck."""
@@ -56,6 +58,7 @@ ALL_RETRIES = f"{RETRY_PREFIX}.*"
 ALL_DRYRUNS = f"{DRYRUN_PREFIX}.*"
 ALL_EVENTS = f"{EVENTS_PREFIX}.>"
 ALL_ATTEMPTS = f"{ATTEMPTS_PREFIX}.>"
+ALL_RESUMES = f"{RESUME_PREFIX}.*"
 
 
 def _token(plan_id: str) -> str:
@@ -122,6 +125,17 @@ def events_with_status(status: CorrectionStatus) -> str:
 
 def attempt(plan_id: str, state: CorrectionAttemptState) -> str:
     return f"{ATTEMPTS_PREFIX}.{_token(plan_id)}.{state.value}"
+
+
+def resume(plan_id: str) -> str:
+    """`corrections.resume.<plan_id>`: the ResumeInstruction of each correction applied to
+    the plan; a runtime subscribes to its plans' subjects (or `corrections.resume.*`)."""
+    return f"{RESUME_PREFIX}.{_token(plan_id)}"
+
+
+def resume_msg_id(correction_id: str) -> str:
+    """One instruction per correction: a correction is applied at most once."""
+    return f"resume:{correction_id}"
 
 
 def plan_of(subject: str, prefix: str) -> str | None:

@@ -70,6 +70,7 @@ from contracts.impact import (
     types_without_history,
 )
 from contracts.recording import persisted_body
+from contracts.resume import ResumeInstruction
 from contracts.subjects import persisted, persisted_msg_id
 from contracts.timestamps import utc_now
 from services import outbox
@@ -174,6 +175,11 @@ def persisted_message(d: Decision) -> OutboxMessage:
 def correction_event(c: Correction) -> OutboxMessage:
     e = CorrectionTransitioned.from_correction(c)
     return OutboxMessage(e.subject, e.model_dump_json().encode(), e.msg_id)
+
+
+def resume_message(r: ResumeInstruction) -> OutboxMessage:
+    """The plan runtime's instruction, outboxed with the APPLIED transition it follows."""
+    return OutboxMessage(r.subject, r.model_dump_json().encode(), r.msg_id)
 
 
 def attempt_event(a: CorrectionAttemptRecord, from_state: CorrectionAttemptState | None,
@@ -589,7 +595,9 @@ class CorrectionService:
                            announce=persisted_message,
                            attempts=[AttemptChange(done, A.EXECUTING)],
                            events=[attempt_event(done, A.EXECUTING, now),
-                                   correction_event(applied)])
+                                   correction_event(applied),
+                                   resume_message(ResumeInstruction.after_revert(
+                                       applied, target, revert))])
         append = plan_append(
             request, target, child_plan_id=new_id(), child_root_decision_id=new_id(),
             intervention_decision_id=new_id(), sequence_number=0, at=now,
@@ -601,7 +609,9 @@ class CorrectionService:
                        announce=persisted_message,
                        attempts=[AttemptChange(done, A.EXECUTING)],
                        events=[attempt_event(done, A.EXECUTING, now),
-                               correction_event(applied)])
+                               correction_event(applied),
+                               resume_message(ResumeInstruction.after_append(
+                                   applied, target, append))])
 
     async def _attempt_failed(self, v: Versioned, owner: str, attempt: CorrectionAttemptRecord,
                               tried: int, exc: Exception) -> None:

@@ -59,6 +59,7 @@ from contracts.corrections import CancelRequest, CorrectionRequest, FailRequest,
 from contracts.errors import TargetInOtherPlan, TargetNotFound, TargetSuperseded
 from contracts.impact import DryRunReport
 from contracts.recording import Inbound
+from contracts.resume import ResumeInstruction
 from contracts.rules import RuleViolation
 from contracts.timestamps import utc_now
 from contracts.unreadable import describe, guarded, truncate
@@ -454,3 +455,12 @@ def document_corrections(broker: NatsBroker, *, for_docs: bool) -> None:
         description="An operator's retry of a correction that is not failed (or of no "
         "correction of the plan), or whose target can no longer be corrected. "
         "Nats-Msg-Id: retry_refused:<correction_id>:<status>:<round>.")
+    broker.publisher(
+        f"{subjects.RESUME_PREFIX}.{{plan_id}}", title="corrections.resume",
+        schema=ResumeInstruction,
+        description="Where the plan's runtime goes on, once per applied correction, in the "
+        "stream (a runtime that was down gets it when it comes back). revert: go back to "
+        "target.actor_state_ref and record what follows under resume_at (the replacement); "
+        "append: run the child plan, its decisions under resume_at (the child's root). "
+        "plan_id is the corrected plan. Nats-Msg-Id: resume:<correction_id>. "
+        "Client: DecisionRecorder.on_resume (docs/clients.md).")

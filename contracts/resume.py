@@ -1,0 +1,214 @@
+"""The resume contract: where a plan's runtime goes on after a correction is APPLIED.
+
+decision_system.md: after a revert "the plan then re-executes from the corrected decision
+point"; after an append "the child plan carries operator guidance and produces additional
+decisions". The ledger cannot run an agent, so it tells the agent's runtime, once per
+applied correction, everything it needs to do that and nothing it must look up:
+
+- where new decisions go (`resume_at`: the replacement after a revert, the child plan's
+  root after an append), usable directly as the `parent` of the next decision;
+- which of its own checkpoints to go back to (`target.actor_state_ref`, as the agent
+  recorded it on the corrected decision);
+- what the operator said (`guidance`), and what the correction removed.
+
+The instruction is written to the correction's outbox in the same transaction as the
+APPLIED transition, and published to `corrections.resume.<plan_id>` (the corrected plan)
+with Nats-Msg-Id `resume:<correction_id>`: JetStream keeps it for a runtime that is down,
+and a correction is applied at most once, so there is exactly one per correction.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from contracts import correction_subjects as subjects
+from contracts.correction_plan import AppendPlan, RevertPlan
+from contracts.corrections import INLINE_IDS_MAX, Correction, CorrectionMode, CorrectionStatus
+from contracts.decision import Decision, DecisionType
+from contracts.ids import Ulid
+from contracts.timestamps import UtcTime
+
+__all__ = [
+    "TARGET_TEXT_MAX",
+    "DecisionRef",
+    "ResumeInstruction",
+    "ResumePoint",
+    "ResumeTarget",
+]
+
+TARGET_TEXT_MAX = 2000
+"""Characters of the target's question and chosen option carried in an instruction (the
+whole text is in the ledger); keeps an instruction far under the payload limit."""
+
+
+class DecisionRef(Protocol):
+    """Anything that names a decision and its plan: a Decision, a ResumePoint. What a new
+    decision needs of its parent."""
+
+    @property
+    def plan_id(self) -> str: ...
+
+    @property
+    def decision_id(self) -> str: ...
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ResumePoint(_Frozen):
+    """The decision new decisions hang under, and its plan: pass it as `parent`."""
+
+    plan_id: Ulid = Field(description="Plan new decisions are recorded into.")
+    decision_id: Ulid = Field(description="Their parent (directly, or by ancestry).")
+
+
+class ResumeTarget(_Frozen):
+    """The corrected decision, as the runtime recorded it."""
+
+    decision_id: Ulid = Field(description="The decision the operator corrected.")
+    decision_type: DecisionType = Field(description="Its type.")
+    parent_decision_id: Ulid | None = Field(description="Its parent (None for a root).")
+    question: str = Field(description=f"Its question, cut at {TARGET_TEXT_MAX} characters.")
+    chosen_option: str = Field(
+        description=f"What the agent chose, cut at {TARGET_TEXT_MAX} characters.")
+    actor_state_ref: str | None = Field(
+        description="context_snapshot.actor_state_ref of the target: the runtime checkpoint "
+        "the choice was made from, to go back to. None if the agent recorded none.")
+    hot_context_ref: str = Field(description="Where the agent stored the context window.")
+
+    @classmethod
+    def of(cls, d: Decision) -> ResumeTarget:
+        return cls(decision_id=d.decision_id, decision_type=d.decision_type,
+                   parent_decision_id=d.parent_decision_id,
+                   question=d.question[:TARGET_TEXT_MAX],
+                   chosen_option=d.chosen_option[:TARGET_TEXT_MAX],
+                   actor_state_ref=d.context_snapshot.actor_state_ref,
+                   hot_context_ref=d.context_snapshot.hot_context_ref)
+
+
+class ResumeInstruction(_Frozen):
+    """Published once per APPLIED correction to `corrections.resume.<plan_id>`.
+
+    revert: go back to `target.actor_state_ref`, take `guidance` into account, and record
+    what follows under `resume_at` (the replacement decision, in the same plan).
+    append: start the child plan `child_plan_id` with `guidance`; its decisions go under
+    `resume_at` (the child plan's root). The corrected plan itself goes on unchanged.
+    """
+
+    correction_id: Ulid = Field(description="The applied correction.")
+    plan_id: Ulid = Field(description="The corrected plan (the subject's token).")
+    mode: CorrectionMode = Field(description="revert or append.", examples=["revert"])
+    requested_by: str = Field(description="The operator who asked for it.")
+    guidance: str = Field(description="What the operator said; for a revert without "
+                          "guidance, a default naming the operator and the target.")
+    guidance_defaulted: bool = Field(
+        description="True when the operator gave no guidance (revert only).")
+    applied_at: UtcTime = Field(description="When the correction was applied (UTC).")
+    round: int = Field(default=1, ge=1, description="The round the correction was applied in "
+                       "(1, plus one per operator retry).")
+    target: ResumeTarget = Field(description="The corrected decision.")
+    resume_at: ResumePoint = Field(
+        description="Where new decisions go: the replacement (revert) or the child plan's "
+        "root (append).")
+    # revert
+    replacement_decision_id: Ulid | None = Field(
+        default=None, description="revert: the decision that replaced the target.")
+    parent_decision_id: Ulid | None = Field(
+        default=None, description="revert: the replacement's parent (the target's parent).")
+    superseded_count: int = Field(
+        default=0, ge=0, description="revert: how many decisions were superseded.")
+    superseded_ids: list[Ulid] = Field(
+        default_factory=list,
+        description=f"revert: the superseded decisions, the first {INLINE_IDS_MAX} at most "
+        "(BFS order, the target first).")
+    child_plans_rolled_back: list[Ulid] = Field(
+        default_factory=list,
+        description=f"revert: child plans rolled back, the first {INLINE_IDS_MAX} at most; "
+        "their runtimes should stop.")
+    child_plans_rolled_back_count: int = Field(
+        default=0, ge=0, description="revert: how many child plans were rolled back.")
+    archived_artifacts_path: str | None = Field(
+        default=None, description="revert: where the superseded decisions' artifacts went.")
+    # append
+    child_plan_id: Ulid | None = Field(default=None, description="append: the new child plan.")
+    child_root_decision_id: Ulid | None = Field(
+        default=None, description="append: its root prompt_definition (carries the guidance).")
+    intervention_decision_id: Ulid | None = Field(
+        default=None, description="append: the user_intervention added under the target.")
+
+    @classmethod
+    def after_revert(cls, applied: Correction, target: Decision,
+                     revert: RevertPlan) -> ResumeInstruction:
+        new = revert.new_decision
+        return cls(
+            **_common(applied, target),
+            resume_at=ResumePoint(plan_id=new.plan_id, decision_id=new.decision_id),
+            replacement_decision_id=new.decision_id,
+            parent_decision_id=new.parent_decision_id,
+            superseded_count=len(revert.supersede_ids),
+            superseded_ids=revert.supersede_ids[:INLINE_IDS_MAX],
+            child_plans_rolled_back=revert.child_plans_to_roll_back[:INLINE_IDS_MAX],
+            child_plans_rolled_back_count=len(revert.child_plans_to_roll_back),
+            archived_artifacts_path=applied.archived_artifacts_path)
+
+    @classmethod
+    def after_append(cls, applied: Correction, target: Decision,
+                     append: AppendPlan) -> ResumeInstruction:
+        root = append.child_root
+        return cls(
+            **_common(applied, target),
+            resume_at=ResumePoint(plan_id=root.plan_id, decision_id=root.decision_id),
+            child_plan_id=root.plan_id, child_root_decision_id=root.decision_id,
+            intervention_decision_id=append.intervention.decision_id)
+
+    @property
+    def subject(self) -> str:
+        return subjects.resume(self.plan_id)
+
+    @property
+    def msg_id(self) -> str:
+        return subjects.resume_msg_id(self.correction_id)
+
+    @property
+    def resume_plan_id(self) -> str:
+        """The plan whose runtime acts: the corrected plan (revert) or the child (append)."""
+        return self.resume_at.plan_id
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if self.mode is CorrectionMode.REVERT:
+            if self.replacement_decision_id != self.resume_at.decision_id \
+                    or self.resume_at.plan_id != self.plan_id:
+                raise ValueError("a revert resumes under its replacement, in the same plan")
+            if self.child_plan_id or self.child_root_decision_id \
+                    or self.intervention_decision_id:
+                raise ValueError("child plan fields belong to an append")
+        else:
+            if self.child_plan_id is None or self.resume_at.plan_id != self.child_plan_id \
+                    or self.resume_at.decision_id != self.child_root_decision_id:
+                raise ValueError("an append resumes at its child plan's root")
+            if self.replacement_decision_id or self.superseded_count \
+                    or self.child_plans_rolled_back_count:
+                raise ValueError("revert fields belong to a revert")
+        for ids, count in ((self.superseded_ids, self.superseded_count),
+                           (self.child_plans_rolled_back, self.child_plans_rolled_back_count)):
+            if len(ids) != min(count, INLINE_IDS_MAX):
+                raise ValueError(f"an instruction lists the first (at most {INLINE_IDS_MAX}) "
+                                 "of count IDs")
+        return self
+
+
+def _common(applied: Correction, target: Decision) -> dict[str, object]:
+    if applied.status is not CorrectionStatus.APPLIED:
+        raise ValueError("a resume instruction is for an applied correction")
+    request = applied.request()
+    return {
+        "correction_id": applied.correction_id, "plan_id": applied.plan_id,
+        "mode": applied.mode, "requested_by": applied.requested_by,
+        "guidance": applied.guidance, "guidance_defaulted": request.guidance_defaulted,
+        "applied_at": applied.last.at, "round": applied.round_of(),
+        "target": ResumeTarget.of(target),
+    }
