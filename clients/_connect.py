@@ -22,7 +22,7 @@ import nats
 import nats.errors
 from nats.aio.client import Client
 
-from contracts.urls import redact
+from contracts.urls import nats_servers, redact
 
 DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
 """What `agents up` listens on."""
@@ -46,8 +46,8 @@ async def connect_bounded(url: str, timeout: float = CONNECT_TIMEOUT) -> Client:
 
     try:
         return await asyncio.wait_for(
-            nats.connect(url, max_reconnect_attempts=-1, connect_timeout=min(timeout, 2.0),
-                         error_cb=note), timeout)
+            nats.connect(nats_servers(url), max_reconnect_attempts=-1,
+                         connect_timeout=min(timeout, 2.0), error_cb=note), timeout)
     except TimeoutError:
         reason = _reason(last[0]) if last else f"no answer within {timeout:g} s"
     except (OSError, nats.errors.Error) as exc:
