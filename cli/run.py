@@ -158,7 +158,7 @@ def _banner(settings: Settings, data_dir: Path, servers: list[ManagedServer],
 def _not_durable(settings: Settings, started: set[str]) -> list[str]:
     """What this development run does not make durable, for the banner: honest about the
     servers it started, silent about those the environment gave."""
-    from workers.stream_config import StreamProfile  # noqa: PLC0415
+    from workers.stream_config import PRODUCTION_REPLICAS, StreamProfile  # noqa: PLC0415
 
     lines: list[str] = []
     limits = settings.stream_limits()
@@ -168,7 +168,7 @@ def _not_durable(settings: Settings, started: set[str]) -> list[str]:
     if "nats" in started:
         lines.append(f"one NATS node without sync_interval: always (an ack may precede "
                      f"the fsync by up to 2 min); {streams}")
-    elif limits.replicas < 3:  # noqa: PLR2004 - the production replica count
+    elif limits.replicas < PRODUCTION_REPLICAS:
         lines.append(streams)
     if "mongo" in started or settings.allow_standalone_mongodb:
         mongo = "one MongoDB node (no failover; majority = that node)" if "mongo" in \

@@ -189,7 +189,9 @@ def _ratchets(d: _Diff) -> None:
 def _limits(d: _Diff) -> None:
     for name in LIMITS:
         have, want = getattr(d.existing, name), getattr(d.wanted, name)
-        if _same(have, want) or (_unlimited(have) and _unlimited(want)):
+        # No limit wanted (development, or one the profile does not set) is no opinion:
+        # the stream's own value is no drift.
+        if _same(have, want) or _unlimited(want):
             continue
         if _unlimited(have):
             d.change(name, want, "a limit the stream lacked")
