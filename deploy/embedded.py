@@ -113,13 +113,14 @@ def die_with_parent() -> None:
         _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def _spawn(name: str, args: list[str], log_path: Path) -> subprocess.Popen[bytes]:
+def _spawn(name: str, args: list[str], log_path: Path,
+           env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log = log_path.open("ab")
     # A new session, so Ctrl-C in the terminal reaches only our supervisor, which then
     # stops the servers in order (workers first, then the servers they use).
     return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                            env={**os.environ},
+                            env={**os.environ, **(env or {})},
                             preexec_fn=die_with_parent)
 
 
@@ -134,6 +135,18 @@ def start_nats(data_dir: Path, port: int = 4222, host: str = "127.0.0.1",
     proc = _spawn("nats", args, log)
     _wait_for_port(host, port, proc, log, timeout)
     return ManagedServer("nats", f"nats://{host}:{port}", proc, log, args)
+
+
+def start_nats_with_config(config: Path, env: dict[str, str], log_path: Path, *,
+                           host: str = "127.0.0.1", port: int = 4222,
+                           timeout: float = 20.0) -> ManagedServer:
+    """nats-server with a configuration file whose `$VARIABLES` come from `env` (the
+    production template, deploy/nats-server.conf); `host:port` is where it listens
+    for clients, as that file's NATS_LISTEN says."""
+    args = [_binary("nats-server"), "-c", str(config)]
+    proc = _spawn("nats", args, log_path, env)
+    _wait_for_port(host, port, proc, log_path, timeout)
+    return ManagedServer("nats", f"nats://{host}:{port}", proc, log_path, args)
 
 
 def start_mongo(data_dir: Path, port: int = 27017, host: str = "127.0.0.1",
