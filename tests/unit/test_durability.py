@@ -207,3 +207,19 @@ def test_nats_url_may_list_servers() -> None:
     assert nats_servers("nats://a:4222") == ["nats://a:4222"]
     assert nats_servers("nats://a:4222, nats://b:4223,nats://c:4224,") == [
         "nats://a:4222", "nats://b:4223", "nats://c:4224"]
+
+
+# --- agents up ----------------------------------------------------------------------------
+
+def test_up_banner_says_what_is_not_durable() -> None:
+    from cli.run import _not_durable  # noqa: PLC0415
+
+    dev = dataclasses.replace(Settings(), allow_standalone_mongodb=True)
+    lines = _not_durable(dev, {"nats", "mongo"})
+    assert len(lines) == 2
+    assert "one NATS node without sync_interval: always" in lines[0]
+    assert "streams R1, no limits, discard old" in lines[0]
+    assert "one MongoDB node" in lines[1] and "ALLOW_STANDALONE_MONGODB=1" in lines[1]
+    # Servers from the environment, production streams: nothing to confess.
+    prod = Settings(stream_profile=StreamProfile.PRODUCTION)
+    assert _not_durable(prod, set()) == []
