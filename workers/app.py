@@ -57,7 +57,7 @@ from workers.pull import BatchPuller
 from workers.recorder import document_recorder, recorder_puller
 from workers.recovery import Sweeper
 from workers.settings import Settings
-from workers.streams import ensure_streams
+from workers.streams import StreamRefused, ensure_streams
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +135,7 @@ def build_app(settings: Settings | None = None, *, for_docs: bool = False) -> Fa
         db = mongo[settings.mongodb_db]
         await ensure_indexes(db)
         await connect_nats(broker.connect, link, settings.connect_timeout_seconds)
-        await ensure_streams(broker.connection.jetstream(), settings.stream_limits())
+        await prepare_streams(broker, settings)
         runtime.mongo_watch = MongoWatch(mongo, settings.mongodb_uri,
                                          settings.mongo_ping_interval_seconds,
                                          settings.connect_timeout_seconds)
@@ -189,6 +189,14 @@ def build_app(settings: Settings | None = None, *, for_docs: bool = False) -> Fa
 
     return app
 
+
+
+async def prepare_streams(broker: NatsBroker, settings: Settings) -> None:
+    """Create the streams or bring them toward the profile; a refusal ends the start."""
+    try:
+        await ensure_streams(broker.connection.jetstream(), settings.stream_limits())
+    except StreamRefused as exc:
+        raise StartupFailed(str(exc)) from None
 
 
 def start_background(runtime: Runtime, settings: Settings) -> None:

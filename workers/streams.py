@@ -13,7 +13,7 @@ import logging
 
 from nats.js import JetStreamContext
 from nats.js.api import StreamConfig
-from nats.js.errors import NotFoundError
+from nats.js.errors import APIError, NotFoundError
 
 from contracts.correction_subjects import (
     CORRECTIONS_DUPLICATE_WINDOW_SECONDS,
@@ -33,6 +33,11 @@ from contracts.subjects import (
 from workers.stream_config import Drift, StreamLimits, plan_update, stream_config
 
 log = logging.getLogger(__name__)
+
+
+class StreamRefused(Exception):
+    """The server refused to create or update a stream (e.g. R3 on a single node);
+    `str()` names the stream, what was asked and the server's reason, in one line."""
 
 
 def stream_configs(limits: StreamLimits | None = None) -> list[StreamConfig]:
@@ -61,14 +66,27 @@ async def ensure_streams(js: JetStreamContext, limits: StreamLimits | None = Non
     for config in stream_configs(limits):
         name = config.name or ""
         try:
-            info = await js.stream_info(name)
-        except NotFoundError:
-            await js.add_stream(config)
-            continue
-        update = plan_update(info.config, config)
-        for drift in update.drift:
-            log.warning("%s", drift.describe(name))
-        if update.config is not None:
-            await js.update_stream(update.config)
-        found.extend(update.drift)
+            found.extend(await _ensure(js, name, config))
+        except APIError as exc:
+            if isinstance(exc, NotFoundError):
+                raise
+            raise StreamRefused(
+                f"nats-server refused stream {name} (num_replicas {config.num_replicas}, "
+                f"discard {config.discard}, max_bytes {config.max_bytes}): "
+                f"{exc.description or exc}; check STREAM_PROFILE / STREAM_REPLICAS / "
+                f"STREAM_MAX_BYTES against the server (one node takes only R1)") from None
     return found
+
+
+async def _ensure(js: JetStreamContext, name: str, config: StreamConfig) -> list[Drift]:
+    try:
+        info = await js.stream_info(name)
+    except NotFoundError:
+        await js.add_stream(config)
+        return []
+    update = plan_update(info.config, config)
+    for drift in update.drift:
+        log.warning("%s", drift.describe(name))
+    if update.config is not None:
+        await js.update_stream(update.config)
+    return list(update.drift)

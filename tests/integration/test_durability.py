@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -20,9 +22,9 @@ from contracts.subjects import DECISIONS_STREAM
 from deploy.embedded import ManagedServer
 from store.database import Document, replica_set_name
 from store.transactions import run_in_transaction
-from tests.conftest import Workers, worker_env
+from tests.conftest import ROOT, Workers, worker_env
 from workers.stream_config import StreamLimits, StreamProfile
-from workers.streams import ensure_streams, stream_configs
+from workers.streams import StreamRefused, ensure_streams, stream_configs
 
 WINDOW = "the agent's context window"
 
@@ -95,6 +97,16 @@ async def test_production_profile_is_enforced_by_the_server(nc: nats.NATS) -> No
     assert first.decision_id
 
 
+async def test_a_stream_the_server_cannot_make_is_one_clear_error(nc: nats.NATS) -> None:
+    limits = StreamLimits.of(StreamProfile.PRODUCTION, max_payload_bytes=4096)  # R3
+    with pytest.raises(StreamRefused) as refused:
+        await ensure_streams(nc.jetstream(), limits)
+    line = str(refused.value)
+    assert "stream DECISIONS (num_replicas 3" in line
+    assert "replicas > 1 not supported in non-clustered mode" in line
+    assert "STREAM_REPLICAS" in line and "\n" not in line
+
+
 def test_stream_configs_default_to_development() -> None:
     for config in stream_configs():
         assert config.num_replicas == 1 and config.discard == DiscardPolicy.OLD
@@ -116,7 +128,6 @@ async def test_secantusdb_takes_every_durable_setting(
     assert await run_in_transaction(mongo_client, move) == 2
 
 
-@pytest.mark.slow
 async def test_workers_start_without_the_standalone_flag_on_a_replica_set(
         nats_server: ManagedServer, mongo_uri: str, db_name: str, tmp_path: Path) -> None:
     w = Workers(worker_env(nats_server.url, mongo_uri, db_name, ALLOW_STANDALONE_MONGODB="0"),
@@ -127,3 +138,16 @@ async def test_workers_start_without_the_standalone_flag_on_a_replica_set(
         assert "not a replica set" not in w.log()
     finally:
         assert w.stop() == 0
+
+
+@pytest.mark.e2e
+def test_production_profile_on_one_node_stops_the_workers_in_one_line(
+        nats_server: ManagedServer, mongo_uri: str, db_name: str) -> None:
+    env = worker_env(nats_server.url, mongo_uri, db_name, STREAM_PROFILE="production")
+    proc = subprocess.run([sys.executable, "-m", "workers"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 1, (proc.stdout, proc.stderr)
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, proc.stderr
+    assert "nats-server refused stream DECISIONS (num_replicas 3" in errors[0]
+    assert "Traceback" not in proc.stdout + proc.stderr
