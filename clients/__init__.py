@@ -22,7 +22,8 @@ from clients.operator import (
     LedgerUnavailable,
     plan_events,
 )
-from clients.recorder import DecisionRecorder, DecisionRejectedError
+from clients.recorder import DecisionRecorder, DecisionRejectedError, StaleBranchError
+from clients.resume import ResumeSubscription, parse_instruction
 from clients.subscriber import Outcomes, event_subjects, outcomes, parse_event
 from contracts.correction_events import AttemptTransitioned, CancelRefused, CorrectionTransitioned
 from contracts.corrections import CorrectionMode, CorrectionStatus
@@ -30,15 +31,49 @@ from contracts.decision import ArtifactRef, ContextSnapshot, Decision, DecisionT
 from contracts.impact import DryRunReport
 from contracts.invariants import InvariantViolation, Severity
 from contracts.recording import DecisionPersisted, DecisionRejected
+from contracts.resume import ResumeInstruction, ResumePoint, ResumeTarget
 
 __all__ = [
-    "DEFAULT_NATS_URL", "ArtifactRef", "AttemptTransitioned", "CancelRefused", "ContextSnapshot",
-    "CorrectionClient", "CorrectionMode", "CorrectionStatus", "CorrectionTransitioned",
-    "Decision", "DecisionPersisted", "DecisionRecorder", "DecisionRejected",
-    "DecisionRejectedError", "DecisionType", "DryRunRefused", "DryRunReport",
-    "InvalidCorrection", "InvalidDecision", "InvariantViolation", "LedgerUnavailable",
+    "DEFAULT_NATS_URL",
+    "ArtifactRef",
+    "AttemptTransitioned",
+    "CancelRefused",
+    "ContextSnapshot",
+    "CorrectionClient",
+    "CorrectionMode",
+    "CorrectionStatus",
+    "CorrectionTransitioned",
+    "Decision",
+    "DecisionPersisted",
+    "DecisionRecorder",
+    "DecisionRejected",
+    "DecisionRejectedError",
+    "DecisionType",
+    "DryRunRefused",
+    "DryRunReport",
+    "InvalidCorrection",
+    "InvalidDecision",
+    "InvariantViolation",
+    "LedgerUnavailable",
     "NatsUnreachable",
-    "Outcomes", "PublishFailed", "ResourceRef", "RetryPolicy", "Severity", "build_child",
-    "build_root", "context_hash", "event_subjects", "new_plan_id", "outcomes", "parse_event",
-    "plan_events", "snapshot",
+    "Outcomes",
+    "PublishFailed",
+    "ResourceRef",
+    "ResumeInstruction",
+    "ResumePoint",
+    "ResumeSubscription",
+    "ResumeTarget",
+    "RetryPolicy",
+    "Severity",
+    "StaleBranchError",
+    "build_child",
+    "build_root",
+    "context_hash",
+    "event_subjects",
+    "new_plan_id",
+    "outcomes",
+    "parse_event",
+    "parse_instruction",
+    "plan_events",
+    "snapshot",
 ]

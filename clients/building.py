@@ -18,6 +18,7 @@ from contracts import subjects
 from contracts.decision import ArtifactRef, ContextSnapshot, Decision, DecisionType, ResourceRef
 from contracts.ids import new_id
 from contracts.recording import MSG_ID_HEADER, Inbound, Invalid, read_message
+from contracts.resume import DecisionRef
 from contracts.rules import RuleViolation, violations_from
 
 Context = ContextSnapshot | str | bytes
@@ -104,7 +105,7 @@ def build_root(prompt: str, *, context: Context, chosen_option: str | None = Non
     )
 
 
-def build_child(parent: Decision, decision_type: DecisionType | str, *, question: str,
+def build_child(parent: DecisionRef, decision_type: DecisionType | str, *, question: str,
                 chosen_option: str, context: Context,
                 alternatives: Sequence[str] = (), confidence: float | None = None,
                 rationale: str | None = None, actor_reasoning: str | None = None,
@@ -113,7 +114,7 @@ def build_child(parent: Decision, decision_type: DecisionType | str, *, question
                 downstream_decision_ids: Sequence[str] = (),
                 decision_id: str | None = None,
                 created_at: datetime | None = None) -> Decision:
-    """A decision under `parent`, in the parent's plan, with a fresh ULID."""
+    """A decision under `parent` (a Decision or a ResumePoint), in its plan, with a fresh ULID."""
     return _build(
         decision_id=decision_id or new_id(), plan_id=parent.plan_id,
         parent_decision_id=parent.decision_id, decision_type=decision_type,

@@ -24,6 +24,7 @@ from nats.aio.client import Client
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from clients._connect import CONNECT_TIMEOUT, DEFAULT_NATS_URL, Connecting, ConnectionOwner
+from clients._durable import BACKOFF, MAX_DELIVER
 from clients._publish import DEFAULT_RETRY, PublishFailed, RetryPolicy, publish_acked
 from clients.building import (
     Artifact,
@@ -33,13 +34,17 @@ from clients.building import (
     build_root,
     wire_message,
 )
+from clients.resume import ResumeCallback, ResumeSubscription
 from contracts import invariant_subjects, subjects
 from contracts.decision import Decision, DecisionType
-from contracts.ids import new_id
+from contracts.ids import is_ulid, new_id
 from contracts.invariants import InvariantViolation, Severity
 from contracts.recording import DecisionPersisted, DecisionRejected
+from contracts.resume import DecisionRef, ResumePoint
+from contracts.rules import Rule
 
-__all__ = ["DecisionRecorder", "DecisionRejectedError", "InvalidDecision", "PublishFailed"]
+__all__ = ["DecisionRecorder", "DecisionRejectedError", "InvalidDecision", "PublishFailed",
+           "StaleBranchError"]
 
 
 class DecisionRejectedError(Exception):
@@ -49,6 +54,31 @@ class DecisionRejectedError(Exception):
         self.rejection = rejection
         super().__init__(f"decision {rejection.decision_id} rejected: "
                          + "; ".join(str(e) for e in rejection.errors))
+
+    @staticmethod
+    def of(rejection: DecisionRejected) -> DecisionRejectedError:
+        """StaleBranchError when a correction made the decision stale, else this."""
+        stale = {Rule.PARENT_SUPERSEDED, Rule.PLAN_ROLLED_BACK}
+        if any(e.rule in stale for e in rejection.errors):
+            return StaleBranchError(rejection)
+        return DecisionRejectedError(rejection)
+
+
+class StaleBranchError(DecisionRejectedError):
+    """The decision was recorded on a branch a correction removed (its parent superseded,
+    or its plan rolled back). `resume_at` is where the runtime goes on (pass it as the next
+    decision's `parent`), `correction_id` the correction that removed the branch; the
+    resume instruction of that correction (`on_resume`) says the same and more."""
+
+    def __init__(self, rejection: DecisionRejected) -> None:
+        super().__init__(rejection)
+        r = rejection.resume
+        self.correction_id: str | None = r.correction_id if r else None
+        self.resume_at: ResumePoint | None = None
+        if r and r.plan_id and r.replacement_decision_id \
+                and is_ulid(r.plan_id) and is_ulid(r.replacement_decision_id):
+            self.resume_at = ResumePoint(plan_id=r.plan_id,
+                                         decision_id=r.replacement_decision_id)
 
 
 class DecisionRecorder(ConnectionOwner):
@@ -88,7 +118,7 @@ class DecisionRecorder(ConnectionOwner):
             project=project, action_template=action_template, rationale=rationale,
             actor_reasoning=actor_reasoning))
 
-    async def record(self, *, parent: Decision, decision_type: DecisionType | str,
+    async def record(self, *, parent: DecisionRef, decision_type: DecisionType | str,
                      question: str, chosen_option: str, context: Context,
                      alternatives: Sequence[str] = (), confidence: float | None = None,
                      rationale: str | None = None, actor_reasoning: str | None = None,
@@ -96,7 +126,10 @@ class DecisionRecorder(ConnectionOwner):
                      downstream_plan_ids: Sequence[str] = (),
                      downstream_decision_ids: Sequence[str] = (),
                      created_at: datetime | None = None) -> Decision:
-        """Record a decision under `parent` (same plan, fresh ULID) and return it."""
+        """Record a decision under `parent` (same plan, fresh ULID) and return it.
+
+        `parent` is a Decision, or a ResumePoint (a resume instruction's `resume_at`, a
+        StaleBranchError's `resume_at`): anything naming a decision and its plan."""
         return await self.publish(build_child(
             parent, decision_type, question=question, chosen_option=chosen_option,
             context=context, alternatives=alternatives, confidence=confidence,
@@ -140,7 +173,7 @@ class DecisionRecorder(ConnectionOwner):
                     msg = await sub.next_msg(timeout=None)
                     outcome = _outcome_for(msg.subject, msg.data, decision.decision_id)
                     if isinstance(outcome, DecisionRejected):
-                        raise DecisionRejectedError(outcome)
+                        raise DecisionRejectedError.of(outcome)
                     if outcome is not None:
                         return outcome
         finally:
@@ -152,6 +185,27 @@ class DecisionRecorder(ConnectionOwner):
         async with asyncio.timeout(timeout):
             return list(await asyncio.gather(*(self.wait_persisted(d, timeout)
                                                for d in decisions)))
+
+    # --- resuming after a correction ---------------------------------------------------
+
+    async def on_resume(self, callback: ResumeCallback, *, plan_id: str | None = None,
+                        plan_ids: Sequence[str] = (), durable: str | None = None,
+                        ack_wait: float = 30.0, from_start: bool | None = None,
+                        max_deliver: int = MAX_DELIVER,
+                        backoff: Sequence[float] = BACKOFF) -> ResumeSubscription:
+        """Hand each ResumeInstruction of these plans to `callback`, in the background.
+
+        A durable consumer (default name `resume-<plan_id>` for one plan; name one for
+        several, or for all plans when none is given) on `corrections.resume.<plan_id>`:
+        an instruction published while the runtime was down arrives when it comes back,
+        and is acked only after `callback` returned (see clients/resume.py). Returns the
+        started subscription; `await sub.stop()` ends it, or use `async with`.
+        """
+        plans = [*([plan_id] if plan_id else []), *plan_ids]
+        sub = ResumeSubscription(self._nc, callback, plan_ids=plans, durable=durable,
+                                 ack_wait=ack_wait, from_start=from_start,
+                                 max_deliver=max_deliver, backoff=backoff)
+        return await sub.start()
 
     # --- invariants -------------------------------------------------------------------
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from store.database import Document
 from tests.conftest import Workers, worker_env
 from tests.factories import decision, encode, headers, plan_tree, root, subject
 from tests.integration.correction_support import request
-from tests.integration.wire import publish_all, wait_for_count
+from tests.integration.wire import publish_all, until, wait_for_count
 from workers.publisher import JetStreamPublisher
 from workers.recorder import recorder_retry
 from workers.settings import Settings
@@ -52,16 +52,6 @@ async def _started(nats_server: ManagedServer, mongo_uri: str, db_name: str, tmp
     await w.start(nats_server.url)
     return w
 
-
-async def until(probe: Callable[[], Awaitable[Any]], timeout: float = 30.0) -> Any:
-    deadline = asyncio.get_running_loop().time() + timeout
-    last = None
-    while asyncio.get_running_loop().time() < deadline:
-        last = await probe()
-        if last:
-            return last
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"condition not met in {timeout}s (last: {last!r})")
 
 
 async def drained(js: Any, stream: str, durable: str) -> None:

@@ -19,7 +19,7 @@ from services.invariants import InvariantService
 from store.database import Document
 from tests.conftest import Workers
 from tests.factories import decision, root
-from tests.integration.wire import events, publish_all, publish_raw, wait_for_count
+from tests.integration.wire import events, publish_all, publish_raw, until, wait_for_count
 from workers.publisher import JetStreamPublisher
 
 pytestmark = pytest.mark.e2e
@@ -44,14 +44,6 @@ async def send_report(js: Any, r: dict[str, Any]) -> None:
     await js.publish(f"invariants.violations.{r['plan_id']}", json.dumps(r).encode(),
                      headers={"Nats-Msg-Id": r["violation_id"]})
 
-
-async def wait_until(probe: Any, timeout: float = 20.0) -> Any:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while asyncio.get_running_loop().time() < deadline:
-        if result := await probe():
-            return result
-        await asyncio.sleep(0.1)
-    raise AssertionError("condition not met in time")
 
 
 async def test_reconciliation_records_one_enforced_decision_per_effective_invariant(
@@ -109,7 +101,7 @@ async def test_error_violation_blocks_execute_until_resolved_warnings_never_bloc
     await send_report(js, error)
     for sev in ("warning", "info"):
         await send_report(js, report(warned, inv.id, sev))
-    violated = await wait_until(lambda: _events(nc, "invariants.events.*.violated", 3))
+    violated = await until(lambda: _events(nc, "invariants.events.*.violated", 3))
     by_plan = {ev["violation"]["plan_id"]: ev for _, ev, _ in violated
                if ev["violation"]["severity"] == "error"}
     assert by_plan[blocked]["event_type"] == "INVARIANT_VIOLATED"
@@ -121,7 +113,7 @@ async def test_error_violation_blocks_execute_until_resolved_warnings_never_bloc
     strategize = decision(blocked, blocked_root["decision_id"], "strategy_choice")
     warned_execute = decision(warned, warned_root["decision_id"], "tool_invocation")
     await publish_all(js, [execute, strategize, warned_execute])
-    letter = await wait_until(lambda: db["dead_letters"].find_one(
+    letter = await until(lambda: db["dead_letters"].find_one(
         {"decision_id": execute["decision_id"]}))
     assert [e["rule"] for e in letter["errors"]] == ["reconciliation_blocked"]
     assert error["violation_id"] in letter["errors"][0]["message"]
@@ -132,7 +124,7 @@ async def test_error_violation_blocks_execute_until_resolved_warnings_never_bloc
 
     done = await service.resolve_violation(error["violation_id"], "alice")
     assert done.resolved_by == "alice" and done.resolved_at is not None
-    resolved = await wait_until(lambda: _events(nc, "invariants.events.*.resolved", 1))
+    resolved = await until(lambda: _events(nc, "invariants.events.*.resolved", 1))
     (subj, ev, hdrs), = resolved
     assert subj == f"invariants.events.{blocked}.resolved"
     assert ev["plan_blocked"] is False
@@ -176,7 +168,7 @@ async def test_invalid_violation_reports_are_dead_lettered_and_reported(
         ["not_json", "invariant_exists", "msg_id_matches_violation", "schema",
          "violation_id_conflict"])
     assert all(d["_id"].startswith("INVARIANTS:") for d in letters)
-    rejected = await wait_until(lambda: _events(nc, "invariants.rejected.>", 5))
+    rejected = await until(lambda: _events(nc, "invariants.rejected.>", 5))
     assert {s for s, _, _ in rejected} == {f"invariants.rejected.{plan_id}"}
     stored = await service.list_violations(plan_id)
     assert [v.violation_id for v in stored] == [good["violation_id"]]

@@ -5,7 +5,6 @@ unresolved error violation blocks the child's Execute phase until resolved, and
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
@@ -28,7 +27,7 @@ from tests.integration.cli_support import (
     cli_workers,
     seed_plan,
 )
-from tests.integration.wire import events, publish_all, wait_for_count
+from tests.integration.wire import events, publish_all, until, wait_for_count
 from workers.publisher import JetStreamPublisher
 
 __all__ = ["agents", "cli_workers"]
@@ -37,14 +36,6 @@ pytestmark = pytest.mark.e2e
 
 ENFORCED = {"decision_type": "invariant_enforced"}
 
-
-async def wait_until(probe: Any, timeout: float = 30.0) -> Any:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while asyncio.get_running_loop().time() < deadline:
-        if result := await probe():
-            return result
-        await asyncio.sleep(0.1)
-    raise AssertionError("condition not met in time")
 
 
 async def append(nc: nats.NATS, db: AsyncDatabase[Document], plan_id: str,
@@ -55,7 +46,7 @@ async def append(nc: nats.NATS, db: AsyncDatabase[Document], plan_id: str,
     await nc.jetstream().publish(f"corrections.requested.{plan_id}",
                                  req.model_dump_json().encode(),
                                  headers={"Nats-Msg-Id": req.correction_id})
-    doc = await wait_until(lambda: db.corrections.find_one(
+    doc = await until(lambda: db.corrections.find_one(
         {"_id": req.correction_id, "status": "applied"}))
     assert isinstance(doc, dict)
     return doc
@@ -92,11 +83,11 @@ async def test_append_child_plan_is_reconciled_and_blocked_by_its_parent(
         {"violation_id": violation, "invariant_id": g.id, "plan_id": parent,
          "severity": "error", "details": "dropped the prod users table"}).encode(),
         headers={"Nats-Msg-Id": violation})
-    await wait_until(lambda: db.invariant_violations.find_one({"_id": violation}))
+    await until(lambda: db.invariant_violations.find_one({"_id": violation}))
     execute = decision(child, child_root["_id"], "implementation_choice")
     strategize = decision(child, child_root["_id"], "strategy_choice")
     await publish_all(js, [execute, strategize])
-    letter = await wait_until(lambda: db.dead_letters.find_one(
+    letter = await until(lambda: db.dead_letters.find_one(
         {"decision_id": execute["decision_id"]}))
     [error] = letter["errors"]
     assert error["rule"] == "reconciliation_blocked"

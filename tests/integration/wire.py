@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import nats
@@ -25,6 +25,19 @@ async def publish_all(js: JetStreamContext, decisions: Iterable[dict[str, Any]])
 async def publish_raw(js: JetStreamContext, subj: str, data: bytes,
                       hdrs: dict[str, str] | None = None) -> None:
     await js.publish(subj, data, headers=hdrs)
+
+
+async def until(probe: Callable[[], Awaitable[Any]], timeout: float = 30.0) -> Any:
+    """Poll the async `probe` until it returns something truthy, and return that; an
+    AssertionError naming its last answer after `timeout` seconds."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    last = None
+    while asyncio.get_running_loop().time() < deadline:
+        last = await probe()
+        if last:
+            return last
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"condition not met in {timeout}s (last: {last!r})")
 
 
 async def wait_for_count(db: AsyncDatabase[Document], collection: str, expected: int,
