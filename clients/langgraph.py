@@ -53,6 +53,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 from clients.building import Artifact, Context, snapshot
 from clients.recorder import DecisionRecorder, StaleBranchError
+from clients.resume import ResumeSubscription
 from contracts.corrections import CorrectionMode
 from contracts.decision import ContextSnapshot, Decision, DecisionType, ResourceRef
 from contracts.ids import new_id
@@ -64,8 +65,8 @@ __all__ = [
     "GraphLedger",
     "LedgerPointer",
     "LedgerState",
-    "Resumed",
     "ResumeStatus",
+    "Resumed",
     "Run",
     "UnresumableInstruction",
     "checkpoint_ref",
@@ -75,6 +76,9 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+Graph = Pregel[Any, Any, Any, Any]
+"""A compiled graph (StateGraph.compile() gives a CompiledStateGraph, a Pregel)."""
 
 LEDGER_KEY = "ledger"
 """The state key holding the LedgerPointer."""
@@ -159,7 +163,7 @@ def pointer(state: Mapping[str, Any]) -> LedgerPointer:
 
 def guidance(state: Mapping[str, Any]) -> str:
     """The operator's guidance this branch was resumed with ('' when none)."""
-    return state.get(LEDGER_KEY, {}).get("guidance", "")
+    return str(state.get(LEDGER_KEY, {}).get("guidance", ""))
 
 
 def checkpoint_ref(config: RunnableConfig) -> str:
@@ -213,13 +217,13 @@ class GraphLedger:
     only waits for JetStream's ack and leaves refusals to `recorder.wait_persisted`.
     """
 
-    def __init__(self, recorder: DecisionRecorder, graph: Pregel | None = None, *,
+    def __init__(self, recorder: DecisionRecorder, graph: Graph | None = None, *,
                  confirm: bool = True, confirm_timeout: float = 30.0,
                  child_thread: Callable[[ResumeInstruction], str] | None = None,
                  child_input: Callable[[ResumeInstruction], Mapping[str, Any]] | None = None,
                  ) -> None:
         self.recorder = recorder
-        self._graph: Pregel | None = None
+        self._graph: Graph | None = None
         self._confirm = confirm
         self._confirm_timeout = confirm_timeout
         self._child_thread = child_thread or (lambda i: i.resume_plan_id)
@@ -227,7 +231,7 @@ class GraphLedger:
         if graph is not None:
             self.bind(graph)
 
-    def bind(self, graph: Pregel) -> Self:
+    def bind(self, graph: Graph) -> Self:
         """The graph to start and resume, when its nodes needed this ledger to be built."""
         if not isinstance(graph.checkpointer, BaseCheckpointSaver):
             raise TypeError("the graph needs a checkpointer to be resumed: "
@@ -239,7 +243,7 @@ class GraphLedger:
         return self
 
     @property
-    def graph(self) -> Pregel:
+    def graph(self) -> Graph:
         if self._graph is None:
             raise RuntimeError("no graph yet: GraphLedger(recorder, graph) or ledger.bind(graph)")
         return self._graph
@@ -302,8 +306,7 @@ class GraphLedger:
     def follow(key: str) -> Callable[[Mapping[str, Any]], str]:
         """The routing function of an edge whose route a node chose with `route`."""
         def routing(state: Mapping[str, Any]) -> str:
-            chosen: str = state[key]
-            return chosen
+            return str(state[key])
         return routing
 
     async def tool_call(self, state: Mapping[str, Any], config: RunnableConfig,
@@ -421,7 +424,8 @@ class GraphLedger:
     # --- subscribing ------------------------------------------------------------------
 
     async def on_resume(self, *, plan_id: str | None = None, durable: str | None = None,
-                        then: Callable[[Resumed], Awaitable[None]] | None = None) -> Any:
+                        then: Callable[[Resumed], Awaitable[None]] | None = None,
+                        **options: Any) -> ResumeSubscription:
         """Resume the graph on every instruction for `plan_id` (or every plan, with a
         `durable` name): `DecisionRecorder.on_resume` with `resume` as the callback, so an
         instruction is acked only after its fork ran. `then` sees each outcome.
@@ -429,7 +433,8 @@ class GraphLedger:
         An instruction that cannot be resumed (UnresumableInstruction) or whose branch a
         later correction superseded (StaleBranchError) is logged and acked: delivering it
         again cannot help. Anything else raises, and the instruction comes again later.
-        Returns the recorder's ResumeSubscription (`await sub.stop()`, `async with`).
+        Returns the recorder's ResumeSubscription (`await sub.stop()`, `async with`);
+        `options` go to `DecisionRecorder.on_resume` (`plan_ids`, `ack_wait`, ...).
         """
         async def handle(instruction: ResumeInstruction) -> None:
             try:
@@ -446,4 +451,4 @@ class GraphLedger:
             if then is not None:
                 await then(outcome)
 
-        return await self.recorder.on_resume(handle, plan_id=plan_id, durable=durable)
+        return await self.recorder.on_resume(handle, plan_id=plan_id, durable=durable, **options)

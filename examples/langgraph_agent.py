@@ -75,8 +75,8 @@ def build(ledger: GraphLedger, checkpointer: BaseCheckpointSaver[Any],
           artifacts: Path) -> CompiledStateGraph[Any]:
     """The graph; its nodes record through `ledger`."""
 
-    def say(state: AgentState, what: str) -> None:
-        print(f"  {what:<58} {pointer(state)['decision_id']}", flush=True)
+    def say(update: dict[str, Any], what: str) -> None:
+        print(f"  {what:<58} {pointer(update)['decision_id']}", flush=True)
 
     async def strategy(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         chosen = pick(STRATEGIES, guidance(state))
@@ -84,7 +84,7 @@ def build(ledger: GraphLedger, checkpointer: BaseCheckpointSaver[Any],
             state, config, key="strategy", options=STRATEGIES, chosen=chosen,
             question="Where should cached pricing responses live?",
             rationale=f"guidance: {guidance(state)}" if guidance(state) else "simplest first")
-        say({**state, **update}, f"strategy_choice        {chosen}")
+        say(update, f"strategy_choice        {chosen}")
         return update
 
     def implementation(strategy: str) -> Any:
@@ -95,7 +95,7 @@ def build(ledger: GraphLedger, checkpointer: BaseCheckpointSaver[Any],
                 state, config, decision_type=DecisionType.IMPLEMENTATION_CHOICE,
                 question=f"How is the {strategy} built?", chosen_option=chosen,
                 alternatives=alternatives, confidence=0.8)
-            say({**state, **update}, f"implementation_choice  {chosen}")
+            say(update, f"implementation_choice  {chosen}")
             return {**update, "implementation": chosen}
         node.__name__ = name
         return node
@@ -110,7 +110,7 @@ def build(ledger: GraphLedger, checkpointer: BaseCheckpointSaver[Any],
         for path, text in files.items():
             (artifacts / path).parent.mkdir(parents=True, exist_ok=True)
             (artifacts / path).write_text(text)
-        say({**state, **update}, f"tool_invocation        write {', '.join(sorted(files))}")
+        say(update, f"tool_invocation        write {', '.join(sorted(files))}")
         return {**update, "files": sorted(files)}
 
     builder = StateGraph(AgentState)
@@ -129,7 +129,8 @@ def build(ledger: GraphLedger, checkpointer: BaseCheckpointSaver[Any],
 
 async def main(args: argparse.Namespace) -> int:
     artifacts = Path(os.environ.get("ARTIFACTS_ROOT") or tempfile.mkdtemp(prefix="agent-"))
-    mongo = MongoClient(MONGODB_URI) if args.checkpoints == "mongodb" else None
+    mongo: MongoClient[Any] | None = (MongoClient(MONGODB_URI)
+                                      if args.checkpoints == "mongodb" else None)
     saver: BaseCheckpointSaver[Any] = (MongoDBSaver(mongo, db_name=LANGGRAPH_DB)
                                        if mongo is not None else InMemorySaver())
     try:
