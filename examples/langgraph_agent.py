@@ -35,16 +35,21 @@ from typing import Any
 # Run from a clone without installing: make the repository importable.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.checkpoint.mongodb import MongoDBSaver
-from langgraph.graph import END, START, StateGraph
-from langgraph.graph.state import CompiledStateGraph
 from pymongo import MongoClient
 
 from clients import DecisionRecorder, DecisionType
-from clients.langgraph import GraphLedger, LedgerState, Resumed, guidance, pointer
+
+try:
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.checkpoint.mongodb import MongoDBSaver
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.graph.state import CompiledStateGraph
+
+    from clients.langgraph import GraphLedger, LedgerState, Resumed, guidance, pointer
+except ImportError as exc:
+    sys.exit(f"{exc}\nInstall the LangGraph extra: .venv/bin/pip install -e '.[langgraph]'")
 
 NATS_URL = os.environ.get("NATS_URL", "nats://127.0.0.1:4222")
 MONGODB_URI = os.environ.get("MONGODB_URI", "mongodb://127.0.0.1:27017/?directConnection=true")
@@ -76,7 +81,7 @@ def build(ledger: GraphLedger, checkpointer: BaseCheckpointSaver[Any],
     """The graph; its nodes record through `ledger`."""
 
     def say(update: dict[str, Any], what: str) -> None:
-        print(f"  {what:<58} {pointer(update)['decision_id']}", flush=True)
+        print(f"  {pointer(update)['decision_id']}  {what}", flush=True)
 
     async def strategy(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         chosen = pick(STRATEGIES, guidance(state))

@@ -358,7 +358,7 @@ async def test_the_example_agent_resumes_after_a_revert_from_the_cli(
             lines.append(line.decode())
         out = "".join(lines)
         plan = re.search(r"^plan_id (\w{26})", out, re.M)
-        strategy = re.search(r"strategy_choice +in-memory cache +(\w{26})", out)
+        strategy = re.search(r"(\w{26})  strategy_choice +in-memory cache", out)
         assert plan and strategy, out
         assert (tmp_path / "pricing" / "cache_in_memory.py").exists()
 
