@@ -32,6 +32,7 @@ from cli.render import (
     short,
     status_text,
 )
+from contracts.ids import MSG_ID_HEADER
 
 if TYPE_CHECKING:
     from contracts.corrections import CorrectionRequest
@@ -190,7 +191,7 @@ async def _request(ctx: Ctx, request: CorrectionRequest, wait: bool, timeout: fl
                                  ordered_consumer=True, deliver_policy=DeliverPolicy.NEW)
     try:
         await js.publish(subjects.requested(request.plan_id), request.model_dump_json().encode(),
-                         headers={"Nats-Msg-Id": subjects.request_msg_id(request.correction_id)},
+                         headers={MSG_ID_HEADER: subjects.request_msg_id(request.correction_id)},
                          timeout=5.0)
         if sub is None:
             if as_json:

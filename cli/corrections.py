@@ -20,6 +20,7 @@ from cli import history
 from cli.context import Ctx, parse_id, run
 from cli.errors import USAGE_ERROR, fail
 from cli.render import JsonFlag, clip, console, dump, emit_json, short, status_text, when
+from contracts.ids import MSG_ID_HEADER
 
 if TYPE_CHECKING:
     from contracts.corrections import Correction
@@ -350,7 +351,7 @@ async def _publish_and_wait(ctx: Ctx, c: Correction, timeout: float, *, subject:
     subs = [await nc.subscribe(done_subject, cb=on_msg),
             await nc.subscribe(refused_subject, cb=on_msg)]
     try:
-        headers = {"Nats-Msg-Id": msg_id} if msg_id else None
+        headers = {MSG_ID_HEADER: msg_id} if msg_id else None
         await nc.jetstream().publish(subject, data, timeout=5.0, headers=headers)
         try:
             return await asyncio.wait_for(answer, timeout)

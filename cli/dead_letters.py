@@ -28,6 +28,7 @@ from rich.markup import escape
 from cli.context import Ctx, run
 from cli.errors import fail
 from cli.render import JsonFlag, clip, console, emit_json, when
+from contracts.ids import MSG_ID_HEADER
 
 if TYPE_CHECKING:
     from contracts.dead_letter import DeadLetter
@@ -157,7 +158,7 @@ def retry(
                  "republish the original message yourself")
         js = (await ctx.nats()).jetstream()
         ack = await js.publish(d.subject, d.payload, headers=d.headers or None, timeout=5.0)
-        msg_id = d.headers.get("Nats-Msg-Id")
+        msg_id = d.headers.get(MSG_ID_HEADER)
         if ack.duplicate:
             fail(f"JetStream dropped the retry as a duplicate of Nats-Msg-Id {msg_id} "
                  f"(stream {ack.stream} still remembers it); dead letter {d.id} is kept — "

@@ -16,7 +16,7 @@ import nats.js.errors
 from nats.js import JetStreamContext
 from nats.js.api import PubAck
 
-MSG_ID_HEADER = "Nats-Msg-Id"
+from contracts.ids import MSG_ID_HEADER
 
 RETRYABLE: tuple[type[BaseException], ...] = (
     TimeoutError,                          # asyncio's, on 3.11 the builtin

@@ -16,8 +16,8 @@ from pydantic import ValidationError
 
 from contracts import subjects
 from contracts.decision import ArtifactRef, ContextSnapshot, Decision, DecisionType, ResourceRef
-from contracts.ids import new_id
-from contracts.recording import MSG_ID_HEADER, Inbound, Invalid, read_message
+from contracts.ids import MSG_ID_HEADER, new_id
+from contracts.recording import Inbound, Invalid, read_message
 from contracts.resume import DecisionRef
 from contracts.rules import RuleViolation, violations_from
 

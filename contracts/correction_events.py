@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from contracts import correction_subjects as subjects
+from contracts.base import Frozen
 from contracts.bounds import MAX_TEXT_BYTES
 from contracts.corrections import (
     ATTEMPT_LIFECYCLE,
@@ -28,11 +29,7 @@ from contracts.rules import ERRORS_DOC, BoundedViolations, EchoText
 from contracts.timestamps import UtcTime
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class CorrectionTransitioned(_Frozen):
+class CorrectionTransitioned(Frozen):
     """Published once per lifecycle transition to `corrections.events.<plan_id>.<to_status>`."""
 
     event_id: Ulid = Field(description="ULID of this event (stable across republishing).")
@@ -144,7 +141,7 @@ class CorrectionTransitioned(_Frozen):
         return self
 
 
-class AttemptTransitioned(_Frozen):
+class AttemptTransitioned(Frozen):
     """Published once per attempt state change to `corrections.attempts.<plan_id>.<to_state>`."""
 
     event_id: Ulid = Field(default_factory=new_id, description="ULID of this event.")
@@ -199,7 +196,7 @@ class AttemptTransitioned(_Frozen):
         return self
 
 
-class _Refusal(_Frozen):
+class _Refusal(Frozen):
     """What every refusal of an operator's command (cancel, fail, retry) says: which
     correction, its plan, the status it was found in, and why, in one sentence."""
 
@@ -288,7 +285,7 @@ class RetryRefused(_Refusal):
         return subjects.retry_refused_msg_id(self.correction_id, self.status, self.round)
 
 
-class CorrectionRejected(_Frozen):
+class CorrectionRejected(Frozen):
     """Published to `corrections.rejected.<plan_id|unknown>` when a request or cancel message
     cannot be read; the message is kept in `dead_letters` and never redelivered."""
 
@@ -303,7 +300,7 @@ class CorrectionRejected(_Frozen):
     rejected_at: UtcTime = Field(description="When (UTC).")
 
 
-class DryRunError(_Frozen):
+class DryRunError(Frozen):
     """The reply to `corrections.dryrun.<plan_id>` when no report can be made.
 
     code: `target_not_found`, `target_in_other_plan` (applying would FAIL with the

@@ -12,8 +12,9 @@ import hashlib
 from datetime import datetime
 from pathlib import PurePosixPath
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from contracts.base import Frozen
 from contracts.corrections import (
     REVERT_CHOSEN_PREFIX,
     CorrectionMode,
@@ -77,11 +78,7 @@ def guidance_context(request: CorrectionRequest) -> ContextSnapshot:
 # --- revert -------------------------------------------------------------------------
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class ArchiveEntry(_Frozen):
+class ArchiveEntry(Frozen):
     """One line of a revert's manifest: an artifact and where its copy goes."""
 
     decision_id: Ulid = Field(description="The superseded decision that produced it.")
@@ -110,7 +107,7 @@ def archive_member(decision_id: str, index: int, artifact_path: str) -> str:
     return "/".join([decision_id, str(index), *(parts or ["artifact"])])
 
 
-class RevertPlan(_Frozen):
+class RevertPlan(Frozen):
     """Everything a revert writes, in one transaction."""
 
     correction_id: Ulid = Field(description="The correction.")
@@ -201,7 +198,7 @@ def plan_revert(
 # --- append -------------------------------------------------------------------------
 
 
-class AppendPlan(_Frozen):
+class AppendPlan(Frozen):
     """Everything an append writes, in one transaction; the target itself is not touched."""
 
     correction_id: Ulid = Field(description="The correction.")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 
 from contracts.corrections import CorrectionAttemptState, CorrectionStatus
-from contracts.ids import is_ulid
+from contracts.subject_tokens import plan_token, plan_token_or_unknown
 
 CORRECTIONS_STREAM = "CORRECTIONS"
 REQUESTED_PREFIX = "corrections.requested"
@@ -24,7 +24,6 @@ ATTEMPTS_PREFIX = "corrections.attempts"
 CANCEL_REFUSED_PREFIX = "corrections.cancel_refused"
 REJECTED_PREFIX = "corrections.rejected"
 RESUME_PREFIX = "corrections.resume"
-UNKNOWN_PLAN = "unknown"
 CORRECTIONS_DUPLICATE_WINDOW_SECONDS = 600.0
 """Ten minutes: longer than the relay ever leaves an event in the outbox after a crash,
 so a republished event is always recognised as a duplicate."""
@@ -61,52 +60,45 @@ ALL_ATTEMPTS = f"{ATTEMPTS_PREFIX}.>"
 ALL_RESUMES = f"{RESUME_PREFIX}.*"
 
 
-def _token(plan_id: str) -> str:
-    # A plan_id is one subject token; a '.', '*' or '>' in it would address other plans.
-    if not is_ulid(plan_id):
-        raise ValueError(f"plan_id {plan_id!r} is not a ULID, so not a safe subject token")
-    return plan_id.upper()
-
-
 def requested(plan_id: str) -> str:
     """Where an operator publishes a CorrectionRequest (Nats-Msg-Id: <correction_id>)."""
-    return f"{REQUESTED_PREFIX}.{_token(plan_id)}"
+    return f"{REQUESTED_PREFIX}.{plan_token(plan_id)}"
 
 
 def dryrun(plan_id: str) -> str:
     """Request-reply: a CorrectionRequest in, a DryRunReport back."""
-    return f"{DRYRUN_PREFIX}.{_token(plan_id)}"
+    return f"{DRYRUN_PREFIX}.{plan_token(plan_id)}"
 
 
 def cancel(plan_id: str) -> str:
-    return f"{CANCEL_PREFIX}.{_token(plan_id)}"
+    return f"{CANCEL_PREFIX}.{plan_token(plan_id)}"
 
 
 def cancel_refused(plan_id: str) -> str:
-    return f"{CANCEL_REFUSED_PREFIX}.{_token(plan_id)}"
+    return f"{CANCEL_REFUSED_PREFIX}.{plan_token(plan_id)}"
 
 
 def fail(plan_id: str) -> str:
     """Where an operator publishes a FailRequest (see fail_msg_id)."""
-    return f"{FAIL_PREFIX}.{_token(plan_id)}"
+    return f"{FAIL_PREFIX}.{plan_token(plan_id)}"
 
 
 def fail_refused(plan_id: str) -> str:
-    return f"{FAIL_REFUSED_PREFIX}.{_token(plan_id)}"
+    return f"{FAIL_REFUSED_PREFIX}.{plan_token(plan_id)}"
 
 
 def retry(plan_id: str) -> str:
     """Where an operator publishes a RetryRequest (see retry_msg_id)."""
-    return f"{RETRY_PREFIX}.{_token(plan_id)}"
+    return f"{RETRY_PREFIX}.{plan_token(plan_id)}"
 
 
 def retry_refused(plan_id: str) -> str:
-    return f"{RETRY_REFUSED_PREFIX}.{_token(plan_id)}"
+    return f"{RETRY_REFUSED_PREFIX}.{plan_token(plan_id)}"
 
 
 def rejected(plan_id: str | None) -> str:
     """Where an unreadable request or cancel is reported ('unknown' when no plan is readable)."""
-    return f"{REJECTED_PREFIX}.{_token(plan_id) if plan_id and is_ulid(plan_id) else UNKNOWN_PLAN}"
+    return f"{REJECTED_PREFIX}.{plan_token_or_unknown(plan_id)}"
 
 
 def rejected_msg_id(stream_sequence: int) -> str:
@@ -115,7 +107,7 @@ def rejected_msg_id(stream_sequence: int) -> str:
 
 def event(plan_id: str, status: CorrectionStatus) -> str:
     """`corrections.events.<plan_id>.<status>`; subscribe to `corrections.events.*.applied`."""
-    return f"{EVENTS_PREFIX}.{_token(plan_id)}.{status.value}"
+    return f"{EVENTS_PREFIX}.{plan_token(plan_id)}.{status.value}"
 
 
 def events_with_status(status: CorrectionStatus) -> str:
@@ -124,27 +116,18 @@ def events_with_status(status: CorrectionStatus) -> str:
 
 
 def attempt(plan_id: str, state: CorrectionAttemptState) -> str:
-    return f"{ATTEMPTS_PREFIX}.{_token(plan_id)}.{state.value}"
+    return f"{ATTEMPTS_PREFIX}.{plan_token(plan_id)}.{state.value}"
 
 
 def resume(plan_id: str) -> str:
     """`corrections.resume.<plan_id>`: the ResumeInstruction of each correction applied to
     the plan; a runtime subscribes to its plans' subjects (or `corrections.resume.*`)."""
-    return f"{RESUME_PREFIX}.{_token(plan_id)}"
+    return f"{RESUME_PREFIX}.{plan_token(plan_id)}"
 
 
 def resume_msg_id(correction_id: str) -> str:
     """One instruction per correction: a correction is applied at most once."""
     return f"resume:{correction_id}"
-
-
-def plan_of(subject: str, prefix: str) -> str | None:
-    """The <plan_id> token right after `prefix`, or None if the subject has another shape."""
-    head = prefix + "."
-    if not subject.startswith(head):
-        return None
-    token = subject[len(head):].split(".", 1)[0]
-    return token or None
 
 
 def request_msg_id(correction_id: str) -> str:

@@ -20,6 +20,7 @@ from contracts.corrections import CancelRequest, CorrectionRequest, FailRequest,
 from contracts.ids import is_ulid
 from contracts.payload import json_object, too_large, unreadable
 from contracts.rules import Rule, RuleViolation, Violations
+from contracts.subject_tokens import plan_of
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -44,7 +45,7 @@ def _read(model: type[M], subject: str, prefix: str, data: bytes,
           max_payload_bytes: int) -> M | Unreadable:
     """Never raises: a body over the limit is refused unread, and whatever else reading
     throws is the message's `unreadable` violation."""
-    subject_plan = _ulid_or_none(subjects.plan_of(subject, prefix))
+    subject_plan = _ulid_or_none(plan_of(subject, prefix))
     big = too_large(data, max_payload_bytes)
     if big is not None:
         return Unreadable(subject_plan, None, (big,))
@@ -55,7 +56,7 @@ def _read(model: type[M], subject: str, prefix: str, data: bytes,
 
 
 def _parse(model: type[M], subject: str, prefix: str, data: bytes) -> M | Unreadable:
-    subject_plan = subjects.plan_of(subject, prefix)
+    subject_plan = plan_of(subject, prefix)
     raw = json_object(data, f"a {model.__name__}")
     if isinstance(raw, RuleViolation):
         return Unreadable(_ulid_or_none(subject_plan), None, (raw,))

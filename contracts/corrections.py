@@ -17,14 +17,13 @@ from typing import Annotated, Any, Self, TypedDict, Unpack
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
-    ConfigDict,
     Field,
     StringConstraints,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
 
+from contracts.base import Frozen
 from contracts.decision import NonEmptyStr
 from contracts.ids import Ulid, new_id
 from contracts.lifecycle import Lifecycle
@@ -160,10 +159,6 @@ def bounded_text(text: str, limit: int = ERROR_MAX_CHARS) -> str:
     return f"{text[:limit]}… ({len(text) - limit} more characters)"
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
 REVERT_CHOSEN_PREFIX = "Revert: "
 """How a replacement's chosen_option reads when the operator named none and gave no
 guidance: `Revert: <the original chosen_option>`."""
@@ -177,7 +172,7 @@ def default_revert_guidance(decision_id: str, requested_by: str) -> str:
     return f"Revert of decision {decision_id.upper()} requested by {requested_by}"
 
 
-class CorrectionRequest(_Frozen):
+class CorrectionRequest(Frozen):
     """Published by an operator to `corrections.requested.<plan_id>`, Nats-Msg-Id = correction_id.
 
     The same body, sent as a request to `corrections.dryrun.<plan_id>`, asks for a dry run.
@@ -229,7 +224,7 @@ class CorrectionRequest(_Frozen):
             default_revert_guidance(self.decision_id, self.requested_by)
 
 
-class CancelRequest(_Frozen):
+class CancelRequest(Frozen):
     """Published to `corrections.cancel.<plan_id>`; honoured only from PENDING or ANALYZING."""
 
     correction_id: Ulid = Field(description="The correction to cancel.")
@@ -238,7 +233,7 @@ class CancelRequest(_Frozen):
                                description="Why, for the history and the event.")
 
 
-class FailRequest(_Frozen):
+class FailRequest(Frozen):
     """Published to `corrections.fail.<plan_id>`: an operator ends a correction stuck in
     ANALYZING or EXECUTING as FAILED; refused (`corrections.fail_refused.<plan_id>`) otherwise."""
 
@@ -251,7 +246,7 @@ class FailRequest(_Frozen):
     )
 
 
-class RetryRequest(_Frozen):
+class RetryRequest(Frozen):
     """Published to `corrections.retry.<plan_id>`: an operator starts a new round of a FAILED
     correction (FAILED -> PENDING, then a new attempt); refused
     (`corrections.retry_refused.<plan_id>`) otherwise."""
@@ -267,7 +262,7 @@ class RetryRequest(_Frozen):
     requested_by: NonEmptyStr = Field(default="operator", description="Who asked for it.")
 
 
-class Transition(_Frozen):
+class Transition(Frozen):
     """One entry of a correction's history; also the outbox row its event is published from."""
 
     event_id: Ulid = Field(
@@ -312,7 +307,7 @@ _RESULT_FIELDS = (
 )
 
 
-class Correction(_Frozen):
+class Correction(Frozen):
     """The stored aggregate (collection `corrections`): the request, its status and history."""
 
     correction_id: Ulid = Field(description="ULID from the request; the document key.")
@@ -445,7 +440,7 @@ def _check_history(history: Sequence[Transition], status: CorrectionStatus) -> N
         raise ValueError(f"status {status} differs from the last history entry")
 
 
-class CorrectionAttemptRecord(_Frozen):
+class CorrectionAttemptRecord(Frozen):
     """One execution of a correction (collection `correction_attempts`), as the seed defines it.
 
     A correction stays EXECUTING while an attempt fails and another is tried; it

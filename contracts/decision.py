@@ -14,8 +14,6 @@ from typing import Annotated, Any, Self
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
-    ConfigDict,
     Field,
     ValidationError,
     ValidationInfo,
@@ -24,6 +22,7 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from contracts.base import Frozen
 from contracts.ids import Ulid, new_id
 from contracts.rules import Rule
 from contracts.timestamps import utc_field, utc_now
@@ -95,11 +94,7 @@ def _hash_format(value: str) -> str:
     return value
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class ResourceRef(_Frozen):
+class ResourceRef(Frozen):
     """A resource the agent had in view (a file, a table, a URL)."""
 
     resource_id: NonEmptyStr = Field(description="Stable identifier of the resource.")
@@ -139,7 +134,7 @@ def artifact_path_problem(path: str) -> str | None:
     return None
 
 
-class ArtifactRef(_Frozen):
+class ArtifactRef(Frozen):
     """Something the decision produced; archived when the decision is reverted."""
 
     artifact_path: NonEmptyStr = Field(
@@ -169,7 +164,7 @@ class ArtifactRef(_Frozen):
         return value
 
 
-class ContextSnapshot(_Frozen):
+class ContextSnapshot(Frozen):
     """Enough about the agent's context window to replay the decision."""
 
     hot_context_hash: Annotated[str, AfterValidator(_hash_format)] = Field(
@@ -196,7 +191,7 @@ def _broken(rule: Rule, field: str, message: str) -> InitErrorDetails:
     )
 
 
-class Decision(_Frozen):
+class Decision(Frozen):
     """One recorded choice.
 
     `sequence_number` is None until the recorder assigns it; `superseded_by` and the

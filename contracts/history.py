@@ -24,8 +24,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from contracts.base import Frozen
 from contracts.correction_plan import MANIFEST_NAME
 from contracts.corrections import (
     INLINE_IDS_MAX,
@@ -148,11 +149,7 @@ def tree_as_of(decisions: Iterable[Decision], cut: Cut,
 # --- what one correction changed ---------------------------------------------------
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class DecisionBrief(_Frozen):
+class DecisionBrief(Frozen):
     """A decision named in a diff; only its ID when it is no longer recorded."""
 
     decision_id: Ulid = Field(description="The decision.")
@@ -170,7 +167,7 @@ class DecisionBrief(_Frozen):
                    chosen_option=d.chosen_option)
 
 
-class CorrectionDiff(_Frozen):
+class CorrectionDiff(Frozen):
     """What one correction changed, as `agents correction diff` prints it.
 
     Lists hold their first INLINE_IDS_MAX entries; the counts say how many there are.

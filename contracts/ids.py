@@ -8,6 +8,11 @@ from pydantic import AfterValidator
 from pydantic_core import PydanticCustomError
 from ulid import ULID
 
+MSG_ID_HEADER = "Nats-Msg-Id"
+"""The header JetStream deduplicates on: every publish in the system sets it to an ID
+derived from what the message says (a decision's ULID, `<correction_id>:<status>`...),
+so a retry from any replica is recognised as the same message."""
+
 
 def new_id() -> str:
     """A fresh ULID as its canonical string."""

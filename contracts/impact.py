@@ -25,8 +25,9 @@ from datetime import datetime
 from enum import StrEnum
 from typing import NamedTuple, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
+from contracts.base import Frozen
 from contracts.corrections import INLINE_IDS_MAX, CorrectionMode, CorrectionRequest
 from contracts.decision import ArtifactRef, Decision, DecisionType
 from contracts.errors import TargetNotFound
@@ -415,11 +416,7 @@ def types_without_history(
 # --- the result --------------------------------------------------------------------
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class AffectedArtifact(_Frozen):
+class AffectedArtifact(Frozen):
     """An artifact of an affected decision: one line of the revert's archive manifest."""
 
     decision_id: Ulid = Field(description="The affected decision that produced it.")
@@ -427,7 +424,7 @@ class AffectedArtifact(_Frozen):
     artifact_type: str = Field(description="Its kind, as recorded.")
 
 
-class CorrectionImpact(_Frozen):
+class CorrectionImpact(Frozen):
     """What a correction of `target_decision_id` touches."""
 
     target_decision_id: Ulid = Field(description="The target decision.")
@@ -602,7 +599,7 @@ def compute_impact(
 # --- dry run -------------------------------------------------------------------------
 
 
-class DryRunReport(_Frozen):
+class DryRunReport(Frozen):
     """The reply to `corrections.dryrun.<plan_id>`: what the correction would do."""
 
     correction_id: Ulid = Field(description="From the request.")

@@ -6,7 +6,8 @@ to it), so whoever publishes or republishes it, JetStream keeps one copy.
 
 from __future__ import annotations
 
-from contracts.ids import is_ulid
+from contracts.subject_tokens import plan_of as _plan_of
+from contracts.subject_tokens import plan_token, plan_token_or_unknown
 
 INVARIANTS_STREAM = "INVARIANTS"
 INVARIANTS_SUBJECTS = "invariants.>"
@@ -16,7 +17,6 @@ INVARIANTS_DUPLICATE_WINDOW_SECONDS = 600.0
 VIOLATIONS_PREFIX = "invariants.violations"
 EVENTS_PREFIX = "invariants.events"
 REJECTED_PREFIX = "invariants.rejected"
-UNKNOWN_PLAN = "unknown"
 
 VIOLATIONS_DURABLE = "invariant-violations"
 RECONCILER_DURABLE = "reconciler"
@@ -29,21 +29,14 @@ VIOLATED = "violated"
 RESOLVED = "resolved"
 
 
-def _token(plan_id: str) -> str:
-    # One subject token: a '.', '*' or '>' in it would address other plans.
-    if not is_ulid(plan_id):
-        raise ValueError(f"plan_id {plan_id!r} is not a ULID, so not a safe subject token")
-    return plan_id.upper()
-
-
 def violations(plan_id: str) -> str:
     """Where an agent reports an InvariantViolation (Nats-Msg-Id: <violation_id>)."""
-    return f"{VIOLATIONS_PREFIX}.{_token(plan_id)}"
+    return f"{VIOLATIONS_PREFIX}.{plan_token(plan_id)}"
 
 
 def event(plan_id: str, what: str) -> str:
     """invariants.events.<plan_id>.violated | .resolved"""
-    return f"{EVENTS_PREFIX}.{_token(plan_id)}.{what}"
+    return f"{EVENTS_PREFIX}.{plan_token(plan_id)}.{what}"
 
 
 def event_msg_id(violation_id: str, what: str) -> str:
@@ -51,7 +44,7 @@ def event_msg_id(violation_id: str, what: str) -> str:
 
 
 def rejected(plan_id: str | None) -> str:
-    return f"{REJECTED_PREFIX}.{plan_id or UNKNOWN_PLAN}"
+    return f"{REJECTED_PREFIX}.{plan_token_or_unknown(plan_id)}"
 
 
 def rejected_msg_id(stream_sequence: int) -> str:
@@ -59,5 +52,5 @@ def rejected_msg_id(stream_sequence: int) -> str:
 
 
 def plan_of(subject: str, prefix: str = VIOLATIONS_PREFIX) -> str | None:
-    head, _, tail = subject.rpartition(".")
-    return tail if head == prefix and tail else None
+    """The <plan_id> token of an invariants subject, or None if it has another shape."""
+    return _plan_of(subject, prefix)

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from contracts import invariant_subjects as subjects
 from contracts.bounds import DEFAULT_MAX_PAYLOAD_BYTES, MAX_TEXT_BYTES
-from contracts.ids import is_ulid
+from contracts.ids import MSG_ID_HEADER, is_ulid
 from contracts.invariants import InvariantViolation
 from contracts.payload import json_object, too_large, unreadable
 from contracts.rules import (
@@ -29,8 +29,6 @@ from contracts.rules import (
     RuleViolation,
     Violations,
 )
-
-MSG_ID_HEADER = "Nats-Msg-Id"
 
 
 @dataclass(frozen=True, slots=True)

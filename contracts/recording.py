@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from contracts.bounds import DEFAULT_MAX_PAYLOAD_BYTES, MAX_TEXT_BYTES
 from contracts.decision import Decision, DecisionType
-from contracts.ids import is_ulid
+from contracts.ids import MSG_ID_HEADER, is_ulid
 from contracts.invariants import ReconciliationBlocked, check_not_blocked
 from contracts.payload import json_object, too_large, unreadable
 from contracts.rules import (
@@ -29,8 +29,6 @@ from contracts.rules import (
     Violations,
 )
 from contracts.subjects import plan_of_subject
-
-MSG_ID_HEADER = "Nats-Msg-Id"
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 from typing import Protocol, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from contracts import correction_subjects as subjects
+from contracts.base import Frozen
 from contracts.correction_plan import AppendPlan, RevertPlan
 from contracts.corrections import INLINE_IDS_MAX, Correction, CorrectionMode, CorrectionStatus
 from contracts.decision import Decision, DecisionType
@@ -54,18 +55,14 @@ class DecisionRef(Protocol):
     def decision_id(self) -> str: ...
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class ResumePoint(_Frozen):
+class ResumePoint(Frozen):
     """The decision new decisions hang under, and its plan: pass it as `parent`."""
 
     plan_id: Ulid = Field(description="Plan new decisions are recorded into.")
     decision_id: Ulid = Field(description="Their parent (directly, or by ancestry).")
 
 
-class ResumeTarget(_Frozen):
+class ResumeTarget(Frozen):
     """The corrected decision, as the runtime recorded it."""
 
     decision_id: Ulid = Field(description="The decision the operator corrected.")
@@ -89,7 +86,7 @@ class ResumeTarget(_Frozen):
                    hot_context_ref=d.context_snapshot.hot_context_ref)
 
 
-class ResumeInstruction(_Frozen):
+class ResumeInstruction(Frozen):
     """Published once per APPLIED correction to `corrections.resume.<plan_id>`.
 
     revert: go back to `target.actor_state_ref`, take `guidance` into account, and record

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contracts.subject_tokens import plan_of, plan_token, plan_token_or_unknown
+
 DECISIONS_STREAM = "DECISIONS"
 DECISIONS_SUBJECTS = "decisions.>"
 DECISIONS_DUPLICATE_WINDOW_SECONDS = 120.0
@@ -9,28 +11,26 @@ DECISIONS_DUPLICATE_WINDOW_SECONDS = 120.0
 RECORDED_PREFIX = "decisions.recorded"
 PERSISTED_PREFIX = "decisions.persisted"
 REJECTED_PREFIX = "decisions.rejected"
-UNKNOWN_PLAN = "unknown"
 
 RECORDER_DURABLE = "recorder"
 
 
 def recorded(plan_id: str) -> str:
     """Where an agent publishes a decision (header Nats-Msg-Id: <decision_id>)."""
-    return f"{RECORDED_PREFIX}.{plan_id}"
+    return f"{RECORDED_PREFIX}.{plan_token(plan_id)}"
 
 
 def persisted(plan_id: str) -> str:
-    return f"{PERSISTED_PREFIX}.{plan_id}"
+    return f"{PERSISTED_PREFIX}.{plan_token(plan_id)}"
 
 
 def rejected(plan_id: str | None) -> str:
-    return f"{REJECTED_PREFIX}.{plan_id or UNKNOWN_PLAN}"
+    return f"{REJECTED_PREFIX}.{plan_token_or_unknown(plan_id)}"
 
 
 def plan_of_subject(subject: str, prefix: str = RECORDED_PREFIX) -> str | None:
     """The <plan_id> token of `<prefix>.<plan_id>`, or None if the subject has another shape."""
-    head, _, tail = subject.rpartition(".")
-    return tail if head == prefix and tail else None
+    return plan_of(subject, prefix)
 
 
 def persisted_msg_id(decision_id: str) -> str:

@@ -80,7 +80,6 @@ from store.correction_store import CorrectionStore
 from store.correction_writes import AttemptChange, Changes
 from store.corrections import Versioned
 from store.errors import ConcurrentChange, LeaseLost, ResourceNotFoundError
-from store.outbox import OutboxMessage
 
 log = logging.getLogger(__name__)
 
@@ -164,31 +163,31 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def persisted_message(d: Decision) -> OutboxMessage:
+def persisted_message(d: Decision) -> OutgoingEvent:
     """The decisions.persisted event of a decision a correction wrote directly, as the
     recorder would publish it: the reconciler then reconciles an append's child plan
     like any plan, exactly once (outboxed with the write, fixed Nats-Msg-Id)."""
-    return OutboxMessage(persisted(d.plan_id), persisted_body(d),
+    return OutgoingEvent(persisted(d.plan_id), persisted_body(d),
                          persisted_msg_id(d.decision_id))
 
 
-def correction_event(c: Correction) -> OutboxMessage:
+def correction_event(c: Correction) -> OutgoingEvent:
     e = CorrectionTransitioned.from_correction(c)
-    return OutboxMessage(e.subject, e.model_dump_json().encode(), e.msg_id)
+    return OutgoingEvent(e.subject, e.model_dump_json().encode(), e.msg_id)
 
 
-def resume_message(r: ResumeInstruction) -> OutboxMessage:
+def resume_message(r: ResumeInstruction) -> OutgoingEvent:
     """The plan runtime's instruction, outboxed with the APPLIED transition it follows."""
-    return OutboxMessage(r.subject, r.model_dump_json().encode(), r.msg_id)
+    return OutgoingEvent(r.subject, r.model_dump_json().encode(), r.msg_id)
 
 
 def attempt_event(a: CorrectionAttemptRecord, from_state: CorrectionAttemptState | None,
-                  at: datetime) -> OutboxMessage:
+                  at: datetime) -> OutgoingEvent:
     e = AttemptTransitioned.from_attempt(a, from_state, at=at)
-    return OutboxMessage(e.subject, e.model_dump_json().encode(), e.msg_id)
+    return OutgoingEvent(e.subject, e.model_dump_json().encode(), e.msg_id)
 
 
-def new_attempt_events(a: CorrectionAttemptRecord, at: datetime) -> list[OutboxMessage]:
+def new_attempt_events(a: CorrectionAttemptRecord, at: datetime) -> list[OutgoingEvent]:
     """An attempt is stored already EXECUTING; both of its transitions are announced."""
     pending = a.model_copy(update={"state": A.PENDING})
     return [attempt_event(pending, None, at), attempt_event(a, A.PENDING, at)]
@@ -639,7 +638,7 @@ class CorrectionService:
         now = self._clock()
         failed = c.transition(S.FAILED, now, error=error, reason=reason)
         changes: list[AttemptChange] = []
-        events: list[OutboxMessage] = []
+        events: list[OutgoingEvent] = []
         if attempt is not None:
             gave_up = attempt.transition(A.FAILED, now, error=attempt_error or error)
             changes.append(AttemptChange(gave_up, A.EXECUTING))

@@ -56,7 +56,7 @@ from store.invariants import (
     ViolationNotFound,
     ViolationRepository,
 )
-from store.outbox import OutboxMessage, OutboxRepository
+from store.outbox import OutboxRepository
 from store.plans import PlanRepository
 
 log = logging.getLogger(__name__)
@@ -69,13 +69,13 @@ __all__ = [
 
 
 def violation_event(kind: ViolationEventType, invariant_name: str | None
-                    ) -> Callable[[InvariantViolation, bool], OutboxMessage]:
+                    ) -> Callable[[InvariantViolation, bool], OutgoingEvent]:
     """The outbox entry announcing a change, built inside the change's transaction (which
     is where the plan's blocked state after it is known)."""
-    def build(v: InvariantViolation, blocked: bool) -> OutboxMessage:
+    def build(v: InvariantViolation, blocked: bool) -> OutgoingEvent:
         e = ViolationEvent(event_type=kind, violation=v, invariant_name=invariant_name,
                            plan_blocked=blocked)
-        return OutboxMessage(e.subject, e.model_dump_json().encode(), e.msg_id)
+        return OutgoingEvent(e.subject, e.model_dump_json().encode(), e.msg_id)
     return build
 
 

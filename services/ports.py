@@ -7,15 +7,11 @@ JetStream, and tests can hand them the same thing against a real server.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
+from contracts.outgoing import OutgoingEvent
 
-@dataclass(frozen=True, slots=True)
-class OutgoingEvent:
-    subject: str
-    payload: bytes
-    msg_id: str
+__all__ = ["EventPublisher", "OutgoingEvent"]
 
 
 class EventPublisher(Protocol):

@@ -21,13 +21,14 @@ from pymongo.asynchronous.database import AsyncDatabase
 from contracts.correction_plan import AppendPlan, RevertPlan
 from contracts.corrections import Correction, CorrectionAttemptRecord, CorrectionAttemptState
 from contracts.decision import Decision
+from contracts.outgoing import OutgoingEvent
 from store.attempts import CorrectionAttemptRepository
 from store.corrections import Versioned, to_fields
 from store.database import CORRECTIONS, DECISIONS, ID_CHUNK, Document
 from store.decisions import DecisionRepository, to_document
 from store.errors import ConcurrentChange
 from store.locks import PlanLocks
-from store.outbox import OutboxMessage, OutboxRepository
+from store.outbox import OutboxRepository
 from store.plans import PlanRepository
 from store.transactions import run_in_transaction
 
@@ -48,10 +49,10 @@ class Changes:
     attempts: Sequence[AttemptChange] = ()
     revert: RevertPlan | None = None
     append: AppendPlan | None = None
-    events: Sequence[OutboxMessage] = ()
+    events: Sequence[OutgoingEvent] = ()
     lease_owner: str | None = None
     """When set, the transaction renews and requires this owner's lease on the plan."""
-    announce: Callable[[Decision], OutboxMessage] | None = None
+    announce: Callable[[Decision], OutgoingEvent] | None = None
     """Builds the event announcing each decision the step writes (decisions.persisted),
     once its sequence number is known inside the transaction; outboxed with the rest."""
 

@@ -27,16 +27,17 @@ from contracts.invariants import (
     ViolationAlreadyResolved,
     ViolationConflict,
 )
+from contracts.outgoing import OutgoingEvent
 from store.database import ID_CHUNK, INVARIANT_VIOLATIONS, INVARIANTS, Document
 from store.errors import ResourceNotFoundError
-from store.outbox import OutboxMessage, OutboxRepository
+from store.outbox import OutboxRepository
 from store.transactions import run_in_transaction
 
 VIOLATED_VERSION = 0
 RESOLVED_VERSION = 1
 """Outbox order of a violation's two events: the report's before the resolution's."""
 
-EventFor = Callable[[InvariantViolation, bool], OutboxMessage]
+EventFor = Callable[[InvariantViolation, bool], OutgoingEvent]
 """Builds the event of a change from the violation as stored and whether its plan is
 blocked once the change commits (read inside the same transaction)."""
 

@@ -18,6 +18,7 @@ from typing import Any
 from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.asynchronous.database import AsyncDatabase
 
+from contracts.outgoing import OutgoingEvent
 from store.database import ID_CHUNK, OUTBOX, Document
 
 ORDER_STRIDE = 1000
@@ -25,31 +26,22 @@ ORDER_STRIDE = 1000
 
 
 @dataclass(frozen=True, slots=True)
-class OutboxMessage:
-    """An event to publish: subject, body, and the Nats-Msg-Id JetStream dedups on."""
-
-    subject: str
-    payload: bytes
-    msg_id: str
-
-
-@dataclass(frozen=True, slots=True)
 class Pending:
     correction_id: str
     order: int
-    message: OutboxMessage
+    message: OutgoingEvent
 
 
 def _from_doc(doc: Document) -> Pending:
     return Pending(doc["correction_id"], int(doc["order"]),
-                   OutboxMessage(doc["subject"], bytes(doc["payload"]), doc["_id"]))
+                   OutgoingEvent(doc["subject"], bytes(doc["payload"]), doc["_id"]))
 
 
 class OutboxRepository:
     def __init__(self, db: AsyncDatabase[Document]) -> None:
         self._coll = db[OUTBOX]
 
-    async def add(self, correction_id: str, version: int, messages: Sequence[OutboxMessage],
+    async def add(self, correction_id: str, version: int, messages: Sequence[OutgoingEvent],
                   now: datetime, session: AsyncClientSession) -> None:
         if not messages:
             return

@@ -61,6 +61,7 @@ from contracts.impact import DryRunReport
 from contracts.recording import Inbound
 from contracts.resume import ResumeInstruction
 from contracts.rules import RuleViolation
+from contracts.subject_tokens import plan_of
 from contracts.timestamps import utc_now
 from contracts.unreadable import describe, guarded, truncate
 from services.corrections import CorrectionService, CrashHook, no_crash
@@ -121,13 +122,13 @@ class _CorrectionFamily:
         self._settings = settings
 
     def unreadable(self, m: Msg, why: RuleViolation) -> Unreadable:
-        return Unreadable(subjects.plan_of(m.subject, self.prefix), None, (why,))
+        return Unreadable(plan_of(m.subject, self.prefix), None, (why,))
 
     async def dead_letter(self, msg: Inbound, violations: Sequence[RuleViolation]) -> None:
         await self._service().reject(
             msg.subject, dict(msg.headers), msg.data, stream_sequence=msg.stream_sequence,
             delivered=msg.delivered, unreadable=Unreadable(
-                subjects.plan_of(msg.subject, self.prefix), None, tuple(violations)))
+                plan_of(msg.subject, self.prefix), None, tuple(violations)))
 
 
 class RequestConsumer(_CorrectionFamily):
@@ -268,7 +269,7 @@ class RetryConsumer(_CorrectionFamily):
 async def answer_dry_run(svc: CorrectionService, subject: str, data: bytes,
                          max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> bytes:
     """The reply body: a DryRunReport, or a DryRunError saying why there is none."""
-    plan = subjects.plan_of(subject, subjects.DRYRUN_PREFIX)
+    plan = plan_of(subject, subjects.DRYRUN_PREFIX)
     r = guarded(lambda: read_request(subject, data, prefix=subjects.DRYRUN_PREFIX,
                                      max_payload_bytes=max_payload_bytes))
     if isinstance(r, RuleViolation):
@@ -289,7 +290,7 @@ async def answer_dry_run(svc: CorrectionService, subject: str, data: bytes,
 
 def _internal_error(subject: str, message: str) -> bytes:
     return DryRunError(error="internal_error", message=truncate(message),
-                       plan_id=subjects.plan_of(subject, subjects.DRYRUN_PREFIX),
+                       plan_id=plan_of(subject, subjects.DRYRUN_PREFIX),
                        ).model_dump_json().encode()
 
 

@@ -8,9 +8,8 @@ from collections.abc import Sequence
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
+from contracts.ids import MSG_ID_HEADER
 from services.ports import OutgoingEvent
-
-MSG_ID = "Nats-Msg-Id"
 
 
 class JetStreamPublisher:
@@ -21,7 +20,7 @@ class JetStreamPublisher:
     async def publish_all(self, events: Sequence[OutgoingEvent]) -> None:
         # Pipelined: send all, then wait for every PubAck, instead of one round trip each.
         futures = [
-            await self._js.publish_async(e.subject, e.payload, headers={MSG_ID: e.msg_id})
+            await self._js.publish_async(e.subject, e.payload, headers={MSG_ID_HEADER: e.msg_id})
             for e in events
         ]
         if futures:

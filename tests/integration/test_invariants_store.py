@@ -25,6 +25,7 @@ from contracts.invariants import (
     ViolationAlreadyResolved,
     ViolationConflict,
 )
+from contracts.outgoing import OutgoingEvent
 from contracts.recording import Candidate
 from services.archive import Archive
 from services.corrections import CorrectionService
@@ -39,7 +40,7 @@ from store.invariants import (
     ViolationNotFound,
     ViolationRepository,
 )
-from store.outbox import OutboxMessage, OutboxRepository
+from store.outbox import OutboxRepository
 from tests.factories import root
 from tests.integration.wire import events
 from workers.publisher import JetStreamPublisher
@@ -50,8 +51,8 @@ S = InvariantScope
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def event_for(v: InvariantViolation, blocked: bool) -> OutboxMessage:
-    return OutboxMessage(f"invariants.events.{v.plan_id}.x", str(blocked).encode(),
+def event_for(v: InvariantViolation, blocked: bool) -> OutgoingEvent:
+    return OutgoingEvent(f"invariants.events.{v.plan_id}.x", str(blocked).encode(),
                          f"violation:{v.violation_id}:{v.resolved_at is not None}")
 
 

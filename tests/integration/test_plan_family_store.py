@@ -11,12 +11,12 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.ids import new_id
 from contracts.invariants import InvariantViolation, Severity
+from contracts.outgoing import OutgoingEvent
 from contracts.recording import plan_batch
 from contracts.rules import Rule
 from store.database import Document
 from store.decisions import DecisionRepository
 from store.invariants import ViolationRepository
-from store.outbox import OutboxMessage
 from store.plans import plan_ancestors
 from tests.factories import decision, root
 from tests.unit.test_recording import candidate
@@ -56,8 +56,8 @@ async def test_facts_block_a_grandchild_of_a_plan_with_an_error_violation(
     await link(db, mid, top)
     violations = ViolationRepository(db)
 
-    def event(v: InvariantViolation, blocked: bool) -> OutboxMessage:
-        return OutboxMessage(f"x.{v.plan_id}", b"", f"violation:{v.violation_id}")
+    def event(v: InvariantViolation, blocked: bool) -> OutgoingEvent:
+        return OutgoingEvent(f"x.{v.plan_id}", b"", f"violation:{v.violation_id}")
 
     v = InvariantViolation(invariant_id=new_id(), plan_id=top, severity=Severity.ERROR,
                            details="dropped a table", reported_at=NOW)

@@ -91,7 +91,8 @@ async def test_a_revert_tells_the_runtime_where_to_resume_and_new_decisions_go_t
         assert i.superseded_count == 4  # the child plan's decisions too
         assert set(i.superseded_ids) == {strategy.decision_id, impl.decision_id,
                                          spawn.decision_id, child_root.decision_id}
-        assert i.child_plans_rolled_back == [child_root.plan_id] and i.child_plans_rolled_back_count == 1
+        assert i.child_plans_rolled_back == [child_root.plan_id]
+        assert i.child_plans_rolled_back_count == 1
         assert i.archived_artifacts_path
         # "Resume me": the next decision goes under the replacement with no ID tracking.
         after = await rec.record(parent=i.resume_at, decision_type="implementation_choice",

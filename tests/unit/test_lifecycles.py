@@ -38,6 +38,7 @@ from contracts.corrections import (
 )
 from contracts.errors import DomainError, IllegalTransition
 from contracts.lifecycle import Lifecycle, check_transition, is_allowed, terminal_states
+from contracts.subject_tokens import plan_of
 
 pytestmark = pytest.mark.unit
 
@@ -375,8 +376,8 @@ def test_subjects() -> None:
     assert subjects.event(PLAN, S.FAILED) == f"corrections.events.{PLAN}.failed"
     assert subjects.events_with_status(S.APPLIED) == "corrections.events.*.applied"
     assert subjects.attempt(PLAN, A.FAILED) == f"corrections.attempts.{PLAN}.failed"
-    assert subjects.plan_of(subjects.event(PLAN, S.FAILED), subjects.EVENTS_PREFIX) == PLAN
-    assert subjects.plan_of("decisions.recorded.X", subjects.REQUESTED_PREFIX) is None
+    assert plan_of(subjects.event(PLAN, S.FAILED), subjects.EVENTS_PREFIX) == PLAN
+    assert plan_of("decisions.recorded.X", subjects.REQUESTED_PREFIX) is None
     assert subjects.request_msg_id(NEW) == NEW
     assert not any(s.startswith(subjects.DRYRUN_PREFIX)
                    for s in subjects.CORRECTIONS_STREAM_SUBJECTS)

@@ -1,0 +1,19 @@
+"""An event on its way out: what the outbox stores and the publisher sends.
+
+One type for both, because they are the same three facts: the relay reads a stored
+message and publishes it unchanged, and the Nats-Msg-Id fixed when the event was
+decided is what makes a republished copy a duplicate JetStream drops.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class OutgoingEvent:
+    """Subject, body, and the Nats-Msg-Id JetStream deduplicates on."""
+
+    subject: str
+    payload: bytes
+    msg_id: str
