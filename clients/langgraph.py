@@ -34,9 +34,11 @@ How the two trees map onto each other (docs/langgraph.md):
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Required, Self, TypedDict
@@ -206,6 +208,28 @@ def _state_hash_input(state: Mapping[str, Any]) -> str:
     return json.dumps(state, sort_keys=True, default=repr)
 
 
+class _ThreadLocks:
+    """One asyncio.Lock per thread ID while anyone holds or waits for it (then dropped, so
+    a long-lived runtime does not keep one per thread it ever ran)."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    @contextlib.asynccontextmanager
+    async def hold(self, thread_id: str) -> AsyncIterator[None]:
+        lock, users = self._locks.get(thread_id, (asyncio.Lock(), 0))
+        self._locks[thread_id] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[thread_id]
+            if users == 1:
+                del self._locks[thread_id]
+            else:
+                self._locks[thread_id] = (lock, users - 1)
+
+
 class GraphLedger:
     """Records a compiled LangGraph graph's choices into the ledger, and resumes it.
 
@@ -228,6 +252,7 @@ class GraphLedger:
         self._confirm_timeout = confirm_timeout
         self._child_thread = child_thread or (lambda i: i.resume_plan_id)
         self._child_input = child_input or (lambda i: {})
+        self._threads = _ThreadLocks()
         if graph is not None:
             self.bind(graph)
 
@@ -351,7 +376,8 @@ class GraphLedger:
             await self.recorder.wait_persisted(root, timeout=self._confirm_timeout)
         config = _thread(thread_id)
         start: LedgerPointer = {"plan_id": root.plan_id, "decision_id": root.decision_id}
-        values = await self.graph.ainvoke({**(inputs or {}), LEDGER_KEY: start}, config)
+        async with self._threads.hold(thread_id):
+            values = await self.graph.ainvoke({**(inputs or {}), LEDGER_KEY: start}, config)
         return Run(root=root, thread_id=thread_id, config=config, values=dict(values))
 
     async def resume(self, instruction: ResumeInstruction) -> Resumed:
@@ -359,15 +385,22 @@ class GraphLedger:
 
         Safe to call again with the same instruction (a redelivery): a fork already made
         for the correction is found by its checkpoint metadata and run on if it stopped
-        midway, never made twice. Raises UnresumableInstruction when there is nothing to
-        go back to, StaleBranchError when a later correction superseded the branch.
+        midway, never made twice. Waits for a run of the same thread that this ledger
+        started to end first (a run on the reverted branch ends at its next decision,
+        with StaleBranchError), so two runs never write one thread's checkpoints at once.
+        Raises UnresumableInstruction when there is nothing to go back to,
+        StaleBranchError when a later correction superseded the branch.
         """
         if instruction.mode is CorrectionMode.REVERT:
-            return await self._fork(instruction)
-        return await self._child(instruction)
+            thread_id, checkpoint_id = parse_checkpoint_ref(instruction.target.actor_state_ref)
+            async with self._threads.hold(thread_id):
+                return await self._fork(instruction, thread_id, checkpoint_id)
+        thread_id = self._child_thread(instruction)
+        async with self._threads.hold(thread_id):
+            return await self._child(instruction, thread_id)
 
-    async def _fork(self, instruction: ResumeInstruction) -> Resumed:
-        thread_id, checkpoint_id = parse_checkpoint_ref(instruction.target.actor_state_ref)
+    async def _fork(self, instruction: ResumeInstruction, thread_id: str,
+                    checkpoint_id: str) -> Resumed:
         thread = _thread(thread_id)
         cid = instruction.correction_id
         async for _made in self.graph.aget_state_history(thread, filter={RESUME_MARK: cid},
@@ -394,8 +427,7 @@ class GraphLedger:
         values = await self.graph.ainvoke(None, forked)
         return Resumed(instruction, ResumeStatus.RESUMED, thread_id, forked, dict(values))
 
-    async def _child(self, instruction: ResumeInstruction) -> Resumed:
-        thread_id = self._child_thread(instruction)
+    async def _child(self, instruction: ResumeInstruction, thread_id: str) -> Resumed:
         existing = await self._checkpointer.aget_tuple(_thread(thread_id))
         if existing is not None:
             return await self._run_on(instruction, thread_id)

@@ -312,32 +312,49 @@ async def test_an_append_runs_the_child_plan_as_a_new_thread_with_the_guidance(
 async def test_a_run_that_keeps_recording_on_the_superseded_branch_gets_stale_branch_error(
         recorder: DecisionRecorder, nats_server: ManagedServer,
         db: AsyncDatabase[Document]) -> None:
+    """The run is still going (held before its implementation decision) when the strategy
+    is reverted: its next decision is refused with the typed error, and only then does
+    the fork run on the same thread."""
     runs: Counter[str] = Counter()
     gate = asyncio.Event()
     ledger = GraphLedger(recorder)
     build(ledger, InMemorySaver(), runs, gate)
     plan_id = new_plan_id()
-    running = asyncio.create_task(ledger.start("Cache the pricing API", {"task": "cache"},
-                                               plan_id=plan_id))
-    repo = DecisionRepository(db)
+    outcomes: list[Resumed] = []
 
-    async def strategy_recorded() -> list[Decision]:
-        return of_type(await repo.current_tree(plan_id), DecisionType.STRATEGY_CHOICE)
+    async def seen(outcome: Resumed) -> None:
+        outcomes.append(outcome)
 
-    [strategy] = await until(strategy_recorded)
+    async with await ledger.on_resume(plan_id=plan_id, then=seen):
+        running = asyncio.create_task(ledger.start("Cache the pricing API", {"task": "c"},
+                                                   plan_id=plan_id))
+        repo = DecisionRepository(db)
 
-    async def at_the_gate() -> bool:   # about to record under the strategy
-        return runs["in_memory"] == 1
-    await until(at_the_gate)
-    applied = await correct(nats_server.url, strategy.plan_id, strategy.decision_id,
-                            "revert", "use redis")
-    gate.set()
-    with pytest.raises(StaleBranchError) as stale:
-        await asyncio.wait_for(running, 30)
-    assert stale.value.correction_id == applied.correction_id
-    assert stale.value.resume_at == ResumePoint(plan_id=strategy.plan_id,
-                                                decision_id=applied.new_decision_id)
-    assert runs["write"] == 0           # the graph stopped at the refused decision
+        async def strategy_recorded() -> list[Decision]:
+            return of_type(await repo.current_tree(plan_id), DecisionType.STRATEGY_CHOICE)
+
+        [strategy] = await until(strategy_recorded)
+
+        async def at_the_gate() -> bool:   # about to record under the strategy
+            return runs["in_memory"] == 1
+        await until(at_the_gate)
+        applied = await correct(nats_server.url, plan_id, strategy.decision_id, "revert",
+                                "use redis")
+        await asyncio.sleep(0.5)           # the instruction is in; its fork waits
+        assert runs["strategy"] == 1 and not outcomes
+        gate.set()
+        with pytest.raises(StaleBranchError) as stale:
+            await asyncio.wait_for(running, 30)
+        assert stale.value.correction_id == applied.correction_id
+        assert stale.value.resume_at == ResumePoint(plan_id=plan_id,
+                                                    decision_id=applied.new_decision_id)
+        await until(lambda: _len(outcomes, 1))
+    assert outcomes[0].status is ResumeStatus.RESUMED
+    # The old run stopped at the refused decision (no write); the fork went on to the end.
+    assert runs == Counter(plan=1, strategy=2, in_memory=1, redis=1, write=1)
+    [new_strategy] = [d for d in of_type(await repo.current_tree(plan_id),
+                                         DecisionType.STRATEGY_CHOICE) if not d.is_correction]
+    assert new_strategy.parent_decision_id == applied.new_decision_id
 
 
 async def test_the_example_agent_resumes_after_a_revert_from_the_cli(

@@ -4,6 +4,8 @@ real servers in tests/integration/test_langgraph.py)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections import Counter
 from typing import Any, cast
 
@@ -26,6 +28,7 @@ from clients.recorder import DecisionRecorder
 from contracts.corrections import CorrectionMode
 from contracts.decision import ContextSnapshot
 from contracts.resume import ResumeInstruction
+from tests.conftest import ROOT
 from tests.unit.test_correction_plan import revert, target
 from tests.unit.test_impact import PLAN
 from tests.unit.test_resume_contract import applied
@@ -145,3 +148,12 @@ async def test_a_revert_with_no_checkpoint_to_go_back_to_is_unresumable() -> Non
     with pytest.raises(UnresumableInstruction, match="not in this runtime's checkpointer"):
         await ledger.resume(instruction(
             "langgraph:t9:1f0c5d2e-1111-6222-8003-444455556666"))
+
+
+def test_without_the_extra_the_import_error_names_it() -> None:
+    code = ("import sys; sys.modules['langgraph'] = None\n"
+            "try:\n    import clients.langgraph\n"
+            "except ImportError as e:\n    print(e)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60, check=True).stdout
+    assert "pip install 'decision-ledger[langgraph]'" in out
