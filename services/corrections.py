@@ -44,7 +44,6 @@ from contracts.correction_events import (
 )
 from contracts.correction_plan import PlanRecord, plan_append, plan_revert, validate_target
 from contracts.correction_subjects import CORRECTIONS_STREAM
-from contracts.unreadable import Unreadable
 from contracts.corrections import (
     CANCELLABLE,
     OPERATOR_FAILABLE,
@@ -73,6 +72,7 @@ from contracts.recording import persisted_body
 from contracts.resume import ResumeInstruction
 from contracts.subjects import persisted, persisted_msg_id
 from contracts.timestamps import utc_now
+from contracts.unreadable import Unreadable
 from services import outbox
 from services.archive import Archive
 from services.ports import EventPublisher, OutgoingEvent
