@@ -9,7 +9,6 @@ subject's.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -17,35 +16,19 @@ from pydantic import BaseModel, ValidationError
 from contracts import correction_subjects as subjects
 from contracts.bounds import DEFAULT_MAX_PAYLOAD_BYTES
 from contracts.corrections import CancelRequest, CorrectionRequest, FailRequest, RetryRequest
-from contracts.ids import is_ulid
 from contracts.payload import json_object, too_large, unreadable
 from contracts.rules import Rule, RuleViolation, Violations
 from contracts.subject_tokens import plan_of
+from contracts.unreadable import Unreadable, ulid_or_none
 
 M = TypeVar("M", bound=BaseModel)
-
-
-@dataclass(frozen=True, slots=True)
-class Unreadable:
-    plan_id: str | None
-    correction_id: str | None
-    violations: tuple[RuleViolation, ...]
-
-    @property
-    def reason(self) -> str:
-        return "; ".join(str(v) for v in self.violations)
-
-
-def _ulid_or_none(value: object) -> str | None:
-    """An ID fit to echo (and to address `corrections.rejected.<plan_id>`): a ULID, or None."""
-    return value.upper() if isinstance(value, str) and is_ulid(value) else None
 
 
 def _read(model: type[M], subject: str, prefix: str, data: bytes,
           max_payload_bytes: int) -> M | Unreadable:
     """Never raises: a body over the limit is refused unread, and whatever else reading
     throws is the message's `unreadable` violation."""
-    subject_plan = _ulid_or_none(plan_of(subject, prefix))
+    subject_plan = ulid_or_none(plan_of(subject, prefix))
     big = too_large(data, max_payload_bytes)
     if big is not None:
         return Unreadable(subject_plan, None, (big,))
@@ -59,9 +42,9 @@ def _parse(model: type[M], subject: str, prefix: str, data: bytes) -> M | Unread
     subject_plan = plan_of(subject, prefix)
     raw = json_object(data, f"a {model.__name__}")
     if isinstance(raw, RuleViolation):
-        return Unreadable(_ulid_or_none(subject_plan), None, (raw,))
-    plan = _ulid_or_none(raw.get("plan_id")) or _ulid_or_none(subject_plan)
-    cid = _ulid_or_none(raw.get("correction_id"))
+        return Unreadable(ulid_or_none(subject_plan), None, (raw,))
+    plan = ulid_or_none(raw.get("plan_id")) or ulid_or_none(subject_plan)
+    cid = ulid_or_none(raw.get("correction_id"))
     broken = Violations()
     if raw.get("correction_id") is None:
         broken.add(RuleViolation(

@@ -10,7 +10,6 @@ only an operator sets.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
@@ -18,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from contracts import invariant_subjects as subjects
 from contracts.bounds import DEFAULT_MAX_PAYLOAD_BYTES, MAX_TEXT_BYTES
-from contracts.ids import MSG_ID_HEADER, is_ulid
+from contracts.ids import MSG_ID_HEADER
 from contracts.invariants import InvariantViolation
 from contracts.payload import json_object, too_large, unreadable
 from contracts.rules import (
@@ -29,49 +28,35 @@ from contracts.rules import (
     RuleViolation,
     Violations,
 )
-
-
-@dataclass(frozen=True, slots=True)
-class UnreadableReport:
-    plan_id: str | None
-    violation_id: str | None
-    violations: tuple[RuleViolation, ...]
-
-    @property
-    def reason(self) -> str:
-        return "; ".join(str(v) for v in self.violations)
-
-
-def _ulid_or_none(value: object) -> str | None:
-    return value.upper() if isinstance(value, str) and is_ulid(value) else None
+from contracts.unreadable import Unreadable, ulid_or_none
 
 
 def read_violation(subject: str, headers: Mapping[str, str], data: bytes,
                    received_at: datetime, *,
                    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
-                   ) -> InvariantViolation | UnreadableReport:
+                   ) -> InvariantViolation | Unreadable:
     """An InvariantViolation from invariants.violations.<plan_id>, or every reason it is
     not (the first MAX_ERRORS). Never raises: a body over `max_payload_bytes` is refused
     unread, and whatever else reading throws is the report's `unreadable` violation."""
-    subject_plan = _ulid_or_none(subjects.plan_of(subject))
+    subject_plan = ulid_or_none(subjects.plan_of(subject))
     big = too_large(data, max_payload_bytes)
     if big is not None:
-        return UnreadableReport(subject_plan, None, (big,))
+        return Unreadable(subject_plan, None, (big,))
     try:
         return _parse(subject, headers, data, received_at)
     except Exception as exc:  # hostile input: the report is at fault, never the batch
-        return UnreadableReport(subject_plan, None,
+        return Unreadable(subject_plan, None,
                                 (unreadable(exc, "an InvariantViolation"),))
 
 
 def _parse(subject: str, headers: Mapping[str, str], data: bytes,
-           received_at: datetime) -> InvariantViolation | UnreadableReport:
-    subject_plan = _ulid_or_none(subjects.plan_of(subject))
+           received_at: datetime) -> InvariantViolation | Unreadable:
+    subject_plan = ulid_or_none(subjects.plan_of(subject))
     raw = json_object(data, "an InvariantViolation")
     if isinstance(raw, RuleViolation):
-        return UnreadableReport(subject_plan, None, (raw,))
-    plan = _ulid_or_none(raw.get("plan_id")) or subject_plan
-    vid = _ulid_or_none(raw.get("violation_id"))
+        return Unreadable(subject_plan, None, (raw,))
+    plan = ulid_or_none(raw.get("plan_id")) or subject_plan
+    vid = ulid_or_none(raw.get("violation_id"))
     broken = Violations()
     if "violation_id" not in raw:
         broken.add(RuleViolation(
@@ -103,7 +88,7 @@ def _parse(subject: str, headers: Mapping[str, str], data: bytes,
                 message=f"header {MSG_ID_HEADER} must equal violation_id "
                 f"{parsed.violation_id} (got {msg_id!r}), so a retry is deduplicated"))
     if broken or parsed is None:
-        return UnreadableReport(plan, vid, broken.result())
+        return Unreadable(plan, vid, broken.result())
     return parsed
 
 

@@ -10,11 +10,34 @@ own dead letter (rule `unreadable`) and never takes its batch down with it.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
+from contracts.ids import is_ulid
 from contracts.rules import Rule, RuleViolation
 
 T = TypeVar("T")
+
+@dataclass(frozen=True, slots=True)
+class Unreadable:
+    """A command or report that will never be read (a correction request, cancel, fail or
+    retry; a violation report): its plan and its own ID (correction_id, violation_id)
+    when those could be read, to address the rejection, and every rule it broke."""
+
+    plan_id: str | None
+    message_id: str | None
+    violations: tuple[RuleViolation, ...]
+
+    @property
+    def reason(self) -> str:
+        return "; ".join(str(v) for v in self.violations)
+
+
+def ulid_or_none(value: object) -> str | None:
+    """An ID fit to echo (and to address `<prefix>.rejected.<plan_id>`): a ULID in
+    canonical upper case, or None."""
+    return value.upper() if isinstance(value, str) and is_ulid(value) else None
+
 
 ERROR_TEXT_LIMIT = 300
 """Characters of an exception's text kept in a report; the rest is cut with a marker."""

@@ -44,7 +44,6 @@ from contracts.correction_events import (
 )
 from contracts.correction_plan import PlanRecord, plan_append, plan_revert, validate_target
 from contracts.correction_subjects import CORRECTIONS_STREAM
-from contracts.correction_wire import Unreadable
 from contracts.corrections import (
     CANCELLABLE,
     OPERATOR_FAILABLE,
@@ -73,6 +72,7 @@ from contracts.recording import persisted_body
 from contracts.resume import ResumeInstruction
 from contracts.subjects import persisted, persisted_msg_id
 from contracts.timestamps import utc_now
+from contracts.unreadable import Unreadable
 from services import outbox
 from services.archive import Archive
 from services.ports import EventPublisher, OutgoingEvent
@@ -669,7 +669,7 @@ class CorrectionService:
         await self._store.dead_letters.keep([letter])
         body = CorrectionRejected(
             dead_letter_id=letter.id, subject=subject, plan_id=unreadable.plan_id,
-            correction_id=unreadable.correction_id, errors=letter.errors, rejected_at=now)
+            correction_id=unreadable.message_id, errors=letter.errors, rejected_at=now)
         await self._publisher.publish_all([OutgoingEvent(
             subjects.rejected(unreadable.plan_id), body.model_dump_json().encode(),
             subjects.rejected_msg_id(stream_sequence))])

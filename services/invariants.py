@@ -24,7 +24,6 @@ from contracts import invariant_subjects as subjects
 from contracts.dead_letter import DeadLetter, dead_letter_id
 from contracts.decision import Decision, DecisionType
 from contracts.invariant_wire import (
-    UnreadableReport,
     ViolationEvent,
     ViolationEventType,
     ViolationRejected,
@@ -45,6 +44,7 @@ from contracts.reconciliation import enforced_decisions, wire_body
 from contracts.recording import DecisionPersisted
 from contracts.subjects import recorded
 from contracts.timestamps import utc_now
+from contracts.unreadable import Unreadable
 from services import outbox
 from services.ports import EventPublisher, OutgoingEvent
 from store.database import Document
@@ -207,7 +207,7 @@ class InvariantService:
 
     async def reject_report(self, subject: str, headers: dict[str, str], data: bytes, *,
                             stream_sequence: int, delivered: int,
-                            unreadable: UnreadableReport) -> DeadLetter:
+                            unreadable: Unreadable) -> DeadLetter:
         """Keep a report that will never be stored in dead_letters, then say so on
         invariants.rejected.<plan_id>; once per stream message, whoever retries."""
         now = self._clock()
@@ -218,7 +218,7 @@ class InvariantService:
         await self._dead_letters.keep([letter])
         body = ViolationRejected(
             dead_letter_id=letter.id, subject=subject, plan_id=unreadable.plan_id,
-            violation_id=unreadable.violation_id, errors=letter.errors, rejected_at=now)
+            violation_id=unreadable.message_id, errors=letter.errors, rejected_at=now)
         await self._publisher.publish_all([OutgoingEvent(
             subjects.rejected(unreadable.plan_id), body.model_dump_json().encode(),
             subjects.rejected_msg_id(stream_sequence))])

@@ -49,7 +49,6 @@ from contracts.correction_events import (
     RetryRefused,
 )
 from contracts.correction_wire import (
-    Unreadable,
     read_cancel,
     read_fail,
     read_request,
@@ -63,7 +62,7 @@ from contracts.resume import ResumeInstruction
 from contracts.rules import RuleViolation
 from contracts.subject_tokens import plan_of
 from contracts.timestamps import utc_now
-from contracts.unreadable import describe, guarded, truncate
+from contracts.unreadable import Unreadable, describe, guarded, truncate
 from services.corrections import CorrectionService, CrashHook, no_crash
 from store.deliveries import DeliveryFailures
 from workers.inbound import Batch
@@ -276,7 +275,7 @@ async def answer_dry_run(svc: CorrectionService, subject: str, data: bytes,
         r = Unreadable(plan, None, (r,))
     if isinstance(r, Unreadable):
         err = DryRunError(error="invalid_request", message=r.reason,
-                          correction_id=r.correction_id, plan_id=plan)
+                          correction_id=r.message_id, plan_id=plan)
         return err.model_dump_json().encode()
     try:
         report = await svc.generate_dry_run_report(r)

@@ -29,7 +29,6 @@ from contracts import invariant_subjects as subjects
 from contracts.dead_letter import DeadLetter, dead_letter_id
 from contracts.ids import is_ulid
 from contracts.invariant_wire import (
-    UnreadableReport,
     ViolationEvent,
     ViolationRejected,
     read_violation,
@@ -39,6 +38,7 @@ from contracts.recording import DecisionPersisted, Inbound, read_persisted_root
 from contracts.rules import Rule, RuleViolation
 from contracts.subjects import DECISIONS_STREAM, PERSISTED_PREFIX, plan_of_subject
 from contracts.timestamps import utc_now
+from contracts.unreadable import Unreadable
 from services.invariants import InvariantService
 from store.dead_letters import DeadLetterRepository
 from store.deliveries import DeliveryFailures
@@ -107,8 +107,8 @@ class ReconcilerConsumer:
 
 
 def _rejection(plan_id: str | None, violation_id: str | None, rule: Rule, field: str,
-               message: str) -> UnreadableReport:
-    return UnreadableReport(plan_id, violation_id,
+               message: str) -> Unreadable:
+    return Unreadable(plan_id, violation_id,
                             (RuleViolation(rule=rule, field=field, message=message),))
 
 
@@ -119,20 +119,20 @@ class ViolationConsumer:
         self._service = service
         self._settings = settings
 
-    def read(self, m: Msg, now: datetime) -> InvariantViolation | UnreadableReport:
+    def read(self, m: Msg, now: datetime) -> InvariantViolation | Unreadable:
         return read_violation(m.subject, dict(m.headers or {}), m.data, now,
                               max_payload_bytes=self._settings.max_payload_bytes)
 
-    def unreadable(self, m: Msg, why: RuleViolation) -> InvariantViolation | UnreadableReport:
-        return UnreadableReport(_subject_plan(m.subject), None, (why,))
+    def unreadable(self, m: Msg, why: RuleViolation) -> InvariantViolation | Unreadable:
+        return Unreadable(_subject_plan(m.subject), None, (why,))
 
-    async def decide(self, batch: Batch[InvariantViolation | UnreadableReport]) -> None:
+    async def decide(self, batch: Batch[InvariantViolation | Unreadable]) -> None:
         svc = self._service()
 
-        async def handle(m: Msg, read: InvariantViolation | UnreadableReport) -> None:
+        async def handle(m: Msg, read: InvariantViolation | Unreadable) -> None:
             r = await self._report(svc, read) if isinstance(read, InvariantViolation) \
                 else read
-            if isinstance(r, UnreadableReport):
+            if isinstance(r, Unreadable):
                 meta = m.metadata
                 await svc.reject_report(m.subject, dict(m.headers or {}), m.data,
                                         stream_sequence=meta.sequence.stream,
@@ -147,10 +147,10 @@ class ViolationConsumer:
         await self._service().reject_report(
             msg.subject, dict(msg.headers), msg.data, stream_sequence=msg.stream_sequence,
             delivered=msg.delivered,
-            unreadable=UnreadableReport(_subject_plan(msg.subject), None, tuple(violations)))
+            unreadable=Unreadable(_subject_plan(msg.subject), None, tuple(violations)))
 
     async def _report(self, svc: InvariantService,
-                      v: InvariantViolation) -> InvariantViolation | UnreadableReport:
+                      v: InvariantViolation) -> InvariantViolation | Unreadable:
         """The report as stored, or why it can never be: retrying would not change that."""
         try:
             return await svc.report_violation(v)

@@ -1,4 +1,7 @@
-"""Running `agents` as an operator does: a subprocess of this checkout against the test servers."""
+"""Running `agents` against the test servers: in this process through Typer's runner (what
+almost every CLI test does: no interpreter start per command), or as a subprocess of this
+checkout, as an operator runs it (`Agents(env, subprocess=True)`, for the smoke tests of
+exit codes and output streams)."""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ import asyncio
 import json
 import os
 import sys
+import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +18,10 @@ from typing import Any
 import pytest
 from nats.js import JetStreamContext
 from pymongo.asynchronous.database import AsyncDatabase
+from typer.testing import CliRunner
 
+from cli import errors, render, run
+from cli.main import app
 from deploy.embedded import ManagedServer
 from store.database import Document
 from tests.conftest import Workers, worker_env
@@ -35,11 +42,42 @@ class Result:
         return json.loads(self.out)
 
 
+def _invoke(args: tuple[str, ...], env: dict[str, str]) -> Result:
+    """One `agents` command in this process. It runs in a thread of its own (the test's
+    event loop is busy awaiting it), where the command's own `asyncio.run` gets a loop."""
+    # The CLI's consoles fix their width when first imported (from COLUMNS if set then,
+    # as pytest-xdist workers do); a command run as a process of its own reads this env.
+    width = int(env.get("COLUMNS", "200"))
+    for console in (render.console, errors.err_console, run.console):
+        console.width = width
+    result = CliRunner().invoke(app, list(args), env=env, catch_exceptions=False)
+    return Result(result.exit_code, result.stdout, result.stderr)
+
+
+_IN_PROCESS = threading.Lock()
+"""One in-process command at a time: the runner swaps sys.stdout and os.environ."""
+
+
 @dataclass
 class Agents:
     env: dict[str, str]
+    subprocess: bool = False
 
     async def __call__(self, *args: str, env: dict[str, str] | None = None) -> Result:
+        return await self._run(args, env, self.subprocess)
+
+    async def concurrently(self, *args: str, env: dict[str, str] | None = None) -> Result:
+        """A command other commands run beside (a `--wait` while the test cancels, say): a
+        subprocess, since in-process commands share sys.stdout and run one at a time."""
+        return await self._run(args, env, True)
+
+    async def _run(self, args: tuple[str, ...], env: dict[str, str] | None,
+                   subprocess: bool) -> Result:
+        if not subprocess:
+            def run() -> Result:
+                with _IN_PROCESS:
+                    return _invoke(args, {**self.env, **(env or {})})
+            return await asyncio.wait_for(asyncio.to_thread(run), 60)
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "cli.main", *args, cwd=ROOT, env={**self.env, **(env or {})},
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)

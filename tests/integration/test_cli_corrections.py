@@ -94,8 +94,9 @@ async def test_request_cancel_and_wait_cancelled(cli_workers: Workers, agents: A
     # Another driver "holds" the plan, so the correction stays PENDING until cancelled.
     await db.plan_locks.insert_one({"_id": plan_id, "owner": "test",
                                     "expires_at": datetime.now(UTC) + timedelta(hours=1)})
-    waiting = asyncio.create_task(agents("plan", "correct", "--mode", "append", target,
-                                         "--guidance", "Split the work.", "--wait"))
+    waiting = asyncio.create_task(agents.concurrently(
+        "plan", "correct", "--mode", "append", target, "--guidance", "Split the work.",
+        "--wait"))
     for _ in range(200):
         doc = await db.corrections.find_one({"plan_id": plan_id})
         if doc is not None:

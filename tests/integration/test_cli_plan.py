@@ -73,6 +73,9 @@ async def test_tree_and_explain(cli_workers: Workers, agents: Agents, nc: nats.N
 
 
 async def test_missing_servers_are_one_line_and_fast(agents: Agents) -> None:
+    """A smoke test of the installed command as an operator runs it: its own process,
+    its exit code and its stderr (the other CLI tests run it in-process)."""
+    agents = Agents(agents.env, subprocess=True)
     started = time.monotonic()
     r = await agents("plan", "tree", new_id(),
                      env={"MONGODB_URI": "mongodb://127.0.0.1:1/?directConnection=true"})

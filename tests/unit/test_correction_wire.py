@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
-from contracts.correction_wire import Unreadable, read_cancel, read_request, read_retry
+from contracts.correction_wire import read_cancel, read_request, read_retry
 from contracts.corrections import CancelRequest, CorrectionRequest, RetryRequest
 from contracts.rules import Rule
+from contracts.unreadable import Unreadable
 
 pytestmark = pytest.mark.unit
 
@@ -51,7 +52,7 @@ def test_unreadable_requests_name_the_rule(data: bytes, rule: Rule) -> None:
 
 def test_unreadable_keeps_what_it_could_read() -> None:
     r = read_request(f"corrections.requested.{PLAN}", body(mode="rewind"))
-    assert isinstance(r, Unreadable) and r.plan_id == PLAN and r.correction_id == CID
+    assert isinstance(r, Unreadable) and r.plan_id == PLAN and r.message_id == CID
     assert "mode" in r.reason
 
 

@@ -26,7 +26,6 @@ from contracts.bounds import (
 )
 from contracts.correction_events import CorrectionRejected
 from contracts.correction_wire import (
-    Unreadable,
     read_cancel,
     read_fail,
     read_request,
@@ -35,7 +34,7 @@ from contracts.correction_wire import (
 from contracts.corrections import CancelRequest, CorrectionRequest, FailRequest, RetryRequest
 from contracts.dead_letter import DeadLetter, Truncated
 from contracts.ids import is_ulid, new_id
-from contracts.invariant_wire import UnreadableReport, ViolationRejected, read_violation
+from contracts.invariant_wire import ViolationRejected, read_violation
 from contracts.invariants import InvariantViolation
 from contracts.recording import (
     Candidate,
@@ -47,6 +46,7 @@ from contracts.recording import (
 )
 from contracts.rules import Rule, RuleViolation, Violations
 from contracts.subjects import rejected
+from contracts.unreadable import Unreadable
 from store.dead_letters import _from_doc, _to_doc
 from tests.factories import root
 from workers.settings import Settings
@@ -119,19 +119,19 @@ def read(kind: str, data: bytes, *, subject: str | None = None,
             return ()
         assert isinstance(c, Unreadable)
         violations, plan = c.violations, c.plan_id
-        assert c.correction_id is None or is_ulid(c.correction_id)
+        assert c.message_id is None or is_ulid(c.message_id)
         assert len(c.reason.encode()) <= (MAX_ERRORS + 1) * (MAX_TEXT_BYTES + MAX_FIELD_BYTES + 40)
         event = CorrectionRejected(dead_letter_id="CORRECTIONS:7", subject=subject, plan_id=plan,
-                                   correction_id=c.correction_id, errors=list(violations),
+                                   correction_id=c.message_id, errors=list(violations),
                                    rejected_at=NOW)
     elif kind == "violation":
         v = read_violation(subject, headers, data, NOW, max_payload_bytes=limit)
         if isinstance(v, InvariantViolation):
             return ()
-        assert isinstance(v, UnreadableReport)
+        assert isinstance(v, Unreadable)
         violations, plan = v.violations, v.plan_id
         event = ViolationRejected(dead_letter_id="INVARIANTS:7", subject=subject, plan_id=plan,
-                                  violation_id=v.violation_id, errors=list(violations),
+                                  violation_id=v.message_id, errors=list(violations),
                                   rejected_at=NOW)
     else:
         p = read_persisted_root(data, limit)

@@ -93,7 +93,8 @@ class TestPrecedenceOverTheFamily:
 
 class TestBlockingOverTheFamily:
     @pytest.mark.parametrize("kind", list(DecisionType))
-    @pytest.mark.parametrize("blocked", [CHILD, PARENT, GRANDPARENT, STRANGER, None])
+    @pytest.mark.parametrize("blocked", [CHILD, PARENT, GRANDPARENT, STRANGER, None],
+                             ids=["child", "parent", "grandparent", "stranger", "none"])
     def test_own_or_ancestor_violation_blocks_execute(self, kind: DecisionType,
                                                       blocked: str | None) -> None:
         blocking = {blocked: ("V1",)} if blocked else {}

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from contracts.decision import DecisionType
 from contracts.ids import new_id
-from contracts.invariant_wire import UnreadableReport, read_violation
+from contracts.invariant_wire import read_violation
 from contracts.invariants import (
     BLOCKED_TYPES,
     SCOPE_RANK,
@@ -31,6 +31,7 @@ from contracts.invariants import (
 from contracts.reconciliation import enforced_decision_id, enforced_decisions, wire_body
 from contracts.recording import Candidate, Inbound, StoredFacts, plan_batch, read_message
 from contracts.rules import Rule
+from contracts.unreadable import Unreadable
 from tests.factories import decision, root
 from tests.unit.test_recording import NOW, candidate
 
@@ -209,7 +210,7 @@ class TestBlocking:
 
 
 def wire(body: dict[str, Any] | bytes, subject: str | None = None,
-         msg_id: str | None = None) -> InvariantViolation | UnreadableReport:
+         msg_id: str | None = None) -> InvariantViolation | Unreadable:
     data = body if isinstance(body, bytes) else json.dumps(body).encode()
     plan = body["plan_id"] if isinstance(body, dict) else new_id()
     vid = body.get("violation_id") if isinstance(body, dict) else None
@@ -222,8 +223,8 @@ def a_report(**fields: Any) -> dict[str, Any]:
             "severity": "error", "details": "dropped a table", **fields}
 
 
-def rules(result: InvariantViolation | UnreadableReport) -> set[Rule]:
-    assert isinstance(result, UnreadableReport), result
+def rules(result: InvariantViolation | Unreadable) -> set[Rule]:
+    assert isinstance(result, Unreadable), result
     return {v.rule for v in result.violations}
 
 
@@ -247,7 +248,7 @@ class TestReadViolation:
         body = a_report()
         got = wire(body, subject=f"invariants.violations.{new_id()}", msg_id=new_id())
         assert rules(got) == {Rule.SUBJECT_MATCHES_PLAN, Rule.MSG_ID_MATCHES_VIOLATION}
-        assert isinstance(got, UnreadableReport) and got.plan_id == body["plan_id"]
+        assert isinstance(got, Unreadable) and got.plan_id == body["plan_id"]
 
 
 class TestReconciliationDecisions:
