@@ -178,7 +178,7 @@ def cancel(
             send=lambda: ops.cancel(c.correction_id, c.plan_id, reason))
         if as_json:
             emit_json(outcome)
-        if outcome["status"] == "cancelled":
+        if outcome["status"] == CorrectionStatus.CANCELLED:
             if not as_json:
                 console.print(f"correction {correction_id} cancelled")
             return
@@ -216,7 +216,7 @@ def fail_(
             send=lambda: ops.fail(c.correction_id, c.plan_id, reason))
         if as_json:
             emit_json(outcome)
-        if outcome["status"] == "failed":
+        if outcome["status"] == CorrectionStatus.FAILED:
             if not as_json:
                 console.print(f"correction {correction_id} failed: {escape(reason)}")
             return
@@ -256,7 +256,7 @@ def retry(
         outcome = await _send_and_wait(
             ops, c, min(timeout, 10.0), done=CorrectionStatus.PENDING, verb="retry",
             send=lambda: ops.retry(c.correction_id, c.plan_id, reason))
-        if outcome["status"] != "pending":
+        if outcome["status"] != CorrectionStatus.PENDING:
             if as_json:
                 emit_json(outcome)
             fail(str(outcome["message"]))
