@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from nats.aio.client import Client
     from pymongo.asynchronous.database import AsyncDatabase
 
+    from clients.operator import CorrectionClient
     from workers.settings import Settings
 
 T = TypeVar("T")
@@ -56,6 +57,17 @@ class Ctx:
                 raise NatsUnavailable(describe(exc, NATS_CONNECT_TIMEOUT)) from None
         return self._nc
 
+    async def operator(self, requested_by: str) -> CorrectionClient:
+        """The operator client over this command's connection: every correction command
+        (request, dry run, cancel, fail, retry) is sent by it, as by any client."""
+        from clients._publish import RetryPolicy  # noqa: PLC0415
+        from clients.operator import CorrectionClient  # noqa: PLC0415
+
+        # A command that cannot publish should say so within seconds, not ride out a
+        # leader election as an agent would: 3 tries, about 5 s.
+        return CorrectionClient(await self.nats(), requested_by=requested_by,
+                                retry=RetryPolicy(attempts=3, ack_timeout=2.0))
+
     async def publisher(self) -> Any:
         """A JetStream EventPublisher for the services (waits for each PubAck)."""
         from workers.publisher import JetStreamPublisher  # noqa: PLC0415
@@ -83,6 +95,7 @@ def run(body: Callable[[Ctx], Awaitable[T]]) -> T:
     from pymongo import AsyncMongoClient  # noqa: PLC0415 - the annotation below
     from pymongo.errors import ConnectionFailure, PyMongoError  # noqa: PLC0415
 
+    from clients._publish import PublishFailed  # noqa: PLC0415
     from contracts.urls import redact  # noqa: PLC0415
     from store.database import connect  # noqa: PLC0415
     from workers.connections import describe  # noqa: PLC0415
@@ -123,6 +136,9 @@ def run(body: Callable[[Ctx], Awaitable[T]]) -> T:
              f"{describe(exc, MONGO_TIMEOUT_MS / 1000)}")
     except NatsUnavailable as exc:
         fail(f"cannot reach NATS at NATS_URL={redact(settings.nats_url)} ({exc})")
+    except PublishFailed as exc:
+        fail(f"NATS at NATS_URL={redact(settings.nats_url)} did not store the command: "
+             f"{redact(str(exc))}")
     except nats.errors.NoRespondersError:
         fail("no worker answered on NATS; are the workers running (agents up / agents workers)?")
     except nats.errors.Error as exc:

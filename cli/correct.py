@@ -1,9 +1,9 @@
 """`agents plan correct`: dry-run, request, and optionally follow a correction.
 
-Writes travel as the wire contract says (docs/corrections.md): the request is a
-JetStream publish with Nats-Msg-Id = correction_id, the dry run a core NATS request,
-and `--wait` follows `corrections.events.<plan_id>.*` from a JetStream ordered consumer
-created *before* the request is published, delivering only new messages, so no
+Writes go through the operator client (clients/operator.py), so the CLI speaks the
+wire contract exactly as any client does: the request is a JetStream publish with
+Nats-Msg-Id = correction_id, the dry run a core NATS request, and `--wait` follows
+`corrections.events.<plan_id>.*` from the request's own stream position, so no
 transition can slip between "published" and "listening".
 
 Exit codes of `--wait`: 0 APPLIED, 3 FAILED, 4 CANCELLED, 1 no outcome in --timeout.
@@ -14,7 +14,6 @@ correction" from "the command could not run".
 from __future__ import annotations
 
 import os
-from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -32,34 +31,29 @@ from cli.render import (
     short,
     status_text,
 )
-from contracts.ids import MSG_ID_HEADER
+from contracts.corrections import GUIDANCE_MAX_CHARS, CorrectionMode, CorrectionStatus
 
 if TYPE_CHECKING:
-    from contracts.corrections import CorrectionRequest
+    from clients.operator import CorrectionClient
     from contracts.impact import DryRunReport
 
 EXIT_FAILED = 3
 EXIT_CANCELLED = 4
+EXIT_CODES = {CorrectionStatus.APPLIED: 0, CorrectionStatus.FAILED: EXIT_FAILED,
+              CorrectionStatus.CANCELLED: EXIT_CANCELLED}
+"""The exit code of `--wait` per terminal status."""
 DRY_RUN_GUIDANCE = "(dry run: no guidance given)"
-GUIDANCE_MAX = 10_000  # contracts.corrections.GUIDANCE_MAX_CHARS, without importing pydantic
 DRY_RUN_TIMEOUT = 30.0
 
 
-class Mode(StrEnum):
-    """Mirrors contracts.corrections.CorrectionMode; a local copy keeps --help fast."""
-
-    revert = "revert"
-    append = "append"
-
-
-def _guidance(guidance: str | None, mode: Mode, dry_run: bool) -> str | None:
+def _guidance(guidance: str | None, mode: CorrectionMode, dry_run: bool) -> str | None:
     """None lets a revert take its default guidance (contracts.corrections.
     default_revert_guidance: it names the target and the operator, and the replacement's
     chosen option becomes `Revert: <original choice>`), as the seeds' `agents plan
     correct --mode=revert ID` expects. An append's guidance is the child plan's prompt,
     which nothing can make up, so it is required. A dry run changes nothing."""
     if guidance is None:
-        if mode is Mode.revert:
+        if mode is CorrectionMode.REVERT:
             return None
         if dry_run:
             return DRY_RUN_GUIDANCE
@@ -67,9 +61,9 @@ def _guidance(guidance: str | None, mode: Mode, dry_run: bool) -> str | None:
              USAGE_ERROR)
     if not guidance.strip():
         fail("--guidance is empty; give 1 to 10,000 characters", USAGE_ERROR)
-    if len(guidance) > GUIDANCE_MAX:
-        fail(f"--guidance is {len(guidance):,} characters; at most {GUIDANCE_MAX:,} allowed",
-             USAGE_ERROR)
+    if len(guidance) > GUIDANCE_MAX_CHARS:
+        fail(f"--guidance is {len(guidance):,} characters; at most {GUIDANCE_MAX_CHARS:,} "
+             "allowed", USAGE_ERROR)
     return guidance
 
 
@@ -80,7 +74,7 @@ def requester() -> str:
 def correct(
     decision_id: Annotated[str, typer.Argument(help="The decision to correct (ULID).")],
     *,
-    mode: Annotated[Mode, typer.Option(
+    mode: Annotated[CorrectionMode, typer.Option(
         "--mode", case_sensitive=False,
         help="revert: supersede its subtree; append: spawn a child plan under it.")],
     guidance: Annotated[str | None, typer.Option(
@@ -105,46 +99,52 @@ def correct(
         fail("--chosen-option is empty", USAGE_ERROR)
 
     async def body(ctx: Ctx) -> int:
-        from contracts.corrections import CorrectionMode, CorrectionRequest  # noqa: PLC0415
         from store.decisions import DecisionRepository  # noqa: PLC0415
 
         target = await DecisionRepository(ctx.db).get(decision_id)
         if target is None:
             fail(f"no decision {decision_id} is recorded")
-        request = CorrectionRequest(
-            plan_id=target.plan_id, decision_id=decision_id, mode=CorrectionMode(mode.value),
-            guidance=text, requested_by=requester(), chosen_option=chosen_option)
+        ops = await ctx.operator(requester())
         if dry_run:
-            _show_report(await _dry_run(ctx, request), as_json)
+            _show_report(await _dry_run(ops, target.plan_id, decision_id, mode, text,
+                                        chosen_option=chosen_option), as_json)
             return 0
         if target.superseded_by is not None:
             fail(f"decision {decision_id} is already superseded by {target.superseded_by}; "
                  f"correct the current decision {target.superseded_by} instead")
-        return await _request(ctx, request, wait, timeout, as_json)
+        cid = await ops.request(target.plan_id, decision_id, mode, text,
+                                chosen_option=chosen_option)
+        if not wait:
+            if as_json:
+                emit_json({"correction_id": cid, "plan_id": target.plan_id,
+                           "decision_id": decision_id, "mode": mode.value,
+                           "status": "requested"})
+            else:
+                console.print(f"correction {cid} requested ({mode.value} of "
+                              f"{short(decision_id)}); follow it with: "
+                              f"agents correction show {cid}")
+            return 0
+        if not as_json:
+            console.print(f"correction {cid} requested; waiting…")
+        return await follow_outcome(ops, cid, target.plan_id, timeout, as_json)
 
     code = run(body)
     if code:
         raise typer.Exit(code)
 
 
-async def _dry_run(ctx: Ctx, request: CorrectionRequest) -> DryRunReport:
-    import nats.errors  # noqa: PLC0415
+async def _dry_run(ops: CorrectionClient, plan_id: str, decision_id: str,
+                   mode: CorrectionMode, guidance: str | None, *,
+                   chosen_option: str | None) -> DryRunReport:
+    from clients.operator import DryRunRefused, LedgerUnavailable  # noqa: PLC0415
 
-    from contracts import correction_subjects as subjects  # noqa: PLC0415
-    from contracts.impact import DryRunReport  # noqa: PLC0415
-
-    nc = await ctx.nats()
     try:
-        reply = await nc.request(subjects.dryrun(request.plan_id),
-                                 request.model_dump_json().encode(), timeout=DRY_RUN_TIMEOUT)
-    except nats.errors.TimeoutError:
+        return await ops.dry_run(plan_id, decision_id, mode, guidance,
+                                 chosen_option=chosen_option, timeout=DRY_RUN_TIMEOUT)
+    except LedgerUnavailable:
         fail(f"no dry-run answer within {DRY_RUN_TIMEOUT:g}s; are the workers running?")
-    import json  # noqa: PLC0415
-
-    data: dict[str, Any] = json.loads(reply.data)
-    if "error" in data:
-        fail(f"dry run refused ({data['error']}): {data.get('message', '')}")
-    return DryRunReport.model_validate(data)
+    except DryRunRefused as exc:
+        fail(f"dry run refused ({exc.code}): {exc.error.message}")
 
 
 def _show_report(report: DryRunReport, as_json: bool) -> None:
@@ -177,70 +177,26 @@ def _show_report(report: DryRunReport, as_json: bool) -> None:
         console.print(f"[yellow]warning:[/] {escape(w)}")
 
 
-async def _request(ctx: Ctx, request: CorrectionRequest, wait: bool, timeout: float,
-                   as_json: bool) -> int:
-    from nats.js.api import DeliverPolicy  # noqa: PLC0415
-
-    from contracts import correction_subjects as subjects  # noqa: PLC0415
-
-    nc = await ctx.nats()
-    js = nc.jetstream()
-    sub = None
-    if wait:
-        sub = await js.subscribe(f"{subjects.EVENTS_PREFIX}.{request.plan_id}.*",
-                                 ordered_consumer=True, deliver_policy=DeliverPolicy.NEW)
-    try:
-        await js.publish(subjects.requested(request.plan_id), request.model_dump_json().encode(),
-                         headers={MSG_ID_HEADER: subjects.request_msg_id(request.correction_id)},
-                         timeout=5.0)
-        if sub is None:
-            if as_json:
-                emit_json({"correction_id": request.correction_id, "plan_id": request.plan_id,
-                           "decision_id": request.decision_id, "mode": request.mode.value,
-                           "status": "requested"})
-            else:
-                console.print(f"correction {request.correction_id} requested "
-                              f"({request.mode.value} of {short(request.decision_id)}); "
-                              f"follow it with: agents correction show {request.correction_id}")
-            return 0
-        if not as_json:
-            console.print(f"correction {request.correction_id} requested; waiting…")
-        return await follow_outcome(sub, request.correction_id, timeout, as_json)
-    finally:
-        if sub is not None:
-            await sub.unsubscribe()
-
-
-async def follow_outcome(sub: Any, correction_id: str, timeout: float,
-                         as_json: bool) -> int:
-    """Print the correction's transitions from `sub` until it ends; the exit code."""
-    import asyncio  # noqa: PLC0415
-
-    import nats.errors  # noqa: PLC0415
-
-    from contracts.correction_events import CorrectionTransitioned  # noqa: PLC0415
-
+async def follow_outcome(ops: CorrectionClient, correction_id: str, plan_id: str,
+                         timeout: float, as_json: bool) -> int:
+    """Print the correction's transitions until it ends (from where this client's request
+    or retry entered the stream); the exit code."""
     seen: list[dict[str, Any]] = []
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while (left := deadline - loop.time()) > 0:
-        try:
-            msg = await sub.next_msg(timeout=min(left, 1.0))
-        except (TimeoutError, nats.errors.TimeoutError):
-            continue
-        event = CorrectionTransitioned.model_validate_json(msg.data)
-        if event.correction_id != correction_id:
-            continue
-        seen.append(dump(event))
-        status = event.to_status.value
-        if not as_json:
-            extra = event.error or event.reason or (
-                f"new decision {event.new_decision_id}" if event.new_decision_id else "")
-            console.print(f"  {status_text(status)} [dim]{escape(clip(extra, 100))}[/]")
-        if status in ("applied", "failed", "cancelled"):
-            if as_json:
-                emit_json({"correction_id": correction_id, "status": status, "events": seen})
-            return {"applied": 0, "failed": EXIT_FAILED, "cancelled": EXIT_CANCELLED}[status]
+    try:
+        async for event in ops.follow(correction_id, plan_id, timeout):
+            seen.append(dump(event))
+            if not as_json:
+                extra = event.error or event.reason or (
+                    f"new decision {event.new_decision_id}" if event.new_decision_id else "")
+                console.print(f"  {status_text(event.to_status.value)} "
+                              f"[dim]{escape(clip(extra, 100))}[/]")
+            if event.to_status in EXIT_CODES:
+                if as_json:
+                    emit_json({"correction_id": correction_id,
+                               "status": event.to_status.value, "events": seen})
+                return EXIT_CODES[event.to_status]
+    except TimeoutError:
+        pass
     if as_json:
         emit_json({"correction_id": correction_id, "status": None, "events": seen})
     fail(f"correction {correction_id} did not finish within {timeout:g}s "

@@ -10,7 +10,6 @@ publishing. `retry --wait` then follows the new round like `plan correct --wait`
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -20,23 +19,20 @@ from cli import history
 from cli.context import Ctx, parse_id, run
 from cli.errors import USAGE_ERROR, fail
 from cli.render import JsonFlag, clip, console, dump, emit_json, short, status_text, when
-from contracts.ids import MSG_ID_HEADER
+from contracts import correction_subjects as subjects
+from contracts.corrections import CorrectionStatus
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from nats.aio.msg import Msg
+
+    from clients.operator import CorrectionClient
     from contracts.corrections import Correction
 
 app = typer.Typer(help="Inspect, cancel, fail and retry corrections.", no_args_is_help=True)
 
 
-class Status(StrEnum):
-    """Mirrors contracts.corrections.CorrectionStatus (kept local so --help stays fast)."""
-
-    pending = "pending"
-    analyzing = "analyzing"
-    executing = "executing"
-    applied = "applied"
-    failed = "failed"
-    cancelled = "cancelled"
 
 
 async def _get(ctx: Ctx, correction_id: str) -> Correction:
@@ -51,7 +47,7 @@ async def _get(ctx: Ctx, correction_id: str) -> Correction:
 @app.command("list")
 def list_(
     plan: Annotated[str | None, typer.Option(help="Only this plan's corrections.")] = None,
-    status: Annotated[Status | None, typer.Option(
+    status: Annotated[CorrectionStatus | None, typer.Option(
         case_sensitive=False, help="Only corrections in this status.")] = None,
     limit: Annotated[int, typer.Option(min=1, help="At most this many, oldest first.")] = 100,
     as_json: JsonFlag = False,
@@ -60,11 +56,10 @@ def list_(
     plan_id = parse_id(plan, "plan") if plan else None
 
     async def body(ctx: Ctx) -> None:
-        from contracts.corrections import CorrectionStatus  # noqa: PLC0415
         from store.corrections import CorrectionRepository  # noqa: PLC0415
 
         found = await CorrectionRepository(ctx.db).find(
-            plan_id, CorrectionStatus(status.value) if status else None, limit)
+            plan_id, status, limit)
         if as_json:
             emit_json([dump(c) for c in found])
             return
@@ -169,17 +164,21 @@ def cancel(
     correction_id = parse_id(correction_id, "correction")
 
     async def body(ctx: Ctx) -> None:
+        from cli.correct import requester  # noqa: PLC0415
         from contracts.correction_events import CancelRefused  # noqa: PLC0415
-        from contracts.corrections import CANCELLABLE  # noqa: PLC0415
+        from contracts.corrections import CANCELLABLE, CorrectionStatus  # noqa: PLC0415
 
         c = await _get(ctx, correction_id)
         if c.status not in CANCELLABLE:  # the ledger would refuse it: say so at once
             fail("cancel refused: " +
                  CancelRefused.for_status(correction_id, c.plan_id, c.status).reason)
-        outcome = await _publish_cancel(ctx, c, reason, timeout)
+        ops = await ctx.operator(requester())
+        outcome = await _send_and_wait(
+            ops, c, timeout, done=CorrectionStatus.CANCELLED, verb="cancel",
+            send=lambda: ops.cancel(c.correction_id, c.plan_id, reason))
         if as_json:
             emit_json(outcome)
-        if outcome["status"] == "cancelled":
+        if outcome["status"] == CorrectionStatus.CANCELLED:
             if not as_json:
                 console.print(f"correction {correction_id} cancelled")
             return
@@ -203,17 +202,21 @@ def fail_(
         fail("--reason must hold 1 to 1,000 characters, not all blank", USAGE_ERROR)
 
     async def body(ctx: Ctx) -> None:
+        from cli.correct import requester  # noqa: PLC0415
         from contracts.correction_events import FailRefused  # noqa: PLC0415
-        from contracts.corrections import OPERATOR_FAILABLE  # noqa: PLC0415
+        from contracts.corrections import OPERATOR_FAILABLE, CorrectionStatus  # noqa: PLC0415
 
         c = await _get(ctx, correction_id)
         if c.status not in OPERATOR_FAILABLE:
             fail("fail refused: " +
                  FailRefused.for_status(correction_id, c.plan_id, c.status).reason)
-        outcome = await _publish_fail(ctx, c, reason, timeout)
+        ops = await ctx.operator(requester())
+        outcome = await _send_and_wait(
+            ops, c, timeout, done=CorrectionStatus.FAILED, verb="fail",
+            send=lambda: ops.fail(c.correction_id, c.plan_id, reason))
         if as_json:
             emit_json(outcome)
-        if outcome["status"] == "failed":
+        if outcome["status"] == CorrectionStatus.FAILED:
             if not as_json:
                 console.print(f"correction {correction_id} failed: {escape(reason)}")
             return
@@ -241,10 +244,7 @@ def retry(
         fail("--reason must hold at most 1,000 characters", USAGE_ERROR)
 
     async def body(ctx: Ctx) -> int:
-        from nats.js.api import DeliverPolicy  # noqa: PLC0415
-
-        from cli.correct import follow_outcome  # noqa: PLC0415
-        from contracts import correction_subjects as subjects  # noqa: PLC0415
+        from cli.correct import follow_outcome, requester  # noqa: PLC0415
         from contracts.correction_events import RetryRefused  # noqa: PLC0415
         from contracts.corrections import CorrectionStatus  # noqa: PLC0415
 
@@ -252,107 +252,67 @@ def retry(
         if c.status is not CorrectionStatus.FAILED:
             fail("retry refused: " +
                  RetryRefused.for_status(correction_id, c.plan_id, c.status).reason)
-        sub = None
-        if wait:  # opened before the publish, so no transition of the new round is missed
-            sub = await (await ctx.nats()).jetstream().subscribe(
-                f"{subjects.EVENTS_PREFIX}.{c.plan_id}.*", ordered_consumer=True,
-                deliver_policy=DeliverPolicy.NEW)
-        try:
-            outcome = await _publish_retry(ctx, c, reason, min(timeout, 10.0))
-            if outcome["status"] != "pending":
-                if as_json:
-                    emit_json(outcome)
-                fail(str(outcome["message"]))
-            if sub is None:
-                if as_json:
-                    emit_json(outcome)
-                else:
-                    console.print(f"correction {correction_id} retried: pending again; "
-                                  f"follow it with: agents correction attempts {correction_id}")
-                return 0
-            if not as_json:
-                console.print(f"correction {correction_id} retried; waiting…")
-            return await follow_outcome(sub, correction_id, timeout, as_json)
-        finally:
-            if sub is not None:
-                await sub.unsubscribe()
+        ops = await ctx.operator(requester())
+        outcome = await _send_and_wait(
+            ops, c, min(timeout, 10.0), done=CorrectionStatus.PENDING, verb="retry",
+            send=lambda: ops.retry(c.correction_id, c.plan_id, reason))
+        if outcome["status"] != CorrectionStatus.PENDING:
+            if as_json:
+                emit_json(outcome)
+            fail(str(outcome["message"]))
+        if not wait:
+            if as_json:
+                emit_json(outcome)
+            else:
+                console.print(f"correction {correction_id} retried: pending again; "
+                              f"follow it with: agents correction attempts {correction_id}")
+            return 0
+        if not as_json:
+            console.print(f"correction {correction_id} retried; waiting…")
+        # The client follows from its retry's own place in the stream: nothing is missed.
+        return await follow_outcome(ops, correction_id, c.plan_id, timeout, as_json)
 
     code = run(body)
     if code:
         raise typer.Exit(code)
 
 
-async def _publish_retry(ctx: Ctx, c: Correction, reason: str | None,
-                         timeout: float) -> dict[str, object]:
-    from cli.correct import requester  # noqa: PLC0415
-    from contracts import correction_subjects as subjects  # noqa: PLC0415
-    from contracts.corrections import CorrectionStatus, RetryRequest  # noqa: PLC0415
-    from contracts.ids import new_id  # noqa: PLC0415
-
-    body = RetryRequest(correction_id=c.correction_id, plan_id=c.plan_id, retry_id=new_id(),
-                        reason=reason, requested_by=requester())
-    return await _publish_and_wait(
-        ctx, c, timeout, subject=subjects.retry(c.plan_id),
-        data=body.model_dump_json().encode(),
-        msg_id=subjects.retry_msg_id(c.correction_id, body.retry_id),
-        done=(subjects.event(c.plan_id, CorrectionStatus.PENDING), "pending"),
-        refused=(subjects.retry_refused(c.plan_id), "retry"))
+REFUSED_SUBJECT: dict[str, Callable[[str], str]] = {
+    "cancel": subjects.cancel_refused, "fail": subjects.fail_refused,
+    "retry": subjects.retry_refused}
+"""Where the ledger says no to each command."""
 
 
-async def _publish_cancel(ctx: Ctx, c: Correction, reason: str | None,
-                          timeout: float) -> dict[str, object]:
-    from contracts import correction_subjects as subjects  # noqa: PLC0415
-    from contracts.corrections import CancelRequest, CorrectionStatus  # noqa: PLC0415
-
-    body = CancelRequest(correction_id=c.correction_id, plan_id=c.plan_id, reason=reason)
-    return await _publish_and_wait(
-        ctx, c, timeout, subject=subjects.cancel(c.plan_id), data=body.model_dump_json().encode(),
-        msg_id=None, done=(subjects.event(c.plan_id, CorrectionStatus.CANCELLED), "cancelled"),
-        refused=(subjects.cancel_refused(c.plan_id), "cancel"))
-
-
-async def _publish_fail(ctx: Ctx, c: Correction, reason: str,
-                        timeout: float) -> dict[str, object]:
-    from contracts import correction_subjects as subjects  # noqa: PLC0415
-    from contracts.corrections import CorrectionStatus, FailRequest  # noqa: PLC0415
-
-    body = FailRequest(correction_id=c.correction_id, plan_id=c.plan_id, reason=reason)
-    return await _publish_and_wait(
-        ctx, c, timeout, subject=subjects.fail(c.plan_id), data=body.model_dump_json().encode(),
-        msg_id=subjects.fail_msg_id(c.correction_id, reason),
-        done=(subjects.event(c.plan_id, CorrectionStatus.FAILED), "failed"),
-        refused=(subjects.fail_refused(c.plan_id), "fail"))
-
-
-async def _publish_and_wait(ctx: Ctx, c: Correction, timeout: float, *, subject: str,
-                            data: bytes, msg_id: str | None, done: tuple[str, str],
-                            refused: tuple[str, str]) -> dict[str, object]:
-    """Publish the command, then wait for the event saying it was done or refused."""
+async def _send_and_wait(ops: CorrectionClient, c: Correction, timeout: float, *,
+                         send: Callable[[], Awaitable[object]], done: CorrectionStatus,
+                         verb: str) -> dict[str, object]:
+    """Send the command through the operator client, then wait for the event saying it
+    was done (`done` on the correction's events) or refused (`corrections.<verb>_refused`)."""
     import asyncio  # noqa: PLC0415
     import json  # noqa: PLC0415
 
-    nc = await ctx.nats()
+    nc = ops.connection
     answer: asyncio.Future[dict[str, object]] = asyncio.get_running_loop().create_future()
-    (done_subject, done_status), (refused_subject, verb) = done, refused
+    done_subject = subjects.event(c.plan_id, done)
+    refused_subject = REFUSED_SUBJECT[verb](c.plan_id)
 
-    async def on_msg(msg: object) -> None:
-        data = json.loads(msg.data)  # type: ignore[attr-defined]
+    async def on_msg(msg: Msg) -> None:
+        data = json.loads(msg.data)
         if data.get("correction_id") != c.correction_id or answer.done():
             return
-        if msg.subject == refused_subject:  # type: ignore[attr-defined]
+        if msg.subject == refused_subject:
             answer.set_result({"correction_id": c.correction_id, "status": "refused",
                                "message": f"{verb} refused: {data.get('reason')}"})
         else:
-            answer.set_result({"correction_id": c.correction_id, "status": done_status,
+            answer.set_result({"correction_id": c.correction_id, "status": done.value,
                                "message": data.get("reason")})
 
-    # Core subscriptions, opened before the publish: both subjects are also captured by
-    # the CORRECTIONS stream, but a live answer is all this command needs.
+    # Core subscriptions, opened before the command is sent: both subjects are also
+    # captured by the CORRECTIONS stream, but a live answer is all this command needs.
     subs = [await nc.subscribe(done_subject, cb=on_msg),
             await nc.subscribe(refused_subject, cb=on_msg)]
     try:
-        headers = {MSG_ID_HEADER: msg_id} if msg_id else None
-        await nc.jetstream().publish(subject, data, timeout=5.0, headers=headers)
+        await send()
         try:
             return await asyncio.wait_for(answer, timeout)
         except TimeoutError:

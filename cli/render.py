@@ -13,16 +13,23 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from contracts.corrections import CorrectionStatus
+from contracts.impact import RiskLevel
+from contracts.plans import PlanStatus
+
 console = Console(highlight=False)
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 
-RISK_STYLE = {"low": "green", "medium": "yellow", "high": "red"}
-STATUS_STYLE = {
-    "pending": "white", "analyzing": "cyan", "executing": "blue", "applied": "green",
-    "failed": "red", "cancelled": "yellow", "active": "green", "rolled_back": "red",
-    "completed": "blue",
+RISK_STYLE: dict[str, str] = {RiskLevel.LOW: "green", RiskLevel.MEDIUM: "yellow",
+                              RiskLevel.HIGH: "red"}
+STATUS_STYLE: dict[str, str] = {
+    CorrectionStatus.PENDING: "white", CorrectionStatus.ANALYZING: "cyan",
+    CorrectionStatus.EXECUTING: "blue", CorrectionStatus.APPLIED: "green",
+    CorrectionStatus.FAILED: "red", CorrectionStatus.CANCELLED: "yellow",
+    PlanStatus.ACTIVE: "green", PlanStatus.ROLLED_BACK: "red", PlanStatus.COMPLETED: "blue",
 }
+"""Colours by status value (the enums are str, so a status read as text finds its own)."""
 
 
 def emit_json(data: Any) -> None:

@@ -102,6 +102,11 @@ class ConnectionOwner:
         self._nc = nc
         self._owns = owns_connection
 
+    @property
+    def connection(self) -> Client:
+        """The NATS connection this client publishes on (for subscriptions beside it)."""
+        return self._nc
+
     async def close(self) -> None:
         if self._owns:
             await self._nc.drain()

@@ -13,7 +13,6 @@ the stream keeps, so following a correction after it finished still finds its ou
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 from collections.abc import AsyncIterator
 
@@ -161,11 +160,9 @@ class CorrectionClient(ConnectionOwner):
         on `corrections.cancel_refused.<plan_id>`; `wait_for_outcome` sees the first.
         """
         body = CancelRequest(correction_id=correction_id, plan_id=plan_id, reason=reason)
-        # One message per (correction, reason): repeating a cancel is a retry of it.
-        digest = hashlib.sha256((reason or "").encode()).hexdigest()[:16]
-        msg_id = f"cancel:{body.correction_id}:{digest}"
         await publish_acked(self._js, subjects.cancel(body.plan_id),
-                            body.model_dump_json().encode(), msg_id, self._retry)
+                            body.model_dump_json().encode(),
+                            subjects.cancel_msg_id(body.correction_id, reason), self._retry)
 
     async def fail(self, correction_id: str, plan_id: str, reason: str) -> None:
         """Ask to end a correction stuck in ANALYZING or EXECUTING as FAILED.

@@ -152,6 +152,13 @@ def cancel_refused_msg_id(correction_id: str, status: CorrectionStatus | None) -
     return f"cancel_refused:{correction_id}:{status.value if status else 'missing'}"
 
 
+def cancel_msg_id(correction_id: str, reason: str | None) -> str:
+    """Nats-Msg-Id of a CancelRequest: one per (correction, reason), so repeating the same
+    cancel is a retry of it."""
+    digest = hashlib.sha256((reason or "").encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"cancel:{correction_id}:{digest}"
+
+
 def fail_msg_id(correction_id: str, reason: str) -> str:
     """Nats-Msg-Id of a FailRequest: one per (correction, reason), so repeating the same
     request is a retry of it, never a second command."""

@@ -2,7 +2,8 @@
 
 Field names, types and rules follow `decision_model.md`. The model validates one
 decision on its own; rules that need other decisions (the parent exists and is in
-the same plan, one root per plan) live in `contracts.tree`.
+the same plan, one root per plan, not under a superseded parent) are the recorder's,
+planned in `contracts.recording` against what the store says.
 """
 
 from __future__ import annotations

@@ -232,7 +232,9 @@ async def test_a_message_failing_every_delivery_is_dead_lettered_with_each_attem
             f"delivery {n}" for n in range(1, expected + 1)]
         assert doc["payload"] == encode(r)
         assert await db.decisions.count_documents({}) == 0
-        assert await db.delivery_failures.count_documents({}) == 0
+        # Its attempts are forgotten right after the dead letter is written (not in the
+        # same write: a crash between the two leaves a record dropped once stale).
+        await until(lambda: _none(db.delivery_failures))
         await drained(js, DECISIONS_STREAM, RECORDER_DURABLE)
         info = await js.consumer_info(DECISIONS_STREAM, RECORDER_DURABLE)
         assert info.delivered.consumer_seq == expected  # delivered MaxDeliver times, no more
