@@ -13,7 +13,7 @@ import logging
 
 from nats.js import JetStreamContext
 from nats.js.api import StreamConfig
-from nats.js.errors import APIError, NotFoundError
+from nats.js.errors import APIError, NotFoundError, ServiceUnavailableError
 
 from contracts.correction_subjects import (
     CORRECTIONS_DUPLICATE_WINDOW_SECONDS,
@@ -68,7 +68,9 @@ async def ensure_streams(js: JetStreamContext, limits: StreamLimits | None = Non
         try:
             found.extend(await _ensure(js, name, config))
         except APIError as exc:
-            if isinstance(exc, NotFoundError):
+            # Not found, or JetStream unavailable (a leader election): not the stream's
+            # configuration; the caller retries or the start fails as for any outage.
+            if isinstance(exc, NotFoundError | ServiceUnavailableError):
                 raise
             raise StreamRefused(
                 f"nats-server refused stream {name} (num_replicas {config.num_replicas}, "

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import nats
 import pytest
-from nats.js.errors import APIError, ServiceUnavailableError
+from nats.js.errors import ServiceUnavailableError
 
 from clients._connect import connect_bounded
 from clients.building import build_root
@@ -20,7 +20,7 @@ from clients.recorder import DecisionRecorder
 from contracts.subjects import DECISIONS_STREAM
 from deploy.embedded import ManagedServer, free_port, start_nats_with_config
 from workers.stream_config import StreamLimits, StreamProfile
-from workers.streams import ensure_streams
+from workers.streams import StreamRefused, ensure_streams
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "deploy" / "nats-server.conf"
@@ -69,13 +69,14 @@ def test_defaults_file_names_every_variable_of_the_template() -> None:
 
 
 async def until_streams(js: nats.js.JetStreamContext, limits: StreamLimits) -> None:
-    """The meta leader is elected a few seconds after the routes connect."""
+    """The meta leader is elected a few seconds after the routes connect (until then
+    JetStream answers 503, or refuses R3 for want of known peers)."""
     deadline = asyncio.get_running_loop().time() + FORM_TIMEOUT
     while True:
         try:
             await ensure_streams(js, limits)
             return
-        except (ServiceUnavailableError, APIError, nats.errors.TimeoutError):
+        except (ServiceUnavailableError, StreamRefused, nats.errors.TimeoutError):
             if asyncio.get_running_loop().time() > deadline:
                 raise
             await asyncio.sleep(0.5)
