@@ -17,8 +17,11 @@ from nats.js.errors import ServiceUnavailableError
 from clients._connect import connect_bounded
 from clients.building import build_root
 from clients.recorder import DecisionRecorder
-from contracts.subjects import DECISIONS_STREAM
+from contracts.subjects import DECISIONS_STREAM, RECORDER_DURABLE
 from deploy.embedded import ManagedServer, free_port, start_nats_with_config
+from workers.pull import ensure_consumer
+from workers.recorder import consumer_config
+from workers.settings import Settings
 from workers.stream_config import StreamLimits, StreamProfile
 from workers.streams import StreamRefused, ensure_streams
 
@@ -97,10 +100,18 @@ async def test_three_nodes_form_a_jetstream_cluster_from_the_template(
         peers = {info.cluster.leader, *(r.name for r in info.cluster.replicas or [])}
         assert peers == {"ledger-nats-1", "ledger-nats-2", "ledger-nats-3"}
 
+        # The workers' durable consumers set no replica count: they follow the stream.
+        await ensure_consumer(js, DECISIONS_STREAM, consumer_config(Settings()))
+        consumer = await js.consumer_info(DECISIONS_STREAM, RECORDER_DURABLE)
+        assert consumer.cluster is not None and len(consumer.cluster.replicas or []) == 2
+
         # A worker started without STREAM_REPLICAS (development defaults) leaves R3 alone.
         drift = await ensure_streams(js)
         assert ("num_replicas", False) in {(d.field, d.updated) for d in drift}
         assert (await js.stream_info(DECISIONS_STREAM)).config.num_replicas == 3
+        await ensure_consumer(js, DECISIONS_STREAM, consumer_config(Settings()))
+        consumer = await js.consumer_info(DECISIONS_STREAM, RECORDER_DURABLE)
+        assert consumer.cluster is not None and len(consumer.cluster.replicas or []) == 2
     finally:
         await nc.close()
 
