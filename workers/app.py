@@ -52,6 +52,7 @@ from workers.corrections import (
 )
 from workers.health import HealthServer, Readiness, parse_addr
 from workers.invariants import document_invariants, invariant_pullers
+from workers.logs import BROKER_LOGGER, set_worker_id
 from workers.publisher import JetStreamPublisher
 from workers.pull import BatchPuller
 from workers.recorder import document_recorder, recorder_puller
@@ -108,6 +109,7 @@ def build_app(settings: Settings | None = None, *, for_docs: bool = False) -> Fa
     settings = settings or Settings.from_env()
     link = NatsLink(settings.nats_url)
     broker = NatsBroker(nats_servers(settings.nats_url), graceful_timeout=settings.graceful_timeout,
+                        logger=logging.getLogger(BROKER_LOGGER),
                         **nats_options(settings, link))
     runtime = Runtime()
     document_recorder(broker, for_docs=for_docs)
@@ -116,6 +118,7 @@ def build_app(settings: Settings | None = None, *, for_docs: bool = False) -> Fa
 
     app = FastStream(
         broker,
+        logger=logging.getLogger(BROKER_LOGGER),
         specification=AsyncAPI(
             title=TITLE, version=VERSION,
             description="Agents record decisions; operators correct them; subscribers react.",
@@ -225,6 +228,7 @@ def open_services(runtime: Runtime, settings: Settings, broker: NatsBroker,
                   db: AsyncDatabase[Document]) -> None:
     """Repositories and services over the connected clients, into `runtime`."""
     worker_id = new_id()
+    set_worker_id(worker_id)
     runtime.registry = WorkerRegistry(db, worker_id, settings.worker_lease_seconds)
     # Every transaction's session is noted first, so if this process dies inside one,
     # another worker can end it at once (store.workers).

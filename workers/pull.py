@@ -321,7 +321,8 @@ class BatchPuller(Generic[R]):
             self._durable, deliveries, self._retry.max_deliver, attempts))
         await self._failures.forget(key)
         log.error("%s on %s was delivered %d times without success; dead-lettered",
-                  key, msg.subject, deliveries)
+                  key, msg.subject, deliveries,
+                  extra={"dead_letter_id": key, "subject": msg.subject})
 
 
 def exhausted_violations(durable: str, deliveries: int, max_deliver: int,
