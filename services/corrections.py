@@ -75,7 +75,7 @@ from contracts.timestamps import utc_now
 from contracts.unreadable import Unreadable
 from services import outbox
 from services.archive import Archive
-from services.ports import EventPublisher, OutgoingEvent
+from services.ports import CorrectionObserver, EventPublisher, OutgoingEvent
 from store.correction_store import CorrectionStore
 from store.correction_writes import AttemptChange, Changes
 from store.corrections import Versioned
@@ -197,8 +197,10 @@ class CorrectionService:
     def __init__(self, store: CorrectionStore, publisher: EventPublisher, archive: Archive, *,
                  policy: CorrectionPolicy | None = None, crash: CrashHook = no_crash,
                  worker_id: str | None = None,
-                 clock: Callable[[], datetime] = utc_now) -> None:
+                 clock: Callable[[], datetime] = utc_now,
+                 observer: CorrectionObserver | None = None) -> None:
         self._store = store
+        self._observer = observer
         self._publisher = publisher
         self._archive = archive
         self.policy = policy or CorrectionPolicy()
@@ -655,7 +657,13 @@ class CorrectionService:
                  extra={"correction_id": c.correction_id, "plan_id": c.plan_id})
 
     async def _commit(self, changes: Changes) -> None:
-        await self._store.writer.commit(changes, self._clock())
+        now = self._clock()
+        await self._store.writer.commit(changes, now)
+        c = changes.correction
+        if self._observer is not None and c.is_terminal:
+            # The commit is conditional on the version read, so each end is counted once.
+            self._observer.correction_ended(c.mode.value, c.status.value,
+                                            (now - c.requested_at).total_seconds())
         status = changes.correction.status.value
         self._crash(f"after_commit:{status}")
         await self.flush(changes.correction.correction_id)

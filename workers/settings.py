@@ -139,6 +139,9 @@ class Settings:
     consumer_backoff: tuple[float, ...] = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
     """Nak delay after the 1st, 2nd, ... failed delivery (the last repeats): with the
     defaults, 20 deliveries span about an hour of database outage."""
+    metrics_sample_seconds: float = 15.0
+    """METRICS_SAMPLE_SECONDS: how often the consumer and ledger gauges of /metrics are
+    read from NATS and MongoDB (one consumer_info per consumer, three counts)."""
     log_format: LogFormat = LogFormat.TEXT
     """LOG_FORMAT: `text` for a person, `json` (one object per line, with the IDs a line
     is about) for a log pipeline; neither has colour codes (workers.logs)."""
@@ -239,6 +242,8 @@ class Settings:
             consumer_max_deliver=_env_int("CONSUMER_MAX_DELIVER", cls.consumer_max_deliver),
             consumer_backoff=_env_floats("CONSUMER_BACKOFF", cls.consumer_backoff),
             allow_standalone_mongodb=_env_bool("ALLOW_STANDALONE_MONGODB"),
+            metrics_sample_seconds=_env_float("METRICS_SAMPLE_SECONDS",
+                                              cls.metrics_sample_seconds),
             log_format=_env_choice("LOG_FORMAT", LogFormat, cls.log_format),
             log_level=_env_choice("LOG_LEVEL", _LogLevel, _LogLevel.INFO).value,
             stream_profile=_env_profile(),
