@@ -15,6 +15,7 @@ import nats.errors
 import nats.js.errors
 from nats.js import JetStreamContext
 from nats.js.api import PubAck
+from opentelemetry import propagate
 
 from contracts.ids import MSG_ID_HEADER
 
@@ -92,8 +93,14 @@ DEFAULT_RETRY = RetryPolicy()
 
 async def publish_acked(js: JetStreamContext, subject: str, payload: bytes, msg_id: str,
                         policy: RetryPolicy = DEFAULT_RETRY) -> PubAck:
-    """Publish with `Nats-Msg-Id: msg_id` and return the PubAck, retrying what can be retried."""
-    headers = {MSG_ID_HEADER: msg_id}
+    """Publish with `Nats-Msg-Id: msg_id` and return the PubAck, retrying what can be retried.
+
+    The current OpenTelemetry context (when the application set one up) goes in the
+    headers too (`traceparent`), and the ledger carries it on to the events it publishes
+    about the message."""
+    headers: dict[str, str] = {}
+    propagate.inject(headers)
+    headers[MSG_ID_HEADER] = msg_id
     last: BaseException | None = None
     for attempt, delay in enumerate([*policy.delays(), None], start=1):
         try:

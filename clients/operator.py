@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator
 import nats.errors
 from nats.aio.client import Client
 from nats.js.api import ConsumerConfig, DeliverPolicy
+from opentelemetry import trace
 from pydantic import ValidationError
 
 from clients._connect import CONNECT_TIMEOUT, DEFAULT_NATS_URL, Connecting, ConnectionOwner
@@ -70,6 +71,9 @@ class DryRunRefused(Exception):
 
 class LedgerUnavailable(Exception):
     """No worker answered a dry run (none running, or all busy past the timeout)."""
+
+
+_tracer = trace.get_tracer("decision_ledger.clients")
 
 
 class CorrectionClient(ConnectionOwner):
@@ -147,6 +151,12 @@ class CorrectionClient(ConnectionOwner):
         """
         req = self.build(plan_id, decision_id, mode, guidance, chosen_option=chosen_option,
                          requested_by=requested_by, correction_id=correction_id)
+        with _tracer.start_as_current_span("correction request", attributes={
+                "ledger.correction_id": req.correction_id, "ledger.plan_id": req.plan_id,
+                "ledger.decision_id": req.decision_id, "ledger.mode": req.mode.value}):
+            return await self._send(req)
+
+    async def _send(self, req: CorrectionRequest) -> str:
         ack = await publish_acked(self._js, subjects.requested(req.plan_id),
                                   req.model_dump_json().encode(),
                                   subjects.request_msg_id(req.correction_id), self._retry)

@@ -22,6 +22,7 @@ from datetime import datetime
 
 from nats.aio.client import Client
 from nats.js.api import ConsumerConfig, DeliverPolicy
+from opentelemetry import trace
 
 from clients._connect import CONNECT_TIMEOUT, DEFAULT_NATS_URL, Connecting, ConnectionOwner
 from clients._durable import BACKOFF, MAX_DELIVER
@@ -45,6 +46,9 @@ from contracts.rules import Rule
 
 __all__ = ["DecisionRecorder", "DecisionRejectedError", "InvalidDecision", "PublishFailed",
            "StaleBranchError"]
+
+
+_tracer = trace.get_tracer("decision_ledger.clients")
 
 
 class DecisionRejectedError(Exception):
@@ -144,7 +148,10 @@ class DecisionRecorder(ConnectionOwner):
         acknowledged it; publishing the same decision again later is safe).
         """
         subject, body, msg_id = wire_message(decision)
-        ack = await publish_acked(self._js, subject, body, msg_id, self._retry)
+        with _tracer.start_as_current_span("decision publish", attributes={
+                "ledger.plan_id": decision.plan_id, "ledger.decision_id": decision.decision_id,
+                "ledger.decision_type": decision.decision_type.value}):
+            ack = await publish_acked(self._js, subject, body, msg_id, self._retry)
         self._published[decision.decision_id] = (decision.plan_id, ack.seq)
         return decision
 

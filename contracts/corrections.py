@@ -28,6 +28,7 @@ from contracts.decision import NonEmptyStr
 from contracts.ids import Ulid, new_id
 from contracts.lifecycle import Lifecycle
 from contracts.timestamps import UtcTime, utc_now
+from contracts.tracing import trace_headers
 
 GUIDANCE_MIN_CHARS = 1
 GUIDANCE_MAX_CHARS = 10_000
@@ -342,18 +343,25 @@ class Correction(Frozen):
         default=None, description="Archive folder of the affected artifacts (revert)."
     )
     error: str | None = Field(default=None, description="Why it FAILED.")
+    trace_context: dict[str, str] = Field(
+        default_factory=dict,
+        description="W3C trace context (traceparent, tracestate) the request carried: every "
+        "event of the correction carries it too (contracts.tracing).")
 
     @classmethod
     def from_request(
-        cls, request: CorrectionRequest, at: datetime, *, event_id: str | None = None
+        cls, request: CorrectionRequest, at: datetime, *, event_id: str | None = None,
+        trace: Mapping[str, str] | None = None,
     ) -> Correction:
-        """A new PENDING correction whose history holds its creation entry."""
+        """A new PENDING correction whose history holds its creation entry; `trace` is the
+        request message's headers (only a well-formed trace context is kept)."""
         entry = Transition(
             event_id=event_id or new_id(), from_status=None,
             to_status=CorrectionStatus.PENDING, at=at,
         )
         return cls(
-            **request.model_dump(), status=CorrectionStatus.PENDING, history=[entry]
+            **request.model_dump(), status=CorrectionStatus.PENDING, history=[entry],
+            trace_context=trace_headers(trace),
         )
 
     @property

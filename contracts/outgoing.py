@@ -17,3 +17,5 @@ class OutgoingEvent:
     subject: str
     payload: bytes
     msg_id: str
+    headers: tuple[tuple[str, str], ...] = ()
+    """Headers besides the Nats-Msg-Id: the trace context of what the event is about."""

@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
+from opentelemetry import propagate, trace
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from contracts import correction_subjects as subjects
@@ -171,6 +173,21 @@ def persisted_message(d: Decision) -> OutgoingEvent:
                          persisted_msg_id(d.decision_id))
 
 
+_tracer = trace.get_tracer("decision_ledger.corrections")
+
+
+@contextlib.contextmanager
+def step_span(c: Correction) -> Iterator[None]:
+    """One span per lifecycle step, a child of the request's trace context (when the
+    request carried one), naming the correction, its plan and its target."""
+    parent = propagate.extract(c.trace_context) if c.trace_context else None
+    with _tracer.start_as_current_span(
+            f"correction {c.status.value}", context=parent, attributes={
+                "ledger.correction_id": c.correction_id, "ledger.plan_id": c.plan_id,
+                "ledger.decision_id": c.decision_id, "ledger.mode": c.mode.value}):
+        yield
+
+
 def correction_event(c: Correction) -> OutgoingEvent:
     e = CorrectionTransitioned.from_correction(c)
     return OutgoingEvent(e.subject, e.model_dump_json().encode(), e.msg_id)
@@ -211,14 +228,17 @@ class CorrectionService:
     # --- the seed's API ------------------------------------------------------------
 
     async def request_correction(self, request: CorrectionRequest, *,
-                                 arrival: int = 0) -> Correction:
+                                 arrival: int = 0,
+                                 trace: Mapping[str, str] | None = None) -> Correction:
         """Record the request as a PENDING correction; a known correction_id records nothing.
 
-        `arrival` orders the plan's corrections (the stream sequence of the request).
+        `arrival` orders the plan's corrections (the stream sequence of the request);
+        `trace` is the request message's headers, whose trace context every event of the
+        correction carries on.
         """
         existing = await self._store.corrections.get(request.correction_id)
         if existing is None:
-            created = Correction.from_request(request, self._clock())
+            created = Correction.from_request(request, self._clock(), trace=trace)
             try:
                 await self._commit(Changes(created, None, arrival=arrival,
                                            events=[correction_event(created)]))
@@ -467,16 +487,10 @@ class CorrectionService:
                     await asyncio.to_thread(self._archive.remove, c.plan_id, c.correction_id)
                 return c
             try:
-                if c.status is S.PENDING:
-                    analyzing = c.transition(S.ANALYZING, self._clock())
-                    await self._commit(Changes(analyzing, v.version, lease_owner=owner,
-                                               events=[correction_event(analyzing)]))
-                elif c.status is S.ANALYZING:
-                    impact = await self._analyze(v, owner, analysis_failures)
-                else:
-                    stuck = last_conflict if conflicts >= self.policy.max_conflicts else None
-                    await self._execute(v, owner, impact, stuck)
-                    impact = None
+                stuck = last_conflict if conflicts >= self.policy.max_conflicts else None
+                with step_span(c):
+                    impact = await self._step(v, owner, impact, stuck=stuck,
+                                              analysis_failures=analysis_failures)
                 conflicts, last_conflict = 0, None
             except AnalysisFailed:
                 analysis_failures += 1
@@ -492,6 +506,22 @@ class CorrectionService:
                 log.info("correction %s changed under us (%s); reading it again (round %d)",
                          correction_id, exc, conflicts)
                 await asyncio.sleep(self.policy.conflict_backoff(conflicts))
+
+    async def _step(self, v: Versioned, owner: str, impact: CorrectionImpact | None, *,
+                    analysis_failures: int,
+                    stuck: Exception | None) -> CorrectionImpact | None:
+        """One step of the lifecycle from where the correction stands; the impact an
+        analysis computed, for the execution that follows it."""
+        c = v.correction
+        if c.status is S.PENDING:
+            analyzing = c.transition(S.ANALYZING, self._clock())
+            await self._commit(Changes(analyzing, v.version, lease_owner=owner,
+                                       events=[correction_event(analyzing)]))
+            return impact
+        if c.status is S.ANALYZING:
+            return await self._analyze(v, owner, analysis_failures)
+        await self._execute(v, owner, impact, stuck)
+        return None
 
     async def _impact(self, decision_id: str) -> CorrectionImpact:
         """The impact a revert works from; CorrectionTooLarge past the limit."""
@@ -658,8 +688,12 @@ class CorrectionService:
 
     async def _commit(self, changes: Changes) -> None:
         now = self._clock()
-        await self._store.writer.commit(changes, now)
         c = changes.correction
+        if c.trace_context:  # every event of the correction continues the request's trace
+            carried = tuple(c.trace_context.items())
+            changes = dataclasses.replace(changes, events=[
+                dataclasses.replace(e, headers=carried) for e in changes.events])
+        await self._store.writer.commit(changes, now)
         if self._observer is not None and c.is_terminal:
             # The commit is conditional on the version read, so each end is counted once.
             self._observer.correction_ended(c.mode.value, c.status.value,

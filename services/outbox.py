@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from services.ports import EventPublisher, OutgoingEvent
+from services.ports import EventPublisher
 from store.outbox import OutboxRepository
 
 log = logging.getLogger(__name__)
@@ -18,9 +18,7 @@ async def flush(outbox: OutboxRepository, publisher: EventPublisher, key: str) -
     if not pending:
         return
     try:
-        await publisher.publish_all([
-            OutgoingEvent(p.message.subject, p.message.payload, p.message.msg_id)
-            for p in pending])
+        await publisher.publish_all([p.message for p in pending])
     except Exception:
         log.warning("publishing %d event(s) of %s failed; the relay will retry",
                     len(pending), key, exc_info=True)

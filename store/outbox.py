@@ -33,8 +33,9 @@ class Pending:
 
 
 def _from_doc(doc: Document) -> Pending:
+    headers = tuple((str(k), str(v)) for k, v in (doc.get("headers") or {}).items())
     return Pending(doc["correction_id"], int(doc["order"]),
-                   OutgoingEvent(doc["subject"], bytes(doc["payload"]), doc["_id"]))
+                   OutgoingEvent(doc["subject"], bytes(doc["payload"]), doc["_id"], headers))
 
 
 class OutboxRepository:
@@ -48,7 +49,7 @@ class OutboxRepository:
         await self._coll.insert_many([
             {"_id": m.msg_id, "correction_id": correction_id,
              "order": version * ORDER_STRIDE + i, "subject": m.subject, "payload": m.payload,
-             "created_at": now}
+             "created_at": now, **({"headers": dict(m.headers)} if m.headers else {})}
             for i, m in enumerate(messages)], session=session)
 
     async def pending_for(self, correction_id: str) -> list[Pending]:

@@ -11,6 +11,7 @@ from workers.app import build_app
 from workers.connections import StartupFailed
 from workers.logs import configure
 from workers.settings import Settings
+from workers.telemetry import configure_tracing
 
 
 def main() -> None:
@@ -19,10 +20,13 @@ def main() -> None:
     except ValueError as exc:
         sys.exit(f"error: bad value in the environment: {exc}")
     configure(settings.log_format, settings.log_level)
+    flush_traces = configure_tracing()
     try:
         asyncio.run(build_app(settings).run())
     except StartupFailed as exc:
         sys.exit(f"error: {exc}")
+    finally:
+        flush_traces()
 
 
 if __name__ == "__main__":

@@ -153,7 +153,8 @@ class RequestConsumer(_CorrectionFamily):
             if isinstance(r, Unreadable):
                 await _reject(svc, batch, m, r)
             else:
-                await svc.request_correction(r, arrival=m.metadata.sequence.stream)
+                await svc.request_correction(r, arrival=m.metadata.sequence.stream,
+                                             trace=m.headers)
                 recorded.append((m, r))
 
         await batch.each(record)

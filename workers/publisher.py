@@ -20,7 +20,8 @@ class JetStreamPublisher:
     async def publish_all(self, events: Sequence[OutgoingEvent]) -> None:
         # Pipelined: send all, then wait for every PubAck, instead of one round trip each.
         futures = [
-            await self._js.publish_async(e.subject, e.payload, headers={MSG_ID_HEADER: e.msg_id})
+            await self._js.publish_async(e.subject, e.payload,
+                                         headers={**dict(e.headers), MSG_ID_HEADER: e.msg_id})
             for e in events
         ]
         if futures:
