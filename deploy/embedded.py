@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -113,25 +114,32 @@ def die_with_parent() -> None:
         _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def _spawn(name: str, args: list[str], log_path: Path) -> subprocess.Popen[bytes]:
+def _spawn(name: str, args: list[str], log_path: Path,
+           env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log = log_path.open("ab")
     # A new session, so Ctrl-C in the terminal reaches only our supervisor, which then
     # stops the servers in order (workers first, then the servers they use).
     return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                            env={**os.environ},
+                            env={**os.environ, **(env or {})},
                             preexec_fn=die_with_parent)
 
 
 def start_nats(data_dir: Path, port: int = 4222, host: str = "127.0.0.1",
-               timeout: float = 20.0) -> ManagedServer:
-    """nats-server with JetStream, file storage under data_dir/nats."""
+               timeout: float = 20.0, *, config: Path | None = None,
+               env: Mapping[str, str] | None = None) -> ManagedServer:
+    """nats-server with JetStream, file storage under data_dir/nats.
+
+    `config` is a server config file read first (the flags override its listen address
+    and store), e.g. one that includes deploy/nats-auth.conf; `env` adds the variables
+    it names (passwords) to the server's environment only."""
     ensure_port_free(host, port, "NATS", "--nats-port")
     store = data_dir / "nats"
     store.mkdir(parents=True, exist_ok=True)
-    args = [_binary("nats-server"), "-a", host, "-p", str(port), "-js", "-sd", str(store)]
+    args = [_binary("nats-server"), *(["-c", str(config)] if config else []),
+            "-a", host, "-p", str(port), "-js", "-sd", str(store)]
     log = data_dir / "logs" / "nats-server.log"
-    proc = _spawn("nats", args, log)
+    proc = _spawn("nats", args, log, env)
     _wait_for_port(host, port, proc, log, timeout)
     return ManagedServer("nats", f"nats://{host}:{port}", proc, log, args)
 
