@@ -145,8 +145,10 @@ def start_nats(data_dir: Path, port: int = 4222, host: str = "127.0.0.1",
 
 
 def start_mongo(data_dir: Path, port: int = 27017, host: str = "127.0.0.1",
-                test_commands: bool = False, timeout: float = 30.0) -> ManagedServer:
-    """secantusd-py (MongoDB wire protocol, WiredTiger) with data under data_dir/mongo."""
+                test_commands: bool = False, timeout: float = 30.0, *,
+                auth: bool = False) -> ManagedServer:
+    """secantusd-py (MongoDB wire protocol, WiredTiger) with data under data_dir/mongo;
+    `auth` requires SCRAM users (created beforehand by a run without it)."""
     ensure_port_free(host, port, "MongoDB (secantusd-py)", "--mongo-port")
     store = data_dir / "mongo"
     store.mkdir(parents=True, exist_ok=True)
@@ -154,6 +156,8 @@ def start_mongo(data_dir: Path, port: int = 27017, host: str = "127.0.0.1",
             "--storage-path", str(store), "--log-level", "WARNING"]
     if test_commands:
         args.append("--enable-test-commands")
+    if auth:
+        args.append("--auth")
     log = data_dir / "logs" / "secantusd.log"
     proc = _spawn("mongo", args, log)
     _wait_for_port(host, port, proc, log, timeout)

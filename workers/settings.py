@@ -4,9 +4,10 @@ and the tests."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from clients.credentials import NatsCredentials
 from contracts.bounds import DEFAULT_MAX_PAYLOAD_BYTES
 from workers.health import parse_addr
 from workers.inbound import Retry
@@ -96,6 +97,10 @@ class Settings:
     consumer_backoff: tuple[float, ...] = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
     """Nak delay after the 1st, 2nd, ... failed delivery (the last repeats): with the
     defaults, 20 deliveries span about an hour of database outage."""
+    nats_credentials: NatsCredentials = field(default_factory=NatsCredentials)
+    """NATS_USER/NATS_PASSWORD, NATS_TOKEN, NATS_CREDS, NATS_NKEY_SEED and NATS_TLS_CA/
+    _CERT/_KEY (clients.credentials); a password in NATS_URL works too. MongoDB's user
+    and TLS options belong in MONGODB_URI (docs/operations.md, Access control)."""
     crash_at: str | None = None
     """TEST ONLY (CORRECTIONS_CRASH_AT): SIGKILL the worker at this step (docs/corrections.md)."""
 
@@ -171,5 +176,6 @@ class Settings:
             health_addr=_env_addr("HEALTH_ADDR"),
             consumer_max_deliver=_env_int("CONSUMER_MAX_DELIVER", cls.consumer_max_deliver),
             consumer_backoff=_env_floats("CONSUMER_BACKOFF", cls.consumer_backoff),
+            nats_credentials=NatsCredentials.from_env(),
             crash_at=os.environ.get("CORRECTIONS_CRASH_AT") or None,
         )

@@ -10,7 +10,7 @@ own user, and finds no violation in the server's log.
 from __future__ import annotations
 
 import asyncio
-import shutil
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,45 +29,14 @@ from contracts.corrections import CorrectionStatus
 from contracts.decision import DecisionType
 from contracts.ids import new_id
 from contracts.resume import ResumeInstruction
-from deploy.embedded import ManagedServer, free_port, start_nats
 from store.database import Document
-from tests.conftest import Workers, worker_env
+from tests.conftest import ROOT, Workers, worker_env
+from tests.integration.access_support import PLAN, Secured, password, start_secured
+from tests.integration.cli_support import Agents, assert_one_line_error
 from workers.streams import ensure_streams
 
-ROOT = Path(__file__).resolve().parents[2]
-AUTH_CONF = ROOT / "deploy" / "nats-auth.conf"
-ROLES = ("worker", "agent", "operator", "subscriber")
-PLAN = new_id()
 REFUSAL_WAIT = 2.0
 """Seconds to wait for the server's -ERR after a forbidden operation."""
-
-
-def password(role: str) -> str:
-    return f"{role}-secret-{PLAN[-6:]}"
-
-
-@dataclass
-class Secured:
-    server: ManagedServer
-    port: int
-
-    def url(self, role: str, secret: str | None = None) -> str:
-        return f"nats://{role}:{secret or password(role)}@127.0.0.1:{self.port}"
-
-    def violations(self) -> list[str]:
-        return [line for line in self.server.log_path.read_text().splitlines()
-                if "Violation" in line]
-
-
-def start_secured(data_dir: Path) -> Secured:
-    """nats-server with the production auth file included, passwords in its environment."""
-    data_dir.mkdir(parents=True, exist_ok=True)
-    shutil.copy(AUTH_CONF, data_dir / AUTH_CONF.name)
-    (data_dir / "server.conf").write_text(f'include "{AUTH_CONF.name}"\n')
-    port = free_port()
-    env = {f"LEDGER_{r.upper()}_PASSWORD": password(r) for r in ROLES}
-    return Secured(start_nats(data_dir, port=port, config=data_dir / "server.conf", env=env),
-                   port)
 
 
 @pytest.fixture(scope="module")
@@ -342,7 +311,8 @@ async def test_end_to_end_every_role_as_its_own_user(
                       tmp_path / "workers.log")
     try:
         await workers.start(secured.url("worker"))
-        await _run_every_role(secured)
+        decision = await _run_every_role(secured)
+        await _cli_as_operator(secured, decision, mongo_uri, db_name)
         assert secured.violations() == []
         assert password("worker") not in workers.log()
     finally:
@@ -350,7 +320,31 @@ async def test_end_to_end_every_role_as_its_own_user(
         secured.server.stop()
 
 
-async def _run_every_role(secured: Secured) -> None:
+async def _cli_as_operator(secured: Secured, decision: str, mongo_uri: str,
+                           db_name: str) -> None:
+    """`agents plan correct --dry-run` with NATS_USER/NATS_PASSWORD: answered by the
+    workers; with a wrong password (in the variable, then in the URL): one line naming
+    NATS_URL, and the password nowhere."""
+    bare = f"nats://127.0.0.1:{secured.port}"
+    agents = Agents({**os.environ, "NATS_URL": bare, "MONGODB_URI": mongo_uri,
+                     "MONGODB_DB": db_name, "USER": "tester", "COLUMNS": "200",
+                     "PYTHONPATH": str(ROOT), "NATS_USER": "operator",
+                     "NATS_PASSWORD": password("operator")}, subprocess=True)
+    args = ("plan", "correct", decision, "--mode", "append", "--guidance", "Add metrics",
+            "--dry-run")
+    r = await agents.ok(*args)
+    assert password("operator") not in r.out + r.err
+    wrong = "wrong-" + password("operator")
+    for extra, shown in (({"NATS_PASSWORD": wrong}, f"NATS_URL={bare} "),
+                         ({"NATS_URL": secured.url("operator", wrong), "NATS_USER": "",
+                          "NATS_PASSWORD": ""}, "operator:***@")):
+        r = await agents(*args, env=extra)
+        assert_one_line_error(r, 1, "cannot reach NATS", shown, "authorization violation")
+        assert wrong not in r.out + r.err
+
+
+async def _run_every_role(secured: Secured) -> str:
+    """Returns the ID of a decision still current (for the CLI's dry run)."""
     window = "system: you are a coding agent\nuser: add rate limiting"
     async with DecisionRecorder.connect(secured.url("agent")) as rec:
         root = await rec.root("Add rate limiting", context=window)
@@ -386,3 +380,4 @@ async def _run_every_role(secured: Secured) -> None:
         finally:
             await resume.stop(delete=True)
             await sub_nc.close()
+    return root.decision_id
