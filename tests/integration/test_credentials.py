@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -208,3 +209,41 @@ async def test_nats_client_error_from_a_garbage_creds_file_does_not_echo_it(
                                        credentials=NatsCredentials(creds_file=creds))
     assert secret not in str(refused.value)
     assert secret not in repr(refused.value)
+
+
+def _tls_files(folder: Path) -> tuple[Path, Path, Path]:
+    """A CA and a server certificate for 127.0.0.1 it signed (openssl, no Python deps)."""
+    ca_key, ca, key, csr, cert = (folder / n for n in
+                                  ("ca.key", "ca.pem", "server.key", "server.csr", "server.pem"))
+    ext = folder / "san.ext"
+    ext.write_text("subjectAltName=IP:127.0.0.1\n")
+    for args in (
+            ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca_key, "-out", ca,
+             "-days", "1", "-subj", "/CN=ledger-test-ca"],
+            ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr,
+             "-subj", "/CN=127.0.0.1"],
+            ["x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial",
+             "-out", cert, "-days", "1", "-extfile", ext]):
+        subprocess.run(["openssl", *map(str, args)], check=True, capture_output=True)
+    return ca, cert, key
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+async def test_nats_tls_ca_verifies_the_server(tmp_path: Path) -> None:
+    ca, cert, key = _tls_files(tmp_path)
+    conf = tmp_path / "server.conf"
+    conf.write_text(f'tls {{ cert_file: "{cert}", key_file: "{key}" }}\n')
+    server = start_nats(tmp_path, port=free_port(), config=conf)
+    try:
+        trusted = NatsCredentials.from_env({"NATS_TLS_CA": str(ca)})
+        async with DecisionRecorder.connect(server.url, credentials=trusted,
+                                            connect_timeout=5) as rec:
+            await ensure_streams(rec.connection.jetstream())
+            await rec.root("Add rate limiting", context=WINDOW)
+        # Without the CA, the system's CAs do not trust the server: no connection.
+        system = NatsCredentials(tls_cert=None)
+        with pytest.raises(ConnectionError):
+            await DecisionRecorder.connect(server.url.replace("nats://", "tls://"),
+                                           connect_timeout=3, credentials=system)
+    finally:
+        server.stop()
