@@ -19,7 +19,7 @@ import nats
 import nats.errors
 import pytest
 from nats.aio.client import Client
-from nats.js.api import StreamConfig
+from nats.js.api import ConsumerConfig, StreamConfig
 from pymongo.asynchronous.database import AsyncDatabase
 
 from clients.operator import CorrectionClient
@@ -381,3 +381,24 @@ async def _run_every_role(secured: Secured) -> str:
             await resume.stop(delete=True)
             await sub_nc.close()
     return root.decision_id
+
+
+async def test_a_push_consumer_cannot_inject_messages_into_a_stream(
+        connect: Callable[[str], Awaitable[Session]]) -> None:
+    """The server does not check a consumer's deliver subject against its creator's
+    permissions (docs/operations.md), but it delivers only to a core subscription, and a
+    stream capturing the subject is none: an agent cannot get what it wrote stored on
+    corrections.events."""
+    agent = await connect("agent")
+    worker = await connect("worker")
+    plan = new_id()
+    js = agent.nc.jetstream()
+    await js.publish(f"decisions.recorded.{plan}", b'{"forged": "applied event"}')
+    before = (await worker.nc.jetstream().stream_info("CORRECTIONS")).state.messages
+    info = await js.add_consumer("DECISIONS", ConsumerConfig(
+        deliver_subject=f"corrections.events.{plan}.applied",
+        filter_subject=f"decisions.recorded.{plan}"))
+    await asyncio.sleep(1.0)
+    after = await worker.nc.jetstream().consumer_info("DECISIONS", info.name)
+    assert after.delivered.stream_seq == 0 and after.num_pending == 1
+    assert (await worker.nc.jetstream().stream_info("CORRECTIONS")).state.messages == before
