@@ -40,6 +40,7 @@ class Ctx:
         if self._nc is None:
             import nats  # noqa: PLC0415 - keep `agents --help` fast
 
+            from contracts.urls import nats_servers  # noqa: PLC0415
             from workers.connections import describe  # noqa: PLC0415
 
             async def quiet(*_: object) -> None:
@@ -49,7 +50,7 @@ class Ctx:
 
             try:
                 self._nc = await nats.connect(
-                    self.settings.nats_url, connect_timeout=NATS_CONNECT_TIMEOUT,
+                    nats_servers(self.settings.nats_url), connect_timeout=NATS_CONNECT_TIMEOUT,
                     allow_reconnect=False, max_reconnect_attempts=1,
                     error_cb=quiet, disconnected_cb=quiet, closed_cb=quiet,
                     **self.settings.nats_credentials.options())
@@ -92,11 +93,12 @@ def parse_id(value: str, what: str) -> str:
 def run(body: Callable[[Ctx], Awaitable[T]]) -> T:
     """Run `body` with a connected context; connection trouble becomes one line, exit 1."""
     import nats.errors  # noqa: PLC0415
-    from pymongo import AsyncMongoClient  # noqa: PLC0415
+    from pymongo import AsyncMongoClient  # noqa: PLC0415 - the annotation below
     from pymongo.errors import ConnectionFailure, PyMongoError  # noqa: PLC0415
 
     from clients._publish import PublishFailed  # noqa: PLC0415
     from contracts.urls import redact  # noqa: PLC0415
+    from store.database import connect  # noqa: PLC0415
     from workers.connections import describe  # noqa: PLC0415
     from workers.settings import Settings  # noqa: PLC0415
 
@@ -110,8 +112,9 @@ def run(body: Callable[[Ctx], Awaitable[T]]) -> T:
         fail(f"bad value in the environment: {exc}", USAGE_ERROR)
 
     async def main() -> T:
-        client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
-            settings.mongodb_uri, tz_aware=True, serverSelectionTimeoutMS=MONGO_TIMEOUT_MS,
+        # The workers' durable options (store.database), with short timeouts.
+        client: AsyncMongoClient[dict[str, Any]] = connect(
+            settings.mongodb_uri, serverSelectionTimeoutMS=MONGO_TIMEOUT_MS,
             connectTimeoutMS=MONGO_TIMEOUT_MS)
         ctx = Ctx(settings, client[settings.mongodb_db])
         try:

@@ -148,9 +148,33 @@ def _banner(settings: Settings, data_dir: Path, servers: list[ManagedServer],
             table.add_row(f"{server.name} log", escape(str(server.log_path)))
     if exports:
         table.add_row("other shells", "run the export line below")
+    for line in _not_durable(settings, set(started)):
+        table.add_row("[yellow]not durable[/]", f"[yellow]{escape(line)}[/]")
     stops = "the workers, then the servers" if servers else "the workers"
     table.add_row("", f"[dim]Ctrl-C stops {stops}[/]")
     return Panel(table, title="agents up", border_style="green", expand=False)
+
+
+def _not_durable(settings: Settings, started: set[str]) -> list[str]:
+    """What this development run does not make durable, for the banner: honest about the
+    servers it started, silent about those the environment gave."""
+    from workers.stream_config import PRODUCTION_REPLICAS, StreamProfile  # noqa: PLC0415
+
+    lines: list[str] = []
+    limits = settings.stream_limits()
+    streams = f"streams R{limits.replicas}"
+    if settings.stream_profile is StreamProfile.DEVELOPMENT:
+        streams += ", no limits, discard old (STREAM_PROFILE=development)"
+    if "nats" in started:
+        lines.append(f"one NATS node without sync_interval: always (an ack may precede "
+                     f"the fsync by up to 2 min); {streams}")
+    elif limits.replicas < PRODUCTION_REPLICAS:
+        lines.append(streams)
+    if "mongo" in started or settings.allow_standalone_mongodb:
+        mongo = "one MongoDB node (no failover; majority = that node)" if "mongo" in \
+            started else "MongoDB may be standalone"
+        lines.append(f"{mongo}; ALLOW_STANDALONE_MONGODB=1")
+    return lines
 
 
 def _export_line(exports: dict[str, str]) -> str:
@@ -266,6 +290,9 @@ def up(
                 nats_url=started.get("nats", base.nats_url),
                 mongodb_uri=started.get("mongo", base.mongodb_uri),
                 health_addr=health_addr,
+                # Development: a plain mongod from MONGODB_URI is accepted here (the
+                # banner says so); `agents workers` refuses it without the flag.
+                allow_standalone_mongodb=True,
             )
             exports = {"NATS_URL": started["nats"]} if "nats" in started else {}
             if "mongo" in started:

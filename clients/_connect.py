@@ -23,7 +23,7 @@ import nats.errors
 from nats.aio.client import Client
 
 from clients.credentials import NatsCredentials
-from contracts.urls import redact
+from contracts.urls import nats_servers, redact
 
 DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
 """What `agents up` listens on."""
@@ -51,8 +51,9 @@ async def connect_bounded(url: str, timeout: float = CONNECT_TIMEOUT,
 
     try:
         return await asyncio.wait_for(
-            nats.connect(url, max_reconnect_attempts=-1, connect_timeout=min(timeout, 2.0),
-                         error_cb=note, **(credentials or NatsCredentials()).options()),
+            nats.connect(nats_servers(url), max_reconnect_attempts=-1,
+                         connect_timeout=min(timeout, 2.0), error_cb=note,
+                         **(credentials or NatsCredentials()).options()),
             timeout)
     except TimeoutError:
         reason = _reason(last[0]) if last else f"no answer within {timeout:g} s"

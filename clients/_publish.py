@@ -28,18 +28,45 @@ RETRYABLE: tuple[type[BaseException], ...] = (
 )
 """Failures a later try can fix. An APIError (bad subject, stream config) is not here: it
 would fail the same way every time."""
+CAUGHT: tuple[type[BaseException], ...] = (*RETRYABLE, nats.js.errors.APIError)
+"""What publish_acked turns into a retry or a PublishFailed (stream_refusal says which)."""
 
 
 class PublishFailed(Exception):
-    """The stream did not acknowledge the message after every retry."""
+    """The stream did not acknowledge the message after every retry, or refused it
+    (`refused`: full under `discard: new`, too large, a stream error): nothing stored."""
 
-    def __init__(self, subject: str, msg_id: str, attempts: int, last: BaseException) -> None:
+    def __init__(self, subject: str, msg_id: str, attempts: int, last: BaseException,
+                 refused: str | None = None) -> None:
         self.subject = subject
         self.msg_id = msg_id
         self.attempts = attempts
         self.last = last
-        super().__init__(f"no JetStream ack for {msg_id} on {subject} after {attempts} "
-                         f"attempt(s): {type(last).__name__}: {last}")
+        self.refused = refused
+        if refused is not None:
+            super().__init__(f"the stream refused {msg_id} on {subject}: {refused}")
+        else:
+            super().__init__(f"no JetStream ack for {msg_id} on {subject} after {attempts} "
+                             f"attempt(s): {type(last).__name__}: {last}")
+
+
+def stream_refusal(exc: BaseException) -> str | None:
+    """Why the stream refused the message for good, or None if a retry may succeed.
+
+    A stream at its limits with `discard: new` (the production profile) answers 503
+    "maximum bytes exceeded" (or messages, or per subject): retrying for seconds cannot
+    free space that only `max_age` or an operator frees, so it is not retried. Any other
+    APIError but 503 (message too large, bad subject) fails the same way every time.
+    """
+    if not isinstance(exc, nats.js.errors.APIError):
+        return None
+    description = exc.description or type(exc).__name__
+    if "exceeded" in description:
+        return (f"{description} (the stream is full and set to refuse new messages: "
+                "an operator must raise its limits or wait for max_age to free space)")
+    if isinstance(exc, nats.js.errors.ServiceUnavailableError):
+        return None
+    return f"{description} (code {exc.code}, err_code {exc.err_code})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,8 +99,11 @@ async def publish_acked(js: JetStreamContext, subject: str, payload: bytes, msg_
         try:
             return await js.publish(subject, payload, timeout=policy.ack_timeout,
                                     headers=headers)
-        except RETRYABLE as exc:
+        except CAUGHT as exc:
             last = exc
+            refused = stream_refusal(exc)
+            if refused is not None:
+                raise PublishFailed(subject, msg_id, attempt, exc, refused) from exc
             if delay is None:
                 raise PublishFailed(subject, msg_id, attempt, exc) from exc
             await asyncio.sleep(delay)

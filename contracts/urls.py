@@ -27,3 +27,10 @@ def redact(text: str) -> str:
         return f"{m.group('scheme')}{m.group('user')}:{MASK}@"
 
     return _USERINFO.sub(mask, text)
+
+
+def nats_servers(url: str) -> list[str]:
+    """NATS_URL as nats-py wants it: `nats://a:4222,nats://b:4222` (the form the NATS
+    tools accept) -> one entry per server; nats-py takes a list, not a comma string."""
+    servers = [part.strip() for part in url.split(",") if part.strip()]
+    return servers or [url]

@@ -144,6 +144,18 @@ def start_nats(data_dir: Path, port: int = 4222, host: str = "127.0.0.1",
     return ManagedServer("nats", f"nats://{host}:{port}", proc, log, args)
 
 
+def start_nats_with_config(config: Path, env: dict[str, str], log_path: Path, *,
+                           host: str = "127.0.0.1", port: int = 4222,
+                           timeout: float = 20.0) -> ManagedServer:
+    """nats-server with a configuration file whose `$VARIABLES` come from `env` (the
+    production template, deploy/nats-server.conf); `host:port` is where it listens
+    for clients, as that file's NATS_LISTEN says."""
+    args = [_binary("nats-server"), "-c", str(config)]
+    proc = _spawn("nats", args, log_path, env)
+    _wait_for_port(host, port, proc, log_path, timeout)
+    return ManagedServer("nats", f"nats://{host}:{port}", proc, log_path, args)
+
+
 def start_mongo(data_dir: Path, port: int = 27017, host: str = "127.0.0.1",
                 test_commands: bool = False, timeout: float = 30.0, *,
                 auth: bool = False) -> ManagedServer:

@@ -39,7 +39,7 @@ def react(event: CorrectionTransitioned) -> None:
 
 
 async def main(count: int | None, durable: str) -> None:
-    nc = await nats.connect(NATS_URL)
+    nc = await nats.connect(NATS_URL.split(","))  # one server, or a cluster's list
     try:
         feed = outcomes(nc, statuses={"applied", "failed"}, durable=durable, limit=count)
         await feed.open()  # from here on no outcome is missed, even if we are slow

@@ -85,9 +85,32 @@ _INDEXES: dict[str, list[IndexModel]] = {
 }
 
 
-def connect(uri: str) -> AsyncMongoClient[Document]:
+DURABLE_OPTIONS: dict[str, Any] = {
+    "w": "majority",
+    "journal": True,
+    "readConcernLevel": "majority",
+    "retryWrites": True,
+    "retryReads": True,
+}
+"""What every client of the store is made with, whatever the URI or the server's default
+says (keyword options override the URI's): a write is acknowledged once a majority of
+the replica set has it in its journal, so a failover cannot roll back a decision whose
+JetStream message was acked; reads see only majority-committed data, so nothing read
+can vanish in a rollback; a write or read cut by a failover is retried once on the new
+primary. On a single node (SecantusDB, a standalone mongod) majority is that node."""
+
+
+def connect(uri: str, **options: Any) -> AsyncMongoClient[Document]:
+    """A client with DURABLE_OPTIONS; `options` add to them (timeouts, say)."""
     # tz_aware: datetimes come back as UTC-aware, equal to what the models hold.
-    return AsyncMongoClient(uri, tz_aware=True)
+    return AsyncMongoClient(uri, tz_aware=True, **{**options, **DURABLE_OPTIONS})
+
+
+async def replica_set_name(client: AsyncMongoClient[Document]) -> str | None:
+    """The `setName` the server reports in `hello`; None for a standalone server."""
+    hello = await client.admin.command("hello")
+    name = hello.get("setName")
+    return str(name) if name else None
 
 
 async def ensure_indexes(db: AsyncDatabase[Document]) -> None:

@@ -16,12 +16,19 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from pymongo import AsyncMongoClient
+from pymongo import AsyncMongoClient, ReadPreference, WriteConcern
 from pymongo.asynchronous.client_session import AsyncClientSession
+from pymongo.read_concern import ReadConcern
 
 from store.database import Document
 
 T = TypeVar("T")
+
+TRANSACTION_READ_CONCERN = ReadConcern("snapshot")
+"""Every read of a transaction sees one majority-committed point in time (with a
+majority commit), so a correction decides from a consistent tree."""
+TRANSACTION_WRITE_CONCERN = WriteConcern("majority", j=True)
+"""The commit returns once a majority journaled it: a failover cannot undo it."""
 
 SessionHook = Callable[[AsyncClientSession], Awaitable[None]]
 
@@ -42,5 +49,8 @@ async def run_in_transaction(client: AsyncMongoClient[Document],
         hook = _hooks.get(id(client))
         if hook is not None:
             await hook(session)
-        result: T = await session.with_transaction(callback)
+        result: T = await session.with_transaction(
+            callback, read_concern=TRANSACTION_READ_CONCERN,
+            write_concern=TRANSACTION_WRITE_CONCERN,
+            read_preference=ReadPreference.PRIMARY)
         return result

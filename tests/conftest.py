@@ -26,7 +26,7 @@ from ulid import ULID
 
 from contracts.subjects import DECISIONS_STREAM, RECORDER_DURABLE
 from deploy.embedded import ManagedServer, die_with_parent, free_port, start_mongo, start_nats
-from store.database import Document, ensure_indexes
+from store.database import Document, connect, ensure_indexes
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -46,7 +46,8 @@ def mongo_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture
 async def mongo_client(mongo_uri: str) -> AsyncIterator[AsyncMongoClient[Document]]:
-    client: AsyncMongoClient[Document] = AsyncMongoClient(mongo_uri, tz_aware=True)
+    # The workers' durable options (store.database), so every store test runs with them.
+    client: AsyncMongoClient[Document] = connect(mongo_uri)
     try:
         yield client
     finally:
@@ -165,7 +166,10 @@ async def wait_for_consumer(nats_url: str, proc: subprocess.Popen[bytes], log: P
 
 def worker_env(nats_url: str, mongo_uri: str, db_name: str, **extra: str) -> dict[str, str]:
     return {**os.environ, "NATS_URL": nats_url, "MONGODB_URI": mongo_uri, "MONGODB_DB": db_name,
-            "RECORDER_PARENT_WAIT_SECONDS": "3", "PYTHONPATH": str(ROOT), **extra}
+            "RECORDER_PARENT_WAIT_SECONDS": "3", "PYTHONPATH": str(ROOT),
+            # SecantusDB reports a replica set; the flag is for a plain mongod given as
+            # MONGODB_URI_TEST (tests/integration/test_durability.py runs without it).
+            "ALLOW_STANDALONE_MONGODB": "1", **extra}
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.ids import new_id
 from contracts.timestamps import utc_now
-from contracts.urls import redact
+from contracts.urls import nats_servers, redact
 from services.archive import Archive
 from services.corrections import CorrectionPolicy, CorrectionService
 from services.invariants import InvariantService
@@ -41,6 +41,7 @@ from workers.connections import (
     describe,
     nats_options,
     ping_mongo,
+    require_replica_set,
 )
 from workers.corrections import (
     correction_pullers,
@@ -56,7 +57,7 @@ from workers.pull import BatchPuller
 from workers.recorder import document_recorder, recorder_puller
 from workers.recovery import Sweeper
 from workers.settings import Settings
-from workers.streams import ensure_streams
+from workers.streams import StreamRefused, ensure_streams
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +107,7 @@ def build_app(settings: Settings | None = None, *, for_docs: bool = False) -> Fa
     """The worker app; `for_docs` builds it only to generate the AsyncAPI document."""
     settings = settings or Settings.from_env()
     link = NatsLink(settings.nats_url)
-    broker = NatsBroker(settings.nats_url, graceful_timeout=settings.graceful_timeout,
+    broker = NatsBroker(nats_servers(settings.nats_url), graceful_timeout=settings.graceful_timeout,
                         **nats_options(settings, link))
     runtime = Runtime()
     document_recorder(broker, for_docs=for_docs)
@@ -129,10 +130,12 @@ def build_app(settings: Settings | None = None, *, for_docs: bool = False) -> Fa
         mongo = connect(settings.mongodb_uri)
         runtime.mongo = mongo
         await ping_mongo(mongo, settings.mongodb_uri, settings.connect_timeout_seconds)
+        await require_replica_set(mongo, settings.mongodb_uri,
+                                  allow_standalone=settings.allow_standalone_mongodb)
         db = mongo[settings.mongodb_db]
         await ensure_indexes(db)
         await connect_nats(broker.connect, link, settings.connect_timeout_seconds)
-        await ensure_streams(broker.connection.jetstream())
+        await prepare_streams(broker, settings)
         runtime.mongo_watch = MongoWatch(mongo, settings.mongodb_uri,
                                          settings.mongo_ping_interval_seconds,
                                          settings.connect_timeout_seconds)
@@ -187,6 +190,14 @@ def build_app(settings: Settings | None = None, *, for_docs: bool = False) -> Fa
 
     return app
 
+
+
+async def prepare_streams(broker: NatsBroker, settings: Settings) -> None:
+    """Create the streams or bring them toward the profile; a refusal ends the start."""
+    try:
+        await ensure_streams(broker.connection.jetstream(), settings.stream_limits())
+    except StreamRefused as exc:
+        raise StartupFailed(str(exc)) from None
 
 
 def start_background(runtime: Runtime, settings: Settings) -> None:

@@ -30,7 +30,7 @@ from pymongo.errors import PyMongoError
 
 from clients.credentials import NatsCredentials
 from contracts.urls import redact
-from store.database import Document
+from store.database import Document, replica_set_name
 from workers.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -185,6 +185,36 @@ async def ping_mongo(client: AsyncMongoClient[Document], uri: str, timeout: floa
             await client.admin.command("ping")
     except PyMongoError as exc:
         raise unreachable("MongoDB", "MONGODB_URI", uri, describe(exc, timeout)) from None
+
+
+STANDALONE_FLAG = "ALLOW_STANDALONE_MONGODB"
+
+
+def standalone_refusal(set_name: str | None, uri: str, *,
+                       allow_standalone: bool) -> StartupFailed | None:
+    """The one-line refusal to run against a server that is not a replica set, or None.
+
+    A standalone server has no failover and no majority to speak of: `w: majority`
+    means that one node, and a lost disk loses acknowledged decisions. Development may
+    say so knowingly (`agents up` and the tests set the flag).
+    """
+    if set_name is not None or allow_standalone:
+        return None
+    return StartupFailed(
+        f"MongoDB at {redact(uri)} (MONGODB_URI) is not a replica set (hello has no "
+        f"setName): acknowledged writes would not survive losing that server; point "
+        f"MONGODB_URI at a replica set, or set {STANDALONE_FLAG}=1 for development")
+
+
+async def require_replica_set(client: AsyncMongoClient[Document], uri: str, *,
+                              allow_standalone: bool) -> None:
+    set_name = await replica_set_name(client)
+    refusal = standalone_refusal(set_name, uri, allow_standalone=allow_standalone)
+    if refusal is not None:
+        raise refusal
+    if set_name is None:
+        log.warning("MongoDB at %s is not a replica set; running anyway (%s=1): "
+                    "development only", redact(uri), STANDALONE_FLAG)
 
 
 class MongoWatch:

@@ -11,6 +11,7 @@ from clients.credentials import NatsCredentials
 from contracts.bounds import DEFAULT_MAX_PAYLOAD_BYTES
 from workers.health import parse_addr
 from workers.inbound import Retry
+from workers.stream_config import StreamLimits, StreamProfile
 
 
 def _env_float(name: str, default: float) -> float:
@@ -28,6 +29,24 @@ def _env_addr(name: str) -> str | None:
     if raw:
         parse_addr(raw)  # refuse a malformed address at start, not at first use
     return raw or None
+
+
+def _env_bool(name: str) -> bool:
+    raw = os.environ.get(name, "").strip().lower()
+    if raw in ("", "0", "false", "no"):
+        return False
+    if raw in ("1", "true", "yes"):
+        return True
+    raise ValueError(f"{name}={raw!r}: expected 1 or 0")
+
+
+def _env_profile() -> StreamProfile:
+    raw = os.environ.get("STREAM_PROFILE", "").strip().lower() or StreamProfile.DEVELOPMENT
+    try:
+        return StreamProfile(raw)
+    except ValueError:
+        raise ValueError(f"STREAM_PROFILE={raw!r}: expected one of "
+                         f"{', '.join(p.value for p in StreamProfile)}") from None
 
 
 def _env_floats(name: str, default: tuple[float, ...]) -> tuple[float, ...]:
@@ -97,6 +116,18 @@ class Settings:
     consumer_backoff: tuple[float, ...] = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
     """Nak delay after the 1st, 2nd, ... failed delivery (the last repeats): with the
     defaults, 20 deliveries span about an hour of database outage."""
+    allow_standalone_mongodb: bool = False
+    """ALLOW_STANDALONE_MONGODB=1: start against a MongoDB that is not a replica set
+    (development only: no failover, and transactions need a replica set anyway)."""
+    stream_profile: StreamProfile = StreamProfile.DEVELOPMENT
+    """STREAM_PROFILE: `development` (no limits, one replica) or `production` (limits,
+    discard new, deny delete/purge, three replicas): workers.stream_config."""
+    stream_replicas: int | None = None
+    """STREAM_REPLICAS; unset: the profile's (1 in development, 3 in production)."""
+    stream_max_bytes: int | None = None
+    """STREAM_MAX_BYTES per stream in the production profile; unset: the profile's."""
+    stream_max_age_seconds: float | None = None
+    """STREAM_MAX_AGE_SECONDS in the production profile; unset: the profile's."""
     nats_credentials: NatsCredentials = field(default_factory=NatsCredentials)
     """NATS_USER/NATS_PASSWORD, NATS_TOKEN, NATS_CREDS, NATS_NKEY_SEED and NATS_TLS_CA/
     _CERT/_KEY (clients.credentials); a password in NATS_URL works too. MongoDB's user
@@ -112,6 +143,13 @@ class Settings:
             raise ValueError(
                 f"ARCHIVE_ROOT {archive} is inside ARTIFACTS_ROOT {artifacts}, the tree agents "
                 "write to; set ARCHIVE_ROOT to a folder outside it")
+
+    def stream_limits(self) -> StreamLimits:
+        """What the streams are created with (workers.stream_config)."""
+        return StreamLimits.of(self.stream_profile, replicas=self.stream_replicas,
+                               max_bytes=self.stream_max_bytes,
+                               max_age_seconds=self.stream_max_age_seconds,
+                               max_payload_bytes=self.max_payload_bytes)
 
     def retry(self, extra_deliveries: int = 0) -> Retry:
         """The bounded retries of a durable consumer (`extra_deliveries` for waits that
@@ -176,6 +214,11 @@ class Settings:
             health_addr=_env_addr("HEALTH_ADDR"),
             consumer_max_deliver=_env_int("CONSUMER_MAX_DELIVER", cls.consumer_max_deliver),
             consumer_backoff=_env_floats("CONSUMER_BACKOFF", cls.consumer_backoff),
+            allow_standalone_mongodb=_env_bool("ALLOW_STANDALONE_MONGODB"),
+            stream_profile=_env_profile(),
+            stream_replicas=_env_int("STREAM_REPLICAS", 0) or None,
+            stream_max_bytes=_env_int("STREAM_MAX_BYTES", 0) or None,
+            stream_max_age_seconds=_env_float("STREAM_MAX_AGE_SECONDS", 0.0) or None,
             nats_credentials=NatsCredentials.from_env(),
             crash_at=os.environ.get("CORRECTIONS_CRASH_AT") or None,
         )

@@ -1,17 +1,19 @@
-"""Every JetStream stream the system uses, declared in one place.
+"""Every JetStream stream the system uses, declared in one place, and created or
+brought toward that declaration without clobbering what an operator set.
 
-Defaults suit one machine (file storage, one replica). Production wants R3 and the
-server's `sync_interval: always` (deploy/nats-server.conf) so an acked message
-survives a power cut; set STREAM_REPLICAS=3 there.
+The development profile (default) suits one machine: file storage, one replica, no
+limits. Production (STREAM_PROFILE=production) adds R3, limits, `discard: new` and
+deny delete/purge (workers.stream_config), with the server's `sync_interval: always`
+(deploy/nats-server.conf) so an acked message survives a power cut.
 """
 
 from __future__ import annotations
 
-import os
+import logging
 
 from nats.js import JetStreamContext
-from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
-from nats.js.errors import NotFoundError
+from nats.js.api import StreamConfig
+from nats.js.errors import APIError, NotFoundError, ServiceUnavailableError
 
 from contracts.correction_subjects import (
     CORRECTIONS_DUPLICATE_WINDOW_SECONDS,
@@ -28,39 +30,65 @@ from contracts.subjects import (
     DECISIONS_STREAM,
     DECISIONS_SUBJECTS,
 )
+from workers.stream_config import Drift, StreamLimits, plan_update, stream_config
+
+log = logging.getLogger(__name__)
 
 
-def _durable(name: str, subjects: list[str], duplicate_window: float, replicas: int,
-             description: str) -> StreamConfig:
-    """Every stream alike: file storage, limits retention, the oldest dropped first."""
-    return StreamConfig(
-        name=name, subjects=subjects, retention=RetentionPolicy.LIMITS,
-        storage=StorageType.FILE, discard=DiscardPolicy.OLD,
-        duplicate_window=duplicate_window, num_replicas=replicas, description=description)
+class StreamRefused(Exception):
+    """The server refused to create or update a stream (e.g. R3 on a single node);
+    `str()` names the stream, what was asked and the server's reason, in one line."""
 
 
-def stream_configs() -> list[StreamConfig]:
-    replicas = int(os.environ.get("STREAM_REPLICAS", "1"))
+def stream_configs(limits: StreamLimits | None = None) -> list[StreamConfig]:
+    limits = limits or StreamLimits()
     return [
-        _durable(DECISIONS_STREAM, [DECISIONS_SUBJECTS], DECISIONS_DUPLICATE_WINDOW_SECONDS,
-                 replicas, "Decisions recorded by agents, and the recorder's "
-                 "persisted/rejected events."),
-        _durable(CORRECTIONS_STREAM, list(CORRECTIONS_STREAM_SUBJECTS),
-                 CORRECTIONS_DUPLICATE_WINDOW_SECONDS, replicas,
-                 "Correction requests and cancels from operators, and every lifecycle and "
-                 "attempt transition (corrections.dryrun.* is request-reply, not captured)."),
-        _durable(INVARIANTS_STREAM, [INVARIANTS_SUBJECTS], INVARIANTS_DUPLICATE_WINDOW_SECONDS,
-                 replicas, "Invariant violations reported by agents, their violated/resolved "
-                 "events and the rejected reports."),
+        stream_config(DECISIONS_STREAM, [DECISIONS_SUBJECTS], DECISIONS_DUPLICATE_WINDOW_SECONDS,
+                      "Decisions recorded by agents, and the recorder's persisted/rejected "
+                      "events.", limits),
+        stream_config(CORRECTIONS_STREAM, list(CORRECTIONS_STREAM_SUBJECTS),
+                      CORRECTIONS_DUPLICATE_WINDOW_SECONDS,
+                      "Correction requests and cancels from operators, and every lifecycle "
+                      "and attempt transition (corrections.dryrun.* is request-reply, not "
+                      "captured).", limits),
+        stream_config(INVARIANTS_STREAM, [INVARIANTS_SUBJECTS],
+                      INVARIANTS_DUPLICATE_WINDOW_SECONDS,
+                      "Invariant violations reported by agents, their violated/resolved "
+                      "events and the rejected reports.", limits),
     ]
 
 
-async def ensure_streams(js: JetStreamContext) -> None:
-    """Create each stream, or bring an existing one to this configuration."""
-    for config in stream_configs():
+async def ensure_streams(js: JetStreamContext, limits: StreamLimits | None = None
+                         ) -> list[Drift]:
+    """Create each missing stream; update an existing one only in the fields the app
+    owns (workers.stream_config), logging a WARNING for each difference. Returns them."""
+    found: list[Drift] = []
+    for config in stream_configs(limits):
+        name = config.name or ""
         try:
-            await js.stream_info(config.name or "")
-        except NotFoundError:
-            await js.add_stream(config)
-        else:
-            await js.update_stream(config)
+            found.extend(await _ensure(js, name, config))
+        except APIError as exc:
+            # Not found, or JetStream unavailable (a leader election): not the stream's
+            # configuration; the caller retries or the start fails as for any outage.
+            if isinstance(exc, NotFoundError | ServiceUnavailableError):
+                raise
+            raise StreamRefused(
+                f"nats-server refused stream {name} (num_replicas {config.num_replicas}, "
+                f"discard {config.discard}, max_bytes {config.max_bytes}): "
+                f"{exc.description or exc}; check STREAM_PROFILE / STREAM_REPLICAS / "
+                f"STREAM_MAX_BYTES against the server (one node takes only R1)") from None
+    return found
+
+
+async def _ensure(js: JetStreamContext, name: str, config: StreamConfig) -> list[Drift]:
+    try:
+        info = await js.stream_info(name)
+    except NotFoundError:
+        await js.add_stream(config)
+        return []
+    update = plan_update(info.config, config)
+    for drift in update.drift:
+        log.warning("%s", drift.describe(name))
+    if update.config is not None:
+        await js.update_stream(update.config)
+    return list(update.drift)

@@ -101,6 +101,8 @@ def test_up_starts_servers_and_workers_and_stops_everything_on_ctrl_c(tmp_path: 
     assert "Traceback" not in text
     assert f"export NATS_URL=nats://{HOST}:{nats_port} MONGODB_URI=" in text
     assert f"http://{HOST}:{health_port}/readyz" in text
+    # The banner says what this development run does not make durable.
+    assert "not durable" in text and "sync_interval" in text
     assert not _answers(nats_port), "nats-server still listening after agents up exited"
     assert not _answers(mongo_port), "secantusd-py still listening after agents up exited"
     # The data lives under --data-dir, so a second `agents up` finds it again.
