@@ -247,3 +247,32 @@ async def test_nats_tls_ca_verifies_the_server(tmp_path: Path) -> None:
                                            connect_timeout=3, credentials=system)
     finally:
         server.stop()
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+async def test_workers_reach_a_tls_nats_with_nats_tls_ca_and_a_user(
+        tmp_path: Path, mongo_uri: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The workers' broker gets the same TLS and user as the clients (FastStream takes
+    them as its `security`): a decision recorded over TLS."""
+    ca, cert, key = _tls_files(tmp_path)
+    conf = tmp_path / "server.conf"
+    conf.write_text(f'tls {{ cert_file: "{cert}", key_file: "{key}" }}\n'
+                    'authorization { user: worker, password: "tls-pw" }\n')
+    server = start_nats(tmp_path, port=free_port(), config=conf)
+    env = worker_env(server.url, mongo_uri, f"t_{new_id().lower()}", NATS_TLS_CA=str(ca),
+                     NATS_USER="worker", NATS_PASSWORD="tls-pw")
+    env.pop("SSL_CERT_FILE", None)  # the workers trust the CA through NATS_TLS_CA alone
+    # The test fixture's readiness probe connects with the default context.
+    monkeypatch.setenv("SSL_CERT_FILE", str(ca))
+    probe_url = server.url.replace("nats://", "tls://worker:tls-pw@")
+    workers = Workers(env, tmp_path / "workers.log")
+    try:
+        await workers.start(probe_url)
+        creds = NatsCredentials(user="worker", password="tls-pw", tls_ca=ca)
+        async with DecisionRecorder.connect(server.url, credentials=creds) as rec:
+            root = await rec.root("Add rate limiting", context=WINDOW)
+            await rec.wait_persisted(root, timeout=20)
+    finally:
+        workers.stop()
+        server.stop()
+    assert "tls-pw" not in workers.log()
