@@ -205,7 +205,12 @@ ALLOWED: dict[str, list[Callable[[Client], Awaitable[object]]]] = {
                  js_publish(f"corrections.retry.{PLAN}"),
                  request(f"corrections.dryrun.{PLAN}"),
                  js_publish(f"decisions.recorded.{PLAN}"),
-                 js_publish(f"invariants.events.{PLAN}.resolved")],
+                 js_publish(f"invariants.events.{PLAN}.resolved"),
+                 # what `agents correction cancel | fail | retry` wait on
+                 subscribe(f"corrections.events.{PLAN}.cancelled"),
+                 subscribe(f"corrections.cancel_refused.{PLAN}"),
+                 subscribe(f"corrections.fail_refused.{PLAN}"),
+                 subscribe(f"corrections.retry_refused.{PLAN}")],
     "worker": [js_publish(EVENT), js_publish(f"decisions.persisted.{PLAN}"),
                subscribe("corrections.dryrun.>", "corrections-dryrun"),
                manage_streams()],
