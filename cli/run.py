@@ -313,9 +313,10 @@ def up(
 
 def workers() -> None:
     """Run all workers against NATS_URL / MONGODB_URI; never starts a server."""
-    logging.basicConfig(level=logging.INFO, force=True,
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    from workers.logs import configure  # noqa: PLC0415
+
     settings = _settings_from_env()
+    configure(settings.log_format, settings.log_level)
     log.info("workers for %s and %s/%s", redact(settings.nats_url),
              redact(settings.mongodb_uri), settings.mongodb_db)
     try:

@@ -14,14 +14,13 @@ from typing import Annotated, Self
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
-    ConfigDict,
     Field,
     ValidationInfo,
     field_validator,
     model_validator,
 )
 
+from contracts.base import Frozen
 from contracts.decision import PHASE_OF, DecisionType, NonEmptyStr, Phase
 from contracts.errors import DomainError
 from contracts.ids import Ulid, is_ulid, new_id
@@ -61,11 +60,9 @@ def _name(value: str) -> str:
 InvariantName = Annotated[str, AfterValidator(_name)]
 
 
-class Invariant(BaseModel):
+class Invariant(Frozen):
     """One stored invariant. `scope_target` says what it is attached to: a plan ID (PLAN),
     a project name (PROJECT), an action template name (ACTION), nothing (GLOBAL)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     id: Ulid = Field(default_factory=new_id, description="ULID of the invariant.")
     name: InvariantName = Field(description="Short name; a higher scope's invariant of the "
@@ -172,11 +169,9 @@ resource_selection, tool_invocation, error_recovery, validation_response). Strat
 decisions still go through, so the agent can record how it re-plans."""
 
 
-class InvariantViolation(BaseModel):
+class InvariantViolation(Frozen):
     """A reported violation. The agent sends everything but the resolution fields, which
     only `resolve_violation` sets."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     violation_id: Ulid = Field(
         default_factory=new_id,

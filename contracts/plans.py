@@ -12,8 +12,9 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Protocol, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
+from contracts.base import Frozen
 from contracts.corrections import Guidance
 from contracts.ids import Ulid
 from contracts.lifecycle import Lifecycle
@@ -35,10 +36,8 @@ PLAN_TRANSITIONS: Mapping[PlanStatus, frozenset[PlanStatus]] = MappingProxyType(
 PLAN_LIFECYCLE = Lifecycle("plan", PLAN_TRANSITIONS, PlanStatus.ACTIVE)
 
 
-class PlanRecord(BaseModel):
+class PlanRecord(Frozen):
     """One document of `plans`, keyed by plan_id."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     plan_id: Ulid = Field(description="ULID of the plan.")
     parent_plan_id: Ulid | None = Field(

@@ -75,7 +75,7 @@ from contracts.timestamps import utc_now
 from contracts.unreadable import Unreadable
 from services import outbox
 from services.archive import Archive
-from services.ports import EventPublisher, OutgoingEvent
+from services.ports import CorrectionObserver, EventPublisher, OutgoingEvent
 from store.correction_store import CorrectionStore
 from store.correction_writes import AttemptChange, Changes
 from store.corrections import Versioned
@@ -197,8 +197,10 @@ class CorrectionService:
     def __init__(self, store: CorrectionStore, publisher: EventPublisher, archive: Archive, *,
                  policy: CorrectionPolicy | None = None, crash: CrashHook = no_crash,
                  worker_id: str | None = None,
-                 clock: Callable[[], datetime] = utc_now) -> None:
+                 clock: Callable[[], datetime] = utc_now,
+                 observer: CorrectionObserver | None = None) -> None:
         self._store = store
+        self._observer = observer
         self._publisher = publisher
         self._archive = archive
         self.policy = policy or CorrectionPolicy()
@@ -514,7 +516,8 @@ class CorrectionService:
             if outcome_of(exc, committing=False) is not Outcome.FAIL_ATTEMPT:
                 raise
             # No attempt exists yet, but the analysis gets the same number of tries.
-            log.warning("analysing correction %s failed: %s", c.correction_id, describe(exc))
+            log.warning("analysing correction %s failed: %s", c.correction_id, describe(exc),
+                        extra={"correction_id": c.correction_id, "plan_id": c.plan_id})
             if failures + 1 >= self.policy.max_attempts:
                 await self._fail(v, f"the impact analysis failed {failures + 1} time(s); "
                                  f"last error: {describe(exc)}", owner, None)
@@ -573,7 +576,9 @@ class CorrectionService:
             if outcome_of(exc, committing=True) is not Outcome.FAIL_ATTEMPT:
                 raise
             log.warning("attempt %s of correction %s failed: %s", attempt.id,
-                        c.correction_id, describe(exc))
+                        c.correction_id, describe(exc),
+                        extra={"correction_id": c.correction_id, "attempt_id": attempt.id,
+                               "plan_id": c.plan_id})
             await self._attempt_failed(v, owner, attempt, tried, exc)
 
     async def _changes(self, v: Versioned, owner: str, attempt: CorrectionAttemptRecord, *,
@@ -648,10 +653,17 @@ class CorrectionService:
                                    events=events))
         if c.mode is CorrectionMode.REVERT:
             await asyncio.to_thread(self._archive.remove, c.plan_id, c.correction_id)
-        log.info("correction %s FAILED: %s", c.correction_id, error)
+        log.info("correction %s FAILED: %s", c.correction_id, error,
+                 extra={"correction_id": c.correction_id, "plan_id": c.plan_id})
 
     async def _commit(self, changes: Changes) -> None:
-        await self._store.writer.commit(changes, self._clock())
+        now = self._clock()
+        await self._store.writer.commit(changes, now)
+        c = changes.correction
+        if self._observer is not None and c.is_terminal:
+            # The commit is conditional on the version read, so each end is counted once.
+            self._observer.correction_ended(c.mode.value, c.status.value,
+                                            (now - c.requested_at).total_seconds())
         status = changes.correction.status.value
         self._crash(f"after_commit:{status}")
         await self.flush(changes.correction.correction_id)
@@ -673,7 +685,9 @@ class CorrectionService:
         await self._publisher.publish_all([OutgoingEvent(
             subjects.rejected(unreadable.plan_id), body.model_dump_json().encode(),
             subjects.rejected_msg_id(stream_sequence))])
-        log.warning("rejected %s on %s: %s", letter.id, subject, unreadable.reason)
+        log.warning("rejected %s on %s: %s", letter.id, subject, unreadable.reason,
+                    extra={"dead_letter_id": letter.id, "subject": subject,
+                           "plan_id": unreadable.plan_id})
 
     # --- helpers -------------------------------------------------------------------------
 

@@ -5,20 +5,20 @@ line on stderr naming the variable to fix (see workers.connections).
 """
 
 import asyncio
-import logging
 import sys
 
 from workers.app import build_app
 from workers.connections import StartupFailed
+from workers.logs import configure
 from workers.settings import Settings
 
 
 def main() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     try:
         settings = Settings.from_env()
     except ValueError as exc:
         sys.exit(f"error: bad value in the environment: {exc}")
+    configure(settings.log_format, settings.log_level)
     try:
         asyncio.run(build_app(settings).run())
     except StartupFailed as exc:

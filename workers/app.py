@@ -52,6 +52,8 @@ from workers.corrections import (
 )
 from workers.health import HealthServer, Readiness, parse_addr
 from workers.invariants import document_invariants, invariant_pullers
+from workers.logs import BROKER_LOGGER, set_worker_id
+from workers.metrics import Metrics
 from workers.publisher import JetStreamPublisher
 from workers.pull import BatchPuller
 from workers.recorder import document_recorder, recorder_puller
@@ -85,6 +87,8 @@ class Runtime:
     sweeper: Sweeper | None = None
     registry: WorkerRegistry | None = None
     sweep: asyncio.Task[None] | None = None
+    metrics: Metrics = field(default_factory=Metrics)
+    sampler: asyncio.Task[None] | None = None
 
     def get_recorder(self) -> RecorderService:
         assert self.recorder is not None, "the app has not started"
@@ -108,6 +112,7 @@ def build_app(settings: Settings | None = None, *, for_docs: bool = False) -> Fa
     settings = settings or Settings.from_env()
     link = NatsLink(settings.nats_url)
     broker = NatsBroker(nats_servers(settings.nats_url), graceful_timeout=settings.graceful_timeout,
+                        logger=logging.getLogger(BROKER_LOGGER),
                         **nats_options(settings, link))
     runtime = Runtime()
     document_recorder(broker, for_docs=for_docs)
@@ -116,6 +121,7 @@ def build_app(settings: Settings | None = None, *, for_docs: bool = False) -> Fa
 
     app = FastStream(
         broker,
+        logger=logging.getLogger(BROKER_LOGGER),
         specification=AsyncAPI(
             title=TITLE, version=VERSION,
             description="Agents record decisions; operators correct them; subscribers react.",
@@ -126,7 +132,7 @@ def build_app(settings: Settings | None = None, *, for_docs: bool = False) -> Fa
     async def start() -> None:
         if settings.health_addr is not None:
             runtime.health = await start_health(settings.health_addr,
-                                                readiness(runtime, link))
+                                                readiness(runtime, link), runtime.metrics)
         mongo = connect(settings.mongodb_uri)
         runtime.mongo = mongo
         await ping_mongo(mongo, settings.mongodb_uri, settings.connect_timeout_seconds)
@@ -147,24 +153,8 @@ def build_app(settings: Settings | None = None, *, for_docs: bool = False) -> Fa
                  redact(settings.mongodb_uri), settings.mongodb_db)
 
     @app.after_startup
-    async def start_consumers() -> None:
-        js = broker.connection.jetstream()
-        start_background(runtime, settings)
-        runtime.dry_run = await start_dry_run(broker.connection, runtime.get_corrections,
-                                              settings.max_payload_bytes)
-        failures = runtime.failures
-        # The recorder last: tests (and `agents up`) take its waiting pull as "ready".
-        runtime.pullers = [
-            *correction_pullers(js, settings, runtime.get_corrections,
-                                crash_hook(settings.crash_at), failures=failures),
-            # Before the recorder, so the reconciler's consumer exists before any root.
-            *invariant_pullers(js, settings, runtime.get_invariants,
-                               runtime.get_dead_letters, failures=failures),
-            recorder_puller(js, settings, runtime.get_recorder, failures=failures),
-        ]
-        for puller in runtime.pullers:
-            await puller.start()
-        runtime.consuming = True
+    async def after_startup() -> None:
+        await start_consumers(runtime, settings, broker)
 
     @app.on_shutdown
     async def stop_consumers() -> None:
@@ -200,6 +190,33 @@ async def prepare_streams(broker: NatsBroker, settings: Settings) -> None:
         raise StartupFailed(str(exc)) from None
 
 
+async def start_consumers(runtime: Runtime, settings: Settings, broker: NatsBroker) -> None:
+    """The background loops, the dry-run responder, every puller, the metrics sampler."""
+    js = broker.connection.jetstream()
+    start_background(runtime, settings)
+    runtime.dry_run = await start_dry_run(broker.connection, runtime.get_corrections,
+                                          settings.max_payload_bytes)
+    failures = runtime.failures
+    # The recorder last: tests (and `agents up`) take its waiting pull as "ready".
+    runtime.pullers = [
+        *correction_pullers(js, settings, runtime.get_corrections,
+                            crash_hook(settings.crash_at), failures=failures),
+        # Before the recorder, so the reconciler's consumer exists before any root.
+        *invariant_pullers(js, settings, runtime.get_invariants,
+                           runtime.get_dead_letters, failures=failures),
+        recorder_puller(js, settings, runtime.get_recorder, failures=failures),
+    ]
+    for puller in runtime.pullers:
+        puller.metrics = runtime.metrics
+        await puller.start()
+    runtime.consuming = True
+    assert runtime.mongo is not None
+    runtime.sampler = asyncio.create_task(runtime.metrics.sample_forever(
+        js, runtime.mongo[settings.mongodb_db],
+        [(p.stream, p.durable) for p in runtime.pullers],
+        settings.metrics_sample_seconds), name="metrics-sampler")
+
+
 def start_background(runtime: Runtime, settings: Settings) -> None:
     """The loops beside the consumers: the outbox relay and the recovery sweep."""
     runtime.relay = asyncio.create_task(relay_loop(runtime.get_corrections, settings),
@@ -209,7 +226,7 @@ def start_background(runtime: Runtime, settings: Settings) -> None:
 
 
 async def stop_background(runtime: Runtime, settings: Settings) -> None:
-    for task in (runtime.relay, runtime.sweep):
+    for task in (runtime.relay, runtime.sweep, runtime.sampler):
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -225,6 +242,7 @@ def open_services(runtime: Runtime, settings: Settings, broker: NatsBroker,
                   db: AsyncDatabase[Document]) -> None:
     """Repositories and services over the connected clients, into `runtime`."""
     worker_id = new_id()
+    set_worker_id(worker_id)
     runtime.registry = WorkerRegistry(db, worker_id, settings.worker_lease_seconds)
     # Every transaction's session is noted first, so if this process dies inside one,
     # another worker can end it at once (store.workers).
@@ -245,6 +263,7 @@ def open_services(runtime: Runtime, settings: Settings, broker: NatsBroker,
         policy=CorrectionPolicy(max_attempts=settings.corrections_max_attempts,
                                 max_decisions=settings.corrections_max_decisions),
         crash=crash_hook(settings.crash_at), worker_id=worker_id,
+        observer=runtime.metrics,
     )
     runtime.invariants = InvariantService.open(db, JetStreamPublisher(broker.connection))
 
@@ -270,13 +289,14 @@ def readiness(runtime: Runtime, link: NatsLink) -> Readiness:
                       "consumers": consumers_check})
 
 
-async def start_health(addr: str, readiness: Readiness) -> HealthServer:
+async def start_health(addr: str, readiness: Readiness, metrics: Metrics) -> HealthServer:
     host, port = parse_addr(addr)
-    server = HealthServer(readiness)
+    server = HealthServer(readiness, metrics=metrics.render)
     try:
         bound_host, bound_port = await server.start(host, port)
     except OSError as exc:
         raise StartupFailed(f"cannot listen on {addr} (HEALTH_ADDR): "
                             f"{describe(exc, 0)}") from None
-    log.info("health on http://%s:%d/healthz and /readyz", bound_host, bound_port)
+    log.info("health on http://%s:%d/healthz and /readyz, metrics on /metrics",
+             bound_host, bound_port)
     return server

@@ -23,6 +23,7 @@ MAX_REQUEST = 8 * 1024
 """Largest request head read; a longer one is answered 400."""
 REQUEST_TIMEOUT = 5.0
 MAX_CLIENTS = 32
+METRICS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 Check = Callable[[], str | None]
 """A readiness condition: None when met, else why not (one short sentence)."""
@@ -62,8 +63,10 @@ def parse_addr(addr: str) -> tuple[str, int]:
 
 
 class HealthServer:
-    def __init__(self, readiness: Readiness) -> None:
+    def __init__(self, readiness: Readiness,
+                 metrics: Callable[[], bytes] | None = None) -> None:
         self._readiness = readiness
+        self._metrics = metrics
         self._server: asyncio.Server | None = None
         self._clients = 0
 
@@ -84,11 +87,14 @@ class HealthServer:
         try:
             if self._clients <= MAX_CLIENTS:
                 status, body = await self._answer(reader)
-                head_only = body is None
-                payload = b"" if head_only else json.dumps(body).encode()
+                kind = "application/json"
+                if isinstance(body, bytes):  # /metrics: Prometheus text exposition
+                    payload, kind = body, METRICS_TYPE
+                else:
+                    payload = b"" if body is None else json.dumps(body).encode()
                 writer.write(
                     f"HTTP/1.1 {status} {_REASONS[status]}\r\n"
-                    f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n"
+                    f"Content-Type: {kind}\r\nContent-Length: {len(payload)}\r\n"
                     f"Cache-Control: no-store\r\nConnection: close\r\n\r\n".encode() + payload)
                 await asyncio.wait_for(writer.drain(), REQUEST_TIMEOUT)
         except Exception:  # a client that vanished or stalls; nothing to report
@@ -99,7 +105,8 @@ class HealthServer:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(writer.wait_closed(), 1.0)
 
-    async def _answer(self, reader: asyncio.StreamReader) -> tuple[int, dict[str, object] | None]:
+    async def _answer(self, reader: asyncio.StreamReader
+                      ) -> tuple[int, dict[str, object] | bytes | None]:
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), REQUEST_TIMEOUT)
         except (asyncio.LimitOverrunError, asyncio.IncompleteReadError, ValueError):
@@ -108,14 +115,19 @@ class HealthServer:
         if len(parts) != 3 or not parts[2].startswith(b"HTTP/"):
             return 400, {"error": "bad request"}
         method, target = parts[0], parts[1].split(b"?", 1)[0]
-        if target not in (b"/healthz", b"/readyz"):
-            return 404, {"error": "not found", "paths": ["/healthz", "/readyz"]}
+        if target not in (b"/healthz", b"/readyz", b"/metrics"):
+            return 404, {"error": "not found", "paths": ["/healthz", "/readyz", "/metrics"]}
         if method not in (b"GET", b"HEAD"):
             return 405, {"error": "method not allowed"}
-        body: dict[str, object]
-        if target == b"/healthz":
-            status, body = 200, {"status": "alive"}
-        else:
-            ready, report = self._readiness.report()
-            status, body = (200 if ready else 503), report
+        status, body = self._respond(target)
         return status, (None if method == b"HEAD" else body)
+
+    def _respond(self, target: bytes) -> tuple[int, dict[str, object] | bytes]:
+        if target == b"/metrics":
+            if self._metrics is None:
+                return 404, {"error": "not found", "paths": ["/healthz", "/readyz"]}
+            return 200, self._metrics()
+        if target == b"/healthz":
+            return 200, {"status": "alive"}
+        ready, report = self._readiness.report()
+        return (200 if ready else 503), report

@@ -153,11 +153,16 @@ class FailureLog:
             await self._store.forget(key)
 
 
+Count = Callable[[str], None]
+"""Told each settled message's outcome: ack, term, nak or fail."""
+
+
 class Batch(Generic[R]):
     """A pulled batch with what each message read as, and how each was settled."""
 
     def __init__(self, msgs: list[Msg], reads: list[R], now: datetime, *, stream: str,
-                 retry: Retry, failures: FailureLog, settled: set[int] | None = None) -> None:
+                 retry: Retry, failures: FailureLog, settled: set[int] | None = None,
+                 count: Count | None = None) -> None:
         self.msgs = msgs
         self.reads = reads
         self.now = now
@@ -165,11 +170,13 @@ class Batch(Generic[R]):
         self._retry = retry
         self._failures = failures
         self._settled: set[int] = settled if settled is not None else set()
+        self.count: Count | None = count
+        """Called with each message's outcome once settled (the worker's metrics)."""
 
     def split(self) -> list[Batch[R]]:
         """One batch per unsettled message, settling through this one."""
         return [Batch([m], [r], self.now, stream=self._stream, retry=self._retry,
-                      failures=self._failures, settled=self._settled)
+                      failures=self._failures, settled=self._settled, count=self.count)
                 for m, r in self.items if id(m) not in self._settled]
 
     @property
@@ -181,11 +188,11 @@ class Batch(Generic[R]):
 
     async def ack(self, m: Msg) -> None:
         self._done(m)
-        await self._settle(m, m.ack())
+        await self._settle(m, m.ack(), "ack")
 
     async def term(self, m: Msg) -> None:
         self._done(m)
-        await self._settle(m, m.term())
+        await self._settle(m, m.term(), "term")
 
     def _done(self, m: Msg) -> None:
         meta = m.metadata
@@ -194,7 +201,7 @@ class Batch(Generic[R]):
 
     async def nak(self, m: Msg, delay: float) -> None:
         """Redeliver after `delay`: a wait, not a failure (nothing is recorded)."""
-        await self._settle(m, m.nak(delay=delay))
+        await self._settle(m, m.nak(delay=delay), "nak")
 
     async def fail(self, m: Msg, error: BaseException | str) -> None:
         """This delivery failed: remember why, and redeliver after the backoff delay."""
@@ -202,7 +209,7 @@ class Batch(Generic[R]):
         meta = m.metadata
         self._failures.add(dead_letter_id(self._stream, meta.sequence.stream),
                            meta.num_delivered, text)
-        await self._settle(m, m.nak(delay=self._retry.delay(meta.num_delivered)))
+        await self._settle(m, m.nak(delay=self._retry.delay(meta.num_delivered)), "fail")
 
     async def fail_rest(self, error: BaseException | str) -> None:
         for m in self.unsettled():
@@ -219,11 +226,13 @@ class Batch(Generic[R]):
                 log.warning("message on %s failed: %s", m.subject, describe(exc))
                 await self.fail(m, exc)
 
-    async def _settle(self, m: Msg, reply: Awaitable[None]) -> None:
+    async def _settle(self, m: Msg, reply: Awaitable[None], outcome: str) -> None:
         if id(m) in self._settled:
             reply.close()  # type: ignore[attr-defined]
             return
         self._settled.add(id(m))
+        if self.count is not None:
+            self.count(outcome)
         try:
             await reply
         except Exception as exc:  # JetStream redelivers after the ack wait

@@ -30,6 +30,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import time
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any, Generic, TypeVar
@@ -48,6 +49,7 @@ from contracts.timestamps import utc_now
 from contracts.unreadable import describe
 from store.deliveries import Attempt, DeliveryFailures
 from workers.inbound import Batch, FailureLog, Family, Retry, read_batch
+from workers.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +131,8 @@ class BatchPuller(Generic[R]):
         config.max_deliver = retry.max_deliver
         config.backoff = retry.consumer_backoff(config.ack_wait or 30.0)
         self._durable = config.durable_name or ""
+        self.metrics: Metrics | None = None
+        """Set by the app before `start` to count what this consumer does."""
         self._batch_size = batch_size
         self._max_wait = max_wait
         self._family = consumer
@@ -157,6 +161,10 @@ class BatchPuller(Generic[R]):
         self._task = asyncio.create_task(self._run(self._sub), name=f"pull:{self._durable}")
         self._beat = asyncio.create_task(self._heartbeat(), name=f"beat:{self._durable}")
         self._spawn(self._sweep())
+
+    @property
+    def stream(self) -> str:
+        return self._stream
 
     @property
     def running(self) -> bool:
@@ -196,17 +204,23 @@ class BatchPuller(Generic[R]):
                 msgs = first + await self._fetch(sub, self._batch_size - 1, READY_WAIT)
                 # Read while the previous batch is still committing: the database and
                 # this process work at the same time instead of taking turns.
+                pulled = time.monotonic()
                 batch = read_batch(self._family, msgs, stream=self._stream,
                                    retry=self._retry, failures=self._failures)
+                batch.count = self._count
                 self._live.add(batch)
                 if committing is not None:
                     await committing
-                committing = asyncio.create_task(self._commit(batch))
+                committing = asyncio.create_task(self._commit(batch, pulled))
         finally:
             if committing is not None:
                 await committing
 
-    async def _commit(self, batch: Batch[R]) -> None:
+    def _count(self, outcome: str) -> None:
+        if self.metrics is not None:
+            self.metrics.messages.labels(self._stream, self._durable, outcome).inc()
+
+    async def _commit(self, batch: Batch[R], pulled: float) -> None:
         try:
             await self._family.decide(batch)
         except Exception as exc:  # the batch's I/O failed: retry what is left
@@ -228,6 +242,10 @@ class BatchPuller(Generic[R]):
             await batch.fail_rest("the consumer left this message undecided")
         finally:
             self._live.discard(batch)
+            if self.metrics is not None:
+                self.metrics.batch_size.labels(self._durable).observe(len(batch.msgs))
+                self.metrics.batch_seconds.labels(self._durable).observe(
+                    time.monotonic() - pulled)
         await self._failures.persist()
 
     async def _decide_alone(self, one: Batch[R]) -> None:
@@ -321,7 +339,8 @@ class BatchPuller(Generic[R]):
             self._durable, deliveries, self._retry.max_deliver, attempts))
         await self._failures.forget(key)
         log.error("%s on %s was delivered %d times without success; dead-lettered",
-                  key, msg.subject, deliveries)
+                  key, msg.subject, deliveries,
+                  extra={"dead_letter_id": key, "subject": msg.subject})
 
 
 def exhausted_violations(durable: str, deliveries: int, max_deliver: int,

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
+from typing import TypeVar
 
 from clients.credentials import NatsCredentials
 from contracts.bounds import DEFAULT_MAX_PAYLOAD_BYTES
 from workers.health import parse_addr
 from workers.inbound import Retry
+from workers.logs import LogFormat
 from workers.stream_config import StreamLimits, StreamProfile
 
 
@@ -29,6 +32,27 @@ def _env_addr(name: str) -> str | None:
     if raw:
         parse_addr(raw)  # refuse a malformed address at start, not at first use
     return raw or None
+
+
+class _LogLevel(StrEnum):
+    DEBUG = "DEBUG"
+    INFO = "INFO"
+    WARNING = "WARNING"
+    ERROR = "ERROR"
+
+
+E = TypeVar("E", bound=StrEnum)
+
+
+def _env_choice(name: str, kind: type[E], default: E) -> E:
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        return kind(raw.strip().lower() if kind is LogFormat else raw.strip().upper())
+    except ValueError:
+        raise ValueError(f"{name}={raw!r}: expected one of "
+                         f"{', '.join(k.value for k in kind)}") from None
 
 
 def _env_bool(name: str) -> bool:
@@ -116,6 +140,14 @@ class Settings:
     consumer_backoff: tuple[float, ...] = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
     """Nak delay after the 1st, 2nd, ... failed delivery (the last repeats): with the
     defaults, 20 deliveries span about an hour of database outage."""
+    metrics_sample_seconds: float = 15.0
+    """METRICS_SAMPLE_SECONDS: how often the consumer and ledger gauges of /metrics are
+    read from NATS and MongoDB (one consumer_info per consumer, three counts)."""
+    log_format: LogFormat = LogFormat.TEXT
+    """LOG_FORMAT: `text` for a person, `json` (one object per line, with the IDs a line
+    is about) for a log pipeline; neither has colour codes (workers.logs)."""
+    log_level: str = "INFO"
+    """LOG_LEVEL: DEBUG, INFO, WARNING or ERROR."""
     allow_standalone_mongodb: bool = False
     """ALLOW_STANDALONE_MONGODB=1: start against a MongoDB that is not a replica set
     (development only: no failover, and transactions need a replica set anyway)."""
@@ -215,6 +247,10 @@ class Settings:
             consumer_max_deliver=_env_int("CONSUMER_MAX_DELIVER", cls.consumer_max_deliver),
             consumer_backoff=_env_floats("CONSUMER_BACKOFF", cls.consumer_backoff),
             allow_standalone_mongodb=_env_bool("ALLOW_STANDALONE_MONGODB"),
+            metrics_sample_seconds=_env_float("METRICS_SAMPLE_SECONDS",
+                                              cls.metrics_sample_seconds),
+            log_format=_env_choice("LOG_FORMAT", LogFormat, cls.log_format),
+            log_level=_env_choice("LOG_LEVEL", _LogLevel, _LogLevel.INFO).value,
             stream_profile=_env_profile(),
             stream_replicas=_env_int("STREAM_REPLICAS", 0) or None,
             stream_max_bytes=_env_int("STREAM_MAX_BYTES", 0) or None,

@@ -337,3 +337,22 @@ async def test_clients_connect_within_their_timeout_or_say_why(
             pass
     async with DecisionRecorder.connect(nats_server.url, connect_timeout=2) as rec:
         assert rec is not None
+
+
+@pytest.mark.parametrize("fmt", ["json", "text"])
+async def test_worker_logs_have_no_colour_codes_and_json_lines_name_the_worker(
+        nats_server: ManagedServer, mongo_uri: str, db: AsyncDatabase[Document],
+        db_name: str, tmp_path: Path, fmt: str) -> None:
+    w = Workers(worker_env(nats_server.url, mongo_uri, db_name, LOG_FORMAT=fmt),
+                tmp_path / "workers.log")
+    await w.start(nats_server.url)
+    w.stop()
+    text = w.log()
+    assert "\x1b[" not in text
+    assert "FastStream app started" in text
+    if fmt == "json":
+        lines = [json.loads(line) for line in text.splitlines() if line.strip()]
+        started = next(x for x in lines if "FastStream app started" in x["message"])
+        assert started["level"] == "info" and started["worker_id"]
+        assert {x.get("worker_id") for x in lines if x.get("worker_id")} == {
+            started["worker_id"]}

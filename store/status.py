@@ -1,0 +1,74 @@
+"""What the ledger holds that needs someone's attention, counted: `agents status` reads it.
+
+Counts only, each one query the indexes answer (or a small collection), so asking for
+the status of a large ledger stays cheap: dead letters (by the rule that ended them),
+corrections not yet ended (by status, with the oldest), open violations (by severity),
+and the workers whose heartbeat is current.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from pymongo.asynchronous.database import AsyncDatabase
+
+from contracts.corrections import CORRECTION_LIFECYCLE, CorrectionStatus
+from store.database import (
+    CORRECTIONS,
+    DEAD_LETTERS,
+    INVARIANT_VIOLATIONS,
+    WORKERS,
+    Document,
+)
+
+__all__ = ["LedgerStatus", "WorkerSeen", "ledger_status"]
+
+IN_FLIGHT = [s.value for s in CorrectionStatus if not CORRECTION_LIFECYCLE.is_terminal(s)]
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSeen:
+    worker_id: str
+    host: str | None
+    pid: int | None
+    started_at: datetime | None
+    seen_at: datetime | None
+    alive: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerStatus:
+    dead_letters: int
+    dead_letters_by_rule: dict[str, int] = field(default_factory=dict)
+    corrections_in_flight: dict[str, int] = field(default_factory=dict)
+    oldest_in_flight_at: datetime | None = None
+    violations_open: dict[str, int] = field(default_factory=dict)
+    workers: list[WorkerSeen] = field(default_factory=list)
+
+
+async def ledger_status(db: AsyncDatabase[Document], now: datetime) -> LedgerStatus:
+    """Counts as of `now` (a worker is alive while its heartbeat lease has not expired)."""
+    by_rule = {str(d["_id"] or "unknown"): int(d["n"]) async for d in
+               await db[DEAD_LETTERS].aggregate([
+                   {"$project": {"first": {"$arrayElemAt": ["$errors", 0]}}},
+                   {"$group": {"_id": "$first.rule", "n": {"$sum": 1}}}])}
+    in_flight = {str(d["_id"]): int(d["n"]) async for d in await db[CORRECTIONS].aggregate([
+        {"$match": {"status": {"$in": IN_FLIGHT}}},
+        {"$group": {"_id": "$status", "n": {"$sum": 1}}}])}
+    oldest = await db[CORRECTIONS].find_one(
+        {"status": {"$in": IN_FLIGHT}}, {"requested_at": 1}, sort=[("requested_at", 1)])
+    violations = {str(d["_id"]): int(d["n"]) async for d in
+                  await db[INVARIANT_VIOLATIONS].aggregate([
+                      {"$match": {"resolved_at": None}},
+                      {"$group": {"_id": "$severity", "n": {"$sum": 1}}}])}
+    workers = [
+        WorkerSeen(worker_id=str(d["_id"]), host=d.get("host"), pid=d.get("pid"),
+                   started_at=d.get("started_at"), seen_at=d.get("seen_at"),
+                   alive=bool(d.get("expires_at") and d["expires_at"] > now))
+        async for d in db[WORKERS].find({}, {"lsids": 0}).sort("started_at", 1)]
+    return LedgerStatus(
+        dead_letters=sum(by_rule.values()), dead_letters_by_rule=by_rule,
+        corrections_in_flight=in_flight,
+        oldest_in_flight_at=oldest.get("requested_at") if oldest else None,
+        violations_open=violations, workers=workers)

@@ -1,0 +1,122 @@
+"""Prometheus metrics of one worker process, served at `/metrics` beside `/healthz`.
+
+Counted where they happen, in the workers' layer (the services report through the
+`CorrectionObserver` port): messages by consumer and outcome, batch sizes, how long a
+batch takes from pull to settled (for the recorder, the persist latency), corrections
+ended by mode and outcome with their duration from request to end. Sampled every
+`METRICS_SAMPLE_SECONDS` from the servers, so a scrape never waits on them: each
+consumer's pending, ack-pending and redelivered counts, and the ledger's dead letters
+by rule, corrections in flight by status and open violations by severity.
+
+Every process has its own registry (tests start several in one interpreter, and a
+process-wide default registry would mix them up).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from nats.js import JetStreamContext
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from pymongo.asynchronous.database import AsyncDatabase
+
+from store.database import Document
+from store.status import ledger_status
+
+log = logging.getLogger(__name__)
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+BATCH_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000)
+SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+
+
+class Metrics:
+    """The process's metrics; `render()` is the `/metrics` body."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.messages = Counter(
+            "ledger_messages", "Messages settled, by consumer and outcome (ack: done; "
+            "term: dead-lettered; nak: waiting; fail: failed, redelivered after backoff).",
+            ["stream", "consumer", "outcome"], registry=r)
+        self.batch_size = Histogram(
+            "ledger_batch_size", "Messages per pulled batch.", ["consumer"],
+            buckets=BATCH_BUCKETS, registry=r)
+        self.batch_seconds = Histogram(
+            "ledger_batch_seconds", "From a batch pulled to every message settled (the "
+            "recorder's persist latency).", ["consumer"], buckets=SECONDS_BUCKETS, registry=r)
+        self.corrections = Counter(
+            "ledger_corrections_ended", "Corrections ended, by mode and outcome.",
+            ["mode", "outcome"], registry=r)
+        self.correction_seconds = Histogram(
+            "ledger_correction_seconds", "From request to end, by mode and outcome.",
+            ["mode", "outcome"], buckets=SECONDS_BUCKETS, registry=r)
+        self.consumer_pending = Gauge(
+            "ledger_consumer_pending", "Messages the consumer has not been delivered yet.",
+            ["stream", "consumer"], registry=r)
+        self.consumer_ack_pending = Gauge(
+            "ledger_consumer_ack_pending", "Messages delivered and not yet acknowledged.",
+            ["stream", "consumer"], registry=r)
+        self.consumer_redelivered = Gauge(
+            "ledger_consumer_redelivered", "Messages delivered more than once, pending.",
+            ["stream", "consumer"], registry=r)
+        self.dead_letters = Gauge(
+            "ledger_dead_letters", "Dead letters kept, by the first rule that ended them.",
+            ["rule"], registry=r)
+        self.in_flight = Gauge(
+            "ledger_corrections_in_flight", "Corrections not yet ended, by status.",
+            ["status"], registry=r)
+        self.violations_open = Gauge(
+            "ledger_violations_open", "Unresolved invariant violations, by severity.",
+            ["severity"], registry=r)
+        self.sampled_at = Gauge(
+            "ledger_sampled_timestamp_seconds", "When the gauges above were last sampled.",
+            registry=r)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+    # --- what the services report (services.ports.CorrectionObserver) --------------
+
+    def correction_ended(self, mode: str, outcome: str, seconds: float) -> None:
+        self.corrections.labels(mode, outcome).inc()
+        self.correction_seconds.labels(mode, outcome).observe(max(seconds, 0.0))
+
+    # --- sampling -----------------------------------------------------------------
+
+    async def sample(self, js: JetStreamContext, db: AsyncDatabase[Document],
+                     consumers: Sequence[tuple[str, str]]) -> None:
+        for stream, durable in consumers:
+            with contextlib.suppress(Exception):  # gone or unreachable: keep the last value
+                info = await js.consumer_info(stream, durable)
+                self.consumer_pending.labels(stream, durable).set(info.num_pending or 0)
+                self.consumer_ack_pending.labels(stream, durable).set(info.num_ack_pending or 0)
+                self.consumer_redelivered.labels(stream, durable).set(
+                    info.num_redelivered or 0)
+        status = await ledger_status(db, datetime.now(UTC))
+        _replace(self.dead_letters, status.dead_letters_by_rule)
+        _replace(self.in_flight, status.corrections_in_flight)
+        _replace(self.violations_open, status.violations_open)
+        self.sampled_at.set_to_current_time()
+
+    async def sample_forever(self, js: JetStreamContext, db: AsyncDatabase[Document],
+                             consumers: Sequence[tuple[str, str]], every: float) -> None:
+        while True:
+            try:
+                await self.sample(js, db, consumers)
+            except Exception as exc:  # an outage: the next round tries again
+                log.debug("metrics sample failed: %s", exc)
+            await asyncio.sleep(every)
+
+
+def _replace(gauge: Gauge, values: dict[str, int]) -> None:
+    """Set a labelled gauge to exactly these values (a label gone since reads 0)."""
+    for labels in list(gauge._metrics):
+        gauge.labels(*labels).set(0)
+    for label, value in values.items():
+        gauge.labels(label).set(value)
