@@ -173,6 +173,15 @@ def manage_streams() -> Callable[[Client], Awaitable[object]]:
     return act
 
 
+def status() -> Callable[[Client], Awaitable[object]]:
+    """What `agents status` reads: every stream and its consumers."""
+    async def act(nc: Client) -> object:
+        js = nc.jetstream(timeout=2.0)
+        return [await js.consumers_info(info.config.name or "")
+                for info in await js.streams_info()]
+    return act
+
+
 EVENT = f"corrections.events.{PLAN}.applied"
 STREAM_OPS = [purge("DECISIONS"), delete("CORRECTIONS"), update("DECISIONS"),
               create("STOLEN", ["stolen.>"])]
@@ -210,7 +219,8 @@ ALLOWED: dict[str, list[Callable[[Client], Awaitable[object]]]] = {
                  subscribe(f"corrections.events.{PLAN}.cancelled"),
                  subscribe(f"corrections.cancel_refused.{PLAN}"),
                  subscribe(f"corrections.fail_refused.{PLAN}"),
-                 subscribe(f"corrections.retry_refused.{PLAN}")],
+                 subscribe(f"corrections.retry_refused.{PLAN}"),
+                 status()],
     "worker": [js_publish(EVENT), js_publish(f"decisions.persisted.{PLAN}"),
                subscribe("corrections.dryrun.>", "corrections-dryrun"),
                manage_streams()],
@@ -339,6 +349,8 @@ async def _cli_as_operator(secured: Secured, decision: str, mongo_uri: str,
             "--dry-run")
     r = await agents.ok(*args)
     assert password("operator") not in r.out + r.err
+    r = await agents("status")  # 0, or 5 when something needs a person
+    assert r.code in (0, 5) and "DECISIONS" in r.out, r.err + r.out
     wrong = "wrong-" + password("operator")
     for extra, shown in (({"NATS_PASSWORD": wrong}, f"NATS_URL={bare} "),
                          ({"NATS_URL": secured.url("operator", wrong), "NATS_USER": "",
