@@ -52,7 +52,8 @@ class Ctx:
                 self._nc = await nats.connect(
                     nats_servers(self.settings.nats_url), connect_timeout=NATS_CONNECT_TIMEOUT,
                     allow_reconnect=False, max_reconnect_attempts=1,
-                    error_cb=quiet, disconnected_cb=quiet, closed_cb=quiet)
+                    error_cb=quiet, disconnected_cb=quiet, closed_cb=quiet,
+                    **self.settings.nats_credentials.options())
             except (OSError, TimeoutError, nats.errors.Error) as exc:
                 raise NatsUnavailable(describe(exc, NATS_CONNECT_TIMEOUT)) from None
         return self._nc

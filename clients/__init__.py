@@ -15,6 +15,7 @@ from clients.building import (
     new_plan_id,
     snapshot,
 )
+from clients.credentials import NatsCredentials
 from clients.operator import (
     CorrectionClient,
     DryRunRefused,
@@ -55,6 +56,7 @@ __all__ = [
     "InvalidDecision",
     "InvariantViolation",
     "LedgerUnavailable",
+    "NatsCredentials",
     "NatsUnreachable",
     "Outcomes",
     "PublishFailed",

@@ -22,6 +22,7 @@ import nats
 import nats.errors
 from nats.aio.client import Client
 
+from clients.credentials import NatsCredentials
 from contracts.urls import nats_servers, redact
 
 DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
@@ -36,23 +37,33 @@ class NatsUnreachable(ConnectionError):
     (without its password) and the last error."""
 
 
-async def connect_bounded(url: str, timeout: float = CONNECT_TIMEOUT) -> Client:
-    """A connection that reconnects without limit once made, made within `timeout`."""
+async def connect_bounded(url: str, timeout: float = CONNECT_TIMEOUT,
+                          credentials: NatsCredentials | None = None) -> Client:
+    """A connection that reconnects without limit once made, made within `timeout`;
+    `credentials` add a user, token, creds or nkey file and TLS to what `url` holds."""
     last: list[BaseException] = []
 
     async def note(exc: Exception) -> None:
         # nats-py reports each failed attempt here (and logs it when no callback is set).
-        last[:] = [exc]
+        # A refused password is the news; the resets of the retries after it are not.
+        if not (last and _refused(last[0])):
+            last[:] = [exc]
 
     try:
         return await asyncio.wait_for(
             nats.connect(nats_servers(url), max_reconnect_attempts=-1,
-                         connect_timeout=min(timeout, 2.0), error_cb=note), timeout)
+                         connect_timeout=min(timeout, 2.0), error_cb=note,
+                         **(credentials or NatsCredentials()).options()),
+            timeout)
     except TimeoutError:
         reason = _reason(last[0]) if last else f"no answer within {timeout:g} s"
     except (OSError, nats.errors.Error) as exc:
         reason = _reason(exc)
     raise NatsUnreachable(f"cannot reach NATS at {redact(url)}: {reason}")
+
+
+def _refused(exc: BaseException) -> bool:
+    return "authorization violation" in str(exc).lower()
 
 
 def _reason(exc: BaseException) -> str:
@@ -72,14 +83,16 @@ class Connecting(Generic[C]):
     """Opens a NATS connection and wraps it in the client `wrap` builds, which owns it."""
 
     def __init__(self, url: str, wrap: Callable[[Client], C],
-                 connect_timeout: float = CONNECT_TIMEOUT) -> None:
+                 connect_timeout: float = CONNECT_TIMEOUT,
+                 credentials: NatsCredentials | None = None) -> None:
         self._url = url
         self._wrap = wrap
         self._timeout = connect_timeout
+        self._credentials = credentials
         self._client: C | None = None
 
     async def _open(self) -> C:
-        return self._wrap(await connect_bounded(self._url, self._timeout))
+        return self._wrap(await connect_bounded(self._url, self._timeout, self._credentials))
 
     def __await__(self) -> Generator[Any, None, C]:
         return self._open().__await__()

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from clients._connect import CONNECT_TIMEOUT, DEFAULT_NATS_URL, Connecting, ConnectionOwner
 from clients._publish import DEFAULT_RETRY, RetryPolicy, publish_acked
+from clients.credentials import NatsCredentials
 from contracts import correction_subjects as subjects
 from contracts.correction_events import CorrectionTransitioned, DryRunError
 from contracts.corrections import (
@@ -91,11 +92,14 @@ class CorrectionClient(ConnectionOwner):
     @classmethod
     def connect(cls, url: str = DEFAULT_NATS_URL, *, requested_by: str = "operator",
                 retry: RetryPolicy = DEFAULT_RETRY,
-                connect_timeout: float = CONNECT_TIMEOUT) -> Connecting[CorrectionClient]:
+                connect_timeout: float = CONNECT_TIMEOUT,
+                credentials: NatsCredentials | None = None) -> Connecting[CorrectionClient]:
         """`ops = await CorrectionClient.connect(url)`, or `async with ... as ops`; raises
-        NatsUnreachable when no server answers within `connect_timeout` seconds."""
+        NatsUnreachable when no server answers within `connect_timeout` seconds.
+        `credentials` (e.g. `NatsCredentials.from_env()`) when the URL holds no password."""
         return Connecting(url, lambda nc: cls(nc, requested_by=requested_by, retry=retry,
-                                              owns_connection=True), connect_timeout)
+                                              owns_connection=True), connect_timeout,
+                          credentials)
 
     def build(self, plan_id: str, decision_id: str, mode: CorrectionMode | str,
               guidance: str | None = None, *, chosen_option: str | None = None,

@@ -35,6 +35,7 @@ from clients.building import (
     build_root,
     wire_message,
 )
+from clients.credentials import NatsCredentials
 from clients.resume import ResumeCallback, ResumeSubscription
 from contracts import invariant_subjects, subjects
 from contracts.decision import Decision, DecisionType
@@ -104,11 +105,13 @@ class DecisionRecorder(ConnectionOwner):
     @classmethod
     def connect(cls, url: str = DEFAULT_NATS_URL, *,
                 retry: RetryPolicy = DEFAULT_RETRY,
-                connect_timeout: float = CONNECT_TIMEOUT) -> Connecting[DecisionRecorder]:
+                connect_timeout: float = CONNECT_TIMEOUT,
+                credentials: NatsCredentials | None = None) -> Connecting[DecisionRecorder]:
         """`rec = await DecisionRecorder.connect(url)`, or `async with ... as rec`; raises
-        NatsUnreachable when no server answers within `connect_timeout` seconds."""
+        NatsUnreachable when no server answers within `connect_timeout` seconds.
+        `credentials` (e.g. `NatsCredentials.from_env()`) when the URL holds no password."""
         return Connecting(url, lambda nc: cls(nc, retry=retry, owns_connection=True),
-                          connect_timeout)
+                          connect_timeout, credentials)
 
     # --- recording --------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -114,7 +115,7 @@ def die_with_parent() -> None:
 
 
 def _spawn(name: str, args: list[str], log_path: Path,
-           env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+           env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log = log_path.open("ab")
     # A new session, so Ctrl-C in the terminal reaches only our supervisor, which then
@@ -125,14 +126,20 @@ def _spawn(name: str, args: list[str], log_path: Path,
 
 
 def start_nats(data_dir: Path, port: int = 4222, host: str = "127.0.0.1",
-               timeout: float = 20.0) -> ManagedServer:
-    """nats-server with JetStream, file storage under data_dir/nats."""
+               timeout: float = 20.0, *, config: Path | None = None,
+               env: Mapping[str, str] | None = None) -> ManagedServer:
+    """nats-server with JetStream, file storage under data_dir/nats.
+
+    `config` is a server config file read first (the flags override its listen address
+    and store), e.g. one that includes deploy/nats-auth.conf; `env` adds the variables
+    it names (passwords) to the server's environment only."""
     ensure_port_free(host, port, "NATS", "--nats-port")
     store = data_dir / "nats"
     store.mkdir(parents=True, exist_ok=True)
-    args = [_binary("nats-server"), "-a", host, "-p", str(port), "-js", "-sd", str(store)]
+    args = [_binary("nats-server"), *(["-c", str(config)] if config else []),
+            "-a", host, "-p", str(port), "-js", "-sd", str(store)]
     log = data_dir / "logs" / "nats-server.log"
-    proc = _spawn("nats", args, log)
+    proc = _spawn("nats", args, log, env)
     _wait_for_port(host, port, proc, log, timeout)
     return ManagedServer("nats", f"nats://{host}:{port}", proc, log, args)
 
@@ -150,8 +157,10 @@ def start_nats_with_config(config: Path, env: dict[str, str], log_path: Path, *,
 
 
 def start_mongo(data_dir: Path, port: int = 27017, host: str = "127.0.0.1",
-                test_commands: bool = False, timeout: float = 30.0) -> ManagedServer:
-    """secantusd-py (MongoDB wire protocol, WiredTiger) with data under data_dir/mongo."""
+                test_commands: bool = False, timeout: float = 30.0, *,
+                auth: bool = False) -> ManagedServer:
+    """secantusd-py (MongoDB wire protocol, WiredTiger) with data under data_dir/mongo;
+    `auth` requires SCRAM users (created beforehand by a run without it)."""
     ensure_port_free(host, port, "MongoDB (secantusd-py)", "--mongo-port")
     store = data_dir / "mongo"
     store.mkdir(parents=True, exist_ok=True)
@@ -159,6 +168,8 @@ def start_mongo(data_dir: Path, port: int = 27017, host: str = "127.0.0.1",
             "--storage-path", str(store), "--log-level", "WARNING"]
     if test_commands:
         args.append("--enable-test-commands")
+    if auth:
+        args.append("--auth")
     log = data_dir / "logs" / "secantusd.log"
     proc = _spawn("mongo", args, log)
     _wait_for_port(host, port, proc, log, timeout)

@@ -5,7 +5,8 @@ Run it against `agents up` (or scripts/up):
     .venv/bin/python examples/agent_records_plan.py
 
 It prints the plan ID and every decision ID, and the command that reverts the strategy.
-NATS_URL defaults to what `agents up` listens on.
+NATS_URL defaults to what `agents up` listens on; against a server with access control,
+set the agent's credentials (NATS_USER/NATS_PASSWORD, ...: docs/operations.md).
 """
 
 from __future__ import annotations
@@ -18,13 +19,14 @@ from pathlib import Path
 # Run from a clone without installing: make the repository importable.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from clients import DecisionRecorder, DecisionType, new_plan_id, snapshot
+from clients import DecisionRecorder, DecisionType, NatsCredentials, new_plan_id, snapshot
 
 NATS_URL = os.environ.get("NATS_URL", "nats://127.0.0.1:4222")
 
 
 async def main() -> None:
-    async with DecisionRecorder.connect(NATS_URL) as rec:
+    async with DecisionRecorder.connect(NATS_URL,
+                                        credentials=NatsCredentials.from_env()) as rec:
         # A real agent hashes its serialised context window before each choice and
         # stores the window somewhere replayable; `snapshot` does the hashing.
         window = "system: you are a coding agent\nuser: add rate limiting to the public API"

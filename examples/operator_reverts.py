@@ -19,7 +19,13 @@ from pathlib import Path
 # Run from a clone without installing: make the repository importable.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from clients import CorrectionClient, CorrectionStatus, DecisionType, DryRunRefused
+from clients import (
+    CorrectionClient,
+    CorrectionStatus,
+    DecisionType,
+    DryRunRefused,
+    NatsCredentials,
+)
 from store.database import connect
 from store.decisions import DecisionRepository
 
@@ -45,7 +51,8 @@ async def first_strategy(plan_id: str) -> str:
 
 async def main(plan_id: str, decision_id: str | None) -> int:
     decision_id = decision_id or await first_strategy(plan_id)
-    async with CorrectionClient.connect(NATS_URL, requested_by="example-operator") as ops:
+    async with CorrectionClient.connect(NATS_URL, requested_by="example-operator",
+                                        credentials=NatsCredentials.from_env()) as ops:
         # 1. Dry run: what would this revert touch? Nothing is written.
         try:
             report = await ops.dry_run(plan_id, decision_id, "revert", GUIDANCE)

@@ -23,9 +23,12 @@ from typing import Any
 
 import nats.errors
 import pymongo
+from faststream.nats.security import NatsCredentials as FastStreamCreds
+from faststream.nats.security import NatsNKey, NatsSecurity, NatsToken, NatsUserPassword
 from pymongo import AsyncMongoClient
 from pymongo.errors import PyMongoError
 
+from clients.credentials import NatsCredentials
 from contracts.urls import redact
 from store.database import Document, replica_set_name
 from workers.settings import Settings
@@ -86,7 +89,23 @@ def nats_options(settings: Settings, link: NatsLink) -> dict[str, Any]:
         "disconnected_cb": link.on_disconnected,
         "reconnected_cb": link.on_reconnected,
         "closed_cb": link.on_closed,
+        "security": broker_security(settings.nats_credentials),
     }
+
+
+def broker_security(creds: NatsCredentials) -> NatsSecurity | None:
+    """The same credentials as the clients', in the form FastStream's broker takes them
+    (it refuses nats-py's own keyword arguments for them)."""
+    tls = creds.tls_context() if creds.uses_tls else None
+    if creds.user and creds.password:
+        return NatsUserPassword(creds.user, creds.password, ssl_context=tls)
+    if creds.token:
+        return NatsToken(creds.token, ssl_context=tls)
+    if creds.creds_file:
+        return FastStreamCreds(str(creds.creds_file), ssl_context=tls)
+    if creds.nkey_seed_file:
+        return NatsNKey(creds.nkey_seed_file, ssl_context=tls)
+    return NatsSecurity(ssl_context=tls) if tls else None
 
 
 class NatsLink:

@@ -4,11 +4,12 @@ and the tests."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import TypeVar
 
+from clients.credentials import NatsCredentials
 from contracts.bounds import DEFAULT_MAX_PAYLOAD_BYTES
 from workers.health import parse_addr
 from workers.inbound import Retry
@@ -159,6 +160,10 @@ class Settings:
     """STREAM_MAX_BYTES per stream in the production profile; unset: the profile's."""
     stream_max_age_seconds: float | None = None
     """STREAM_MAX_AGE_SECONDS in the production profile; unset: the profile's."""
+    nats_credentials: NatsCredentials = field(default_factory=NatsCredentials)
+    """NATS_USER/NATS_PASSWORD, NATS_TOKEN, NATS_CREDS, NATS_NKEY_SEED and NATS_TLS_CA/
+    _CERT/_KEY (clients.credentials); a password in NATS_URL works too. MongoDB's user
+    and TLS options belong in MONGODB_URI (docs/operations.md, Access control)."""
     crash_at: str | None = None
     """TEST ONLY (CORRECTIONS_CRASH_AT): SIGKILL the worker at this step (docs/corrections.md)."""
 
@@ -250,5 +255,6 @@ class Settings:
             stream_replicas=_env_int("STREAM_REPLICAS", 0) or None,
             stream_max_bytes=_env_int("STREAM_MAX_BYTES", 0) or None,
             stream_max_age_seconds=_env_float("STREAM_MAX_AGE_SECONDS", 0.0) or None,
+            nats_credentials=NatsCredentials.from_env(),
             crash_at=os.environ.get("CORRECTIONS_CRASH_AT") or None,
         )

@@ -1,12 +1,15 @@
 """deploy/nats-server.conf, unedited, on three nodes: names, routes and ports come from
 the environment (deploy/nats-server.env for the defaults), a JetStream cluster forms,
 the workers' streams are created R3, a worker without STREAM_REPLICAS leaves them R3,
-and clients given NATS_URL as a comma-separated list reach it and ride out a node."""
+and clients given NATS_URL as a comma-separated list reach it and ride out a node. The
+template includes deploy/nats-auth.conf: the workers' user creates the streams, the
+agent's records, and the routes use their own password."""
 
 from __future__ import annotations
 
 import asyncio
 import shlex
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,9 +19,11 @@ from nats.js.errors import ServiceUnavailableError
 
 from clients._connect import connect_bounded
 from clients.building import build_root
+from clients.credentials import NatsCredentials
 from clients.recorder import DecisionRecorder
 from contracts.subjects import DECISIONS_STREAM, RECORDER_DURABLE
 from deploy.embedded import ManagedServer, free_port, start_nats_with_config
+from tests.integration.access_support import ROLES, password
 from workers.pull import ensure_consumer
 from workers.recorder import consumer_config
 from workers.settings import Settings
@@ -45,7 +50,9 @@ def env_file(path: Path) -> dict[str, str]:
 def cluster(tmp_path: Path) -> Iterator[list[ManagedServer]]:
     defaults = env_file(DEFAULTS)
     ports = [(free_port(), free_port(), free_port()) for _ in range(3)]
-    routes = ", ".join(f"nats://127.0.0.1:{cluster}" for _, cluster, _ in ports)
+    route_password = "route-" + password("route")
+    routes = ", ".join(f"nats://route:{route_password}@127.0.0.1:{cluster}"
+                       for _, cluster, _ in ports)
     servers: list[ManagedServer] = []
     try:
         for i, (client, route, http) in enumerate(ports, start=1):
@@ -55,10 +62,42 @@ def cluster(tmp_path: Path) -> Iterator[list[ManagedServer]]:
                    "NATS_CLUSTER_LISTEN": f"127.0.0.1:{route}",
                    "NATS_HTTP": f"127.0.0.1:{http}",
                    "NATS_STORE_DIR": str(tmp_path / f"n{i}"),
-                   "NATS_CLUSTER_ROUTES": f"[{routes}]"}
+                   "NATS_CLUSTER_ROUTES": f"[{routes}]",
+                   "NATS_ROUTE_PASSWORD": route_password,
+                   **{f"LEDGER_{r.upper()}_PASSWORD": password(r) for r in ROLES}}
             servers.append(start_nats_with_config(
                 TEMPLATE, env, tmp_path / f"n{i}.log", port=client))
         yield servers
+    finally:
+        for server in servers:
+            server.stop()
+
+
+def test_a_route_without_the_route_password_is_refused(tmp_path: Path) -> None:
+    """A node whose route URL holds no password cannot join: the other node closes the
+    route and its log says why."""
+    defaults = env_file(DEFAULTS)
+    ports = [(free_port(), free_port(), free_port()) for _ in range(2)]
+    servers: list[ManagedServer] = []
+    try:
+        for i, (client, route, http) in enumerate(ports, start=1):
+            other = ports[2 - i][1]
+            env = {**defaults, "NATS_SERVER_NAME": f"n{i}",
+                   "NATS_LISTEN": f"127.0.0.1:{client}",
+                   "NATS_CLUSTER_LISTEN": f"127.0.0.1:{route}",
+                   "NATS_HTTP": f"127.0.0.1:{http}", "NATS_STORE_DIR": str(tmp_path / f"n{i}"),
+                   "NATS_CLUSTER_ROUTES": f"[nats://127.0.0.1:{other}]",
+                   "NATS_ROUTE_PASSWORD": "route-" + password("route"),
+                   **{f"LEDGER_{r.upper()}_PASSWORD": password(r) for r in ROLES}}
+            servers.append(start_nats_with_config(TEMPLATE, env, tmp_path / f"n{i}.log",
+                                                  port=client))
+        logs = ""
+        for _ in range(100):
+            logs = "".join(s.log_path.read_text() for s in servers)
+            if "Router connection closed: Authentication Failure" in logs:
+                break
+            time.sleep(0.1)
+        assert "Router connection closed: Authentication Failure" in logs, logs
     finally:
         for server in servers:
             server.stop()
@@ -88,7 +127,8 @@ async def until_streams(js: nats.js.JetStreamContext, limits: StreamLimits) -> N
 async def test_three_nodes_form_a_jetstream_cluster_from_the_template(
         cluster: list[ManagedServer]) -> None:
     nats_url = ",".join(server.url for server in cluster)  # NATS_URL as a list
-    nc = await connect_bounded(nats_url)
+    nc = await connect_bounded(nats_url, credentials=NatsCredentials(
+        user="worker", password=password("worker")))
     try:
         js = nc.jetstream()
         limits = StreamLimits.of(StreamProfile.PRODUCTION, max_bytes=1024**2,
@@ -116,7 +156,8 @@ async def test_three_nodes_form_a_jetstream_cluster_from_the_template(
         await nc.close()
 
     # A client given every server keeps publishing when the one it uses goes away.
-    async with DecisionRecorder.connect(nats_url) as rec:
+    agent = NatsCredentials(user="agent", password=password("agent"))
+    async with DecisionRecorder.connect(nats_url, credentials=agent) as rec:
         await rec.root("before", context="ctx")
         used = rec._nc.connected_url
         assert used is not None
