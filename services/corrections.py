@@ -59,6 +59,7 @@ from contracts.corrections import (
 )
 from contracts.dead_letter import DeadLetter, dead_letter_id
 from contracts.decision import Decision
+from contracts.driver import Step, next_step
 from contracts.errors import CorrectionTooLarge, DomainError
 from contracts.ids import new_id
 from contracts.impact import (
@@ -478,7 +479,9 @@ class CorrectionService:
         while True:
             v = await self._get(correction_id)
             c = v.correction
-            if c.is_terminal:
+            step = next_step(c.status, conflicts=conflicts,
+                             max_conflicts=self.policy.max_conflicts)
+            if step is Step.FINISHED:
                 # Its last events may be in the outbox if our own commit looked failed
                 # but had committed (an unknown commit result).
                 await self.flush(correction_id)
@@ -487,10 +490,10 @@ class CorrectionService:
                     await asyncio.to_thread(self._archive.remove, c.plan_id, c.correction_id)
                 return c
             try:
-                stuck = last_conflict if conflicts >= self.policy.max_conflicts else None
                 with step_span(c):
-                    impact = await self._step(v, owner, impact, stuck=stuck,
-                                              analysis_failures=analysis_failures)
+                    impact = await self._step(
+                        step, v, owner, impact, analysis_failures=analysis_failures,
+                        stuck=last_conflict if step is Step.FAIL_ATTEMPT else None)
                 conflicts, last_conflict = 0, None
             except AnalysisFailed:
                 analysis_failures += 1
@@ -507,18 +510,18 @@ class CorrectionService:
                          correction_id, exc, conflicts)
                 await asyncio.sleep(self.policy.conflict_backoff(conflicts))
 
-    async def _step(self, v: Versioned, owner: str, impact: CorrectionImpact | None, *,
-                    analysis_failures: int,
+    async def _step(self, step: Step, v: Versioned, owner: str,
+                    impact: CorrectionImpact | None, *, analysis_failures: int,
                     stuck: Exception | None) -> CorrectionImpact | None:
-        """One step of the lifecycle from where the correction stands; the impact an
-        analysis computed, for the execution that follows it."""
+        """Do `step` (contracts.driver) for the correction as read; the impact an analysis
+        computed, for the execution that follows it."""
         c = v.correction
-        if c.status is S.PENDING:
+        if step is Step.START_ANALYSIS:
             analyzing = c.transition(S.ANALYZING, self._clock())
             await self._commit(Changes(analyzing, v.version, lease_owner=owner,
                                        events=[correction_event(analyzing)]))
             return impact
-        if c.status is S.ANALYZING:
+        if step is Step.ANALYZE:
             return await self._analyze(v, owner, analysis_failures)
         await self._execute(v, owner, impact, stuck)
         return None

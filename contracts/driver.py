@@ -1,0 +1,44 @@
+"""What the correction driver does next, decided from the stored correction alone.
+
+The driver (services/corrections.py) reads the correction, asks `next_step`, does that
+step (one transaction), and reads again: a crash between steps, a second replica, or an
+operator's cancel or fail is simply what the next read finds. Keeping the decision here,
+pure, means every path of the driver is tested without a server (tests/unit/test_driver.py).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from contracts.corrections import CORRECTION_LIFECYCLE, CorrectionStatus
+
+__all__ = ["Step", "next_step"]
+
+
+class Step(StrEnum):
+    START_ANALYSIS = "start_analysis"
+    """PENDING: move to ANALYZING (announced), nothing else."""
+    ANALYZE = "analyze"
+    """ANALYZING: compute the impact; EXECUTING with a first attempt, or FAILED."""
+    EXECUTE = "execute"
+    """EXECUTING: run the attempt in hand (APPLIED, another attempt, or FAILED)."""
+    FAIL_ATTEMPT = "fail_attempt"
+    """EXECUTING, but the tree changed under every try of this attempt: end it FAILED
+    (the next attempt, if any is left, starts from a fresh impact)."""
+    FINISHED = "finished"
+    """APPLIED, FAILED or CANCELLED: publish what is left in the outbox; stop."""
+
+
+def next_step(status: CorrectionStatus, *, conflicts: int = 0,
+              max_conflicts: int = 1) -> Step:
+    """The step for a correction found in `status`, after `conflicts` consecutive
+    ConcurrentChange retries of this drive (`max_conflicts` of them end an attempt)."""
+    if CORRECTION_LIFECYCLE.is_terminal(status):
+        return Step.FINISHED
+    if status is CorrectionStatus.PENDING:
+        return Step.START_ANALYSIS
+    if status is CorrectionStatus.ANALYZING:
+        return Step.ANALYZE
+    if status is CorrectionStatus.EXECUTING:
+        return Step.FAIL_ATTEMPT if conflicts >= max_conflicts else Step.EXECUTE
+    raise ValueError(f"no step for status {status!r}")  # a status added without a step

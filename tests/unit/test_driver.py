@@ -1,0 +1,37 @@
+"""The correction driver's next step, for every status and conflict count (no servers)."""
+
+from __future__ import annotations
+
+import pytest
+
+from contracts.corrections import CORRECTION_LIFECYCLE, CorrectionStatus
+from contracts.driver import Step, next_step
+
+pytestmark = pytest.mark.unit
+
+EXPECTED = {
+    CorrectionStatus.PENDING: Step.START_ANALYSIS,
+    CorrectionStatus.ANALYZING: Step.ANALYZE,
+    CorrectionStatus.EXECUTING: Step.EXECUTE,
+    CorrectionStatus.APPLIED: Step.FINISHED,
+    CorrectionStatus.FAILED: Step.FINISHED,
+    CorrectionStatus.CANCELLED: Step.FINISHED,
+}
+
+
+def test_every_status_has_exactly_its_step() -> None:
+    assert set(EXPECTED) == set(CorrectionStatus)
+    for status, step in EXPECTED.items():
+        assert next_step(status) is step, status
+        assert (step is Step.FINISHED) == CORRECTION_LIFECYCLE.is_terminal(status)
+
+
+@pytest.mark.parametrize("max_conflicts", [1, 2, 5])
+@pytest.mark.parametrize("conflicts", range(7))
+def test_conflicts_end_only_an_executing_attempt(conflicts: int, max_conflicts: int) -> None:
+    for status in CorrectionStatus:
+        step = next_step(status, conflicts=conflicts, max_conflicts=max_conflicts)
+        if status is CorrectionStatus.EXECUTING:
+            assert step is (Step.FAIL_ATTEMPT if conflicts >= max_conflicts else Step.EXECUTE)
+        else:
+            assert step is EXPECTED[status]
