@@ -106,6 +106,10 @@ class Lifecycle(Generic[S]):
         """Whether `from_ -> to` is an operator-only edge out of a terminal state."""
         return self.allows(from_, to) and to in self.reopen.get(from_, frozenset())
 
+    def sources(self, to: S) -> frozenset[S]:
+        """The states from which `to` may be entered (for a store's conditional write)."""
+        return frozenset(s for s in self.states if self.allows(s, to))
+
     def allows(self, from_: S, to: S) -> bool:
         return is_allowed(self.table, from_, to)
 

@@ -17,7 +17,8 @@ from contracts.rules import Rule
 from store.database import Document
 from store.decisions import DecisionRepository
 from store.invariants import ViolationRepository
-from store.plans import plan_ancestors
+from store.plans import PlanRepository, plan_ancestors
+from store.transactions import run_in_transaction
 from tests.factories import decision, root
 from tests.unit.test_recording import candidate
 
@@ -73,3 +74,24 @@ async def test_facts_block_a_grandchild_of_a_plan_with_an_error_violation(
         [(c, [why])] = plan.reject
         assert c.decision.decision_id == execute["decision_id"]
         assert why.rule is Rule.RECONCILIATION_BLOCKED and top in why.message
+
+
+async def test_roll_back_follows_the_plan_lifecycle(db: AsyncDatabase[Document]) -> None:
+    """Active (or known only by its counter) and completed plans are rolled back; a plan
+    rolled back already keeps who did it; a plan never recorded gets a record."""
+    plans = PlanRepository(db)
+    active, counter_only, completed, unknown = (new_id() for _ in range(4))
+    first, second = new_id(), new_id()
+    t1, t2 = datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 2, tzinfo=UTC)
+    await db.plans.insert_many([
+        {"_id": active, "status": "active", "next_sequence": 3, "epoch": 0},
+        {"_id": counter_only, "next_sequence": 1},
+        {"_id": completed, "status": "completed", "next_sequence": 2}])
+    ids = [active, counter_only, completed, unknown]
+    await run_in_transaction(db.client, lambda s: plans.roll_back(ids, first, t1, s))
+    await run_in_transaction(db.client, lambda s: plans.roll_back(ids, second, t2, s))
+    docs = {d["_id"]: d async for d in db.plans.find({"_id": {"$in": ids}})}
+    assert {d["status"] for d in docs.values()} == {"rolled_back"}
+    assert {d["rolled_back_by"] for d in docs.values()} == {first}
+    assert docs[active]["epoch"] == 1 and docs[active]["next_sequence"] == 3
+    assert docs[unknown]["next_sequence"] == 0
