@@ -14,6 +14,7 @@ from datetime import datetime
 from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.decision import Decision
+from contracts.plans import PlanStatus
 from contracts.timestamps import utc_now
 from store.database import DECISIONS, PLANS, Document
 from store.decisions import to_document
@@ -38,6 +39,7 @@ async def load_plan(db: AsyncDatabase[Document], decisions: Sequence[Decision],
                   "root_decision_id": root.decision_id if root else None,
                   "project": root.project if root else None,
                   "action_template": root.action_template if root else None},
-         "$setOnInsert": {"created_at": now or utc_now(), "status": "active"}},
+         "$setOnInsert": {"created_at": now or utc_now(),
+                          "status": PlanStatus.ACTIVE.value}},
         upsert=True)
     return numbered
