@@ -11,6 +11,7 @@ from nats.js import JetStreamContext
 from services.ports import OutgoingEvent
 
 MSG_ID = "Nats-Msg-Id"
+SLICE = 50
 
 
 class JetStreamPublisher:
@@ -20,9 +21,13 @@ class JetStreamPublisher:
 
     async def publish_all(self, events: Sequence[OutgoingEvent]) -> None:
         # Pipelined: send all, then wait for every PubAck, instead of one round trip each.
-        futures = [
-            await self._js.publish_async(e.subject, e.payload, headers={MSG_ID: e.msg_id})
-            for e in events
-        ]
+        # Sending does not yield on its own, so it yields every SLICE events: the other
+        # batch in flight gets its database replies taken up meanwhile.
+        futures = []
+        for i, e in enumerate(events):
+            if i and not i % SLICE:
+                await asyncio.sleep(0)
+            futures.append(await self._js.publish_async(e.subject, e.payload,
+                                                        headers={MSG_ID: e.msg_id}))
         if futures:
             await asyncio.wait_for(asyncio.gather(*futures), self._ack_timeout)
