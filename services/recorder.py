@@ -214,13 +214,25 @@ class RecorderService:
         out = Committed(read)
 
         todo = candidates
-        for _ in range(RACE_RETRIES):
-            facts = await self._decisions.facts_for(todo)
+        # A first delivery is nearly always of a decision not stored yet, so the first
+        # try skips asking which are (ten of a batch's reads): a plan that accepts the
+        # whole batch is then the plan the full facts would give, unless an ID is taken,
+        # which the insert finds (unique _id) and which sends the batch round again with
+        # the full facts. So does a plan that does not accept every decision, since a
+        # stored one would have been a redelivery or a duplicate instead.
+        optimistic = all(m.delivered == 1 for m in read.batch)
+        for _ in range(RACE_RETRIES + optimistic):
+            facts = await self._decisions.facts_for(todo, existing=not optimistic)
             plan = plan_batch(todo, facts)
+            if optimistic and len(plan.accept) != len(todo):
+                optimistic = False
+                continue
             stored = await self._decisions.insert_recorded(plan.accept, now, facts.epochs)
+            optimistic = False
             if stored is None:
                 # Another worker stored one of these first (or its plan's root), or a
-                # revert changed one of their plans: plan them again against the store.
+                # revert changed one of their plans, or (optimistic) one of them was
+                # stored already: plan them again against the store.
                 continue
             out.written, out.redelivered, waiting = stored, plan.redelivered, plan.wait
             read.resume.update(plan.resume)
