@@ -215,7 +215,7 @@ class RecorderService:
 
         todo = candidates
         # A first delivery is nearly always of a decision not stored yet, so the first
-        # try skips asking which are (ten of a batch's reads): a plan that accepts the
+        # try skips asking which are (one read per 50 IDs): a plan that accepts the
         # whole batch is then the plan the full facts would give, unless an ID is taken,
         # which the insert finds (unique _id) and which sends the batch round again with
         # the full facts. So does a plan that does not accept every decision, since a

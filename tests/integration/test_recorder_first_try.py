@@ -1,7 +1,7 @@
 """The recorder's first try at a batch of first deliveries skips asking which decisions
 are stored already; these are the cases where one is, and the outcome must be what the
 full facts give: a publisher's retry is a duplicate (acked, nothing written or
-announced), never a new decision, a conflict it is not, or a refusal by a tree rule."""
+announced), not a new decision and not a refusal by a tree rule."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.recording import Inbound
 from services.recorder import RecorderService, Verdict
-from store.dead_letters import DeadLetterRepository
 from store.database import Document
+from store.dead_letters import DeadLetterRepository
 from store.decisions import DecisionRepository
 from tests.factories import decision, encode, headers, root, subject
 from tests.integration.wire import events
