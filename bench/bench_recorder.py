@@ -7,7 +7,9 @@ workers` processes, publishes decision trees with a plain nats-py client and tim
 decision from publish to its `decisions.persisted` event. Then it inserts the very
 documents the recorder stored into a fresh collection with the same indexes, with
 `insert_many` in batches of the recorder's batch size, on the same server in the same
-run: the ratio is the recorder's rate over that bare rate.
+run (BARE_RUNS times, the median counts): the ratio is the recorder's rate over that
+bare rate. Last, the CPU time each process spent per 1,000 decisions in the burst and
+in the bare inserts (from /proc).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +35,31 @@ sys.path.insert(0, str(ROOT))
 
 from contracts.subjects import DECISIONS_STREAM, RECORDER_DURABLE  # noqa: E402
 from deploy.embedded import die_with_parent, free_port, start_mongo, start_nats  # noqa: E402
-from store.database import DECISIONS, ensure_indexes  # noqa: E402
+from store.database import DECISIONS, connect, ensure_indexes  # noqa: E402
 from tests.factories import encode, headers, plan_tree, subject  # noqa: E402
+from workers.settings import Settings  # noqa: E402
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def cpu_seconds(pids: dict[str, int]) -> dict[str, float]:
+    """CPU time (user + system) each process has used so far, from /proc (Linux); an
+    empty dict elsewhere. Where the time of a phase goes on a shared machine: the rates
+    move with the other load, the CPU per decision much less."""
+    out: dict[str, float] = {}
+    for name, pid in pids.items():
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return {}
+        out[name] = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    return out
+
+
+def cpu_per_1000(before: dict[str, float], after: dict[str, float], n: int) -> str:
+    if not before or not after:
+        return "n/a (no /proc)"
+    return ", ".join(f"{k} {(after[k] - before[k]) * 1000 / n:.2f}" for k in before)
 
 
 def interleaved(plans: int, per_plan: int, seed: int) -> list[dict[str, Any]]:
@@ -89,20 +115,33 @@ async def run_load(url: str, sent: list[dict[str, Any]], rate: float | None) -> 
     }
 
 
-async def bare_insert(mongo_uri: str, db_name: str, batch: int) -> dict[str, float]:
-    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(mongo_uri, tz_aware=True)
+BARE_RUNS = 3
+"""The same-index baseline is timed this many times (a fresh collection each) and its
+median taken: on a shared machine one short run moves with the other load more than
+the recorder's longer one does. Each run is printed."""
+
+
+async def bare_insert(mongo_uri: str, db_name: str, batch: int,
+                      cpu: Callable[[], dict[str, float]]) -> dict[str, Any]:
+    # The workers' own client options (w: majority, j: true...): same durability asked.
+    client: AsyncMongoClient[dict[str, Any]] = connect(mongo_uri)
     source = client[db_name][DECISIONS]
     docs = await source.find().sort([("plan_id", 1), ("sequence_number", 1)]).to_list()
-    out = {}
-    for name, indexed in (("bare_indexed", True), ("bare_no_index", False)):
-        db = client[f"{db_name}_{name}"]
-        if indexed:
-            await ensure_indexes(db)
-        start = time.perf_counter()
-        for i in range(0, len(docs), batch):
-            await db[DECISIONS].insert_many(docs[i:i + batch], ordered=False)
-        out[name] = len(docs) / (time.perf_counter() - start)
-        await client.drop_database(db.name)
+    out: dict[str, Any] = {}
+    for name, indexed, runs in (("bare_indexed", True, BARE_RUNS),
+                                ("bare_no_index", False, 1)):
+        rates, cpu0 = [], cpu()
+        for _ in range(runs):
+            db = client[f"{db_name}_{name}"]
+            if indexed:
+                await ensure_indexes(db)
+            start = time.perf_counter()
+            for i in range(0, len(docs), batch):
+                await db[DECISIONS].insert_many(docs[i:i + batch], ordered=False)
+            rates.append(len(docs) / (time.perf_counter() - start))
+            await client.drop_database(db.name)
+        out[name], out[f"{name}_runs"] = statistics.median(rates), rates
+        out[f"{name}_cpu"] = cpu_per_1000(cpu0, cpu(), len(docs) * runs)
     await client.close()
     return out
 
@@ -122,7 +161,7 @@ async def main() -> None:
     ap.add_argument("--paced-rate", type=float, default=200.0,
                     help="offered rate (decisions/s) of the latency run")
     args = ap.parse_args()
-    batch = int(os.environ.get("RECORDER_BATCH_SIZE", "500"))
+    batch = Settings.from_env().recorder_batch_size  # the workers' own, RECORDER_BATCH_SIZE
 
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp)
@@ -135,11 +174,18 @@ async def main() -> None:
         try:
             await wait_ready(ns.url, args.workers)
             per_plan = args.decisions // args.plans
-            burst = await run_load(ns.url, interleaved(args.plans, per_plan, 0), None)
+            pids = {**{f"worker{i}": p.pid for i, p in enumerate(procs)},
+                    "mongo": ms.process.pid, "nats": ns.process.pid, "publisher": os.getpid()}
+            sent = interleaved(args.plans, per_plan, 0)
+            cpu0 = cpu_seconds(pids)
+            burst = await run_load(ns.url, sent, None)
+            cpu1 = cpu_seconds(pids)
             paced_n = min(2_000, args.decisions)
             paced = await run_load(ns.url, interleaved(args.plans, paced_n // args.plans, 10_000),
                                    args.paced_rate)
-            bare = await bare_insert(ms.url, db_name, batch)
+            server = {"mongo": ms.process.pid, "client": os.getpid()}
+            bare = await bare_insert(ms.url, db_name, batch,
+                                     lambda: cpu_seconds(server))
         finally:
             for p in procs:
                 p.terminate()
@@ -156,11 +202,16 @@ async def main() -> None:
           f"{burst['p50']:>10.0f}{burst['p99']:>10.0f}")
     print(f"{f'paced: {args.paced_rate:.0f}/s offered, {paced_n} decisions':<44}"
           f"{paced['rate']:>12.0f}{paced['p50']:>10.1f}{paced['p99']:>10.1f}")
-    print(f"{'bare insert_many, same docs, same indexes':<44}{bare['bare_indexed']:>12.0f}")
+    print(f"{'bare insert_many, same docs, same indexes':<44}{bare['bare_indexed']:>12.0f}"
+          f"   (median of {', '.join(f'{r:.0f}' for r in bare['bare_indexed_runs'])})")
     print(f"{'bare insert_many, same docs, _id index only':<44}{bare['bare_no_index']:>12.0f}")
     print("-" * 76)
     print(f"recorder / bare (same indexes): {burst['rate'] / bare['bare_indexed']:.0%}   "
           f"recorder / bare (_id only): {burst['rate'] / bare['bare_no_index']:.0%}")
+    print("\nCPU seconds per 1,000 decisions")
+    print(f"  burst:                     {cpu_per_1000(cpu0, cpu1, args.decisions)}")
+    print(f"  bare, same indexes:        {bare['bare_indexed_cpu']}")
+    print(f"  bare, _id index only:      {bare['bare_no_index_cpu']}")
 
 
 if __name__ == "__main__":

@@ -111,6 +111,10 @@ STORED = "stored"
 """Validation context key: set when loading what is already recorded (see ArtifactRef)."""
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+"""NUL and the control characters, searched at C speed (every artifact of every decision)."""
+
+
 def artifact_path_problem(path: str) -> str | None:
     """Why `path` cannot be archived safely, or None when it can.
 
@@ -121,7 +125,7 @@ def artifact_path_problem(path: str) -> str | None:
     """
     if path.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", path):
         return "must be relative to ARTIFACTS_ROOT, not absolute"
-    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in path):
+    if _CONTROL.search(path):
         return "must not contain NUL or control characters"
     size = len(path.encode("utf-8", "surrogatepass"))
     if size > ARTIFACT_PATH_MAX_BYTES:

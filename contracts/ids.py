@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 
 from pydantic import AfterValidator
@@ -19,12 +20,16 @@ def new_id() -> str:
     return str(ULID())
 
 
+_ULID = re.compile(r"[0-7][0-9A-HJKMNP-TV-Za-hjkmnp-tv-z]{25}")
+"""What `ULID.from_str` accepts: 26 Crockford base32 characters (I, L, O and U are not
+among them) in either case, the first at most 7 (a larger one overflows 128 bits)."""
+
+
 def is_ulid(value: str) -> bool:
-    try:
-        ULID.from_str(value)
-    except (ValueError, TypeError):
-        return False
-    return True
+    """`ULID.from_str` would parse it. One regular expression instead of decoding the
+    bytes: every ID of every message is checked, and decoding was a tenth of the
+    recorder's time reading a message."""
+    return isinstance(value, str) and _ULID.fullmatch(value) is not None
 
 
 def _check_ulid(value: str) -> str:

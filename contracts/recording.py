@@ -527,7 +527,9 @@ def persisted_body(d: Decision) -> bytes:
     recorder, or a correction's transaction through the outbox)."""
     if d.sequence_number is None:
         raise ValueError(f"decision {d.decision_id} has no sequence_number: not stored yet")
-    return DecisionPersisted(
+    # Built without validating again: every field comes from a validated Decision (one
+    # event per recorded decision, so this is on the recorder's hot path).
+    return DecisionPersisted.model_construct(
         decision_id=d.decision_id, plan_id=d.plan_id, sequence_number=d.sequence_number,
         decision_type=d.decision_type, parent_decision_id=d.parent_decision_id,
     ).model_dump_json().encode()

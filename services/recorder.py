@@ -3,10 +3,11 @@
 Order of effects, chosen so that a crash at any point loses and doubles nothing:
   1. read and validate each message; plan the batch against what is stored;
   2. in one transaction, reserve sequence numbers per plan and insert the accepted
-     decisions with one bulk write, each noting the stream message that wrote it;
+     decisions with one bulk write, each noting the stream message that wrote it
+     (`store`: from here on the next batch may be planned);
   3. publish the persisted events (Nats-Msg-Id `persisted:<id>`), wait for JetStream;
   4. keep rejected messages in dead_letters, then report them;
-  5. only then tell the caller to ack.
+  5. only then tell the caller to ack (`announce` does 3 to 5).
 A crash before 5 means redelivery of the same stream message: its decision is found
 stored, written by that very message, so its event is published again under the same
 Nats-Msg-Id, which JetStream drops if it already had it. A publisher's retry is a
@@ -151,6 +152,16 @@ class ReadBatch:
             errors=violations, rejected_at=self.now, delivered=msg.delivered)
 
 
+@dataclass
+class Committed:
+    """A batch after its transaction: what to announce, and the waits already decided."""
+
+    read: ReadBatch
+    written: list[Decision] = field(default_factory=list)
+    redelivered: list[Candidate] = field(default_factory=list)
+    verdicts: dict[int, Disposition] = field(default_factory=dict)
+
+
 class RecorderService:
     def __init__(self, decisions: DecisionRepository, dead_letters: DeadLetterRepository,
                  publisher: EventPublisher,
@@ -192,24 +203,38 @@ class RecorderService:
 
     async def record_read(self, read: ReadBatch) -> dict[int, Disposition]:
         """The second half: decide against the store, write, publish, report."""
-        now, candidates, letters = read.now, read.candidates, read.letters
+        return await self.announce(await self.store(read))
+
+    async def store(self, read: ReadBatch) -> Committed:
+        """Decide against the store and write, in one transaction: once this returns, a
+        later batch may read the store (`announce` does not change what it reads)."""
+        now, candidates = read.now, read.candidates
         by_seq = {m.stream_sequence: m for m in read.batch}
         reject = read.reject
-        verdicts: dict[int, Disposition] = {}
+        out = Committed(read)
 
-        written: list[Decision] = []
-        redelivered: list[Candidate] = []
-        waiting: list[Candidate] = []
         todo = candidates
-        for _ in range(RACE_RETRIES):
-            facts = await self._decisions.facts_for(todo)
+        # A first delivery is nearly always of a decision not stored yet, so the first
+        # try skips asking which are (one read per 50 IDs): a plan that accepts the
+        # whole batch is then the plan the full facts would give, unless an ID is taken,
+        # which the insert finds (unique _id) and which sends the batch round again with
+        # the full facts. So does a plan that does not accept every decision, since a
+        # stored one would have been a redelivery or a duplicate instead.
+        optimistic = all(m.delivered == 1 for m in read.batch)
+        for _ in range(RACE_RETRIES + optimistic):
+            facts = await self._decisions.facts_for(todo, existing=not optimistic)
             plan = plan_batch(todo, facts)
+            if optimistic and len(plan.accept) != len(todo):
+                optimistic = False
+                continue
             stored = await self._decisions.insert_recorded(plan.accept, now, facts.epochs)
+            optimistic = False
             if stored is None:
                 # Another worker stored one of these first (or its plan's root), or a
-                # revert changed one of their plans: plan them again against the store.
+                # revert changed one of their plans, or (optimistic) one of them was
+                # stored already: plan them again against the store.
                 continue
-            written, redelivered, waiting = stored, plan.redelivered, plan.wait
+            out.written, out.redelivered, waiting = stored, plan.redelivered, plan.wait
             read.resume.update(plan.resume)
             for c, violations in plan.reject:
                 reject(by_seq[c.stream_sequence], c.decision.plan_id, c.decision.decision_id,
@@ -227,20 +252,24 @@ class RecorderService:
             msg = by_seq[c.stream_sequence]
             waited = (clock - since[wait_key(c.stream_sequence)]).total_seconds()
             if waited < self.policy.parent_wait_seconds:
-                verdicts[c.stream_sequence] = Disposition(Verdict.NAK,
-                                                          self.policy.backoff(waited))
+                out.verdicts[c.stream_sequence] = Disposition(Verdict.NAK,
+                                                              self.policy.backoff(waited))
             else:
                 reject(msg, c.decision.plan_id, c.decision.decision_id, (RuleViolation(
                     rule=Rule.PARENT_EXISTS, field="parent_decision_id",
                     message=f"parent not found: {c.decision.parent_decision_id} was not "
                     f"recorded within {self.policy.parent_wait_seconds:g}s"),))
+        return out
 
-        await self._publish_persisted(written, redelivered)
-        await self._reject(letters, now, read.resume)
-
-        for seq in letters:
+    async def announce(self, stored: Committed) -> dict[int, Disposition]:
+        """Publish the persisted events, keep and report the rejected messages; then
+        every message's disposition (ack only now: after its events are out)."""
+        read, verdicts = stored.read, stored.verdicts
+        await self._publish_persisted(stored.written, stored.redelivered)
+        await self._reject(read.letters, read.now, read.resume)
+        for seq in read.letters:
             verdicts[seq] = Disposition(Verdict.TERM)
-        for c in candidates:
+        for c in read.candidates:
             verdicts.setdefault(c.stream_sequence, Disposition(Verdict.ACK))
         return verdicts
 

@@ -185,8 +185,11 @@ class DecisionRepository:
 
     # --- the recorder's batch --------------------------------------------------
 
-    async def facts_for(self, candidates: Sequence[Candidate]) -> StoredFacts:
-        """The lookups `plan_batch` needs, each by an index.
+    async def facts_for(self, candidates: Sequence[Candidate], *,
+                        existing: bool = True) -> StoredFacts:
+        """The lookups `plan_batch` needs, each by an index. `existing=False` skips
+        asking which of the candidates are stored already (the facts then say none is;
+        the recorder's first try at a batch of first deliveries).
 
         The plans' epochs are read before any parent: a parent then read as current was
         current at that epoch, and a revert committing later bumps it, which the insert's
@@ -203,7 +206,8 @@ class DecisionRepository:
         # query more; only a chain seen for the first time is read further up.
         remembered = {a for p in plans for a in ancestry(p, self._parent_plan)}
         existing_docs, plan_docs, root_docs, blocked = await asyncio.gather(
-            find_by_ids(self._decisions, ids, {"content_hash": 1, "recorded_from": 1}),
+            find_by_ids(self._decisions, ids if existing else (),
+                        {"content_hash": 1, "recorded_from": 1}),
             find_by_ids(self._plans, plans | claimed, PLAN_FACTS),
             self._roots({c.decision.plan_id for c in candidates if c.decision.is_root}),
             # Never cached: a violation reported or resolved a moment ago counts.
@@ -217,8 +221,8 @@ class DecisionRepository:
         new = {a for chain in lineage.values() for a in chain} - plans - remembered
         if new:
             blocked = {**blocked, **await blocking_violations(self._db, new)}
-        existing = {d["_id"]: Stored(d.get("content_hash", ""), d.get("recorded_from", -1))
-                    for d in existing_docs}
+        stored = {d["_id"]: Stored(d.get("content_hash", ""), d.get("recorded_from", -1))
+                  for d in existing_docs}
         epochs = {d["_id"]: int(d.get("epoch", 0)) for d in plan_docs if d["_id"] in plans}
         claims = {d["_id"]: _claim(d) for d in plan_docs}
         rolled = {d["_id"]: d.get("rolled_back_by") for d in plan_docs
@@ -242,7 +246,7 @@ class DecisionRepository:
         named = {x for c in candidates for x in c.decision.downstream_decision_ids} - ids
         ancestors, dependents = await asyncio.gather(
             self._ancestors(claiming, claims), find_by_ids(self._decisions, named, {"plan_id": 1}))
-        return StoredFacts(existing=existing, plan_of=plan_of, root_of_plan=roots,
+        return StoredFacts(existing=stored, plan_of=plan_of, root_of_plan=roots,
                            blocked_plans=blocked, blocking_ancestors=lineage,
                            superseded=superseded,
                            rolled_back=rolled_back, epochs=epochs, claims=claims,

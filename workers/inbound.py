@@ -37,6 +37,10 @@ log = logging.getLogger(__name__)
 
 R = TypeVar("R")
 
+READ_SLICE = 50
+"""Messages read between two yields to the event loop: reading a batch is CPU work, and
+the batch before it is meanwhile waiting on the database; its replies are taken up
+between slices instead of after the whole batch."""
 PERSIST_TIMEOUT = 5.0
 """How long recording one batch's failures may take; they stay in memory regardless."""
 MEMORY_KEYS = 10_000
@@ -172,6 +176,18 @@ class Batch(Generic[R]):
         self._settled: set[int] = settled if settled is not None else set()
         self.count: Count | None = count
         """Called with each message's outcome once settled (the worker's metrics)."""
+        self.handed_off = asyncio.Event()
+        """Set once the next batch may be decided (see `hand_off`)."""
+
+    def hand_off(self) -> None:
+        """The next batch may be decided now, while this one finishes.
+
+        A family calls it once its writes are committed, when what is left (publishing
+        their events, settling the messages) no longer changes what the next batch reads
+        from the store; it keeps that rest in batch order itself. The pipeline calls it
+        when `decide` returns or raises, so a family that never calls it is decided one
+        batch at a time."""
+        self.handed_off.set()
 
     def split(self) -> list[Batch[R]]:
         """One batch per unsettled message, settling through this one."""
@@ -245,12 +261,15 @@ class Batch(Generic[R]):
                 await m.in_progress()
 
 
-def read_batch(family: Family[R], msgs: list[Msg], *, stream: str, retry: Retry,
-               failures: FailureLog) -> Batch[R]:
-    """Read every message through the guard; never raises."""
+async def read_batch(family: Family[R], msgs: list[Msg], *, stream: str, retry: Retry,
+                     failures: FailureLog) -> Batch[R]:
+    """Read every message through the guard, yielding to the event loop every
+    READ_SLICE messages; never raises."""
     now = utc_now()
     reads: list[R] = []
-    for m in msgs:
+    for i, m in enumerate(msgs):
+        if i and not i % READ_SLICE:
+            await asyncio.sleep(0)
         r = guarded(lambda m=m: family.read(m, now))  # type: ignore[misc]
         if isinstance(r, RuleViolation):
             r = family.unreadable(m, r)

@@ -11,6 +11,8 @@ from nats.js import JetStreamContext
 from contracts.ids import MSG_ID_HEADER
 from services.ports import OutgoingEvent
 
+SLICE = 50
+
 
 class JetStreamPublisher:
     def __init__(self, nc: Client, ack_timeout: float = 10.0) -> None:
@@ -19,10 +21,13 @@ class JetStreamPublisher:
 
     async def publish_all(self, events: Sequence[OutgoingEvent]) -> None:
         # Pipelined: send all, then wait for every PubAck, instead of one round trip each.
-        futures = [
-            await self._js.publish_async(e.subject, e.payload,
-                                         headers={**dict(e.headers), MSG_ID_HEADER: e.msg_id})
-            for e in events
-        ]
+        # Sending does not yield on its own, so it yields every SLICE events: the other
+        # batch in flight gets its database replies taken up meanwhile.
+        futures = []
+        for i, e in enumerate(events):
+            if i and not i % SLICE:
+                await asyncio.sleep(0)
+            futures.append(await self._js.publish_async(
+                e.subject, e.payload, headers={**dict(e.headers), MSG_ID_HEADER: e.msg_id}))
         if futures:
             await asyncio.wait_for(asyncio.gather(*futures), self._ack_timeout)

@@ -5,8 +5,14 @@ timeout (latency at low traffic), and nats-py raises `asyncio.TimeoutError` from
 fetch path where FastStream only catches `nats.errors.TimeoutError`; FastStream's task
 supervisor restarts a crashed consume task once per distinct exception per hour, so
 the second such timeout silently stops consumption (faststream#1525). This loop takes
-what one fetch returns (a full batch under load, one message when idle), treats every
-timeout as "nothing yet", and keeps going until stopped.
+one message when idle and a full batch under a backlog (it tops the batch up while the
+stream says more is waiting), treats every timeout as "nothing yet", and keeps going
+until stopped.
+
+Batches overlap in two ways: the next batch is read (CPU) while the previous one waits
+on the database, and a family may `hand_off` a batch once its writes are committed, so
+the next one is decided while the first still publishes its events and settles its
+messages (at most IN_FLIGHT batches at once; the family keeps their order).
 
 Around the loop:
 - on start the durable is created, or brought to the configuration in code (nats-py
@@ -56,7 +62,12 @@ log = logging.getLogger(__name__)
 R = TypeVar("R")
 
 READY_WAIT = 0.01
-"""How long the second fetch of a round waits for messages that are not there yet."""
+"""How long each further fetch of a round waits for messages that are not there yet."""
+IN_FLIGHT = 2
+"""Batches decided at once: one finishing (publishing, settling) after it handed off,
+while the next one reads the store and writes."""
+FILL_ROUNDS = 8
+"""Most fetches that top one batch up while the stream says more is waiting."""
 ADVISORY = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES"
 ADVISORY_QUEUE = "ledger-max-deliveries"
 """Queue group: one worker of many handles each advisory."""
@@ -144,6 +155,7 @@ class BatchPuller(Generic[R]):
         self._advisories: Any = None
         self._exhausting: set[asyncio.Task[None]] = set()
         self._live: set[Batch[R]] = set()
+        self._carry: list[Msg] = []
         self._stopping = asyncio.Event()
 
     @property
@@ -193,28 +205,58 @@ class BatchPuller(Generic[R]):
                     await sub.unsubscribe()
 
     async def _run(self, sub: JetStreamContext.PullSubscription) -> None:
-        committing: asyncio.Task[None] | None = None
+        # Batches being decided, oldest first: at most IN_FLIGHT, and only the newest may
+        # not have handed off yet.
+        flight: list[tuple[Batch[R], asyncio.Task[None]]] = []
         try:
             while not self._stopping.is_set():
                 # Wait for one message, then take whatever else is ready: a lone message
                 # is handled at once, a backlog in batches of up to batch_size.
-                first = await self._fetch(sub, 1, self._max_wait)
+                first = self._carry or await self._fetch(sub, 1, self._max_wait)
                 if not first:
                     continue
-                msgs = first + await self._fetch(sub, self._batch_size - 1, READY_WAIT)
+                msgs = await self._fill(sub, first)
+                # A fetch can return more than asked (what an earlier pull delivered
+                # late comes with it): the rest starts the next batch.
+                msgs, self._carry = msgs[:self._batch_size], msgs[self._batch_size:]
                 # Read while the previous batch is still committing: the database and
                 # this process work at the same time instead of taking turns.
                 pulled = time.monotonic()
-                batch = read_batch(self._family, msgs, stream=self._stream,
-                                   retry=self._retry, failures=self._failures)
+                batch = await read_batch(self._family, msgs, stream=self._stream,
+                                         retry=self._retry, failures=self._failures)
                 batch.count = self._count
                 self._live.add(batch)
-                if committing is not None:
-                    await committing
-                committing = asyncio.create_task(self._commit(batch, pulled))
+                if flight:
+                    # Its writes must be committed before this batch reads the store.
+                    await flight[-1][0].handed_off.wait()
+                while len(flight) >= IN_FLIGHT:
+                    await flight.pop(0)[1]
+                flight.append((batch, asyncio.create_task(self._commit(batch, pulled))))
+                flight = [(b, t) for b, t in flight if not t.done()]
         finally:
-            if committing is not None:
-                await committing
+            for _, task in flight:
+                await task
+
+    async def _fill(self, sub: JetStreamContext.PullSubscription, msgs: list[Msg]) -> list[Msg]:
+        """Top the batch up to batch_size while the stream says more is waiting.
+
+        One fetch of the rest is not enough under a backlog: when its short wait runs
+        out before the server's answer (both cores busy), it returns the few messages
+        already in hand and the rest arrive a moment later, so batches alternated
+        between full ones and slivers of two or three, each costing a whole round of
+        reads, a transaction and a publish (the recorder's). The last message's `num_pending` says
+        whether more is waiting; when nothing is, the batch goes as it is, so a lone
+        message is not held back."""
+        out = list(msgs)
+        for _ in range(FILL_ROUNDS):
+            want = self._batch_size - len(out)
+            if want <= 0:
+                break
+            more = await self._fetch(sub, want, READY_WAIT)
+            out += more
+            if not more or more[-1].metadata.num_pending == 0:
+                break
+        return out
 
     def _count(self, outcome: str) -> None:
         if self.metrics is not None:
@@ -242,6 +284,7 @@ class BatchPuller(Generic[R]):
             await batch.fail_rest("the consumer left this message undecided")
         finally:
             self._live.discard(batch)
+            batch.hand_off()
             if self.metrics is not None:
                 self.metrics.batch_size.labels(self._durable).observe(len(batch.msgs))
                 self.metrics.batch_seconds.labels(self._durable).observe(

@@ -1,16 +1,19 @@
 """The recorder worker: a durable JetStream pull consumer over `services.recorder`.
 
 Each message is read on its own (the pipeline's guard makes one that raises an
-`unreadable` dead letter); the batch goes to the service in one call, which says per
-message whether to ack, nak with a delay (its parent is not stored yet), or terminate
-(dead-lettered). An exception from the service (the database is down) fails the batch:
-each message is nak'ed with the consumer's backoff and the error is remembered, and
-after MaxDeliver deliveries it is dead-lettered (rule max_deliveries). The service is
-idempotent, so redelivery is safe.
+`unreadable` dead letter); the batch goes to the service in two calls: `store` (plan
+and write, one transaction), after which the batch hands off so the next one is
+planned and written meanwhile, then `announce` (events out, batches in commit order),
+which says per message whether to ack, nak with a delay (its parent is not stored
+yet), or terminate (dead-lettered). An exception from the service (the database is
+down) fails the batch: each message is nak'ed with the consumer's backoff and the error
+is remembered, and after MaxDeliver deliveries it is dead-lettered (rule
+max_deliveries). The service is idempotent, so redelivery is safe.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -37,7 +40,13 @@ from contracts.subjects import (
     RECORDER_DURABLE,
     REJECTED_PREFIX,
 )
-from services.recorder import RecorderPolicy, RecorderService, Verdict, subject_plan
+from services.recorder import (
+    Disposition,
+    RecorderPolicy,
+    RecorderService,
+    Verdict,
+    subject_plan,
+)
 from store.deliveries import DeliveryFailures
 from workers.inbound import Batch, Retry, to_inbound
 from workers.pull import BatchPuller
@@ -74,6 +83,7 @@ def recorder_retry(settings: Settings) -> Retry:
 
 
 Read = Candidate | Invalid
+SETTLE_SLICE = 50
 
 
 class RecorderConsumer:
@@ -81,6 +91,9 @@ class RecorderConsumer:
 
     def __init__(self, service: Callable[[], RecorderService]) -> None:
         self._service = service
+        # Batches announce in the order they committed (asyncio's lock is first come,
+        # first served, and each batch asks for it as soon as it hands off).
+        self._announcing = asyncio.Lock()
 
     def read(self, m: Msg, now: datetime) -> Read:
         return read_message(to_inbound(m), now, self._service().policy.max_payload_bytes)
@@ -89,10 +102,22 @@ class RecorderConsumer:
         return Invalid(m.metadata.sequence.stream, subject_plan(m.subject), (why,))
 
     async def decide(self, batch: Batch[Read]) -> None:
+        """Write, then hand off: the next batch reads and writes the store while this
+        one's events go out and its messages are settled."""
         svc = self._service()
         inbound = [to_inbound(m) for m in batch.msgs]
-        verdicts = await svc.record_read(svc.collect(inbound, batch.now, batch.reads))
-        for m, msg in zip(batch.msgs, inbound, strict=True):
+        stored = await svc.store(svc.collect(inbound, batch.now, batch.reads))
+        batch.hand_off()
+        async with self._announcing:
+            verdicts = await svc.announce(stored)
+            await self._settle(batch, inbound, verdicts)
+
+    @staticmethod
+    async def _settle(batch: Batch[Read], inbound: list[Inbound],
+                      verdicts: dict[int, Disposition]) -> None:
+        for i, (m, msg) in enumerate(zip(batch.msgs, inbound, strict=True)):
+            if i and not i % SETTLE_SLICE:
+                await asyncio.sleep(0)  # an ack does not yield: let the next batch's I/O in
             v = verdicts[msg.stream_sequence]
             if v.verdict is Verdict.ACK:
                 await batch.ack(m)

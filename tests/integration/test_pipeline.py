@@ -84,3 +84,78 @@ async def test_one_bad_message_never_holds_back_its_batch(nc: nats.NATS) -> None
         assert info.config.max_deliver == 3
     finally:
         await puller.stop(5.0)
+
+
+class Sizes:
+    """Records each batch's size; `handing_off` families hand off before settling and
+    then wait until the next batch is being decided, which only a pipeline allows."""
+
+    def __init__(self, handing_off: bool) -> None:
+        self.sizes: list[int] = []
+        self.handing_off = handing_off
+        self.deciding = 0
+        self.most_at_once = 0
+        self.next_started = asyncio.Event()
+
+    def read(self, m: Msg, now: datetime) -> bytes:
+        return m.data
+
+    def unreadable(self, m: Msg, why: RuleViolation) -> bytes:
+        return b""
+
+    async def decide(self, batch: Batch[bytes]) -> None:
+        self.sizes.append(len(batch.msgs))
+        self.next_started.set()
+        self.deciding += 1
+        self.most_at_once = max(self.most_at_once, self.deciding)
+        try:
+            await asyncio.sleep(0.05)  # the write
+            if self.handing_off:
+                self.next_started.clear()
+                batch.hand_off()
+                if sum(self.sizes) < 1000:  # the last batch has no next one
+                    await asyncio.wait_for(self.next_started.wait(), 5)
+            for m in batch.msgs:
+                await batch.ack(m)
+        finally:
+            self.deciding -= 1
+
+    async def dead_letter(self, msg: Inbound, violations: Sequence[RuleViolation]) -> None:
+        raise AssertionError("nothing fails here")
+
+
+async def pull_backlog(nc: nats.NATS, family: Sizes) -> None:
+    """1,000 messages waiting before the puller starts, in batches of 100."""
+    js = nc.jetstream()
+    await js.add_stream(StreamConfig(name="B", subjects=["b.>"]))
+    acks = [await js.publish_async("b.x", f"m{i}".encode()) for i in range(1000)]
+    await asyncio.gather(*acks)
+    puller = BatchPuller(js, stream="B", subject="b.>",
+                         config=ConsumerConfig(durable_name="b", filter_subject="b.>",
+                                               ack_wait=5.0),
+                         batch_size=100, max_wait=0.2, consumer=family,
+                         retry=Retry(3, (0.1,)))
+    await puller.start()
+    try:
+        for _ in range(200):
+            if sum(family.sizes) >= 1000:
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        await puller.stop(5.0)
+    assert sum(family.sizes) == 1000
+    info = await js.consumer_info("B", "b")
+    assert info.num_pending == 0 and info.num_ack_pending == 0
+
+
+async def test_a_backlog_is_taken_in_full_batches(nc: nats.NATS) -> None:
+    family = Sizes(handing_off=False)
+    await pull_backlog(nc, family)
+    assert family.sizes == [100] * 10
+    assert family.most_at_once == 1  # no hand-off: one batch at a time
+
+
+async def test_the_next_batch_is_decided_once_the_last_hands_off(nc: nats.NATS) -> None:
+    family = Sizes(handing_off=True)
+    await pull_backlog(nc, family)  # each batch waits for the next one to start
+    assert family.most_at_once == 2

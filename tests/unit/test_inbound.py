@@ -71,10 +71,11 @@ class _Family:
         return f"unreadable: {why.message}"
 
 
-def test_read_batch_isolates_the_message_that_raises() -> None:
+async def test_read_batch_isolates_the_message_that_raises() -> None:
     msgs = [Msg(None, subject="s", data=d) for d in (b"ok", b"[[[", b"ok")]  # type: ignore[arg-type]
-    batch: Batch[str] = read_batch(_Family(), msgs, stream="S",  # type: ignore[arg-type]
-                                   retry=Retry(3, (1.0,)), failures=FailureLog(None, "c"))
+    batch: Batch[str] = await read_batch(_Family(), msgs, stream="S",  # type: ignore[arg-type]
+                                         retry=Retry(3, (1.0,)),
+                                         failures=FailureLog(None, "c"))
     assert batch.reads[0] == batch.reads[2] == "read"
     assert batch.reads[1].startswith("unreadable:") and "OverflowError" in batch.reads[1]
 
