@@ -18,7 +18,7 @@ nothing.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -48,6 +48,7 @@ from contracts.subjects import (
     rejected_msg_id,
 )
 from contracts.timestamps import utc_now
+from contracts.tracing import trace_headers
 from contracts.unreadable import guarded
 from services.ports import EventPublisher, OutgoingEvent
 from store.dead_letters import DeadLetterRepository
@@ -128,9 +129,13 @@ def read_guarded(msg: Inbound, now: datetime,
     return result
 
 
-def persisted_event(d: Decision) -> OutgoingEvent:
+def persisted_event(d: Decision,
+                    trace: Mapping[str, str] | None = None) -> OutgoingEvent:
+    """The decision's persisted event; `trace` is the trace context its message carried,
+    continued on the event (contracts.tracing)."""
     return OutgoingEvent(persisted(d.plan_id), persisted_body(d),
-                         persisted_msg_id(d.decision_id))
+                         persisted_msg_id(d.decision_id),
+                         tuple(trace.items()) if trace else ())
 
 
 @dataclass
@@ -265,7 +270,10 @@ class RecorderService:
         """Publish the persisted events, keep and report the rejected messages; then
         every message's disposition (ack only now: after its events are out)."""
         read, verdicts = stored.read, stored.verdicts
-        await self._publish_persisted(stored.written, stored.redelivered)
+        by_seq = {m.stream_sequence: m for m in read.batch}
+        traces = {c.decision.decision_id: trace for c in read.candidates
+                  if (trace := trace_headers(by_seq[c.stream_sequence].headers))}
+        await self._publish_persisted(stored.written, stored.redelivered, traces)
         await self._reject(read.letters, read.now, read.resume)
         for seq in read.letters:
             verdicts[seq] = Disposition(Verdict.TERM)
@@ -274,11 +282,12 @@ class RecorderService:
         return verdicts
 
     async def _publish_persisted(self, written: list[Decision],
-                                 redelivered: list[Candidate]) -> None:
-        events = [persisted_event(d) for d in written]
+                                 redelivered: list[Candidate],
+                                 traces: Mapping[str, Mapping[str, str]]) -> None:
+        events = [persisted_event(d, traces.get(d.decision_id)) for d in written]
         if redelivered:
             stored = await self._decisions.get_many(c.decision.decision_id for c in redelivered)
-            events += [persisted_event(d) for d in stored.values()]
+            events += [persisted_event(d, traces.get(d.decision_id)) for d in stored.values()]
         if events:
             await self._publisher.publish_all(events)
 

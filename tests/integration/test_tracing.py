@@ -15,6 +15,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from pymongo.asynchronous.database import AsyncDatabase
 
 from clients.operator import CorrectionClient
+from clients.recorder import DecisionRecorder
 from contracts.tracing import trace_headers, trace_id
 from deploy.embedded import ManagedServer
 from store.database import Document
@@ -80,3 +81,17 @@ async def test_one_trace_from_the_request_to_the_applied_event(
 
 async def _async(value: str) -> str:
     return value
+
+
+async def test_a_decision_and_its_persisted_event_share_a_trace(
+        spans: InMemorySpanExporter, workers: Workers, nats_server: ManagedServer,
+        nc: nats.NATS) -> None:
+    async with DecisionRecorder.connect(nats_server.url) as rec:
+        root = await rec.root("Trace me", context="a context window")
+        await rec.wait_persisted(root, timeout=20)
+    [span] = [s for s in spans.get_finished_spans() if s.name == "decision publish"
+              and s.attributes and s.attributes["ledger.decision_id"] == root.decision_id]
+    assert span.attributes is not None and span.attributes["ledger.plan_id"] == root.plan_id
+    [(_, body, headers)] = await events(nc, f"decisions.persisted.{root.plan_id}", 0.3)
+    assert body["decision_id"] == root.decision_id
+    assert trace_id(headers) == f"{span.context.trace_id:032x}"
