@@ -343,7 +343,7 @@ class DecisionRepository:
         inc = {"next_sequence": count, **({"epoch": 1} if bump_epoch else {})}
         before: Document | None = await self._plans.find_one_and_update(
             {"_id": plan_id},
-            {"$inc": inc, "$setOnInsert": {"created_at": now, "status": "active"}},
+            {"$inc": inc, "$setOnInsert": {"created_at": now, "status": PlanStatus.ACTIVE.value}},
             upsert=True, return_document=ReturnDocument.BEFORE,
             projection={"next_sequence": 1, "epoch": 1, "status": 1}, session=session,
         )
@@ -365,7 +365,7 @@ class DecisionRepository:
         await self._plans.bulk_write(
             [UpdateOne({"_id": plan_id},
                        {"$inc": {"next_sequence": count},
-                        "$setOnInsert": {"created_at": now, "status": "active"}},
+                        "$setOnInsert": {"created_at": now, "status": PlanStatus.ACTIVE.value}},
                        upsert=True) for plan_id, count in counts.items()],
             ordered=True, session=session)
         return {plan_id: before.get(plan_id) for plan_id in counts}
