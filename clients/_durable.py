@@ -9,6 +9,7 @@ poll that never gives up while the server is quiet. One implementation, here.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -74,6 +75,8 @@ class DurablePull:
         self.spec = spec
         self._sub: Any = None
         self._advisory: Any = None
+        self.closing = False
+        """Set by whoever stops the reader, before cancelling it."""
 
     async def open(self) -> None:
         """Create (or reuse) the durable consumer; from here on nothing published is missed."""
@@ -96,9 +99,13 @@ class DurablePull:
         self._sub = await self._js.pull_subscribe_bind(durable=spec.durable, stream=spec.stream)
 
     async def next(self, poll_timeout: float = 5.0) -> Msg:
-        """The next message; waits as long as it takes (each pull lasts `poll_timeout`)."""
+        """The next message; waits as long as it takes (each pull lasts `poll_timeout`),
+        or until `closing` is set (then CancelledError: a cancellation that an awaited
+        call swallowed, as asyncio.wait_for can before Python 3.12, still ends the wait)."""
         await self.open()
         while True:
+            if self.closing:
+                raise asyncio.CancelledError("the durable pull is closing")
             try:
                 msgs = await self._sub.fetch(1, timeout=poll_timeout)
             except (TimeoutError, nats.errors.TimeoutError):

@@ -20,7 +20,6 @@ instruction is kept from being redelivered elsewhere by in-progress acknowledgem
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
@@ -46,6 +45,9 @@ __all__ = ["ResumeCallback", "ResumeSubscription", "parse_instruction", "resume_
 log = logging.getLogger(__name__)
 
 ResumeCallback = Callable[[ResumeInstruction], Awaitable[None]]
+
+STOP_TIMEOUT = 10.0
+"""Seconds `stop` waits for the callback in hand to be cancelled, and for closing."""
 
 
 def parse_instruction(msg: Msg | bytes) -> ResumeInstruction:
@@ -105,11 +107,21 @@ class ResumeSubscription:
         """Stop after the callback in hand (if any) is cancelled; it is redelivered later.
         `delete` also removes the durable: do that when the plan is done for good."""
         if self._task is not None:
+            self._pull.closing = True
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            try:
+                # Bounded: a callback that ignores cancellation must not hang the caller.
+                await asyncio.wait_for(asyncio.shield(self._task), STOP_TIMEOUT)
+            except (asyncio.CancelledError, TimeoutError):
+                if not self._task.done():
+                    log.warning("resume subscription %s did not stop within %.0f s; left "
+                                "to finish on its own", self.durable, STOP_TIMEOUT)
+            except Exception as exc:  # the task's own failure: stopping anyway
+                log.warning("resume subscription %s ended with %s", self.durable,
+                            bounded(exc))
             self._task = None
-        await self._pull.close(delete=delete)
+        await asyncio.wait_for(self._pull.close(delete=delete), STOP_TIMEOUT)
+        self._pull.closing = False
 
     async def __aenter__(self) -> Self:
         return await self.start()
