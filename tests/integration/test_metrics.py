@@ -55,9 +55,13 @@ async def test_metrics_count_messages_batches_corrections_and_lag(
 
         async def counted() -> object:
             m = await asyncio.to_thread(scrape, port)
-            done = value(m, "ledger_corrections_ended_total", mode="revert",
-                         outcome="applied") == 1 and value(
-                m, "ledger_dead_letters", rule="not_json") == 1
+            # Counters move at once; the sampled gauges catch up within a sample.
+            done = (value(m, "ledger_corrections_ended_total", mode="revert",
+                          outcome="applied") == 1
+                    and value(m, "ledger_dead_letters", rule="not_json") == 1
+                    and value(m, "ledger_corrections_in_flight", status="pending") == 0
+                    and value(m, "ledger_consumer_pending", stream="DECISIONS",
+                              consumer="recorder") == 0)
             return m if done else None
         m = await until(counted, timeout=20)
         recorder = {"stream": "DECISIONS", "consumer": "recorder"}
