@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 from contracts.ids import new_id
 from deploy.embedded import ManagedServer, free_port, start_nats
@@ -43,3 +46,13 @@ def start_secured(data_dir: Path) -> Secured:
                    port)
 
 
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
+    """A nats-server with the four roles, for a whole test module."""
+    s = start_secured(tmp_path_factory.mktemp("secured-nats"))
+    try:
+        yield s
+    finally:
+        s.server.stop()

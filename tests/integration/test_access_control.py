@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,21 +31,14 @@ from contracts.ids import new_id
 from contracts.resume import ResumeInstruction
 from store.database import Document
 from tests.conftest import ROOT, Workers, worker_env
-from tests.integration.access_support import PLAN, Secured, password, start_secured
+from tests.integration.access_support import PLAN, Secured, password, secured, start_secured
 from tests.integration.cli_support import Agents, assert_one_line_error
 from workers.streams import ensure_streams
 
+__all__ = ["secured"]
+
 REFUSAL_WAIT = 2.0
 """Seconds to wait for the server's -ERR after a forbidden operation."""
-
-
-@pytest.fixture(scope="module")
-def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
-    s = start_secured(tmp_path_factory.mktemp("secured-nats"))
-    try:
-        yield s
-    finally:
-        s.server.stop()
 
 
 @dataclass

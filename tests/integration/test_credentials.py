@@ -26,22 +26,15 @@ from contracts.ids import new_id
 from deploy.embedded import ManagedServer, free_port, start_mongo, start_nats
 from store.database import Document
 from tests.conftest import ROOT, Workers, worker_env
-from tests.integration.access_support import Secured, password, start_secured
+from tests.integration.access_support import Secured, password, secured
 from workers.streams import ensure_streams
+
+__all__ = ["secured"]
 
 pytestmark = pytest.mark.e2e
 
 WINDOW = "system: you are a coding agent\nuser: add rate limiting"
 MONGO_PASSWORD = "mongo-pw-" + new_id()[-8:]
-
-
-@pytest.fixture(scope="module")
-def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
-    s = start_secured(tmp_path_factory.mktemp("secured-nats"))
-    try:
-        yield s
-    finally:
-        s.server.stop()
 
 
 @pytest.fixture(scope="module")
