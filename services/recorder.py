@@ -148,6 +148,11 @@ class ReadBatch:
     letters: dict[int, DeadLetter] = field(default_factory=dict)
     resume: dict[int, Resume] = field(default_factory=dict)
     """By stream sequence: where the agent of a decision refused as stale goes on."""
+    by_seq: dict[int, Inbound] = field(init=False)
+    """The batch's messages by stream sequence."""
+
+    def __post_init__(self) -> None:
+        self.by_seq = {m.stream_sequence: m for m in self.batch}
 
     def reject(self, msg: Inbound, plan_id: str | None, decision_id: str | None,
                violations: Sequence[RuleViolation]) -> None:
@@ -214,7 +219,7 @@ class RecorderService:
         """Decide against the store and write, in one transaction: once this returns, a
         later batch may read the store (`announce` does not change what it reads)."""
         now, candidates = read.now, read.candidates
-        by_seq = {m.stream_sequence: m for m in read.batch}
+        by_seq = read.by_seq
         reject = read.reject
         out = Committed(read)
 
@@ -270,7 +275,7 @@ class RecorderService:
         """Publish the persisted events, keep and report the rejected messages; then
         every message's disposition (ack only now: after its events are out)."""
         read, verdicts = stored.read, stored.verdicts
-        by_seq = {m.stream_sequence: m for m in read.batch}
+        by_seq = read.by_seq
         traces = {c.decision.decision_id: trace for c in read.candidates
                   if (trace := trace_headers(by_seq[c.stream_sequence].headers))}
         await self._publish_persisted(stored.written, stored.redelivered, traces)
