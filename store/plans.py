@@ -124,28 +124,22 @@ class PlanRepository:
         Bumps each plan's epoch: a recorder batch that read the plan before this commits
         conflicts with it or plans again (store.decisions.facts_for)."""
         # Only from a state the plan lifecycle allows it from (contracts.plans): a plan
-        # already rolled back keeps who did it and when.
-        sources = [st.value for st in PLAN_LIFECYCLE.sources(PlanStatus.ROLLED_BACK)]
+        # already rolled back keeps who did it and when. A document without a status (a
+        # plan known only by its counter) is active: `None` in `$in` matches it.
+        sources = [*(st.value for st in PLAN_LIFECYCLE.sources(PlanStatus.ROLLED_BACK)), None]
         for plan_id in plan_ids:
             done = await self._coll.update_one(
                 {"_id": plan_id, "status": {"$in": sources}},
                 {"$set": {"status": PlanStatus.ROLLED_BACK.value,
                           "rolled_back_by": correction_id, "rolled_back_at": now},
                  "$inc": {"epoch": 1}}, session=session)
-            if done.matched_count:
+            if done.matched_count or await self._coll.find_one(
+                    {"_id": plan_id}, {"_id": 1}, session=session):
                 continue
-            # No document, or one without a status (a plan known only by its counter,
-            # which is active), or one rolled back already.
-            await self._coll.update_one(
-                {"_id": plan_id, "status": {"$exists": False}},
-                {"$set": {"status": PlanStatus.ROLLED_BACK.value,
-                          "rolled_back_by": correction_id, "rolled_back_at": now},
-                 "$inc": {"epoch": 1}}, session=session)
-            if not await self._coll.find_one({"_id": plan_id}, {"_id": 1}, session=session):
-                await self._coll.insert_one(
-                    {"_id": plan_id, "status": PlanStatus.ROLLED_BACK.value,
-                     "rolled_back_by": correction_id, "rolled_back_at": now, "epoch": 1,
-                     "created_at": now, "next_sequence": 0}, session=session)
+            await self._coll.insert_one(
+                {"_id": plan_id, "status": PlanStatus.ROLLED_BACK.value,
+                 "rolled_back_by": correction_id, "rolled_back_at": now, "epoch": 1,
+                 "created_at": now, "next_sequence": 0}, session=session)
 
     async def delete(self, plan_id: str) -> None:
         """Delete a plan with its decisions, corrections, attempts and pending events.

@@ -53,11 +53,12 @@ async def ledger_status(db: AsyncDatabase[Document], now: datetime) -> LedgerSta
                await db[DEAD_LETTERS].aggregate([
                    {"$project": {"first": {"$arrayElemAt": ["$errors", 0]}}},
                    {"$group": {"_id": "$first.rule", "n": {"$sum": 1}}}])}
-    in_flight = {str(d["_id"]): int(d["n"]) async for d in await db[CORRECTIONS].aggregate([
+    groups = [d async for d in await db[CORRECTIONS].aggregate([
         {"$match": {"status": {"$in": IN_FLIGHT}}},
-        {"$group": {"_id": "$status", "n": {"$sum": 1}}}])}
-    oldest = await db[CORRECTIONS].find_one(
-        {"status": {"$in": IN_FLIGHT}}, {"requested_at": 1}, sort=[("requested_at", 1)])
+        {"$group": {"_id": "$status", "n": {"$sum": 1},
+                    "oldest": {"$min": "$requested_at"}}}])]
+    in_flight = {str(d["_id"]): int(d["n"]) for d in groups}
+    oldest = min((d["oldest"] for d in groups if d.get("oldest")), default=None)
     violations = {str(d["_id"]): int(d["n"]) async for d in
                   await db[INVARIANT_VIOLATIONS].aggregate([
                       {"$match": {"resolved_at": None}},
@@ -70,5 +71,5 @@ async def ledger_status(db: AsyncDatabase[Document], now: datetime) -> LedgerSta
     return LedgerStatus(
         dead_letters=sum(by_rule.values()), dead_letters_by_rule=by_rule,
         corrections_in_flight=in_flight,
-        oldest_in_flight_at=oldest.get("requested_at") if oldest else None,
+        oldest_in_flight_at=oldest,
         violations_open=violations, workers=workers)
