@@ -10,7 +10,7 @@ publishing. `retry --wait` then follows the new round like `plan correct --wait`
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -23,7 +23,7 @@ from contracts import correction_subjects as subjects
 from contracts.corrections import CorrectionStatus
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Collection
 
     from nats.aio.msg import Msg
 
@@ -164,25 +164,18 @@ def cancel(
     correction_id = parse_id(correction_id, "correction")
 
     async def body(ctx: Ctx) -> None:
-        from cli.correct import requester  # noqa: PLC0415
         from contracts.correction_events import CancelRefused  # noqa: PLC0415
-        from contracts.corrections import CANCELLABLE, CorrectionStatus  # noqa: PLC0415
+        from contracts.corrections import CANCELLABLE  # noqa: PLC0415
 
-        c = await _get(ctx, correction_id)
-        if c.status not in CANCELLABLE:  # the ledger would refuse it: say so at once
-            fail("cancel refused: " +
-                 CancelRefused.for_status(correction_id, c.plan_id, c.status).reason)
-        ops = await ctx.operator(requester())
-        outcome = await _send_and_wait(
-            ops, c, timeout, done=CorrectionStatus.CANCELLED, verb="cancel",
-            send=lambda: ops.cancel(c.correction_id, c.plan_id, reason))
+        _, _, outcome = await _command(
+            ctx, correction_id, verb="cancel", allowed=CANCELLABLE,
+            refused=CancelRefused.for_status, done=CorrectionStatus.CANCELLED,
+            timeout=timeout, as_json=as_json,
+            send=lambda ops, c: ops.cancel(c.correction_id, c.plan_id, reason))
         if as_json:
             emit_json(outcome)
-        if outcome["status"] == CorrectionStatus.CANCELLED:
-            if not as_json:
-                console.print(f"correction {correction_id} cancelled")
-            return
-        fail(str(outcome["message"]))
+        else:
+            console.print(f"correction {correction_id} cancelled")
 
     run(body)
 
@@ -202,25 +195,18 @@ def fail_(
         fail("--reason must hold 1 to 1,000 characters, not all blank", USAGE_ERROR)
 
     async def body(ctx: Ctx) -> None:
-        from cli.correct import requester  # noqa: PLC0415
         from contracts.correction_events import FailRefused  # noqa: PLC0415
-        from contracts.corrections import OPERATOR_FAILABLE, CorrectionStatus  # noqa: PLC0415
+        from contracts.corrections import OPERATOR_FAILABLE  # noqa: PLC0415
 
-        c = await _get(ctx, correction_id)
-        if c.status not in OPERATOR_FAILABLE:
-            fail("fail refused: " +
-                 FailRefused.for_status(correction_id, c.plan_id, c.status).reason)
-        ops = await ctx.operator(requester())
-        outcome = await _send_and_wait(
-            ops, c, timeout, done=CorrectionStatus.FAILED, verb="fail",
-            send=lambda: ops.fail(c.correction_id, c.plan_id, reason))
+        _, _, outcome = await _command(
+            ctx, correction_id, verb="fail", allowed=OPERATOR_FAILABLE,
+            refused=FailRefused.for_status, done=CorrectionStatus.FAILED,
+            timeout=timeout, as_json=as_json,
+            send=lambda ops, c: ops.fail(c.correction_id, c.plan_id, reason))
         if as_json:
             emit_json(outcome)
-        if outcome["status"] == CorrectionStatus.FAILED:
-            if not as_json:
-                console.print(f"correction {correction_id} failed: {escape(reason)}")
-            return
-        fail(str(outcome["message"]))
+        else:
+            console.print(f"correction {correction_id} failed: {escape(reason)}")
 
     run(body)
 
@@ -244,22 +230,14 @@ def retry(
         fail("--reason must hold at most 1,000 characters", USAGE_ERROR)
 
     async def body(ctx: Ctx) -> int:
-        from cli.correct import follow_outcome, requester  # noqa: PLC0415
+        from cli.correct import follow_outcome  # noqa: PLC0415
         from contracts.correction_events import RetryRefused  # noqa: PLC0415
-        from contracts.corrections import CorrectionStatus  # noqa: PLC0415
 
-        c = await _get(ctx, correction_id)
-        if c.status is not CorrectionStatus.FAILED:
-            fail("retry refused: " +
-                 RetryRefused.for_status(correction_id, c.plan_id, c.status).reason)
-        ops = await ctx.operator(requester())
-        outcome = await _send_and_wait(
-            ops, c, min(timeout, 10.0), done=CorrectionStatus.PENDING, verb="retry",
-            send=lambda: ops.retry(c.correction_id, c.plan_id, reason))
-        if outcome["status"] != CorrectionStatus.PENDING:
-            if as_json:
-                emit_json(outcome)
-            fail(str(outcome["message"]))
+        ops, c, outcome = await _command(
+            ctx, correction_id, verb="retry", allowed={CorrectionStatus.FAILED},
+            refused=RetryRefused.for_status, done=CorrectionStatus.PENDING,
+            timeout=min(timeout, 10.0), as_json=as_json,
+            send=lambda ops, c: ops.retry(c.correction_id, c.plan_id, reason))
         if not wait:
             if as_json:
                 emit_json(outcome)
@@ -275,6 +253,31 @@ def retry(
     code = run(body)
     if code:
         raise typer.Exit(code)
+
+
+async def _command(ctx: Ctx, correction_id: str, *, verb: str,
+                   allowed: Collection[CorrectionStatus],
+                   refused: Callable[[str, str, CorrectionStatus], Any],
+                   done: CorrectionStatus, timeout: float, as_json: bool,
+                   send: Callable[[CorrectionClient, Correction], Awaitable[object]],
+                   ) -> tuple[CorrectionClient, Correction, dict[str, object]]:
+    """What cancel, fail and retry share: refuse at once, from what MongoDB says, a
+    command the ledger would refuse (`refused(...).reason` says why); send it through
+    the operator client; wait for `done` or the ledger's refusal. Returns only when the
+    command was done; otherwise prints why (and the outcome, with --json) and exits 1."""
+    from cli.correct import requester  # noqa: PLC0415
+
+    c = await _get(ctx, correction_id)
+    if c.status not in allowed:  # the ledger would refuse it: say so at once
+        fail(f"{verb} refused: " + refused(correction_id, c.plan_id, c.status).reason)
+    ops = await ctx.operator(requester())
+    outcome = await _send_and_wait(ops, c, timeout, done=done, verb=verb,
+                                   send=lambda: send(ops, c))
+    if outcome["status"] != done:
+        if as_json:
+            emit_json(outcome)
+        fail(str(outcome["message"]))
+    return ops, c, outcome
 
 
 REFUSED_SUBJECT: dict[str, Callable[[str], str]] = {
