@@ -183,3 +183,41 @@ async def test_an_instruction_published_while_the_runtime_was_down_arrives_once(
     assert len(stored) == 1
     body = stored[0][1]
     assert body["guidance_defaulted"] is True and body["guidance"].startswith("Revert of")
+
+
+HOSTILE = [
+    b"\xff\xfe not json",
+    b"[" * 5000 + b"]" * 5000,
+    b'{"correction_id": "' + b"x" * 200_000 + b'"}',
+    b'{"correction_id": "01JD7X4Q9R8N2V5K3M6P1T0W7Y", "applied_at": "9999-12-31T23:59:59-23:59"}',
+    b"[" + b"1," * 50_000 + b"1]",
+    b"{}",
+]
+
+
+async def test_garbage_on_the_resume_subject_never_holds_back_an_instruction(
+        workers: Workers, nats_server: ManagedServer, nc: nats.NATS) -> None:
+    got: list[str] = []
+
+    async def resume(instruction: ResumeInstruction) -> None:
+        got.append(instruction.correction_id)
+
+    async with DecisionRecorder.connect(nats_server.url) as rec:
+        root, strategy, *_ = await record_plan(rec)
+        plan = root.plan_id
+        js = nc.jetstream()
+        for body in HOSTILE:  # a buggy or hostile publisher, before the real instruction
+            await js.publish(f"corrections.resume.{plan}", body)
+        async with await rec.on_resume(resume, plan_id=plan) as sub:
+            outcome = await apply(nats_server.url, plan, strategy.decision_id, "revert",
+                                  "use redis")
+            for body in HOSTILE:  # and after it
+                await js.publish(f"corrections.resume.{plan}", body)
+            await until(handled(sub, 1))
+            durable = sub.durable
+
+            async def drained() -> bool:
+                info = await js.consumer_info("CORRECTIONS", durable)
+                return info.num_pending == 0 and info.num_ack_pending == 0
+            await until(drained)
+        assert got == [outcome.correction_id]
