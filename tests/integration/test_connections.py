@@ -8,6 +8,7 @@ import asyncio
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -31,6 +32,16 @@ from tests.integration.wire import events, publish_all, wait_for_count
 PASSWORD = "hunter2-s3cret"
 
 
+@pytest.fixture
+def refused_port() -> Iterator[int]:
+    """A port nothing can listen on while the test runs: bound here, never listened on,
+    so a connection is refused at once. (A port merely found free can be taken by a
+    server another test starts meanwhile, and a connection then hangs instead.)"""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield int(s.getsockname()[1])
+
+
 def _run_workers(args: list[str], env: dict[str, str]) -> tuple[int, str, str, float]:
     started = time.monotonic()
     proc = subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True,
@@ -45,8 +56,8 @@ def _error_lines(stderr: str) -> list[str]:
 @pytest.mark.e2e
 @pytest.mark.parametrize("entry", [["-m", "workers"], ["-m", "cli.main", "workers"]])
 def test_unreachable_nats_exits_fast_with_one_line_naming_nats_url(
-        mongo_uri: str, db_name: str, entry: list[str]) -> None:
-    port = free_port()
+        mongo_uri: str, db_name: str, entry: list[str], refused_port: int) -> None:
+    port = refused_port
     env = worker_env(f"nats://agent:{PASSWORD}@127.0.0.1:{port}", mongo_uri, db_name,
                      CONNECT_TIMEOUT_SECONDS="3")
     code, out, err, took = _run_workers(entry, env)
@@ -62,8 +73,8 @@ def test_unreachable_nats_exits_fast_with_one_line_naming_nats_url(
 @pytest.mark.e2e
 @pytest.mark.parametrize("entry", [["-m", "workers"], ["-m", "cli.main", "workers"]])
 def test_unreachable_mongodb_exits_fast_with_one_line_naming_mongodb_uri(
-        nats_server: ManagedServer, entry: list[str]) -> None:
-    port = free_port()
+        nats_server: ManagedServer, entry: list[str], refused_port: int) -> None:
+    port = refused_port
     uri = f"mongodb://ledger:{PASSWORD}@127.0.0.1:{port}/?directConnection=true"
     env = worker_env(nats_server.url, uri, "unused", CONNECT_TIMEOUT_SECONDS="3")
     code, out, err, took = _run_workers(entry, env)
@@ -322,10 +333,10 @@ async def test_a_mongodb_outage_ends_with_every_valid_message_recorded_once(
 
 @pytest.mark.e2e
 async def test_clients_connect_within_their_timeout_or_say_why(
-        nats_server: ManagedServer) -> None:
+        nats_server: ManagedServer, refused_port: int) -> None:
     from clients import CorrectionClient, DecisionRecorder, NatsUnreachable  # noqa: PLC0415
 
-    url = f"nats://agent:{PASSWORD}@127.0.0.1:{free_port()}"
+    url = f"nats://agent:{PASSWORD}@127.0.0.1:{refused_port}"
     started = time.monotonic()
     with pytest.raises(NatsUnreachable) as caught:
         await DecisionRecorder.connect(url, connect_timeout=1.5)
