@@ -130,27 +130,13 @@ def build_app(settings: Settings | None = None, *, for_docs: bool = False) -> Fa
 
     @app.on_startup
     async def start() -> None:
-        if settings.health_addr is not None:
-            runtime.health = await start_health(settings.health_addr,
-                                                readiness(runtime, link), runtime.metrics)
-        mongo = connect(settings.mongodb_uri)
-        runtime.mongo = mongo
-        await ping_mongo(mongo, settings.mongodb_uri, settings.connect_timeout_seconds)
-        await require_replica_set(mongo, settings.mongodb_uri,
-                                  allow_standalone=settings.allow_standalone_mongodb)
-        db = mongo[settings.mongodb_db]
-        await ensure_indexes(db)
-        await connect_nats(broker.connect, link, settings.connect_timeout_seconds)
-        await prepare_streams(broker, settings)
-        runtime.mongo_watch = MongoWatch(mongo, settings.mongodb_uri,
-                                         settings.mongo_ping_interval_seconds,
-                                         settings.connect_timeout_seconds)
-        runtime.mongo_watch.start()
-        open_services(runtime, settings, broker, db)
-        assert runtime.registry is not None
-        await runtime.registry.heartbeat(utc_now())
-        log.info("workers connected to %s and %s/%s", redact(settings.nats_url),
-                 redact(settings.mongodb_uri), settings.mongodb_db)
+        try:
+            await open_runtime(runtime, settings, broker, link)
+        except BaseException:
+            # A start that fails never reaches the shutdown hooks: close what it opened,
+            # or the MongoDB client's background tasks hold the process's exit.
+            await close_runtime(runtime)
+            raise
 
     @app.after_startup
     async def after_startup() -> None:
@@ -170,15 +156,50 @@ def build_app(settings: Settings | None = None, *, for_docs: bool = False) -> Fa
 
     @app.after_shutdown
     async def close_clients() -> None:
-        if runtime.mongo_watch is not None:
-            await runtime.mongo_watch.stop()
-        if runtime.health is not None:
-            await runtime.health.stop()
-        if runtime.mongo is not None:
-            on_new_session(runtime.mongo, None)
-            await runtime.mongo.close()
+        await close_runtime(runtime)
 
     return app
+
+
+async def open_runtime(runtime: Runtime, settings: Settings, broker: NatsBroker,
+                       link: NatsLink) -> None:
+    """Health endpoint, MongoDB (durable options, replica set checked, indexes), NATS,
+    streams, the services: everything the consumers need, in that order."""
+    if settings.health_addr is not None:
+        runtime.health = await start_health(settings.health_addr,
+                                            readiness(runtime, link), runtime.metrics)
+    mongo = connect(settings.mongodb_uri)
+    runtime.mongo = mongo
+    await ping_mongo(mongo, settings.mongodb_uri, settings.connect_timeout_seconds)
+    await require_replica_set(mongo, settings.mongodb_uri,
+                              allow_standalone=settings.allow_standalone_mongodb)
+    db = mongo[settings.mongodb_db]
+    await ensure_indexes(db)
+    await connect_nats(broker.connect, link, settings.connect_timeout_seconds)
+    await prepare_streams(broker, settings)
+    runtime.mongo_watch = MongoWatch(mongo, settings.mongodb_uri,
+                                     settings.mongo_ping_interval_seconds,
+                                     settings.connect_timeout_seconds)
+    runtime.mongo_watch.start()
+    open_services(runtime, settings, broker, db)
+    assert runtime.registry is not None
+    await runtime.registry.heartbeat(utc_now())
+    log.info("workers connected to %s and %s/%s", redact(settings.nats_url),
+             redact(settings.mongodb_uri), settings.mongodb_db)
+
+
+async def close_runtime(runtime: Runtime) -> None:
+    """Close what `open_runtime` opened (whatever part of it did open), once."""
+    if runtime.mongo_watch is not None:
+        await runtime.mongo_watch.stop()
+        runtime.mongo_watch = None
+    if runtime.health is not None:
+        await runtime.health.stop()
+        runtime.health = None
+    if runtime.mongo is not None:
+        on_new_session(runtime.mongo, None)
+        await runtime.mongo.close()
+        runtime.mongo = None
 
 
 
