@@ -19,13 +19,10 @@ from cli import history
 from cli.context import Ctx, parse_id, run
 from cli.errors import USAGE_ERROR, fail
 from cli.render import JsonFlag, clip, console, dump, emit_json, short, status_text, when
-from contracts import correction_subjects as subjects
 from contracts.corrections import CorrectionStatus
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Collection
-
-    from nats.aio.msg import Msg
 
     from clients.operator import CorrectionClient
     from contracts.corrections import Correction
@@ -280,51 +277,13 @@ async def _command(ctx: Ctx, correction_id: str, *, verb: str,
     return ops, c, outcome
 
 
-REFUSED_SUBJECT: dict[str, Callable[[str], str]] = {
-    "cancel": subjects.cancel_refused, "fail": subjects.fail_refused,
-    "retry": subjects.retry_refused}
-"""Where the ledger says no to each command."""
-
-
 async def _send_and_wait(ops: CorrectionClient, c: Correction, timeout: float, *,
                          send: Callable[[], Awaitable[object]], done: CorrectionStatus,
                          verb: str) -> dict[str, object]:
-    """Send the command through the operator client, then wait for the event saying it
-    was done (`done` on the correction's events) or refused (`corrections.<verb>_refused`)."""
-    import asyncio  # noqa: PLC0415
-    import json  # noqa: PLC0415
+    from clients.operator import command_answer  # noqa: PLC0415
 
-    nc = ops.connection
-    answer: asyncio.Future[dict[str, object]] = asyncio.get_running_loop().create_future()
-    done_subject = subjects.event(c.plan_id, done)
-    refused_subject = REFUSED_SUBJECT[verb](c.plan_id)
-
-    async def on_msg(msg: Msg) -> None:
-        data = json.loads(msg.data)
-        if data.get("correction_id") != c.correction_id or answer.done():
-            return
-        if msg.subject == refused_subject:
-            answer.set_result({"correction_id": c.correction_id, "status": "refused",
-                               "message": f"{verb} refused: {data.get('reason')}"})
-        else:
-            answer.set_result({"correction_id": c.correction_id, "status": done.value,
-                               "message": data.get("reason")})
-
-    # Core subscriptions, opened before the command is sent: both subjects are also
-    # captured by the CORRECTIONS stream, but a live answer is all this command needs.
-    subs = [await nc.subscribe(done_subject, cb=on_msg),
-            await nc.subscribe(refused_subject, cb=on_msg)]
-    try:
-        await send()
-        try:
-            return await asyncio.wait_for(answer, timeout)
-        except TimeoutError:
-            return {"correction_id": c.correction_id, "status": None,
-                    "message": f"{verb} published, but the ledger did not answer within "
-                               f"{timeout:g}s (agents correction show {c.correction_id})"}
-    finally:
-        for s in subs:
-            await s.unsubscribe()
+    return await command_answer(ops, c.correction_id, c.plan_id, verb=verb, done=done,
+                                send=send, timeout=timeout)
 
 
 app.command("diff")(history.diff)

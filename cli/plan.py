@@ -27,21 +27,15 @@ app.command("correct")(correct.correct)
 
 
 async def _plan_records(ctx: Ctx, plan_ids: list[str]) -> dict[str, PlanRecord]:
-    from store.plans import PlanRepository  # noqa: PLC0415
+    from services.read_model import plan_records  # noqa: PLC0415
 
-    repo = PlanRepository(ctx.db)
-    out = {}
-    for plan_id in dict.fromkeys(plan_ids):
-        record = await repo.get(plan_id)
-        if record is not None:
-            out[plan_id] = record
-    return out
+    return await plan_records(ctx.db, plan_ids)
 
 
 async def _corrections(ctx: Ctx, plan_id: str) -> list[Correction]:
-    from store.corrections import CorrectionRepository  # noqa: PLC0415
+    from services.read_model import plan_corrections  # noqa: PLC0415
 
-    return await CorrectionRepository(ctx.db).find(plan_id, limit=10_000)
+    return await plan_corrections(ctx.db, plan_id)
 
 
 def _markers(d: Decision, plans: dict[str, PlanRecord],
@@ -188,26 +182,13 @@ def explain(
     decision_id = parse_id(decision_id, "decision")
 
     async def body(ctx: Ctx) -> None:
-        from store.decisions import DecisionRepository  # noqa: PLC0415
+        from services.read_model import explain as read  # noqa: PLC0415
 
-        repo = DecisionRepository(ctx.db)
-        d = await repo.get(decision_id)
-        if d is None:
+        found = await read(ctx.db, decision_id)
+        if found is None:
             fail(f"no decision {decision_id} is recorded")
-        path: list[Decision] = []
-        parent = d.parent_decision_id
-        while parent is not None and len(path) < 10_000:
-            p = await repo.get(parent)
-            if p is None:
-                break
-            path.append(p)
-            parent = p.parent_decision_id
-        path.reverse()
-        children = await repo.children(decision_id, current_only=False)
-        dependents = await repo.get_many(d.downstream_decision_ids)
-        plans = await _plan_records(ctx, d.downstream_plan_ids)
-        touching = [c for c in await _corrections(ctx, d.plan_id)
-                    if decision_id in (c.decision_id, c.new_decision_id)]
+        d, path, children = found.decision, found.path, found.children
+        dependents, plans, touching = found.dependents, found.child_plans, found.corrections
         hidden = set()
         if not show_context:
             hidden.add("context_snapshot")
@@ -218,7 +199,7 @@ def explain(
                 "decision": dump(d, exclude=hidden),
                 "path": [_brief(p) for p in path],
                 "children": [_brief(c) for c in children],
-                "downstream_decisions": [_brief(x) for x in dependents.values()],
+                "downstream_decisions": [_brief(x) for x in dependents],
                 "child_plans": [
                     {"plan_id": p, **({"status": plans[p].status.value} if p in plans else {})}
                     for p in d.downstream_plan_ids],
@@ -226,7 +207,7 @@ def explain(
             })
             return
         _print_explain(d, path)
-        _print_downstream(d, children, list(dependents.values()), plans)
+        _print_downstream(d, children, dependents, plans)
         _print_corrections(d, touching)
         if show_context:
             _print_context(d)
