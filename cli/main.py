@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import typer
 
-from cli import corrections, dead_letters, invariants, plan, run, status
+from cli import console, corrections, dead_letters, invariants, plan, run, status
 
 app = typer.Typer(
     name="agents",
@@ -22,6 +22,7 @@ app = typer.Typer(
 
 run.register(app)
 app.command("status")(status.status)
+app.command("console")(console.console)
 app.add_typer(plan.app, name="plan")
 app.add_typer(corrections.app, name="correction")
 app.add_typer(invariants.app, name="invariant")

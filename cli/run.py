@@ -125,7 +125,7 @@ def _stop_servers(servers: list[ManagedServer]) -> None:
 
 
 def _banner(settings: Settings, data_dir: Path, servers: list[ManagedServer],
-            exports: dict[str, str]) -> Panel:
+            exports: dict[str, str], console_url: str | None = None) -> Panel:
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold")
     table.add_column()
@@ -141,6 +141,8 @@ def _banner(settings: Settings, data_dir: Path, servers: list[ManagedServer],
     if settings.health_addr:
         table.add_row("health", escape(f"http://{settings.health_addr}/readyz") +
                       "  [dim](and /healthz)[/]")
+    if console_url:
+        table.add_row("console", escape(console_url) + "  [dim](agents console)[/]")
     table.add_row("archive", escape(str(settings.resolved_archive_root())))
     if servers:
         table.add_row("data dir", escape(str(data_dir)))
@@ -247,6 +249,7 @@ def _start_servers(servers: list[ManagedServer], data_dir: Path, host: str,
 
 
 def up(
+    *,
     data_dir: Annotated[Path, typer.Option(
         help="Where the started servers keep their data and logs; survives restarts.",
     )] = Path(".agents-data"),
@@ -260,6 +263,11 @@ def up(
     health_port: Annotated[int, typer.Option(
         min=0, max=65535, help="Port of the workers' /healthz and /readyz (HEALTH_ADDR wins).",
     )] = 8081,
+    console_port: Annotated[int | None, typer.Option(
+        min=0, max=65535, help="Port of the operator console (CONSOLE_PORT; default 8090); "
+        "it listens on CONSOLE_HOST, 127.0.0.1 unless set.")] = None,
+    no_console: Annotated[bool, typer.Option(
+        "--no-console", help="Do not start the operator console.")] = False,
 ) -> None:
     """Start the servers NATS_URL / MONGODB_URI do not point at, then run all workers."""
     logging.basicConfig(level=logging.INFO, format="%(message)s", force=True,
@@ -276,6 +284,16 @@ def up(
             fail(f"bad value in the environment: {exc}", USAGE_ERROR)
 
     health_addr = base.health_addr or f"{host}:{health_port}"
+    from cli.console import Background, config_from  # noqa: PLC0415
+
+    console_config = None if no_console else config_from(None, console_port)
+    if console_config is not None:
+        try:
+            ensure_port_free(console_config.host, console_config.port, "the console",
+                             "--console-port")
+        except EmbeddedServerError as exc:
+            fail(str(exc), USAGE_ERROR)
+    background: Background | None = None
     _preflight(host, nats_port if need_nats else None, mongo_port if need_mongo else None,
                data_dir, None if base.health_addr else health_port)
 
@@ -297,7 +315,13 @@ def up(
             exports = {"NATS_URL": started["nats"]} if "nats" in started else {}
             if "mongo" in started:
                 exports["MONGODB_URI"] = started["mongo"]
-            console.print(_banner(settings, data_dir, servers, exports))
+            if console_config is not None:
+                from cli.correct import requester  # noqa: PLC0415
+
+                background = Background(console_config, settings, requester())
+                background.start()
+            console.print(_banner(settings, data_dir, servers, exports,
+                                  console_config.url if console_config else None))
             if exports:
                 # Outside the panel and never wrapped, so it copies as one shell line.
                 console.print(_export_line(exports), soft_wrap=True, highlight=False,
@@ -307,6 +331,8 @@ def up(
         # A signal before the worker app installed its handlers: still a clean stop.
         log.info("interrupted during startup")
     finally:
+        if background is not None:
+            background.stop()
         _stop_servers(servers)
     log.info("stopped")
 

@@ -66,6 +66,14 @@ def _ready(port: int) -> bool:
         return False
 
 
+def _console(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://{HOST}:{port}/api/plans", timeout=2) as r:
+            return bool(r.status == 200)
+    except OSError:
+        return False
+
+
 @contextlib.contextmanager
 def _listening(port: int) -> Iterator[socket.socket]:
     with socket.socket() as sock:
@@ -77,17 +85,19 @@ def _listening(port: int) -> Iterator[socket.socket]:
 @pytest.mark.e2e
 def test_up_starts_servers_and_workers_and_stops_everything_on_ctrl_c(tmp_path: Path) -> None:
     nats_port, mongo_port, health_port = free_port(), free_port(), free_port()
+    console_port = free_port()
     data_dir = tmp_path / "data"
     output = tmp_path / "agents-up.log"
     proc = _agents("up", "--data-dir", str(data_dir), "--nats-port", str(nats_port),
                    "--mongo-port", str(mongo_port), "--health-port", str(health_port),
-                   output=output)
+                   "--console-port", str(console_port), output=output)
     try:
         _wait_until(lambda: _answers(nats_port) and _answers(mongo_port), 20,
                     "both servers listening", output)
         _wait_until(lambda: READY_MARK in output.read_text(errors="replace"), 20,
                     "workers running", output)
         _wait_until(lambda: _ready(health_port), 10, "/readyz answering 200", output)
+        _wait_until(lambda: _console(console_port), 10, "the console answering", output)
 
         proc.send_signal(signal.SIGINT)
         code = proc.wait(timeout=20)
@@ -101,6 +111,8 @@ def test_up_starts_servers_and_workers_and_stops_everything_on_ctrl_c(tmp_path: 
     assert "Traceback" not in text
     assert f"export NATS_URL=nats://{HOST}:{nats_port} MONGODB_URI=" in text
     assert f"http://{HOST}:{health_port}/readyz" in text
+    assert f"http://{HOST}:{console_port}/" in text
+    assert not _answers(console_port), "the console still listening after agents up exited"
     # The banner says what this development run does not make durable.
     assert "not durable" in text and "sync_interval" in text
     assert not _answers(nats_port), "nats-server still listening after agents up exited"
@@ -112,11 +124,12 @@ def test_up_starts_servers_and_workers_and_stops_everything_on_ctrl_c(tmp_path: 
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("flag", ["--nats-port", "--mongo-port", "--health-port"])
+@pytest.mark.parametrize("flag", ["--nats-port", "--mongo-port", "--health-port",
+                                  "--console-port"])
 def test_up_with_a_taken_port_says_which_flag_to_change(tmp_path: Path, flag: str) -> None:
     taken = free_port()
     ports = {"--nats-port": free_port(), "--mongo-port": free_port(),
-             "--health-port": free_port(), flag: taken}
+             "--health-port": free_port(), "--console-port": free_port(), flag: taken}
     other = ports["--nats-port" if flag != "--nats-port" else "--mongo-port"]
     output = tmp_path / "agents-up.log"
     with _listening(taken):

@@ -1,0 +1,104 @@
+"""`agents console`: the operator console in the browser (docs/console.md).
+
+It reads MongoDB and listens on NATS with the same NATS_URL / MONGODB_URI / MONGODB_DB
+as the other commands, and writes only through the operator client (corrections) and
+the invariant service (resolve), as `agents` does. Bound to 127.0.0.1 unless told
+otherwise; any other address needs CONSOLE_TOKEN.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from cli.errors import USAGE_ERROR, fail
+
+if TYPE_CHECKING:
+    from console.api import Deps
+    from console.config import ConsoleConfig
+    from workers.settings import Settings
+
+
+def config_from(host: str | None, port: int | None) -> ConsoleConfig:
+    from console.config import ConsoleConfig, ConsoleConfigError  # noqa: PLC0415
+
+    try:
+        return ConsoleConfig.from_env(host, port)
+    except ConsoleConfigError as exc:
+        fail(f"console not started: {exc}", USAGE_ERROR)
+
+
+def connector(settings: Settings, operator_name: str
+              ) -> Callable[[], AbstractAsyncContextManager[Deps]]:
+    from console.wiring import open_deps  # noqa: PLC0415
+    from workers.publisher import JetStreamPublisher  # noqa: PLC0415
+
+    def publisher(nc: Any) -> JetStreamPublisher:
+        return JetStreamPublisher(nc, ack_timeout=5.0)
+
+    return lambda: open_deps(
+        nats_url=settings.nats_url, nats_options=settings.nats_credentials.options(),
+        mongodb_uri=settings.mongodb_uri, mongodb_db=settings.mongodb_db,
+        publisher=publisher, operator_name=operator_name)
+
+
+def console(
+    host: Annotated[str | None, typer.Option(
+        help="Address to listen on (CONSOLE_HOST; default 127.0.0.1). Any address beyond "
+        "this machine needs CONSOLE_TOKEN.")] = None,
+    port: Annotated[int | None, typer.Option(
+        min=0, max=65535, help="Port (CONSOLE_PORT; default 8090).")] = None,
+) -> None:
+    """Serve the operator console: plans, live trees, corrections, dead letters, invariants."""
+    from cli.correct import requester  # noqa: PLC0415
+    from cli.run import _settings_from_env  # noqa: PLC0415
+    from console.app import run_console  # noqa: PLC0415
+
+    config = config_from(host, port)
+    settings = _settings_from_env()
+    typer.echo(f"console on {config.url}" + ("  (token required)" if config.token else ""))
+    try:
+        asyncio.run(run_console(config, connector(settings, requester())))
+    except KeyboardInterrupt:
+        pass
+    except OSError as exc:
+        fail(f"console stopped: {exc}")
+
+
+class Background:
+    """The console beside the workers in `agents up`: its own thread and event loop, so
+    neither the workers' signal handling nor their loop is shared."""
+
+    def __init__(self, config: ConsoleConfig, settings: Settings, operator_name: str) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._stop = asyncio.Event()
+        self.error: BaseException | None = None
+
+        def main() -> None:
+            from console.app import run_console  # noqa: PLC0415
+
+            asyncio.set_event_loop(self._loop)
+            try:
+                self._loop.run_until_complete(run_console(
+                    config, connector(settings, operator_name), self._stop))
+            except BaseException as exc:  # reported by `stop`, never raised in a thread
+                self.error = exc
+            finally:
+                self._loop.close()
+
+        self._thread = threading.Thread(target=main, name="console", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        if self._thread.is_alive():
+            with contextlib.suppress(RuntimeError):  # the loop already ended
+                self._loop.call_soon_threadsafe(self._stop.set)
+            self._thread.join(timeout)

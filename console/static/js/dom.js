@@ -1,0 +1,61 @@
+// Building the page from data. Everything an agent wrote (options, rationales, guidance)
+// is hostile text: it only ever becomes a Text node, never HTML. There is no innerHTML
+// in this front end, and the content security policy forbids inline scripts besides.
+
+export function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key.startsWith("on")) el.addEventListener(key.slice(2), value);
+    else if (key === "class") el.className = value;
+    else if (key === "dataset") Object.assign(el.dataset, value);
+    else el.setAttribute(key, value === true ? "" : String(value));
+  }
+  append(el, children);
+  return el;
+}
+
+export function append(el, children) {
+  for (const child of children.flat(Infinity)) {
+    if (child === undefined || child === null || child === false) continue;
+    el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return el;
+}
+
+export function clear(el) { el.replaceChildren(); return el; }
+
+export const short = (id) => (id ? "…" + id.slice(-8) : "-");
+
+export function when(iso) {
+  if (!iso) return "-";
+  return iso.replace("T", " ").replace(/\.\d+/, "").replace("+00:00", "").replace("Z", "");
+}
+
+export function clip(text, width = 80) {
+  if (text === null || text === undefined) return "";
+  const one = String(text).split(/\s+/).join(" ");
+  return one.length <= width ? one : one.slice(0, width - 1) + "…";
+}
+
+export function badge(status, prefix = "status") {
+  return h("span", { class: `badge ${prefix}-${status}`, dataset: { status } }, status ?? "-");
+}
+
+export function toast(message, error = false) {
+  const box = document.getElementById("toast");
+  const item = h("div", { class: error ? "error" : "" }, message);
+  box.append(item);
+  setTimeout(() => item.remove(), error ? 8000 : 4000);
+}
+
+export function link(href, text, attrs = {}) { return h("a", { href, ...attrs }, text); }
+
+export function kv(rows) {
+  const dl = h("dl", { class: "kv" });
+  for (const [k, v] of rows) {
+    if (v === undefined) continue;
+    dl.append(h("dt", {}, k), h("dd", {}, v === null || v === "" ? h("span", { class: "dim" }, "-") : v));
+  }
+  return dl;
+}

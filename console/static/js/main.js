@@ -1,0 +1,58 @@
+// Hash routes: #/plans, #/plan/<id>[/<decision>], #/corrections, #/correction/<id>,
+// #/dead-letters, #/dead-letter/<id>, #/invariants[/<plan>].
+import { get, stopLive } from "./api.js";
+import { clear, h, toast } from "./dom.js";
+import { plansPage } from "./plans.js";
+import { planPage } from "./tree.js";
+import { correctionPage, correctionsPage } from "./corrections.js";
+import { deadLetterPage, deadLettersPage } from "./deadletters.js";
+import { invariantsPage } from "./invariants.js";
+
+const main = document.getElementById("main");
+
+const routes = [
+  [/^#\/plans$/, () => plansPage(main), "plans"],
+  [/^#\/plan\/([0-9A-Za-z]{26})(?:\/([0-9A-Za-z]{26}))?$/, (m) => planPage(main, m[1].toUpperCase(), m[2] && m[2].toUpperCase()), "plans"],
+  [/^#\/corrections$/, () => correctionsPage(main), "corrections"],
+  [/^#\/correction\/([0-9A-Za-z]{26})$/, (m) => correctionPage(main, m[1].toUpperCase()), "corrections"],
+  [/^#\/dead-letters$/, () => deadLettersPage(main), "dead-letters"],
+  [/^#\/dead-letter\/(.+)$/, (m) => deadLetterPage(main, decodeURIComponent(m[1])), "dead-letters"],
+  [/^#\/invariants(?:\/([0-9A-Za-z]{26}))?$/, (m) => invariantsPage(main, m[1] && m[1].toUpperCase()), "invariants"],
+];
+
+let current = null;
+
+async function route() {
+  const hash = window.location.hash || "#/plans";
+  for (const [pattern, page, nav] of routes) {
+    const m = hash.match(pattern);
+    if (!m) continue;
+    const key = nav + ":" + hash.split("/").slice(0, 3).join("/");
+    document.querySelectorAll("[data-nav]").forEach((a) => a.classList.toggle("active", a.dataset.nav === nav));
+    // Moving within one plan's page (picking another decision) keeps the tree and stream.
+    if (current && current.key === key && current.select) { current.select(m[2] && m[2].toUpperCase()); return; }
+    stopLive();
+    clear(main);
+    try { current = { key, ...(await page(m) || {}) }; } catch (e) {
+      current = null;
+      main.append(h("p", { class: "bad" }, e.message));
+    }
+    return;
+  }
+  window.location.hash = "#/plans";
+}
+
+document.getElementById("find").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  const id = new FormData(e.target).get("id").trim();
+  if (!id) return;
+  try {
+    const found = await get(`/api/find?id=${encodeURIComponent(id)}`);
+    if (found.kind === "decision") window.location.hash = `#/plan/${found.plan_id}/${found.decision_id}`;
+    else if (found.kind === "plan") window.location.hash = `#/plan/${found.plan_id}`;
+    else window.location.hash = `#/correction/${found.correction_id}`;
+  } catch (err) { toast(err.message, true); }
+});
+
+window.addEventListener("hashchange", route);
+route();

@@ -1,0 +1,333 @@
+// A plan's tree, one level at a time, live; the decision panel; correcting from the tree.
+import { get, live, post } from "./api.js";
+import { badge, clear, clip, h, kv, link, short, toast, when } from "./dom.js";
+
+const PAGE = 100;
+const TERMINAL = new Set(["applied", "failed", "cancelled"]);
+
+export async function planPage(main, planId, selected) {
+  const plan = await get(`/api/plans/${planId}`);
+  const state = { planId, superseded: false, nodes: new Map(), selected: null, report: null,
+    following: null };
+  const treeRoot = h("ul", { class: "tree", id: "tree" });
+  const panel = h("div", { class: "card panel", id: "panel" }, h("p", { class: "dim" }, "Pick a decision in the tree."));
+  const summary = h("span", { class: "dim", id: "plan-summary" });
+  const superseded = h("input", { type: "checkbox", id: "show-superseded" });
+  superseded.addEventListener("change", async () => { state.superseded = superseded.checked; await reload(); });
+  const record = plan.record;
+  main.append(
+    h("h1", {}, "Plan ", h("span", { class: "mono" }, planId), " ", badge(record ? record.status : "active")),
+    record && record.parent_plan_id ? h("p", {}, "Child plan of ", link(`#/plan/${record.parent_plan_id}`, record.parent_plan_id),
+      ", spawned by decision ", link(`#/plan/${record.parent_plan_id}/${record.spawned_from_decision_id}`, short(record.spawned_from_decision_id)),
+      record.guidance ? [" with guidance: ", h("q", {}, clip(record.guidance, 200))] : null) : null,
+    h("div", { class: "toolbar" }, summary,
+      h("label", {}, superseded, " show superseded"),
+      link(`#/corrections`, "corrections"), link(`#/invariants/${planId}`, "invariants"),
+      h("span", { class: "legend" },
+        h("span", {}, h("i", { style: "background:var(--strat)" }), "Strategize"),
+        h("span", {}, h("i", { style: "background:var(--exec)" }), "Execute"),
+        h("span", {}, h("i", { style: "background:var(--any)" }), "Any / correction"),
+        h("span", {}, h("i", { style: "background:var(--hl)" }), "affected by the dry run"))),
+    h("div", { class: "layout" }, h("div", { class: "card" }, treeRoot), panel));
+
+  function setSummary(p) {
+    summary.textContent = `${p.current} current decision(s), ${p.decisions - p.current} superseded, ` +
+      `${p.open_corrections} correction(s) in flight, ${p.open_violations} open violation(s)`;
+  }
+  setSummary(plan);
+
+  // --- the tree ---------------------------------------------------------------------
+
+  function nodeView(n) {
+    const classes = ["node", `phase-${n.phase}`];
+    if (n.superseded_by) classes.push("superseded");
+    if (n.is_correction) classes.push("is-correction");
+    const toggle = h("span", { class: "toggle" }, n.child_count ? "▸" : "·");
+    const el = h("div", { class: classes.join(" "), dataset: { id: n.decision_id, type: n.decision_type }, tabindex: 0 },
+      toggle,
+      h("span", { class: "type", title: `${n.decision_type} (${n.phase})` }, n.decision_type),
+      h("span", { class: "chosen", title: n.chosen_option }, clip(n.chosen_option, 100)),
+      h("span", { class: "dim mono" }, `#${n.sequence_number} ${short(n.decision_id)}`),
+      n.confidence_score !== null ? h("span", { class: "dim" }, `conf ${n.confidence_score.toFixed(2)}`) : null,
+      n.child_count ? h("span", { class: "dim count" }, `${n.child_count} below`) : null,
+      n.superseded_by ? h("span", { class: "bad" }, `superseded by ${short(n.superseded_by)}`) : null,
+      n.is_correction ? h("span", { class: "badge" }, `correction of ${short(n.corrects_decision_id)}`) : null,
+      n.corrections.map((c) => h("a", { class: "badge mark", href: `#/correction/${c.correction_id}`,
+        onclick: (e) => e.stopPropagation() }, `${c.mode} ${c.status}`)),
+      n.child_plans.map((p) => h("a", { class: "badge childplan", href: `#/plan/${p.plan_id}`, dataset: { plan: p.plan_id },
+        onclick: (e) => e.stopPropagation() }, `→ child plan ${short(p.plan_id)}`, p.status ? ` (${p.status})` : "")));
+    toggle.addEventListener("click", (e) => { e.stopPropagation(); toggleNode(n.decision_id); });
+    el.addEventListener("click", () => { window.location.hash = `#/plan/${planId}/${n.decision_id}`; });
+    el.addEventListener("keydown", (e) => { if (e.key === "Enter") el.click(); });
+    return el;
+  }
+
+  function render(n, fresh = false) {
+    const view = nodeView(n);
+    if (fresh) view.classList.add("fresh");
+    const kids = h("ul", { hidden: true });
+    const li = h("li", {}, view, kids);
+    const old = state.nodes.get(n.decision_id);
+    state.nodes.set(n.decision_id, { data: n, li, view, kids, expanded: false, loaded: false,
+      fresh: old === undefined });
+    markReport(n.decision_id);
+    return li;
+  }
+
+  async function loadLevel(parent, ul, after = null, known = null) {
+    const q = new URLSearchParams({ limit: PAGE, superseded: state.superseded ? "1" : "0" });
+    if (parent) q.set("parent", parent);
+    if (after !== null) q.set("after", after);
+    const level = await get(`/api/plans/${planId}/tree?${q}`);
+    for (const n of level.nodes) ul.append(render(n, known !== null && !known.has(n.decision_id)));
+    if (level.next_after !== null) {
+      const more = h("li", { class: "more" }, h("button", { onclick: async () => { more.remove(); await loadLevel(parent, ul, level.next_after); } },
+        `load ${PAGE} more…`));
+      ul.append(more);
+    }
+    return level.nodes;
+  }
+
+  async function expand(id, known = null) {
+    const s = state.nodes.get(id);
+    if (!s || !s.data.child_count) return;
+    if (!s.loaded) { clear(s.kids); await loadLevel(id, s.kids, null, known); s.loaded = true; }
+    s.kids.hidden = false; s.expanded = true; s.view.querySelector(".toggle").textContent = "▾";
+  }
+
+  function collapse(id) {
+    const s = state.nodes.get(id);
+    s.kids.hidden = true; s.expanded = false; s.view.querySelector(".toggle").textContent = "▸";
+  }
+
+  async function toggleNode(id) {
+    const s = state.nodes.get(id);
+    if (s && s.expanded) collapse(id); else await expand(id);
+  }
+
+  // Reload everything shown, keeping what was open open; new nodes flash.
+  async function reload() {
+    const open = [...state.nodes.values()].filter((s) => s.expanded).map((s) => s.data.decision_id);
+    const known = new Set(state.nodes.keys());
+    state.nodes.clear();
+    const fresh = h("ul", { class: "tree", id: "tree" });
+    const roots = await loadLevel(null, fresh, null, known);
+    treeRoot.replaceChildren(...fresh.childNodes);
+    const wanted = open.length ? open : roots.map((r) => r.decision_id);
+    for (const id of wanted) {
+      let s = state.nodes.get(id);
+      if (!s) continue;
+      await expand(id, known);
+    }
+    const p = await get(`/api/plans/${planId}`);
+    setSummary(p);
+    if (state.selected) markSelected();
+  }
+
+  // Reload one level (a decision arrived under it).
+  async function reloadChildren(parentId) {
+    const s = state.nodes.get(parentId);
+    if (!s) return;
+    const known = new Set(state.nodes.keys());
+    const level = await get(`/api/plans/${planId}/tree?${new URLSearchParams({ parent: parentId, limit: PAGE, superseded: state.superseded ? "1" : "0" })}`);
+    s.data.child_count = level.nodes.length + (level.next_after !== null ? 1 : 0);
+    const open = new Set([...state.nodes.values()].filter((x) => x.expanded).map((x) => x.data.decision_id));
+    if (!s.expanded) {
+      // Shown collapsed: only its count changes.
+      const li = s.li; const view = nodeView(s.data); li.replaceChild(view, s.view); s.view = view; s.loaded = false;
+      return;
+    }
+    clear(s.kids);
+    for (const n of level.nodes) s.kids.append(render(n, !known.has(n.decision_id)));
+    for (const n of level.nodes) if (open.has(n.decision_id)) await expand(n.decision_id, known);
+    s.view.querySelector(".toggle").textContent = "▾";
+    if (state.selected) markSelected();
+  }
+
+  // --- live -------------------------------------------------------------------------
+
+  const queue = new Map();
+  function later(key, fn) {
+    if (queue.has(key)) return;
+    queue.set(key, setTimeout(async () => { queue.delete(key); try { await fn(); } catch (e) { toast(e.message, true); } }, 250));
+  }
+  live(planId, (kind, e) => {
+    if (kind === "decision") {
+      if (!e.parent_decision_id || !state.nodes.has(e.parent_decision_id)) later("all", reload);
+      else later(e.parent_decision_id, () => reloadChildren(e.parent_decision_id));
+    } else if (kind === "correction") {
+      if (state.following && e.correction_id === state.following.id) followed(e);
+      if (e.to_status === "applied") later("all", reload);
+      else later("summary", async () => setSummary(await get(`/api/plans/${planId}`)));
+    } else {
+      later("summary", async () => setSummary(await get(`/api/plans/${planId}`)));
+    }
+  });
+
+  // --- the decision panel -------------------------------------------------------------
+
+  function markSelected() {
+    document.querySelectorAll(".node.selected").forEach((el) => el.classList.remove("selected"));
+    const s = state.nodes.get(state.selected);
+    if (s) s.view.classList.add("selected");
+  }
+
+  async function select(id) {
+    state.selected = id || null;
+    markSelected();
+    if (!id) { panel.replaceChildren(h("p", { class: "dim" }, "Pick a decision in the tree.")); return; }
+    let x;
+    try { x = await get(`/api/decisions/${id}`); } catch (e) { panel.replaceChildren(h("p", { class: "bad" }, e.message)); return; }
+    const d = x.decision;
+    if (d.plan_id !== planId) { window.location.hash = `#/plan/${d.plan_id}/${id}`; return; }
+    // Reveal it: open the path from the root down to it.
+    for (const p of x.path) if (state.nodes.has(p.decision_id)) await expand(p.decision_id);
+    markSelected();
+    const snap = d.context_snapshot || {};
+    panel.replaceChildren(
+      h("h2", { id: "decision-title" }, d.decision_type, " ", h("span", { class: "dim mono" }, `#${d.sequence_number}`)),
+      kv([["decision", h("span", { class: "mono" }, d.decision_id)], ["type", `${d.decision_type} (${d.phase})`],
+        ["question", d.question], ["chosen", h("span", { id: "decision-chosen" }, d.chosen_option)],
+        ["confidence", d.confidence_score], ["rationale", h("span", { id: "decision-rationale" }, d.rationale ?? "")],
+        ["created", when(d.created_at)],
+        ["status", d.superseded_by ? h("span", { class: "bad" }, "superseded by ", link(`#/plan/${planId}/${d.superseded_by}`, short(d.superseded_by)),
+          d.superseded_by_correction ? [" (correction ", link(`#/correction/${d.superseded_by_correction}`, short(d.superseded_by_correction)), `, ${when(d.superseded_at)})`] : "") : "current"],
+        ["corrects", d.is_correction ? link(`#/plan/${planId}/${d.corrects_decision_id}`, d.corrects_decision_id) : undefined],
+        ["correction reason", d.is_correction ? d.correction_reason : undefined],
+        ["project", d.project ?? undefined]]),
+      h("section", {}, h("h2", {}, "Path from the root"), h("ol", { class: "path" },
+        [...x.path, d].map((p) => h("li", {}, link(`#/plan/${planId}/${p.decision_id}`, `${p.decision_type}: ${clip(p.chosen_option, 60)}`))))),
+      h("section", {}, h("h2", {}, "Alternatives considered"), h("ul", {},
+        d.alternatives_considered.length ? d.alternatives_considered.map((a) => h("li", {}, a)) : h("li", { class: "dim" }, "none"))),
+      h("section", {}, h("h2", {}, "Downstream"), h("ul", {},
+        x.children.map((c) => h("li", {}, "child ", link(`#/plan/${planId}/${c.decision_id}`, `${c.decision_type}: ${clip(c.chosen_option, 50)}`), c.superseded_by ? h("span", { class: "bad" }, " superseded") : null)),
+        x.downstream_decisions.map((c) => h("li", {}, "dependent ", link(`#/plan/${c.plan_id}/${c.decision_id}`, `${c.decision_type} ${short(c.decision_id)}`))),
+        x.child_plans.map((p) => h("li", {}, "child plan ", link(`#/plan/${p.plan_id}`, p.plan_id), " ", badge(p.status))),
+        d.artifacts_produced.map((a) => h("li", {}, `artifact ${a.artifact_type} `, h("span", { class: "mono" }, a.artifact_path))),
+        !(x.children.length || x.downstream_decisions.length || x.child_plans.length || d.artifacts_produced.length) ? h("li", { class: "dim" }, "nothing") : null)),
+      x.corrections.length ? h("section", {}, h("h2", {}, "Corrections"), h("ul", {}, x.corrections.map((c) =>
+        h("li", {}, link(`#/correction/${c.correction_id}`, short(c.correction_id)), ` ${c.mode} (${c.decision_id === d.decision_id ? "target" : "result"}) `, badge(c.status), ` by ${c.requested_by}: `, clip(c.guidance, 80))))) : null,
+      h("section", {}, h("h2", {}, "Context snapshot"), kv([["hot context hash", snap.hot_context_hash], ["hot context ref", snap.hot_context_ref],
+        ["actor state ref", snap.actor_state_ref ?? null],
+        ["resources", (snap.relevant_resources || []).map((r) => `${r.resource_id} ${r.path ?? ""}`).join("\n") || null]])),
+      d.actor_reasoning ? h("details", {}, h("summary", {}, "Actor reasoning"), h("pre", {}, d.actor_reasoning)) : null,
+      d.superseded_by ? null : correctForm(d));
+  }
+
+  // --- correcting from the tree -------------------------------------------------------
+
+  function correctForm(d) {
+    const mode = h("select", { id: "correct-mode" }, h("option", { value: "revert" }, "revert: supersede this subtree"),
+      h("option", { value: "append" }, "append: spawn a child plan under it"));
+    const guidance = h("textarea", { id: "correct-guidance", maxlength: 10000, placeholder: "Guidance: what to do instead (a revert may leave it empty; an append needs it)" });
+    const chosen = h("input", { type: "text", id: "correct-chosen", placeholder: "Replacement's chosen option (revert, optional)", size: 40 });
+    const out = h("div", { id: "correct-out" });
+    const dry = h("button", { id: "dry-run", onclick: () => dryRun() }, "Dry run");
+    const go = h("button", { id: "confirm", class: "primary", disabled: true, onclick: () => request() }, "Apply correction…");
+    const body = () => ({ mode: mode.value, guidance: guidance.value.trim() ? guidance.value : null,
+      chosen_option: chosen.value.trim() ? chosen.value : null });
+    mode.addEventListener("change", () => { chosen.hidden = mode.value !== "revert"; clearReport(); go.disabled = true; });
+
+    async function dryRun() {
+      dry.disabled = true;
+      try {
+        const report = await post(`/api/decisions/${d.decision_id}/dry-run`, body());
+        await showReport(report, out);
+        go.disabled = false;
+      } catch (e) { toast(e.message, true); out.replaceChildren(h("p", { class: "bad" }, e.message)); }
+      finally { dry.disabled = false; }
+    }
+
+    async function request() {
+      const b = body();
+      if (b.mode === "append" && !b.guidance) { toast("An append needs guidance: it becomes the child plan's prompt.", true); return; }
+      if (!window.confirm(`${b.mode} decision ${d.decision_id}? This changes the plan.`)) return;
+      go.disabled = true;
+      try {
+        const r = await post(`/api/decisions/${d.decision_id}/corrections`, b);
+        follow(r.correction_id, out);
+      } catch (e) { toast(e.message, true); go.disabled = false; }
+    }
+
+    return h("section", { class: "correct" }, h("h2", {}, "Correct this decision"),
+      h("div", { class: "toolbar" }, mode, chosen), guidance, h("div", { class: "toolbar" }, dry, go), out);
+  }
+
+  function clearReport() {
+    state.report = null;
+    document.querySelectorAll(".affected, .target").forEach((el) => el.classList.remove("affected", "target"));
+  }
+
+  function markReport(id) {
+    const s = state.nodes.get(id); const r = state.report;
+    if (!s || !r) return;
+    if (id === r.target) s.view.classList.add("target");
+    else if (r.affected.has(id)) s.view.classList.add("affected");
+    s.view.querySelectorAll(".childplan").forEach((el) => el.classList.toggle("affected", r.plans.has(el.dataset.plan)));
+  }
+
+  async function showReport(report, out) {
+    clearReport();
+    const impact = report.impact;
+    state.report = { target: impact.target_decision_id, affected: new Set(impact.affected_decision_ids),
+      plans: new Set(impact.affected_child_plan_ids) };
+    // Open the affected part of the tree (the lists hold at most the first 100).
+    for (let round = 0; round < 100; round++) {
+      const closed = [...state.nodes.values()].filter((s) => !s.expanded && s.data.child_count &&
+        (state.report.affected.has(s.data.decision_id) || s.data.decision_id === state.report.target));
+      if (!closed.length) break;
+      for (const s of closed) await expand(s.data.decision_id);
+    }
+    for (const id of state.nodes.keys()) markReport(id);
+    const more = impact.exceeds_limit ? "+" : "";
+    out.replaceChildren(h("div", { class: "report", id: "report" },
+      h("strong", {}, `Dry run: ${report.mode} of ${short(impact.target_decision_id)} `), h("span", { class: "dim" }, "(nothing was changed)"),
+      kv([["risk", h("strong", { class: `risk-${impact.risk_level}`, id: "report-risk" }, impact.risk_level)],
+        ["affected decisions", h("span", { id: "report-affected" }, `${impact.affected_count}${more}`)],
+        ["child plans", `${impact.affected_child_plan_count}${more}`],
+        ["files", impact.affected_files.length ? impact.affected_files.join("\n") + (impact.affected_files_count > impact.affected_files.length ? `\n… ${impact.affected_files_count - impact.affected_files.length} more` : "") : null],
+        ["estimate", `${report.estimated_recompute_time_seconds}s to recompute`]]),
+      report.warnings.length ? h("ul", { class: "warn" }, report.warnings.map((w) => h("li", {}, w))) : null));
+  }
+
+  // Follow a correction to its end; the panel offers what the lifecycle allows.
+  function follow(correctionId, out) {
+    const steps = h("div", { class: "lifecycle", id: "lifecycle" }, badge("pending"));
+    const buttons = h("div", { class: "toolbar", id: "correction-actions" });
+    out.replaceChildren(h("p", {}, "Correction ", link(`#/correction/${correctionId}`, correctionId), " requested."), steps, buttons);
+    state.following = { id: correctionId, steps, buttons, out };
+    actionButtons(correctionId, "pending", buttons);
+    // Events published before the stream saw them are read back from the record.
+    get(`/api/corrections/${correctionId}`).then((c) => {
+      for (const t of c.correction.history) if (t.to_status !== "pending") followed({ correction_id: correctionId, to_status: t.to_status, reason: t.reason || t.error, new_decision_id: c.correction.new_decision_id });
+    }).catch(() => {});
+  }
+
+  function followed(e) {
+    const f = state.following;
+    if (!f || [...f.steps.children].some((b) => b.dataset.status === e.to_status && e.to_status !== "pending")) return;
+    f.steps.append(badge(e.to_status));
+    actionButtons(f.id, e.to_status, f.buttons);
+    if (e.to_status === "applied") {
+      clearReport();
+      f.out.append(h("p", { id: "applied" }, "APPLIED. ", e.new_decision_id ? link(`#/plan/${planId}/${e.new_decision_id}`, "open the new decision") : ""));
+    } else if (TERMINAL.has(e.to_status)) {
+      f.out.append(h("p", { class: "bad" }, e.to_status.toUpperCase(), e.reason || e.error ? `: ${e.reason || e.error}` : ""));
+    }
+  }
+
+  function actionButtons(correctionId, status, box) {
+    clear(box);
+    const act = async (verb, reason) => {
+      try { const r = await post(`/api/corrections/${correctionId}/${verb}`, reason ? { reason } : {}); toast(`${verb}: ${r.status || "sent"}`); }
+      catch (e) { toast(e.message, true); }
+    };
+    if (status === "pending" || status === "analyzing") box.append(h("button", { onclick: () => act("cancel") }, "Cancel"));
+    if (status === "analyzing" || status === "executing") box.append(h("button", { class: "danger", onclick: () => { const r = window.prompt("Why end it as failed?"); if (r) act("fail", r); } }, "Fail"));
+    if (status === "failed") box.append(h("button", { onclick: () => act("retry") }, "Retry"));
+  }
+
+  await reload();
+  if (selected) await select(selected);
+  return { select };
+}

@@ -1,0 +1,207 @@
+"""The console's JSON API and live stream against the real servers and workers: reads
+agree with the CLI's, writes go over NATS as the CLI's do, and hostile input stays data."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import nats
+import pytest
+from pymongo.asynchronous.database import AsyncDatabase
+
+from contracts.ids import new_id
+from store.database import Document
+from tests.conftest import Workers
+from tests.factories import decision
+from tests.integration.cli_support import Agents, agents, cli_workers, seed_plan
+from tests.integration.console_support import Console, console, serve_console
+from tests.integration.wire import publish_all, until, wait_for_count
+
+__all__ = ["agents", "cli_workers", "console"]
+
+pytestmark = pytest.mark.e2e
+
+
+async def _sse(url: str, got: list[tuple[str, dict[str, Any]]], ready: asyncio.Event) -> None:
+    async with httpx.AsyncClient(timeout=None) as http, http.stream("GET", url) as r:
+        kind = None
+        async for line in r.aiter_lines():
+            if line.startswith(": connected"):
+                ready.set()
+            elif line.startswith("event: "):
+                kind = line[7:]
+            elif line.startswith("data: ") and kind:
+                got.append((kind, json.loads(line[6:])))
+
+
+async def test_plans_tree_decision_and_live(cli_workers: Workers, agents: Agents,
+                                            console: Console, nc: nats.NATS,
+                                            db: AsyncDatabase[Document]) -> None:
+    tree = await seed_plan(nc.jetstream(), db, size=12)
+    plan_id, root_id = tree[0]["plan_id"], tree[0]["decision_id"]
+    async with httpx.AsyncClient(base_url=console.url, timeout=30) as http:
+        plans = (await http.get("/api/plans")).json()["plans"]
+        [p] = [p for p in plans if p["plan_id"] == plan_id]
+        assert p["decisions"] == 12 and p["current"] == 12 and p["open_corrections"] == 0
+
+        roots = (await http.get(f"/api/plans/{plan_id}/tree")).json()
+        assert [n["decision_id"] for n in roots["nodes"]] == [root_id]
+        below = sum(1 for d in tree if d.get("parent_decision_id") == root_id)
+        assert roots["nodes"][0]["child_count"] == below
+        level = (await http.get(f"/api/plans/{plan_id}/tree",
+                                params={"parent": root_id, "limit": 1})).json()
+        assert len(level["nodes"]) == 1
+        if below > 1:
+            assert level["next_after"] is not None
+            rest = (await http.get(f"/api/plans/{plan_id}/tree", params={
+                "parent": root_id, "after": level["next_after"]})).json()
+            assert len(rest["nodes"]) == below - 1
+
+        # The decision panel reads what `agents plan explain --json` reads.
+        leaf = tree[-1]["decision_id"]
+        shown = (await http.get(f"/api/decisions/{leaf}")).json()
+        cli = (await agents.ok("plan", "explain", leaf, "--json")).json
+        assert [p["decision_id"] for p in shown["path"]] == [
+            p["decision_id"] for p in cli["path"]]
+        assert shown["decision"]["chosen_option"] == cli["decision"]["chosen_option"]
+
+        found = (await http.get("/api/find", params={"id": leaf.lower()})).json()
+        assert found == {"kind": "decision", "plan_id": plan_id, "decision_id": leaf,
+                         "correction_id": None}
+        assert (await http.get("/api/find", params={"id": "nope"})).status_code == 404
+        assert (await http.get("/api/decisions/not-a-ulid")).status_code == 400
+
+        # Live: a decision recorded through NATS reaches the plan's stream; hostile
+        # bytes on the same subjects and another plan's events do not.
+        got: list[tuple[str, dict[str, Any]]] = []
+        ready = asyncio.Event()
+        reader = asyncio.create_task(_sse(f"{console.url}/api/events?plan={plan_id}", got,
+                                          ready))
+        await asyncio.wait_for(ready.wait(), 10)
+        for junk in (b"\xff\xfe", b"[]", b"{}", b'{"plan_id": "<script>"}', b"x" * 70_000):
+            await nc.publish(f"decisions.persisted.{plan_id}", junk)
+        await seed_plan(nc.jetstream(), db, size=2, seed=9)  # another plan
+        extra = decision(plan_id, root_id, "tool_invocation", question="Live?")
+        await publish_all(nc.jetstream(), [extra])
+        await until(lambda: asyncio.sleep(0, result=any(
+            e.get("decision_id") == extra["decision_id"] for _, e in got)), 15)
+        reader.cancel()
+        assert all(e["plan_id"] == plan_id for _, e in got)
+        assert console.deps.hub.dropped >= 5
+
+
+async def test_dry_run_correct_cancel_and_csrf(cli_workers: Workers, console: Console,
+                                               nc: nats.NATS,
+                                               db: AsyncDatabase[Document]) -> None:
+    tree = await seed_plan(nc.jetstream(), db, size=8)
+    plan_id, target = tree[0]["plan_id"], tree[1]["decision_id"]
+    async with httpx.AsyncClient(base_url=console.url, timeout=60) as http:
+        report = (await http.post(f"/api/decisions/{target}/dry-run",
+                                  json={"mode": "revert"})).json()
+        assert report["impact"]["target_decision_id"] == target
+        assert target in report["impact"]["affected_decision_ids"]
+
+        # Cross-site and non-JSON writes are refused before anything is read.
+        assert (await http.post(f"/api/decisions/{target}/corrections", json={
+            "mode": "revert"}, headers={"Origin": "https://evil.example"})).status_code == 403
+        assert (await http.post(f"/api/decisions/{target}/corrections",
+                                content=b"mode=revert", headers={
+                                    "Content-Type": "application/x-www-form-urlencoded"})
+                ).status_code == 415
+        assert (await http.post(f"/api/decisions/{target}/corrections",
+                                json={"mode": "append"})).status_code == 400
+
+        # Held pending (another owner has the plan's lease), then cancelled.
+        await db.plan_locks.insert_one({"_id": plan_id, "owner": "test",
+                                        "expires_at": datetime.now(UTC) + timedelta(hours=1)})
+        asked = await http.post(f"/api/decisions/{target}/corrections",
+                                json={"mode": "revert", "guidance": "Use <b>Postgres</b>"})
+        assert asked.status_code == 202, asked.text
+        cid = asked.json()["correction_id"]
+        assert await wait_for_count(db, "corrections", 1, timeout=30) == 1
+        listed = (await http.get("/api/corrections", params={"plan": plan_id})).json()
+        assert [c["actions"] for c in listed["corrections"]] == [["cancel"]]
+        done = await http.post(f"/api/corrections/{cid}/cancel", json={})
+        assert done.status_code == 200 and done.json()["status"] == "cancelled", done.text
+        again = await http.post(f"/api/corrections/{cid}/cancel", json={})
+        assert again.status_code == 409
+        await db.plan_locks.delete_one({"_id": plan_id})
+
+        # Applied: the tree changes, the diff says what changed.
+        cid = (await http.post(f"/api/decisions/{target}/corrections",
+                               json={"mode": "revert"})).json()["correction_id"]
+
+        async def applied() -> Any:
+            r = await http.get(f"/api/corrections/{cid}")  # 404 until the ledger has it
+            c = r.json()
+            return c if r.status_code == 200 and c["correction"]["status"] == "applied" \
+                else None
+        shown = await until(applied, 60)
+        assert shown["diff"]["superseded_count"] >= 1 and shown["attempts"]
+        roots = (await http.get(f"/api/plans/{plan_id}/tree")).json()["nodes"]
+        kids = (await http.get(f"/api/plans/{plan_id}/tree",
+                               params={"parent": roots[0]["decision_id"]})).json()["nodes"]
+        assert target not in [k["decision_id"] for k in kids]
+        assert shown["correction"]["new_decision_id"] in [k["decision_id"] for k in kids]
+
+
+async def test_dead_letters_and_invariants(cli_workers: Workers, agents: Agents,
+                                           console: Console, nc: nats.NATS,
+                                           db: AsyncDatabase[Document]) -> None:
+    tree = await seed_plan(nc.jetstream(), db, size=2)
+    plan_id = tree[0]["plan_id"]
+    await nc.jetstream().publish(f"decisions.recorded.{plan_id}", b"<script>alert(1)</script>",
+                                 headers={"Nats-Msg-Id": new_id()})
+    assert await wait_for_count(db, "dead_letters", 1, timeout=30) == 1
+    inv = (await agents.ok("invariant", "add", "no-prod-writes", "--description",
+                           "Never write to production", "--json")).json
+    await agents.ok("invariant", "add", "no-prod-writes", "--description", "Ask first",
+                    "--plan", plan_id)
+    vid = new_id()
+    await nc.jetstream().publish(f"invariants.violations.{plan_id}", json.dumps({
+        "violation_id": vid, "invariant_id": inv["id"], "plan_id": plan_id,
+        "severity": "error", "details": "wrote to production"}).encode(),
+        headers={"Nats-Msg-Id": vid})
+    assert await wait_for_count(db, "invariant_violations", 1, timeout=30) == 1
+    async with httpx.AsyncClient(base_url=console.url, timeout=30) as http:
+        [dl] = (await http.get("/api/dead-letters")).json()["dead_letters"]
+        shown = (await http.get(f"/api/dead-letters/{dl['id']}")).json()
+        assert shown["payload"] == "<script>alert(1)</script>"
+        retried = await http.post(f"/api/dead-letters/{dl['id']}/retry", json={})
+        # Within the duplicate window JetStream drops it; either way nothing is lost.
+        assert retried.status_code in (200, 409), retried.text
+
+        effective = (await http.get("/api/invariants", params={"plan": plan_id})).json()
+        [winner] = effective["effective"]
+        assert winner["scope"] == "PLAN" and effective["precedence"][0] == "PLAN"
+        [v] = (await http.get("/api/violations", params={"unresolved": "1"})).json()[
+            "violations"]
+        assert v["violation_id"] == vid and v["blocks"]
+        assert (await http.post(f"/api/violations/{vid}/resolve", json={})).status_code == 200
+        assert (await http.post(f"/api/violations/{vid}/resolve", json={})).status_code == 409
+        assert (await http.get("/api/violations", params={"unresolved": "1"})).json()[
+            "violations"] == []
+
+
+async def test_a_token_guards_everything(db: AsyncDatabase[Document], nc: nats.NATS) -> None:
+    token = "s3cret-token-0123456789"
+    async with serve_console(db, nc, token=token) as c, \
+            httpx.AsyncClient(base_url=c.url, timeout=10) as http:
+        assert (await http.get("/api/plans")).status_code == 401
+        assert (await http.get("/", follow_redirects=False)).status_code == 303
+        assert (await http.get("/login")).status_code == 200
+        assert (await http.get("/api/plans", headers={
+            "Authorization": "Bearer wrong"})).status_code == 401
+        assert (await http.get("/api/plans", headers={
+            "Authorization": f"Bearer {token}"})).status_code == 200
+        bad = await http.post("/login", data={"token": "nope"})
+        assert bad.status_code == 401
+        good = await http.post("/login", data={"token": token}, follow_redirects=False)
+        assert good.status_code == 303 and "httponly" in good.headers["set-cookie"].lower()
+        assert (await http.get("/api/plans")).status_code == 200  # the cookie now
+        page = await http.get("/")
+        assert "script-src 'self'" in page.headers["content-security-policy"]
