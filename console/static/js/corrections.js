@@ -1,6 +1,6 @@
 // Corrections: the list with filters, and one correction's history, attempts and diff.
 import { get, live, post } from "./api.js";
-import { badge, clear, clip, h, kv, link, short, toast, when } from "./dom.js";
+import { append, badge, clear, clip, h, kv, link, short, toast, when } from "./dom.js";
 
 const STATUSES = ["", "pending", "analyzing", "executing", "applied", "failed", "cancelled"];
 
@@ -8,7 +8,7 @@ export async function correctionsPage(main) {
   const status = h("select", { id: "filter-status" }, STATUSES.map((s) => h("option", { value: s }, s || "any status")));
   const plan = h("input", { type: "text", id: "filter-plan", placeholder: "plan ID", size: 28 });
   const body = h("tbody");
-  main.append(h("h1", {}, "Corrections"),
+  append(main, h("h1", {}, "Corrections"),
     h("div", { class: "toolbar" }, status, plan, h("button", { onclick: () => load() }, "Filter")),
     h("table", { id: "corrections" }, h("thead", {}, h("tr", {}, ["correction", "plan", "target", "mode", "status", "by", "requested", "guidance", ""].map((t) => h("th", {}, t)))), body));
   async function load() {
@@ -18,9 +18,9 @@ export async function correctionsPage(main) {
     let found;
     try { found = await get(`/api/corrections?${q}`); } catch (e) { toast(e.message, true); return; }
     clear(body);
-    if (!found.corrections.length) body.append(h("tr", {}, h("td", { colspan: 9, class: "dim" }, "No corrections.")));
+    if (!found.corrections.length) append(body, h("tr", {}, h("td", { colspan: 9, class: "dim" }, "No corrections.")));
     for (const c of found.corrections) {
-      body.append(h("tr", { dataset: { correction: c.correction_id } },
+      append(body, h("tr", { dataset: { correction: c.correction_id } },
         h("td", { class: "id" }, link(`#/correction/${c.correction_id}`, c.correction_id)),
         h("td", { class: "id" }, link(`#/plan/${c.plan_id}`, short(c.plan_id))),
         h("td", { class: "id" }, link(`#/plan/${c.plan_id}/${c.decision_id}`, short(c.decision_id))),
@@ -50,7 +50,7 @@ export async function correctionPage(main, id) {
     const x = await get(`/api/corrections/${id}`);
     const c = x.correction; const diff = x.diff;
     clear(main);
-    main.append(h("h1", {}, "Correction ", h("span", { class: "mono" }, c.correction_id), " ", badge(c.status)),
+    append(main, h("h1", {}, "Correction ", h("span", { class: "mono" }, c.correction_id), " ", badge(c.status)),
       h("div", { class: "toolbar" }, actions(c, render)),
       h("div", { class: "card" }, kv([["mode", c.mode], ["plan", link(`#/plan/${c.plan_id}`, c.plan_id)],
         ["target", link(`#/plan/${c.plan_id}/${c.decision_id}`, c.decision_id)], ["requested by", c.requested_by],

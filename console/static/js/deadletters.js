@@ -1,17 +1,17 @@
 // Dead letters: what the workers refused, and retrying one as it was first sent.
 import { get, post } from "./api.js";
-import { clear, clip, h, kv, link, toast, when } from "./dom.js";
+import { append, clear, clip, h, kv, link, toast, when } from "./dom.js";
 
 export async function deadLettersPage(main) {
   const body = h("tbody");
-  main.append(h("h1", {}, "Dead letters"), h("table", { id: "dead-letters" },
+  append(main, h("h1", {}, "Dead letters"), h("table", { id: "dead-letters" },
     h("thead", {}, h("tr", {}, ["id", "subject", "rejected", "first reason", ""].map((t) => h("th", {}, t)))), body));
   async function load() {
     const { dead_letters } = await get("/api/dead-letters");
     clear(body);
-    if (!dead_letters.length) body.append(h("tr", {}, h("td", { colspan: 5, class: "dim" }, "No dead letters.")));
+    if (!dead_letters.length) append(body, h("tr", {}, h("td", { colspan: 5, class: "dim" }, "No dead letters.")));
     for (const d of dead_letters) {
-      body.append(h("tr", {}, h("td", { class: "id" }, link(`#/dead-letter/${encodeURIComponent(d.id)}`, d.id)),
+      append(body, h("tr", {}, h("td", { class: "id" }, link(`#/dead-letter/${encodeURIComponent(d.id)}`, d.id)),
         h("td", { class: "mono" }, clip(d.subject, 60)), h("td", { class: "dim" }, when(d.rejected_at)),
         h("td", {}, d.errors.length ? `${d.errors[0].rule}: ${clip(d.errors[0].message, 90)}` : "-",
           d.error_count > 1 ? h("span", { class: "dim" }, ` (+${d.error_count - 1})`) : null),
@@ -30,7 +30,7 @@ async function retry(id, after) {
 
 export async function deadLetterPage(main, id) {
   const d = await get(`/api/dead-letters/${encodeURIComponent(id)}`);
-  main.append(h("h1", {}, "Dead letter ", h("span", { class: "mono" }, d.id)),
+  append(main, h("h1", {}, "Dead letter ", h("span", { class: "mono" }, d.id)),
     h("div", { class: "card" }, kv([["subject", d.subject], ["rejected", `${when(d.rejected_at)} (delivered ${d.delivered}x)`],
       ["plan", d.plan_id ?? null], ["decision", d.decision_id ?? null],
       ["headers", Object.entries(d.headers).map(([k, v]) => `${k}: ${v}`).join("\n") || null],

@@ -15,7 +15,8 @@ export function h(tag, attrs = {}, ...children) {
   return el;
 }
 
-export function append(el, children) {
+// Unlike Element.append, skips null / undefined / false (rendered as "null" otherwise).
+export function append(el, ...children) {
   for (const child of children.flat(Infinity)) {
     if (child === undefined || child === null || child === false) continue;
     el.append(child instanceof Node ? child : document.createTextNode(String(child)));
@@ -24,6 +25,8 @@ export function append(el, children) {
 }
 
 export function clear(el) { el.replaceChildren(); return el; }
+
+export function put(el, ...children) { el.replaceChildren(); return append(el, ...children); }
 
 export const short = (id) => (id ? "…" + id.slice(-8) : "-");
 

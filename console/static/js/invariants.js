@@ -1,7 +1,7 @@
 // Invariants: the effective set for a plan (with the precedence that chose it), every
 // invariant, and violations with resolve.
 import { get, live, post } from "./api.js";
-import { badge, clear, clip, h, link, short, toast, when } from "./dom.js";
+import { append, badge, clear, clip, h, link, short, toast, when } from "./dom.js";
 
 export async function invariantsPage(main, planId) {
   const plan = h("input", { type: "text", id: "inv-plan", placeholder: "plan ID for its effective set", size: 30, value: planId || "" });
@@ -9,7 +9,7 @@ export async function invariantsPage(main, planId) {
   const effective = h("div", { id: "effective" });
   const all = h("tbody");
   const violations = h("tbody");
-  main.append(h("h1", {}, "Invariants"),
+  append(main, h("h1", {}, "Invariants"),
     h("div", { class: "toolbar" }, plan, h("button", { onclick: () => { window.location.hash = plan.value.trim() ? `#/invariants/${plan.value.trim()}` : "#/invariants"; } }, "Show"),
       h("label", {}, unresolved, " unresolved violations only")),
     effective,
@@ -22,23 +22,23 @@ export async function invariantsPage(main, planId) {
     const inv = await get(`/api/invariants${q}`);
     clear(effective);
     if (planId) {
-      effective.append(h("h2", {}, "In force for plan ", link(`#/plan/${planId}`, short(planId))),
+      append(effective, h("h2", {}, "In force for plan ", link(`#/plan/${planId}`, short(planId))),
         h("p", { class: "dim" }, `One per name; precedence ${inv.precedence.join(" > ")}.`),
         inv.effective.length ? h("ul", {}, inv.effective.map((i) => h("li", {}, h("strong", {}, i.name), " ", h("span", { class: "badge" }, i.scope), " ", clip(i.description, 120))))
           : h("p", { class: "dim" }, "None."));
     }
     clear(all);
-    for (const i of inv.invariants) all.append(h("tr", { class: planId && !i.in_force ? "dim" : "" }, h("td", {}, i.name), h("td", {}, i.scope),
+    for (const i of inv.invariants) append(all, h("tr", { class: planId && !i.in_force ? "dim" : "" }, h("td", {}, i.name), h("td", {}, i.scope),
       h("td", { class: "mono" }, i.scope_target ?? "-"), h("td", { class: "dim" }, when(i.created_at)), h("td", {}, clip(i.description, 100))));
     const vq = new URLSearchParams();
     if (planId) vq.set("plan", planId);
     if (unresolved.checked) vq.set("unresolved", "1");
     const v = await get(`/api/violations?${vq}`);
     clear(violations);
-    if (!v.violations.length) violations.append(h("tr", {}, h("td", { colspan: 7, class: "dim" }, "No violations.")));
+    if (!v.violations.length) append(violations, h("tr", {}, h("td", { colspan: 7, class: "dim" }, "No violations.")));
     for (const x of v.violations) {
       const state = x.resolved_at ? `resolved by ${x.resolved_by}` : x.blocks ? "blocking" : "open";
-      violations.append(h("tr", { dataset: { violation: x.violation_id } }, h("td", { class: "id" }, x.violation_id),
+      append(violations, h("tr", { dataset: { violation: x.violation_id } }, h("td", { class: "id" }, x.violation_id),
         h("td", { class: "id" }, link(`#/plan/${x.plan_id}`, short(x.plan_id))), h("td", {}, badge(x.severity, "severity")),
         h("td", { class: x.resolved_at ? "dim" : "bad", dataset: { state: state } }, state), h("td", { class: "dim" }, when(x.reported_at)),
         h("td", {}, clip(x.details, 100)),

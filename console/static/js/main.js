@@ -1,7 +1,7 @@
 // Hash routes: #/plans, #/plan/<id>[/<decision>], #/corrections, #/correction/<id>,
 // #/dead-letters, #/dead-letter/<id>, #/invariants[/<plan>].
 import { get, stopLive } from "./api.js";
-import { clear, h, toast } from "./dom.js";
+import { append, clear, h, toast } from "./dom.js";
 import { plansPage } from "./plans.js";
 import { planPage } from "./tree.js";
 import { correctionPage, correctionsPage } from "./corrections.js";
@@ -35,7 +35,7 @@ async function route() {
     clear(main);
     try { current = { key, ...(await page(m) || {}) }; } catch (e) {
       current = null;
-      main.append(h("p", { class: "bad" }, e.message));
+      append(main, h("p", { class: "bad" }, e.message));
     }
     return;
   }

@@ -1,10 +1,10 @@
 // Recent plans, newest first; a new plan or decision refreshes the list live.
 import { get, live } from "./api.js";
-import { badge, clear, clip, h, link, short, when } from "./dom.js";
+import { append, badge, clear, clip, h, link, short, when } from "./dom.js";
 
 export async function plansPage(main) {
   const body = h("tbody");
-  main.append(h("h1", {}, "Plans"),
+  append(main, h("h1", {}, "Plans"),
     h("table", { id: "plans" },
       h("thead", {}, h("tr", {}, ["plan", "prompt", "status", "decisions", "open corrections",
         "open violations", "started"].map((t) => h("th", {}, t)))), body));
@@ -12,9 +12,9 @@ export async function plansPage(main) {
   async function load() {
     const { plans } = await get("/api/plans?limit=100");
     clear(body);
-    if (!plans.length) body.append(h("tr", {}, h("td", { colspan: 7, class: "dim" }, "No plans recorded yet.")));
+    if (!plans.length) append(body, h("tr", {}, h("td", { colspan: 7, class: "dim" }, "No plans recorded yet.")));
     for (const p of plans) {
-      body.append(h("tr", { dataset: { plan: p.plan_id } },
+      append(body, h("tr", { dataset: { plan: p.plan_id } },
         h("td", { class: "id" }, link(`#/plan/${p.plan_id}`, p.plan_id),
           p.parent_plan_id ? h("div", { class: "dim" }, "child of ", link(`#/plan/${p.parent_plan_id}`, short(p.parent_plan_id))) : null),
         h("td", {}, clip(p.root.chosen_option, 90)),

@@ -1,6 +1,6 @@
 // A plan's tree, one level at a time, live; the decision panel; correcting from the tree.
 import { get, live, post } from "./api.js";
-import { badge, clear, clip, h, kv, link, short, toast, when } from "./dom.js";
+import { append, badge, clear, clip, h, kv, link, put, short, toast, when } from "./dom.js";
 
 const PAGE = 100;
 const TERMINAL = new Set(["applied", "failed", "cancelled"]);
@@ -15,7 +15,7 @@ export async function planPage(main, planId, selected) {
   const superseded = h("input", { type: "checkbox", id: "show-superseded" });
   superseded.addEventListener("change", async () => { state.superseded = superseded.checked; await reload(); });
   const record = plan.record;
-  main.append(
+  append(main, 
     h("h1", {}, "Plan ", h("span", { class: "mono" }, planId), " ", badge(record ? record.status : "active")),
     record && record.parent_plan_id ? h("p", {}, "Child plan of ", link(`#/plan/${record.parent_plan_id}`, record.parent_plan_id),
       ", spawned by decision ", link(`#/plan/${record.parent_plan_id}/${record.spawned_from_decision_id}`, short(record.spawned_from_decision_id)),
@@ -24,10 +24,10 @@ export async function planPage(main, planId, selected) {
       h("label", {}, superseded, " show superseded"),
       link(`#/corrections`, "corrections"), link(`#/invariants/${planId}`, "invariants"),
       h("span", { class: "legend" },
-        h("span", {}, h("i", { style: "background:var(--strat)" }), "Strategize"),
-        h("span", {}, h("i", { style: "background:var(--exec)" }), "Execute"),
-        h("span", {}, h("i", { style: "background:var(--any)" }), "Any / correction"),
-        h("span", {}, h("i", { style: "background:var(--hl)" }), "affected by the dry run"))),
+        h("span", {}, h("i", { class: "sw-strat" }), "Strategize"),
+        h("span", {}, h("i", { class: "sw-exec" }), "Execute"),
+        h("span", {}, h("i", { class: "sw-any" }), "Any / correction"),
+        h("span", {}, h("i", { class: "sw-hl" }), "affected by the dry run"))),
     h("div", { class: "layout" }, h("div", { class: "card" }, treeRoot), panel));
 
   function setSummary(p) {
@@ -79,11 +79,11 @@ export async function planPage(main, planId, selected) {
     if (parent) q.set("parent", parent);
     if (after !== null) q.set("after", after);
     const level = await get(`/api/plans/${planId}/tree?${q}`);
-    for (const n of level.nodes) ul.append(render(n, known !== null && !known.has(n.decision_id)));
+    for (const n of level.nodes) append(ul, render(n, known !== null && !known.has(n.decision_id)));
     if (level.next_after !== null) {
       const more = h("li", { class: "more" }, h("button", { onclick: async () => { more.remove(); await loadLevel(parent, ul, level.next_after); } },
         `load ${PAGE} more…`));
-      ul.append(more);
+      append(ul, more);
     }
     return level.nodes;
   }
@@ -108,11 +108,12 @@ export async function planPage(main, planId, selected) {
   // Reload everything shown, keeping what was open open; new nodes flash.
   async function reload() {
     const open = [...state.nodes.values()].filter((s) => s.expanded).map((s) => s.data.decision_id);
-    const known = new Set(state.nodes.keys());
+    // The first load flashes nothing; later ones flash what was not shown before.
+    const known = state.nodes.size ? new Set(state.nodes.keys()) : null;
     state.nodes.clear();
     const fresh = h("ul", { class: "tree", id: "tree" });
     const roots = await loadLevel(null, fresh, null, known);
-    treeRoot.replaceChildren(...fresh.childNodes);
+    put(treeRoot, ...fresh.childNodes);
     const wanted = open.length ? open : roots.map((r) => r.decision_id);
     for (const id of wanted) {
       let s = state.nodes.get(id);
@@ -138,7 +139,7 @@ export async function planPage(main, planId, selected) {
       return;
     }
     clear(s.kids);
-    for (const n of level.nodes) s.kids.append(render(n, !known.has(n.decision_id)));
+    for (const n of level.nodes) append(s.kids, render(n, !known.has(n.decision_id)));
     for (const n of level.nodes) if (open.has(n.decision_id)) await expand(n.decision_id, known);
     s.view.querySelector(".toggle").textContent = "▾";
     if (state.selected) markSelected();
@@ -157,12 +158,19 @@ export async function planPage(main, planId, selected) {
       else later(e.parent_decision_id, () => reloadChildren(e.parent_decision_id));
     } else if (kind === "correction") {
       if (state.following && e.correction_id === state.following.id) followed(e);
-      if (e.to_status === "applied") later("all", reload);
+      // Applied: reload, and open the way down to what it added (a replacement, or the
+      // user_intervention naming an append's child plan) so it is in view.
+      if (e.to_status === "applied") later(`applied:${e.correction_id}`, async () => { await reload(); if (e.new_decision_id) await reveal(e.new_decision_id); });
       else later("summary", async () => setSummary(await get(`/api/plans/${planId}`)));
     } else {
       later("summary", async () => setSummary(await get(`/api/plans/${planId}`)));
     }
   });
+
+  async function reveal(id) {
+    const x = await get(`/api/decisions/${id}`);
+    for (const p of x.path) if (state.nodes.has(p.decision_id)) await expand(p.decision_id);
+  }
 
   // --- the decision panel -------------------------------------------------------------
 
@@ -175,16 +183,16 @@ export async function planPage(main, planId, selected) {
   async function select(id) {
     state.selected = id || null;
     markSelected();
-    if (!id) { panel.replaceChildren(h("p", { class: "dim" }, "Pick a decision in the tree.")); return; }
+    if (!id) { put(panel, h("p", { class: "dim" }, "Pick a decision in the tree.")); return; }
     let x;
-    try { x = await get(`/api/decisions/${id}`); } catch (e) { panel.replaceChildren(h("p", { class: "bad" }, e.message)); return; }
+    try { x = await get(`/api/decisions/${id}`); } catch (e) { put(panel, h("p", { class: "bad" }, e.message)); return; }
     const d = x.decision;
     if (d.plan_id !== planId) { window.location.hash = `#/plan/${d.plan_id}/${id}`; return; }
     // Reveal it: open the path from the root down to it.
     for (const p of x.path) if (state.nodes.has(p.decision_id)) await expand(p.decision_id);
     markSelected();
     const snap = d.context_snapshot || {};
-    panel.replaceChildren(
+    put(panel, 
       h("h2", { id: "decision-title" }, d.decision_type, " ", h("span", { class: "dim mono" }, `#${d.sequence_number}`)),
       kv([["decision", h("span", { class: "mono" }, d.decision_id)], ["type", `${d.decision_type} (${d.phase})`],
         ["question", d.question], ["chosen", h("span", { id: "decision-chosen" }, d.chosen_option)],
@@ -234,7 +242,7 @@ export async function planPage(main, planId, selected) {
         const report = await post(`/api/decisions/${d.decision_id}/dry-run`, body());
         await showReport(report, out);
         go.disabled = false;
-      } catch (e) { toast(e.message, true); out.replaceChildren(h("p", { class: "bad" }, e.message)); }
+      } catch (e) { toast(e.message, true); put(out, h("p", { class: "bad" }, e.message)); }
       finally { dry.disabled = false; }
     }
 
@@ -280,7 +288,7 @@ export async function planPage(main, planId, selected) {
     }
     for (const id of state.nodes.keys()) markReport(id);
     const more = impact.exceeds_limit ? "+" : "";
-    out.replaceChildren(h("div", { class: "report", id: "report" },
+    put(out, h("div", { class: "report", id: "report" },
       h("strong", {}, `Dry run: ${report.mode} of ${short(impact.target_decision_id)} `), h("span", { class: "dim" }, "(nothing was changed)"),
       kv([["risk", h("strong", { class: `risk-${impact.risk_level}`, id: "report-risk" }, impact.risk_level)],
         ["affected decisions", h("span", { id: "report-affected" }, `${impact.affected_count}${more}`)],
@@ -294,7 +302,7 @@ export async function planPage(main, planId, selected) {
   function follow(correctionId, out) {
     const steps = h("div", { class: "lifecycle", id: "lifecycle" }, badge("pending"));
     const buttons = h("div", { class: "toolbar", id: "correction-actions" });
-    out.replaceChildren(h("p", {}, "Correction ", link(`#/correction/${correctionId}`, correctionId), " requested."), steps, buttons);
+    put(out, h("p", {}, "Correction ", link(`#/correction/${correctionId}`, correctionId), " requested."), steps, buttons);
     state.following = { id: correctionId, steps, buttons, out };
     actionButtons(correctionId, "pending", buttons);
     // Events published before the stream saw them are read back from the record.
@@ -306,13 +314,13 @@ export async function planPage(main, planId, selected) {
   function followed(e) {
     const f = state.following;
     if (!f || [...f.steps.children].some((b) => b.dataset.status === e.to_status && e.to_status !== "pending")) return;
-    f.steps.append(badge(e.to_status));
+    append(f.steps, badge(e.to_status));
     actionButtons(f.id, e.to_status, f.buttons);
     if (e.to_status === "applied") {
       clearReport();
-      f.out.append(h("p", { id: "applied" }, "APPLIED. ", e.new_decision_id ? link(`#/plan/${planId}/${e.new_decision_id}`, "open the new decision") : ""));
+      append(f.out, h("p", { id: "applied" }, "APPLIED. ", e.new_decision_id ? link(`#/plan/${planId}/${e.new_decision_id}`, "open the new decision") : ""));
     } else if (TERMINAL.has(e.to_status)) {
-      f.out.append(h("p", { class: "bad" }, e.to_status.toUpperCase(), e.reason || e.error ? `: ${e.reason || e.error}` : ""));
+      append(f.out, h("p", { class: "bad" }, e.to_status.toUpperCase(), e.reason || e.error ? `: ${e.reason || e.error}` : ""));
     }
   }
 
@@ -322,9 +330,9 @@ export async function planPage(main, planId, selected) {
       try { const r = await post(`/api/corrections/${correctionId}/${verb}`, reason ? { reason } : {}); toast(`${verb}: ${r.status || "sent"}`); }
       catch (e) { toast(e.message, true); }
     };
-    if (status === "pending" || status === "analyzing") box.append(h("button", { onclick: () => act("cancel") }, "Cancel"));
-    if (status === "analyzing" || status === "executing") box.append(h("button", { class: "danger", onclick: () => { const r = window.prompt("Why end it as failed?"); if (r) act("fail", r); } }, "Fail"));
-    if (status === "failed") box.append(h("button", { onclick: () => act("retry") }, "Retry"));
+    if (status === "pending" || status === "analyzing") append(box, h("button", { onclick: () => act("cancel") }, "Cancel"));
+    if (status === "analyzing" || status === "executing") append(box, h("button", { class: "danger", onclick: () => { const r = window.prompt("Why end it as failed?"); if (r) act("fail", r); } }, "Fail"));
+    if (status === "failed") append(box, h("button", { onclick: () => act("retry") }, "Retry"));
   }
 
   await reload();
