@@ -102,6 +102,7 @@ async def test_live_plan_decision_dry_run_and_apply(
         "els => els.map(e => e.dataset.id)")
     assert sorted(lit) == sorted([a, a1, a2, a2a])
     await expect(node(page, a)).to_have_class(re.compile(r"\btarget\b"))
+    await page.locator("#report").scroll_into_view_if_needed()
     await shot(page, "dry-run")
 
     # Apply: APPLIED, and the tree has the replacement instead.
@@ -118,6 +119,15 @@ async def test_live_plan_decision_dry_run_and_apply(
                                               timeout=TIMEOUT)
     await shot(page, "tree")
     assert await page.evaluate("window.__xss") is None
+
+    # The correction's page: its history, attempts and what it changed.
+    listed = await (await page.request.get(
+        f"{console.url}/api/corrections?plan={plan_id}")).json()
+    [c] = listed["corrections"]
+    await page.goto(f"{console.url}/#/correction/{c['correction_id']}")
+    await expect(page.locator("#diff")).to_contain_text("superseded (4)", timeout=TIMEOUT)
+    await expect(page.locator("#attempts")).to_contain_text("complete")
+    await shot(page, "correction")
 
 
 async def test_append_shows_the_child_plan_and_cancel_a_pending_one(
@@ -166,8 +176,7 @@ async def test_append_shows_the_child_plan_and_cancel_a_pending_one(
     await shot(page, "corrections")
     cid = await page.locator("#corrections tbody tr").first.get_attribute("data-correction")
     await page.goto(f"{console.url}/#/correction/{cid}")
-    await expect(page.locator("#history")).to_be_visible(timeout=TIMEOUT)
-    await shot(page, "correction")
+    await expect(page.locator("#history")).to_contain_text("cancelled", timeout=TIMEOUT)
 
 
 async def test_resolve_a_violation_and_dead_letters(

@@ -26,7 +26,9 @@ export const post = (path, body = {}) => call("POST", path, body);
 let source = null;
 const handlers = new Set();
 
-export function live(plan, onEvent) {
+// `owner`: the page's box; a page the operator already left opens nothing.
+export function live(plan, onEvent, owner) {
+  if (owner && !owner.isConnected) return;
   stopLive();
   const url = plan ? `/api/events?plan=${encodeURIComponent(plan)}` : "/api/events";
   source = new EventSource(url);

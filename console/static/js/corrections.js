@@ -30,7 +30,7 @@ export async function correctionsPage(main) {
     }
   }
   await load();
-  live(null, (kind) => { if (kind === "correction") load(); });
+  live(null, (kind) => { if (kind === "correction") load(); }, main);
   return {};
 }
 
@@ -69,7 +69,7 @@ export async function correctionPage(main, id) {
   live(null, (kind, e) => {
     if (kind !== "correction" || e.correction_id !== id || pending) return;
     pending = setTimeout(async () => { pending = null; await render(); }, 250);
-  });
+  }, main);
   return {};
 }
 

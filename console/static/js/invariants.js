@@ -49,6 +49,6 @@ export async function invariantsPage(main, planId) {
     }
   }
   await load();
-  live(planId || null, (kind) => { if (kind === "violation") load(); });
+  live(planId || null, (kind) => { if (kind === "violation") load(); }, main);
   return {};
 }

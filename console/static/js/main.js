@@ -1,23 +1,23 @@
 // Hash routes: #/plans, #/plan/<id>[/<decision>], #/corrections, #/correction/<id>,
 // #/dead-letters, #/dead-letter/<id>, #/invariants[/<plan>].
 import { get, stopLive } from "./api.js";
-import { append, clear, h, toast } from "./dom.js";
+import { append, h, toast } from "./dom.js";
 import { plansPage } from "./plans.js";
 import { planPage } from "./tree.js";
 import { correctionPage, correctionsPage } from "./corrections.js";
 import { deadLetterPage, deadLettersPage } from "./deadletters.js";
 import { invariantsPage } from "./invariants.js";
 
-const main = document.getElementById("main");
+const root = document.getElementById("main");
 
 const routes = [
-  [/^#\/plans$/, () => plansPage(main), "plans"],
-  [/^#\/plan\/([0-9A-Za-z]{26})(?:\/([0-9A-Za-z]{26}))?$/, (m) => planPage(main, m[1].toUpperCase(), m[2] && m[2].toUpperCase()), "plans"],
-  [/^#\/corrections$/, () => correctionsPage(main), "corrections"],
-  [/^#\/correction\/([0-9A-Za-z]{26})$/, (m) => correctionPage(main, m[1].toUpperCase()), "corrections"],
-  [/^#\/dead-letters$/, () => deadLettersPage(main), "dead-letters"],
-  [/^#\/dead-letter\/(.+)$/, (m) => deadLetterPage(main, decodeURIComponent(m[1])), "dead-letters"],
-  [/^#\/invariants(?:\/([0-9A-Za-z]{26}))?$/, (m) => invariantsPage(main, m[1] && m[1].toUpperCase()), "invariants"],
+  [/^#\/plans$/, (m, main) => plansPage(main), "plans"],
+  [/^#\/plan\/([0-9A-Za-z]{26})(?:\/([0-9A-Za-z]{26}))?$/, (m, main) => planPage(main, m[1].toUpperCase(), m[2] && m[2].toUpperCase()), "plans"],
+  [/^#\/corrections$/, (m, main) => correctionsPage(main), "corrections"],
+  [/^#\/correction\/([0-9A-Za-z]{26})$/, (m, main) => correctionPage(main, m[1].toUpperCase()), "corrections"],
+  [/^#\/dead-letters$/, (m, main) => deadLettersPage(main), "dead-letters"],
+  [/^#\/dead-letter\/(.+)$/, (m, main) => deadLetterPage(main, decodeURIComponent(m[1])), "dead-letters"],
+  [/^#\/invariants(?:\/([0-9A-Za-z]{26}))?$/, (m, main) => invariantsPage(main, m[1] && m[1].toUpperCase()), "invariants"],
 ];
 
 let current = null;
@@ -32,9 +32,12 @@ async function route() {
     // Moving within one plan's page (picking another decision) keeps the tree and stream.
     if (current && current.key === key && current.select) { current.select(m[2] && m[2].toUpperCase()); return; }
     stopLive();
-    clear(main);
-    try { current = { key, ...(await page(m) || {}) }; } catch (e) {
-      current = null;
+    // Each page renders into a box of its own: a page still loading when the operator
+    // moves on writes into a box no longer shown, never into the next page.
+    const main = h("div", { class: "page" });
+    root.replaceChildren(main);
+    current = { key };
+    try { const done = await page(m, main); if (main.isConnected) current = { key, ...(done || {}) }; } catch (e) {
       append(main, h("p", { class: "bad" }, e.message));
     }
     return;

@@ -31,6 +31,6 @@ export async function plansPage(main) {
     // Coalesce a burst of events into one reload a moment later.
     if (pending) return;
     pending = setTimeout(async () => { pending = null; await load(); }, 400);
-  });
+  }, main);
   return {};
 }

@@ -160,12 +160,16 @@ export async function planPage(main, planId, selected) {
       if (state.following && e.correction_id === state.following.id) followed(e);
       // Applied: reload, and open the way down to what it added (a replacement, or the
       // user_intervention naming an append's child plan) so it is in view.
-      if (e.to_status === "applied") later(`applied:${e.correction_id}`, async () => { await reload(); if (e.new_decision_id) await reveal(e.new_decision_id); });
+      if (e.to_status === "applied") later(`applied:${e.correction_id}`, async () => { 
+        await reload();
+        if (e.new_decision_id) await reveal(e.new_decision_id);
+        if (state.selected) await select(state.selected);  // its status changed too
+      });
       else later("summary", async () => setSummary(await get(`/api/plans/${planId}`)));
     } else {
       later("summary", async () => setSummary(await get(`/api/plans/${planId}`)));
     }
-  });
+  }, main);
 
   async function reveal(id) {
     const x = await get(`/api/decisions/${id}`);
@@ -175,7 +179,7 @@ export async function planPage(main, planId, selected) {
   // --- the decision panel -------------------------------------------------------------
 
   function markSelected() {
-    document.querySelectorAll(".node.selected").forEach((el) => el.classList.remove("selected"));
+    treeRoot.querySelectorAll(".node.selected").forEach((el) => el.classList.remove("selected"));
     const s = state.nodes.get(state.selected);
     if (s) s.view.classList.add("selected");
   }
@@ -219,7 +223,8 @@ export async function planPage(main, planId, selected) {
         ["actor state ref", snap.actor_state_ref ?? null],
         ["resources", (snap.relevant_resources || []).map((r) => `${r.resource_id} ${r.path ?? ""}`).join("\n") || null]])),
       d.actor_reasoning ? h("details", {}, h("summary", {}, "Actor reasoning"), h("pre", {}, d.actor_reasoning)) : null,
-      d.superseded_by ? null : correctForm(d));
+      d.superseded_by ? null : correctForm(d),
+      state.following && state.following.decision === id ? h("section", { class: "correct" }, h("h2", {}, "Correction in progress"), state.following.out) : null);
   }
 
   // --- correcting from the tree -------------------------------------------------------
@@ -253,7 +258,7 @@ export async function planPage(main, planId, selected) {
       go.disabled = true;
       try {
         const r = await post(`/api/decisions/${d.decision_id}/corrections`, b);
-        follow(r.correction_id, out);
+        follow(r.correction_id, out, d.decision_id);
       } catch (e) { toast(e.message, true); go.disabled = false; }
     }
 
@@ -263,7 +268,7 @@ export async function planPage(main, planId, selected) {
 
   function clearReport() {
     state.report = null;
-    document.querySelectorAll(".affected, .target").forEach((el) => el.classList.remove("affected", "target"));
+    treeRoot.querySelectorAll(".affected, .target").forEach((el) => el.classList.remove("affected", "target"));
   }
 
   function markReport(id) {
@@ -299,11 +304,11 @@ export async function planPage(main, planId, selected) {
   }
 
   // Follow a correction to its end; the panel offers what the lifecycle allows.
-  function follow(correctionId, out) {
+  function follow(correctionId, out, decisionId) {
     const steps = h("div", { class: "lifecycle", id: "lifecycle" }, badge("pending"));
     const buttons = h("div", { class: "toolbar", id: "correction-actions" });
     put(out, h("p", {}, "Correction ", link(`#/correction/${correctionId}`, correctionId), " requested."), steps, buttons);
-    state.following = { id: correctionId, steps, buttons, out };
+    state.following = { id: correctionId, steps, buttons, out, decision: decisionId };
     actionButtons(correctionId, "pending", buttons);
     // Events published before the stream saw them are read back from the record.
     get(`/api/corrections/${correctionId}`).then((c) => {
