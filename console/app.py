@@ -99,6 +99,8 @@ async def run_console(config: ConsoleConfig, connect: Callable[[], object],
         if stop is not None:
             waiter = asyncio.create_task(stop.wait())
             await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            # Open pages' streams end first: uvicorn waits for every response to finish.
+            await deps.hub.stop()
             server.should_exit = True
             waiter.cancel()
         await task

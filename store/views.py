@@ -25,7 +25,7 @@ from store.database import (
     PLANS,
     Document,
 )
-from store.decisions import from_document
+from store.decisions import ROOT_QUERY, from_document
 
 __all__ = ["PlanCounts", "TreeViews"]
 
@@ -67,15 +67,41 @@ class TreeViews:
     async def level(self, plan_id: str, parent: str | None, *, after: int | None,
                     limit: int, superseded: bool) -> list[Decision]:
         """One level of the plan's tree in sequence order: the children of `parent`, or
-        the plan's roots (parent None: the root and a reverted root's replacement)."""
-        query: dict[str, Any] = {"plan_id": plan_id, "parent_decision_id": parent}
+        the plan's roots (parent None: the root, and a reverted root's replacements).
+
+        Neither query names the plan: a filter on plan_id makes the server walk the
+        plan's whole `plan_sequence_unique` range (0.5 s for 10,000 decisions on
+        SecantusDB), while the `children` index and the one-root index answer at once.
+        Children share their parent's plan (a child plan's root has no parent), and the
+        plan is checked here all the same."""
+        if parent is None:
+            return await self._roots(plan_id, superseded)
+        query: dict[str, Any] = {"parent_decision_id": parent}
         if not superseded:
             query["superseded_by"] = None
         if after is not None:
             query["sequence_number"] = {"$gt": after}
         cursor = self._decisions.find(query, {"actor_reasoning": 0}
                                       ).sort("sequence_number", 1).limit(min(limit, MAX_PAGE))
-        return [from_document(d) async for d in cursor]
+        return [d for d in [from_document(doc) async for doc in cursor] if d.plan_id == plan_id]
+
+    async def _roots(self, plan_id: str, superseded: bool) -> list[Decision]:
+        """The root by the one-root index, then its replacements by `superseded_by` (a
+        revert of the root records a corrected root, itself revertible)."""
+        doc = await self._decisions.find_one(
+            {"plan_id": plan_id, **ROOT_QUERY}, {"actor_reasoning": 0})
+        chain: list[Decision] = []
+        seen: set[str] = set()
+        while doc is not None and doc["_id"] not in seen and len(chain) < MAX_PAGE:
+            d = from_document(doc)
+            seen.add(d.decision_id)
+            if d.parent_decision_id is None and d.plan_id == plan_id:
+                chain.append(d)
+            if d.superseded_by is None:
+                break
+            doc = await self._decisions.find_one({"_id": d.superseded_by},
+                                                 {"actor_reasoning": 0})
+        return chain if superseded else [d for d in chain if d.superseded_by is None]
 
     async def child_counts(self, parents: Iterable[str], *, superseded: bool) -> dict[str, int]:
         """parent decision_id -> how many children it has (current ones unless
@@ -92,24 +118,37 @@ class TreeViews:
         return out
 
     async def counts(self, plan_ids: Iterable[str]) -> dict[str, PlanCounts]:
-        """plan_id -> decisions (all and current), corrections not ended, open violations."""
+        """plan_id -> decisions, current ones, corrections not ended, open violations.
+
+        No decision is read: the plan's sequence counter is its decision count (numbers
+        are reserved in the insert's transaction, dense and never reused), and what is
+        superseded is what its applied corrections list (`superseded_ids`, in full). A
+        plan without a counter document is counted on the decisions themselves."""
         ids = list(dict.fromkeys(plan_ids))
         found: dict[str, dict[str, int]] = {p: {} for p in ids}
         for chunk in _chunks(ids):
-            async for d in await self._decisions.aggregate([
-                    {"$match": {"plan_id": {"$in": chunk}}},
-                    {"$group": {"_id": "$plan_id", "n": {"$sum": 1}, "current": {"$sum": {
-                        "$cond": [{"$eq": [{"$ifNull": ["$superseded_by", None]}, None]},
-                                  1, 0]}}}}]):
-                found[d["_id"]] |= {"decisions": int(d["n"]), "current": int(d["current"])}
-            async for d in await self._corrections.aggregate([
-                    {"$match": {"plan_id": {"$in": chunk}, "status": {"$in": IN_FLIGHT}}},
-                    {"$group": {"_id": "$plan_id", "n": {"$sum": 1}}}]):
-                found[d["_id"]]["open_corrections"] = int(d["n"])
+            async for d in self._plans.find({"_id": {"$in": chunk}}, {"next_sequence": 1}):
+                if isinstance(d.get("next_sequence"), int):
+                    found[d["_id"]]["decisions"] = d["next_sequence"]
+            superseded: dict[str, int] = {}
+            async for d in self._corrections.find(
+                    {"plan_id": {"$in": chunk}}, {"plan_id": 1, "status": 1,
+                                                  "superseded_ids": 1}):
+                if d.get("status") in IN_FLIGHT:
+                    found[d["plan_id"]]["open_corrections"] = \
+                        found[d["plan_id"]].get("open_corrections", 0) + 1
+                elif d.get("status") == CorrectionStatus.APPLIED.value:
+                    superseded[d["plan_id"]] = superseded.get(d["plan_id"], 0) + len(
+                        d.get("superseded_ids") or [])
             async for d in await self._violations.aggregate([
                     {"$match": {"plan_id": {"$in": chunk}, "resolved_at": None}},
                     {"$group": {"_id": "$plan_id", "n": {"$sum": 1}}}]):
                 found[d["_id"]]["open_violations"] = int(d["n"])
+            for p in chunk:
+                if "decisions" not in found[p]:
+                    found[p]["decisions"] = await self._decisions.count_documents(
+                        {"plan_id": p})
+                found[p]["current"] = max(0, found[p]["decisions"] - superseded.get(p, 0))
         return {p: PlanCounts(**c) for p, c in found.items()}
 
     async def plan_exists(self, plan_id: str) -> bool:

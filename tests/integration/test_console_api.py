@@ -147,6 +147,11 @@ async def test_dry_run_correct_cancel_and_csrf(cli_workers: Workers, console: Co
                                params={"parent": roots[0]["decision_id"]})).json()["nodes"]
         assert target not in [k["decision_id"] for k in kids]
         assert shown["correction"]["new_decision_id"] in [k["decision_id"] for k in kids]
+        # Counted without reading the decisions: the plan's counter and its corrections.
+        summary = (await http.get(f"/api/plans/{plan_id}")).json()
+        current = await db.decisions.count_documents({"plan_id": plan_id,
+                                                      "superseded_by": None})
+        assert summary["decisions"] == 9 and summary["current"] == current
 
 
 async def test_dead_letters_and_invariants(cli_workers: Workers, agents: Agents,
