@@ -49,6 +49,7 @@ from tests.factories import decision, root  # noqa: E402
 from workers.publisher import JetStreamPublisher  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
+HAVE_CHROMIUM = Path(CHROMIUM).exists()
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 VERBOSE = "--verbose" in sys.argv
@@ -155,7 +156,7 @@ async def run(args: argparse.Namespace, nats_url: str, mongo_url: str) -> None:
     try:
         api = [await api_first_render(url, plan_id, root_id) for _ in range(args.runs)]
         browser: list[tuple[float, int]] = []
-        if not args.no_browser and Path(CHROMIUM).exists():
+        if not args.no_browser and HAVE_CHROMIUM:
             browser = [await browser_first_render(url, plan_id, root_id)
                        for _ in range(args.runs)]
     finally:
