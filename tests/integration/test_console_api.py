@@ -91,6 +91,8 @@ async def test_plans_tree_decision_and_live(cli_workers: Workers, agents: Agents
             e.get("decision_id") == extra["decision_id"] for _, e in got)), 15)
         reader.cancel()
         assert all(e["plan_id"] == plan_id for _, e in got)
+        # A page that goes away is forgotten (its queue with it).
+        await until(lambda: asyncio.sleep(0, result=console.deps.hub.listeners == 0), 20)
         assert console.deps.hub.dropped >= 5
 
 
@@ -190,6 +192,12 @@ async def test_dead_letters_and_invariants(cli_workers: Workers, agents: Agents,
         assert (await http.post(f"/api/violations/{vid}/resolve", json={})).status_code == 409
         assert (await http.get("/api/violations", params={"unresolved": "1"})).json()[
             "violations"] == []
+
+
+async def test_beyond_loopback_without_a_token_it_refuses_to_start(agents: Agents) -> None:
+    r = await agents("console", "--host", "0.0.0.0", env={"CONSOLE_TOKEN": ""})
+    assert r.code == 2, (r.out, r.err)
+    assert "CONSOLE_TOKEN" in r.err and "Traceback" not in r.err
 
 
 async def test_a_token_guards_everything(db: AsyncDatabase[Document], nc: nats.NATS) -> None:
