@@ -119,23 +119,12 @@ def diff(
 
 
 async def load_diff(ctx: Ctx, correction_id: str) -> CorrectionDiff:
-    from contracts.corrections import INLINE_IDS_MAX  # noqa: PLC0415
-    from contracts.history import correction_diff  # noqa: PLC0415
-    from store.corrections import CorrectionRepository  # noqa: PLC0415
-    from store.decisions import DecisionRepository  # noqa: PLC0415
-    from store.plans import PlanRepository  # noqa: PLC0415
+    from services.read_model import correction_diff_of  # noqa: PLC0415
 
-    found = await CorrectionRepository(ctx.db).get(correction_id)
+    found = await correction_diff_of(ctx.db, correction_id)
     if found is None:
         fail(f"no correction {correction_id} is recorded")
-    c = found.correction
-    plans = PlanRepository(ctx.db)
-    roots = [r.root_decision_id for p in c.child_plans_spawned
-             if (r := await plans.get(p)) is not None and r.root_decision_id is not None]
-    wanted = [*c.superseded_ids[:INLINE_IDS_MAX], *roots,
-              *([c.new_decision_id] if c.new_decision_id else [])]
-    decisions = await DecisionRepository(ctx.db).get_many(wanted)
-    return correction_diff(c, decisions, roots)
+    return found
 
 
 def _brief(sign: str, b: DecisionBrief) -> str:

@@ -41,7 +41,6 @@ from contracts.corrections import (
 )
 from contracts.decision import Decision
 from contracts.errors import DomainError
-from contracts.history import correction_diff
 from contracts.ids import MSG_ID_HEADER, is_ulid
 from contracts.invariants import SCOPE_RANK
 from services import read_model
@@ -380,22 +379,10 @@ async def correction(request: Request) -> Response:
         raise Refused(404, f"no correction {correction_id} is recorded")
     c = found.correction
     attempts = await CorrectionAttemptRepository(d.db).list_by_correction(correction_id)
-    diff = await _diff(d, c)
+    diff = await read_model.correction_diff_of(d.db, correction_id)
     return ok({"correction": {**dump(c), "actions": actions(c.status)},
-               "attempts": [dump(a) for a in attempts], "diff": dump(diff)})
-
-
-async def _diff(d: Deps, c: Correction) -> Any:
-    """What `agents correction diff` shows (cli.history.load_diff reads the same)."""
-    from contracts.corrections import INLINE_IDS_MAX  # noqa: PLC0415
-
-    plans_repo = PlanRepository(d.db)
-    roots = [r.root_decision_id for p in c.child_plans_spawned
-             if (r := await plans_repo.get(p)) is not None and r.root_decision_id is not None]
-    wanted = [*c.superseded_ids[:INLINE_IDS_MAX], *roots,
-              *([c.new_decision_id] if c.new_decision_id else [])]
-    decisions = await DecisionRepository(d.db).get_many(wanted)
-    return correction_diff(c, decisions, roots)
+               "attempts": [dump(a) for a in attempts],
+               "diff": dump(diff) if diff is not None else None})
 
 
 # --- dead letters ---------------------------------------------------------------------

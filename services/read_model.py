@@ -13,8 +13,9 @@ from typing import Literal
 
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.corrections import Correction
+from contracts.corrections import INLINE_IDS_MAX, Correction
 from contracts.decision import Decision
+from contracts.history import CorrectionDiff, correction_diff
 from contracts.ids import is_ulid
 from contracts.plans import PlanRecord
 from store.corrections import CorrectionRepository
@@ -80,6 +81,23 @@ async def explain(db: AsyncDatabase[Document], decision_id: str) -> Explained | 
     touching = [c for c in await plan_corrections(db, d.plan_id)
                 if decision_id in (c.decision_id, c.new_decision_id)]
     return Explained(d, path, children, list(dependents.values()), plans, touching)
+
+
+async def correction_diff_of(db: AsyncDatabase[Document], correction_id: str
+                             ) -> CorrectionDiff | None:
+    """What a correction changed (`agents correction diff`, the console's correction
+    page); None when no such correction is recorded."""
+    found = await CorrectionRepository(db).get(correction_id)
+    if found is None:
+        return None
+    c = found.correction
+    plans = PlanRepository(db)
+    roots = [r.root_decision_id for p in c.child_plans_spawned
+             if (r := await plans.get(p)) is not None and r.root_decision_id is not None]
+    wanted = [*c.superseded_ids[:INLINE_IDS_MAX], *roots,
+              *([c.new_decision_id] if c.new_decision_id else [])]
+    decisions = await DecisionRepository(db).get_many(wanted)
+    return correction_diff(c, decisions, roots)
 
 
 # --- plans and tree levels ------------------------------------------------------------
