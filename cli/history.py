@@ -61,24 +61,9 @@ def resolve_cut(as_of: str | datetime, before: bool, decisions: list[Decision],
 def as_of(decisions: list[Decision], corrections: list[Correction], cut: Cut
           ) -> tuple[list[Decision], list[Correction]]:
     """The decisions current at `cut` and the corrections applied by then."""
-    from contracts.corrections import CorrectionStatus  # noqa: PLC0415
-    from contracts.history import SequenceCut, applied_at, tree_as_of  # noqa: PLC0415
+    from services.read_model import cut_as_of  # noqa: PLC0415
 
-    applied = {c.new_decision_id: t for c in corrections
-               if c.new_decision_id is not None and (t := applied_at(c)) is not None}
-    kept = tree_as_of(decisions, cut, applied)
-    seq = {d.decision_id: d.sequence_number for d in decisions}
-
-    def applied_by_then(c: Correction) -> bool:
-        if c.status is not CorrectionStatus.APPLIED or c.new_decision_id is None:
-            return False
-        if isinstance(cut, SequenceCut):
-            n = seq.get(c.new_decision_id)
-            return n is not None and n <= cut.sequence
-        t = applied.get(c.new_decision_id)
-        return t is not None and t <= cut.at
-
-    return kept, [c for c in corrections if applied_by_then(c)]
+    return cut_as_of(decisions, corrections, cut)
 
 
 def cut_text(cut: Cut) -> str:

@@ -41,6 +41,7 @@ from contracts.corrections import (
 )
 from contracts.decision import Decision
 from contracts.errors import DomainError
+from contracts.history import SequenceCut
 from contracts.ids import MSG_ID_HEADER, is_ulid
 from contracts.invariants import SCOPE_RANK
 from services import read_model
@@ -244,6 +245,43 @@ async def tree(request: Request) -> Response:
                              if p not in n.child_plans],
                           "corrections": [correction_brief(c) for c in n.corrections]}
                          for n in level.nodes]})
+
+
+AS_OF_MAX = 5000
+"""Decisions sent at most for a tree as it was (the whole tree, read-only): beyond that
+the page says how many were left out."""
+
+
+async def as_of(request: Request) -> Response:
+    """The plan's tree as of `at` (a correction of this plan, or an ISO time; `before=1`
+    with a correction: the tree it was applied to), as `agents plan tree --as-of`."""
+    from datetime import UTC, datetime  # noqa: PLC0415
+
+    d = deps(request)
+    plan_id = ulid_param(request, "plan_id")
+    raw = request.query_params.get("at", "").strip()
+    at: str | datetime
+    if is_ulid(raw):
+        at = raw.upper()
+    else:
+        try:
+            moment = datetime.fromisoformat(raw)
+        except ValueError:
+            raise Refused(400, f"at {raw[:40]!r} is neither a correction ID nor an ISO time "
+                               "(e.g. 2026-11-30T12:00:00Z)") from None
+        at = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    try:
+        then = await read_model.tree_then(d.db, plan_id, at,
+                                          before=request.query_params.get("before") == "1")
+    except ValueError as exc:
+        raise Refused(404, str(exc)) from None
+    cut = then.cut
+    return ok({"plan_id": plan_id,
+               "cut": {"sequence_number": cut.sequence} if isinstance(cut, SequenceCut)
+               else {"time": cut.at.isoformat()},
+               "count": len(then.decisions),
+               "decisions": [brief(x) for x in then.decisions[:AS_OF_MAX]],
+               "corrections": [correction_brief(c) for c in then.corrections]})
 
 
 async def decision(request: Request) -> Response:
@@ -502,6 +540,7 @@ def routes() -> list[Route]:
         Route("/api/find", find),
         Route("/api/plans/{plan_id}", plan),
         Route("/api/plans/{plan_id}/tree", tree),
+        Route("/api/plans/{plan_id}/as-of", as_of),
         Route("/api/decisions/{decision_id}", decision),
         Route("/api/decisions/{decision_id}/dry-run", dry_run, methods=["POST"]),
         Route("/api/decisions/{decision_id}/corrections", correct, methods=["POST"]),

@@ -9,13 +9,23 @@ publishes. Results are frozen dataclasses of domain models: each front end rende
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Literal
 
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.corrections import INLINE_IDS_MAX, Correction
+from contracts.corrections import INLINE_IDS_MAX, Correction, CorrectionStatus
 from contracts.decision import Decision
-from contracts.history import CorrectionDiff, correction_diff
+from contracts.history import (
+    CorrectionDiff,
+    Cut,
+    SequenceCut,
+    TimeCut,
+    applied_at,
+    correction_diff,
+    cut_of_correction,
+    tree_as_of,
+)
 from contracts.ids import is_ulid
 from contracts.plans import PlanRecord
 from store.corrections import CorrectionRepository
@@ -98,6 +108,59 @@ async def correction_diff_of(db: AsyncDatabase[Document], correction_id: str
               *([c.new_decision_id] if c.new_decision_id else [])]
     decisions = await DecisionRepository(db).get_many(wanted)
     return correction_diff(c, decisions, roots)
+
+
+# --- the tree as it was ---------------------------------------------------------------
+
+
+def cut_as_of(decisions: list[Decision], corrections: list[Correction], cut: Cut
+              ) -> tuple[list[Decision], list[Correction]]:
+    """The decisions current at `cut` and the corrections applied by then
+    (`agents plan tree --as-of`, the console's tree as of a correction or a time)."""
+    applied = {c.new_decision_id: t for c in corrections
+               if c.new_decision_id is not None and (t := applied_at(c)) is not None}
+    kept = tree_as_of(decisions, cut, applied)
+    seq = {d.decision_id: d.sequence_number for d in decisions}
+
+    def applied_by_then(c: Correction) -> bool:
+        if c.status is not CorrectionStatus.APPLIED or c.new_decision_id is None:
+            return False
+        if isinstance(cut, SequenceCut):
+            n = seq.get(c.new_decision_id)
+            return n is not None and n <= cut.sequence
+        t = applied.get(c.new_decision_id)
+        return t is not None and t <= cut.at
+
+    return kept, [c for c in corrections if applied_by_then(c)]
+
+
+@dataclass(frozen=True, slots=True)
+class TreeThen:
+    cut: Cut
+    decisions: list[Decision]
+    """Current at the cut, in sequence order (as stored now: a later supersede shows)."""
+    corrections: list[Correction]
+
+
+async def tree_then(db: AsyncDatabase[Document], plan_id: str, at: str | datetime, *,
+                    before: bool = False) -> TreeThen:
+    """The plan's tree as of a correction of it (`before`: the tree it was applied to)
+    or a UTC time. Reads the whole plan: asked for one plan and one moment at a time.
+    ValueError (its message for the operator) when the moment names nothing here."""
+    decisions = await DecisionRepository(db).full_tree(plan_id)
+    corrections = await plan_corrections(db, plan_id)
+    cut: Cut
+    if isinstance(at, datetime):
+        if before:
+            raise ValueError("'before' goes with a correction ID, not a time")
+        cut = TimeCut(at)
+    else:
+        found = next((c for c in corrections if c.correction_id == at), None)
+        if found is None:
+            raise ValueError(f"no correction {at} is recorded for plan {plan_id}")
+        cut = cut_of_correction(found, {d.decision_id: d for d in decisions}, before=before)
+    kept, applied = cut_as_of(decisions, corrections, cut)
+    return TreeThen(cut, kept, applied)
 
 
 # --- plans and tree levels ------------------------------------------------------------

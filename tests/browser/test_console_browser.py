@@ -128,6 +128,11 @@ async def test_live_plan_decision_dry_run_and_apply(
     await expect(page.locator("#diff")).to_contain_text("superseded (4)", timeout=TIMEOUT)
     await expect(page.locator("#attempts")).to_contain_text("complete")
     await shot(page, "correction")
+    await page.locator("#then-links a", has_text="just before").click()
+    await expect(page.locator("#cut")).to_contain_text("just before", timeout=TIMEOUT)
+    await expect(page.locator(f'#tree-then .node[data-id="{a}"]')).to_contain_text(
+        "later superseded by")
+    await expect(page.locator("#tree-then .node")).to_have_count(7)  # with the late one
 
 
 async def test_append_shows_the_child_plan_and_cancel_a_pending_one(

@@ -149,6 +149,19 @@ async def test_dry_run_correct_cancel_and_csrf(cli_workers: Workers, console: Co
                                params={"parent": roots[0]["decision_id"]})).json()["nodes"]
         assert target not in [k["decision_id"] for k in kids]
         assert shown["correction"]["new_decision_id"] in [k["decision_id"] for k in kids]
+        # The tree as it was: just before the correction, and the one it produced.
+        before = (await http.get(f"/api/plans/{plan_id}/as-of",
+                                 params={"at": cid, "before": "1"})).json()
+        after = (await http.get(f"/api/plans/{plan_id}/as-of", params={"at": cid})).json()
+        new_id_ = shown["correction"]["new_decision_id"]
+        assert target in [x["decision_id"] for x in before["decisions"]]
+        assert new_id_ not in [x["decision_id"] for x in before["decisions"]]
+        assert target not in [x["decision_id"] for x in after["decisions"]]
+        assert after["cut"]["sequence_number"] == before["cut"]["sequence_number"] + 1
+        assert (await http.get(f"/api/plans/{plan_id}/as-of",
+                               params={"at": "yesterday"})).status_code == 400
+        assert (await http.get(f"/api/plans/{plan_id}/as-of",
+                               params={"at": new_id()})).status_code == 404
         # Counted without reading the decisions: the plan's counter and its corrections.
         summary = (await http.get(f"/api/plans/{plan_id}")).json()
         current = await db.decisions.count_documents({"plan_id": plan_id,

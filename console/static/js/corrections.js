@@ -62,7 +62,10 @@ export async function correctionPage(main, id) {
       h("h2", {}, "Attempts"), x.attempts.length ? h("table", { id: "attempts" }, h("tbody", {}, x.attempts.map((a) => h("tr", {},
         h("td", { class: "mono" }, a.id), h("td", {}, badge(a.state)), h("td", { class: "dim" }, when(a.created_at)),
         h("td", { class: "dim" }, when(a.completed_at)), h("td", { class: "bad" }, a.error ?? ""))))) : h("p", { class: "dim" }, "No attempts yet."),
-      h("h2", {}, "What it changed"), diffView(diff));
+      h("h2", {}, "What it changed"), diffView(diff),
+      c.status === "applied" ? h("p", { id: "then-links" }, "The plan's tree ",
+        link(`#/plan/${c.plan_id}/as-of/${c.correction_id}/before`, "just before"), " and ",
+        link(`#/plan/${c.plan_id}/as-of/${c.correction_id}`, "just after"), " this correction.") : null);
   }
   await render();
   let pending = null;

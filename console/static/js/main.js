@@ -7,12 +7,16 @@ import { planPage } from "./tree.js";
 import { correctionPage, correctionsPage } from "./corrections.js";
 import { deadLetterPage, deadLettersPage } from "./deadletters.js";
 import { invariantsPage } from "./invariants.js";
+import { asOfPage } from "./asof.js";
 
 const root = document.getElementById("main");
 
+const planRoute = (m, main) => planPage(main, m[1].toUpperCase(), m[2] && m[2].toUpperCase());
+
 const routes = [
   [/^#\/plans$/, (m, main) => plansPage(main), "plans"],
-  [/^#\/plan\/([0-9A-Za-z]{26})(?:\/([0-9A-Za-z]{26}))?$/, (m, main) => planPage(main, m[1].toUpperCase(), m[2] && m[2].toUpperCase()), "plans"],
+  [/^#\/plan\/([0-9A-Za-z]{26})\/as-of\/([^/]+)(\/before)?$/, (m, main) => asOfPage(main, m[1].toUpperCase(), decodeURIComponent(m[2]), Boolean(m[3])), "plans"],
+  [/^#\/plan\/([0-9A-Za-z]{26})(?:\/([0-9A-Za-z]{26}))?$/, planRoute, "plans"],
   [/^#\/corrections$/, (m, main) => correctionsPage(main), "corrections"],
   [/^#\/correction\/([0-9A-Za-z]{26})$/, (m, main) => correctionPage(main, m[1].toUpperCase()), "corrections"],
   [/^#\/dead-letters$/, (m, main) => deadLettersPage(main), "dead-letters"],
@@ -24,10 +28,12 @@ let current = null;
 
 async function route() {
   const hash = window.location.hash || "#/plans";
-  for (const [pattern, page, nav] of routes) {
+  for (const [i, [pattern, page, nav]] of routes.entries()) {
     const m = hash.match(pattern);
     if (!m) continue;
-    const key = nav + ":" + hash.split("/").slice(0, 3).join("/");
+    // A plan's page stays while the operator picks decisions in it; any other move
+    // renders a new page.
+    const key = `${i}:` + (page === planRoute ? hash.split("/").slice(0, 3).join("/") : hash);
     document.querySelectorAll("[data-nav]").forEach((a) => a.classList.toggle("active", a.dataset.nav === nav));
     // Moving within one plan's page (picking another decision) keeps the tree and stream.
     if (current && current.key === key && current.select) { current.select(m[2] && m[2].toUpperCase()); return; }

@@ -14,6 +14,10 @@ export async function planPage(main, planId, selected) {
   const summary = h("span", { class: "dim", id: "plan-summary" });
   const superseded = h("input", { type: "checkbox", id: "show-superseded" });
   superseded.addEventListener("change", async () => { state.superseded = superseded.checked; await reload(); });
+  const asOf = h("input", { type: "text", id: "as-of", placeholder: "as of: correction ID or 2026-11-30T12:00:00Z", size: 30 });
+  const asOfGo = h("button", { id: "as-of-go", onclick: () => {
+    if (asOf.value.trim()) window.location.hash = `#/plan/${planId}/as-of/${encodeURIComponent(asOf.value.trim())}`;
+  } }, "Show then");
   const record = plan.record;
   append(main, 
     h("h1", {}, "Plan ", h("span", { class: "mono" }, planId), " ", badge(record ? record.status : "active")),
@@ -21,7 +25,7 @@ export async function planPage(main, planId, selected) {
       ", spawned by decision ", link(`#/plan/${record.parent_plan_id}/${record.spawned_from_decision_id}`, short(record.spawned_from_decision_id)),
       record.guidance ? [" with guidance: ", h("q", {}, clip(record.guidance, 200))] : null) : null,
     h("div", { class: "toolbar" }, summary,
-      h("label", {}, superseded, " show superseded"),
+      h("label", {}, superseded, " show superseded"), asOf, asOfGo,
       link(`#/corrections`, "corrections"), link(`#/invariants/${planId}`, "invariants"),
       h("span", { class: "legend" },
         h("span", {}, h("i", { class: "sw-strat" }), "Strategize"),
