@@ -120,6 +120,11 @@ async def test_live_plan_decision_dry_run_and_apply(
     await shot(page, "tree")
     assert await page.evaluate("window.__xss") is None
 
+    await correction_page_and_tree_then(page, console, str(plan_id), str(a))
+
+
+async def correction_page_and_tree_then(page: Page, console: Console, plan_id: str,
+                                        a: str) -> None:
     # The correction's page: its history, attempts and what it changed.
     listed = await (await page.request.get(
         f"{console.url}/api/corrections?plan={plan_id}")).json()
