@@ -197,6 +197,8 @@ async def test_resolve_a_violation_and_dead_letters(
     await record(nc, db, tree)
     inv = (await agents.ok("invariant", "add", "no-prod-writes", "--description",
                            "Never write to production", "--json")).json
+    await agents.ok("invariant", "add", "no-prod-writes", "--description",
+                    "Ask the owner first", "--plan", str(plan_id))
     vid = new_id()
     await nc.jetstream().publish(f"invariants.violations.{plan_id}", json.dumps({
         "violation_id": vid, "invariant_id": inv["id"], "plan_id": plan_id,
@@ -211,7 +213,10 @@ async def test_resolve_a_violation_and_dead_letters(
     row = page.locator(f'#violations tr[data-violation="{vid}"]')
     await expect(row).to_contain_text("blocking", timeout=TIMEOUT)
     await expect(row).to_contain_text("<b>wrote</b> to production")
+    # One per name: the plan's own beats the global one, which is shown dimmed.
     await expect(page.locator("#effective li")).to_have_count(1)
+    await expect(page.locator("#effective li")).to_contain_text("PLAN")
+    await expect(page.locator("#invariants tbody tr.dim")).to_contain_text("GLOBAL")
     await shot(page, "invariants")
     await row.locator("[data-action=resolve]").click()
     await expect(row).to_have_count(0, timeout=TIMEOUT)  # only unresolved are listed
