@@ -169,6 +169,46 @@ async def test_dry_run_correct_cancel_and_csrf(cli_workers: Workers, console: Co
         assert summary["decisions"] == 9 and summary["current"] == current
 
 
+async def test_retry_and_other_refusals(cli_workers: Workers, console: Console,
+                                        nc: nats.NATS, db: AsyncDatabase[Document]) -> None:
+    tree = await seed_plan(nc.jetstream(), db, size=4)
+    target = tree[1]["decision_id"]
+    async with httpx.AsyncClient(base_url=console.url, timeout=60) as http:
+        first = (await http.post(f"/api/decisions/{target}/corrections",
+                                 json={"mode": "revert"})).json()["correction_id"]
+
+        async def status(cid: str) -> str | None:
+            r = await http.get(f"/api/corrections/{cid}")
+            return r.json()["correction"]["status"] if r.status_code == 200 else None
+        await until(lambda: _is(status(first), "applied"), 60)
+        # Superseded now: the console refuses at once, as the CLI does.
+        again = await http.post(f"/api/decisions/{target}/corrections", json={"mode": "revert"})
+        assert again.status_code == 409 and "already superseded" in again.json()["error"]
+        # Sent past the console (as an agent's client may), the ledger ends it FAILED;
+        # the console offers the retry (the lifecycle allows it), sends it, and shows
+        # the ledger's own refusal: the target is still superseded.
+        plan_id = tree[0]["plan_id"]
+        failed = await console.deps.ops.request(plan_id, target, "revert")
+        await until(lambda: _is(status(failed), "failed"), 60)
+        listed = (await http.get("/api/corrections", params={"status": "failed"})).json()
+        assert [x["actions"] for x in listed["corrections"]] == [["retry"]]
+        retried = await http.post(f"/api/corrections/{failed}/retry", json={"reason": "again"})
+        assert retried.status_code == 409, retried.text
+        assert "cannot be retried" in retried.json()["error"]
+        c = (await http.get(f"/api/corrections/{first}")).json()["correction"]
+        assert c["actions"] == []
+        for verb in ("cancel", "retry"):
+            refused = await http.post(f"/api/corrections/{first}/{verb}", json={})
+            assert refused.status_code == 409 and "applied" in refused.json()["error"]
+        assert (await http.post(f"/api/corrections/{first}/fail", json={})).status_code == 400
+        assert (await http.post(f"/api/corrections/{first}/fail",
+                                json={"reason": "x" * 1001})).status_code == 400
+
+
+async def _is(value: Any, expected: str) -> bool:
+    return await value == expected
+
+
 async def test_dead_letters_and_invariants(cli_workers: Workers, agents: Agents,
                                            console: Console, nc: nats.NATS,
                                            db: AsyncDatabase[Document]) -> None:
