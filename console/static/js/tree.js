@@ -323,6 +323,9 @@ export async function planPage(main, planId, selected) {
   function followed(e) {
     const f = state.following;
     if (!f || [...f.steps.children].some((b) => b.dataset.status === e.to_status && e.to_status !== "pending")) return;
+    // The request's own PENDING event repeats the badge drawn at the request; a retry's
+    // PENDING (after FAILED) is a new step.
+    if (e.to_status === "pending" && f.steps.lastElementChild?.dataset.status === "pending") return;
     append(f.steps, badge(e.to_status));
     actionButtons(f.id, e.to_status, f.buttons);
     if (e.to_status === "applied") {
