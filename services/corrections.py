@@ -33,9 +33,9 @@ from datetime import datetime
 from enum import StrEnum
 
 from opentelemetry import propagate, trace
-from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from contracts import correction_subjects as subjects
+from contracts.correction_changes import AttemptChange, Changes, Versioned
 from contracts.correction_events import (
     AttemptTransitioned,
     CancelRefused,
@@ -78,11 +78,19 @@ from contracts.timestamps import utc_now
 from contracts.unreadable import Unreadable
 from services import outbox
 from services.archive import Archive
-from services.ports import CorrectionObserver, EventPublisher, OutgoingEvent
-from store.correction_store import CorrectionStore
-from store.correction_writes import AttemptChange, Changes
-from store.corrections import Versioned
-from store.errors import ConcurrentChange, LeaseLost, ResourceNotFoundError
+from services.ports import (
+    CorrectionObserver,
+    CorrectionStorePort,
+    EventPublisher,
+    OutgoingEvent,
+)
+from store.errors import (
+    ConcurrentChange,
+    DuplicateRecord,
+    LeaseLost,
+    ResourceNotFoundError,
+    StoreFailure,
+)
 
 log = logging.getLogger(__name__)
 
@@ -156,7 +164,7 @@ def outcome_of(exc: BaseException, *, committing: bool) -> Outcome:
         return Outcome.LEASE_LOST
     if isinstance(exc, ConcurrentChange):
         return Outcome.READ_AGAIN
-    if isinstance(exc, PyMongoError) and not committing:
+    if isinstance(exc, StoreFailure) and not committing:
         return Outcome.RETRY_LATER
     return Outcome.FAIL_ATTEMPT
 
@@ -212,7 +220,7 @@ def new_attempt_events(a: CorrectionAttemptRecord, at: datetime) -> list[Outgoin
 
 
 class CorrectionService:
-    def __init__(self, store: CorrectionStore, publisher: EventPublisher, archive: Archive, *,
+    def __init__(self, store: CorrectionStorePort, publisher: EventPublisher, archive: Archive, *,
                  policy: CorrectionPolicy | None = None, crash: CrashHook = no_crash,
                  worker_id: str | None = None,
                  clock: Callable[[], datetime] = utc_now,
@@ -243,7 +251,7 @@ class CorrectionService:
             try:
                 await self._commit(Changes(created, None, arrival=arrival,
                                            events=[correction_event(created)]))
-            except DuplicateKeyError:
+            except DuplicateRecord:
                 pass  # a concurrent delivery recorded it first
             else:
                 return created
@@ -445,7 +453,7 @@ class CorrectionService:
                     log.warning("lease on plan %s lost by %s; its next commit will fail",
                                 plan_id, owner)
                     return
-            except PyMongoError as exc:
+            except StoreFailure as exc:
                 log.warning("renewing the lease on plan %s failed: %s", plan_id, exc)
 
     async def orphaned_plans(self) -> list[str]:

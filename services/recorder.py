@@ -50,9 +50,7 @@ from contracts.subjects import (
 from contracts.timestamps import utc_now
 from contracts.tracing import trace_headers
 from contracts.unreadable import guarded
-from services.ports import EventPublisher, OutgoingEvent
-from store.dead_letters import DeadLetterRepository
-from store.decisions import DecisionRepository
+from services.ports import DeadLetterRecords, EventPublisher, OutgoingEvent, RecordedDecisions
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +171,7 @@ class Committed:
 
 
 class RecorderService:
-    def __init__(self, decisions: DecisionRepository, dead_letters: DeadLetterRepository,
+    def __init__(self, decisions: RecordedDecisions, dead_letters: DeadLetterRecords,
                  publisher: EventPublisher,
                  policy: RecorderPolicy | None = None,
                  waits: ParentWaitClock | None = None) -> None:

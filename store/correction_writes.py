@@ -4,26 +4,24 @@
 the version it was read at), attempt changes (conditional on their previous state),
 the tree changes of a revert or an append, and the events announcing all of it,
 which go to the outbox in the same transaction. The service builds a `Changes`
-from pure decisions (contracts.correction_plan); this module only makes it atomic.
+(contracts.correction_changes) from pure decisions (contracts.correction_plan); this
+module only makes it atomic.
 The transaction callback keeps no state, so the driver may run it again after a
 transient error.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 
 from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.asynchronous.database import AsyncDatabase
 
+from contracts.correction_changes import AttemptChange, Changes, Versioned, Written
 from contracts.correction_plan import AppendPlan, RevertPlan
-from contracts.corrections import Correction, CorrectionAttemptRecord, CorrectionAttemptState
 from contracts.decision import Decision
-from contracts.outgoing import OutgoingEvent
 from store.attempts import CorrectionAttemptRepository
-from store.corrections import Versioned, to_fields
+from store.corrections import to_fields
 from store.database import CORRECTIONS, DECISIONS, ID_CHUNK, Document
 from store.decisions import DecisionRepository, to_document
 from store.errors import ConcurrentChange
@@ -31,38 +29,10 @@ from store.locks import PlanLocks
 from store.outbox import OutboxRepository
 from store.plans import PlanRepository
 from store.transactions import run_in_transaction
+from store.translate import translate_errors
 
 
-@dataclass(frozen=True)
-class AttemptChange:
-    attempt: CorrectionAttemptRecord
-    expected: CorrectionAttemptState | None
-    """State it must still be in; None to insert it."""
-
-
-@dataclass(frozen=True)
-class Changes:
-    correction: Correction
-    expected_version: int | None
-    """Version it was read at; None to insert it (a new PENDING correction)."""
-    arrival: int = 0
-    attempts: Sequence[AttemptChange] = ()
-    revert: RevertPlan | None = None
-    append: AppendPlan | None = None
-    events: Sequence[OutgoingEvent] = ()
-    lease_owner: str | None = None
-    """When set, the transaction renews and requires this owner's lease on the plan."""
-    announce: Callable[[Decision], OutgoingEvent] | None = None
-    """Builds the event announcing each decision the step writes (decisions.persisted),
-    once its sequence number is known inside the transaction; outboxed with the rest."""
-
-
-@dataclass(frozen=True)
-class Written:
-    versioned: Versioned
-    new_decisions: list[Decision] = field(default_factory=list)
-
-
+@translate_errors
 class CorrectionWriter:
     def __init__(self, db: AsyncDatabase[Document], locks: PlanLocks) -> None:
         self._client = db.client
@@ -174,3 +144,6 @@ class CorrectionWriter:
             [to_document(plan.child_root), to_document(intervention)], session=s)
         return [intervention, plan.child_root]
 
+
+
+__all__ = ["AttemptChange", "Changes", "CorrectionWriter", "Written"]

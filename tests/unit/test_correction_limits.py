@@ -9,7 +9,13 @@ from typing import Any
 
 import pytest
 from bson.errors import InvalidDocument
-from pymongo.errors import AutoReconnect, DocumentTooLarge, OperationFailure
+from pymongo.errors import (
+    AutoReconnect,
+    DocumentTooLarge,
+    DuplicateKeyError,
+    OperationFailure,
+    ServerSelectionTimeoutError,
+)
 
 from contracts.correction_events import CorrectionTransitioned
 from contracts.correction_plan import plan_revert
@@ -32,7 +38,14 @@ from contracts.impact import (
     walk_graph,
 )
 from services.corrections import CorrectionPolicy, Outcome, outcome_of
-from store.errors import ConcurrentChange, LeaseLost
+from store.errors import (
+    ConcurrentChange,
+    DuplicateRecord,
+    LeaseLost,
+    StoreFailure,
+    StoreUnreachable,
+)
+from store.translate import translated
 from tests.unit.test_impact import PLAN, dec, uid
 from workers.settings import Settings
 
@@ -45,10 +58,12 @@ S = CorrectionStatus
     (LeaseLost("p", "o"), True, Outcome.LEASE_LOST),
     (LeaseLost("p", "o"), False, Outcome.LEASE_LOST),
     (ConcurrentChange("x"), True, Outcome.READ_AGAIN),
-    (AutoReconnect("down"), False, Outcome.RETRY_LATER),
-    (OperationFailure("boom"), False, Outcome.RETRY_LATER),
+    # The driver's errors reach the service translated by the store (store.translate).
+    (translated(AutoReconnect("down")), False, Outcome.RETRY_LATER),
+    (translated(OperationFailure("boom")), False, Outcome.RETRY_LATER),
+    (StoreFailure("down"), False, Outcome.RETRY_LATER),
     # In the writes, a database error uses up an attempt (as the seed's retries do).
-    (AutoReconnect("down"), True, Outcome.FAIL_ATTEMPT),
+    (translated(AutoReconnect("down")), True, Outcome.FAIL_ATTEMPT),
     # Not database errors: a retry in place would meet them again.
     (DocumentTooLarge("17 MB"), True, Outcome.FAIL_ATTEMPT),
     (DocumentTooLarge("17 MB"), False, Outcome.FAIL_ATTEMPT),
@@ -59,6 +74,18 @@ S = CorrectionStatus
 ])
 def test_how_a_failed_step_ends(exc: Exception, committing: bool, outcome: Outcome) -> None:
     assert outcome_of(exc, committing=committing) is outcome
+
+
+def test_a_translated_driver_error_is_still_the_drivers() -> None:
+    """Handlers above the services (the CLI, the workers' pull loop) keep catching the
+    driver's types; the services catch the store's."""
+    down = translated(ServerSelectionTimeoutError("[Errno 111] Connection refused"))
+    assert isinstance(down, ServerSelectionTimeoutError) and isinstance(down, StoreUnreachable)
+    assert type(down).__name__ == "ServerSelectionTimeoutError" and str(down).endswith("refused")
+    taken = translated(DuplicateKeyError("E11000", 11000, {"keyValue": {"_id": "x"}}))
+    assert isinstance(taken, DuplicateKeyError) and isinstance(taken, DuplicateRecord)
+    assert taken.code == 11000 and taken.details == {"keyValue": {"_id": "x"}}
+    assert not isinstance(translated(OperationFailure("boom")), StoreUnreachable)
 
 
 def test_conflict_backoff_grows_and_is_bounded() -> None:
