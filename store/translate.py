@@ -18,7 +18,7 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from pymongo.errors import ConnectionFailure, DuplicateKeyError, PyMongoError
+from pymongo.errors import BulkWriteError, ConnectionFailure, DuplicateKeyError, PyMongoError
 
 from store.errors import DuplicateRecord, StoreFailure, StoreUnreachable
 
@@ -29,19 +29,29 @@ _OURS: tuple[tuple[type[PyMongoError], type[StoreFailure]], ...] = (
     (ConnectionFailure, StoreUnreachable),
     (PyMongoError, StoreFailure),
 )
-_classes: dict[type[PyMongoError], type[Exception]] = {}
+_classes: dict[tuple[type[PyMongoError], type[StoreFailure]], type[Exception]] = {}
+DUPLICATE_KEY = 11000
+
+
+def _ours(exc: PyMongoError) -> type[StoreFailure]:
+    if isinstance(exc, BulkWriteError):
+        # A bulk insert refused only for taken keys is a duplicate, like a single one.
+        errors = exc.details.get("writeErrors") or []
+        if errors and all(e.get("code") == DUPLICATE_KEY for e in errors):
+            return DuplicateRecord
+    return next(o for driver, o in _OURS if isinstance(exc, driver))
 
 
 def translated(exc: PyMongoError) -> StoreFailure:
     """The same error, also a StoreFailure (DuplicateRecord, StoreUnreachable)."""
     if isinstance(exc, StoreFailure):
         return exc
-    kind = type(exc)
-    cls = _classes.get(kind)
+    kind, ours = type(exc), _ours(exc)
+    cls = _classes.get((kind, ours))
     if cls is None:
-        ours = next(o for driver, o in _OURS if isinstance(exc, driver))
         # Named like the driver's class: error messages that print the type stay the same.
-        cls = _classes[kind] = type(kind.__name__, (ours, kind), {"__module__": __name__})
+        cls = _classes[kind, ours] = type(kind.__name__, (ours, kind),
+                                          {"__module__": __name__})
     copy: Any = cls.__new__(cls, *exc.args)
     copy.__dict__.update(exc.__dict__)
     assert isinstance(copy, StoreFailure)

@@ -33,11 +33,11 @@ from contracts.ids import new_id
 from contracts.timestamps import utc_now
 from services.archive import Archive
 from services.corrections import CorrectionPolicy, CorrectionService, correction_event
-from store.bulk import load_plan
 from store.correction_store import CorrectionStore
 from store.correction_writes import Changes
 from store.database import Document
 from store.errors import LeaseLost
+from tests.bulk import load_plan
 from tests.factories import decision, root
 from tests.integration.correction_support import (
     chain_plan,

@@ -30,7 +30,6 @@ from contracts.recording import Candidate
 from services.archive import Archive
 from services.corrections import CorrectionService
 from services.invariants import InvariantService, violation_event
-from store.bulk import load_plan
 from store.correction_store import CorrectionStore
 from store.database import Document
 from store.decisions import DecisionRepository
@@ -42,6 +41,7 @@ from store.invariants import (
     ViolationRepository,
 )
 from store.outbox import OutboxRepository
+from tests.bulk import load_plan
 from tests.factories import root
 from tests.integration.wire import events
 from workers.publisher import JetStreamPublisher
