@@ -9,6 +9,7 @@ see, within seconds, and never loops.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import time
@@ -48,6 +49,7 @@ from tests.integration.correction_support import (
     transition_events,
 )
 from tests.integration.wire import events
+from tests.port_wrappers import ImpactThen
 
 pytestmark = pytest.mark.store
 
@@ -155,21 +157,25 @@ async def test_links_and_unsafe_recorded_paths_are_never_followed_or_wedge(
 
 async def test_a_stale_impact_is_recomputed_not_reused(
         make: Any, db: AsyncDatabase[Document]) -> None:
-    svc = make()
     tree = await chain_plan(db, 5)  # root -> a -> T -> b -> c
     plan, target, b = tree[0].plan_id, tree[2].decision_id, tree[3].decision_id
-    original = svc._analyze
 
-    async def then_the_tree_changes(*args: Any) -> Any:
-        impact = await original(*args)
+    async def then_the_tree_changes(call: int) -> None:
         # Someone supersedes b after the analysis: the impact (T, b, c) is now stale.
-        await db.decisions.update_one({"_id": b}, {"$set": {"superseded_by": new_id()}})
-        return impact
+        if call == 1:
+            await db.decisions.update_one({"_id": b}, {"$set": {"superseded_by": new_id()}})
 
-    svc._analyze = then_the_tree_changes
+    impact: list[ImpactThen] = []
+
+    def ports(store: CorrectionStore) -> CorrectionStore:
+        impact.append(ImpactThen(store.impact, then_the_tree_changes))
+        return dataclasses.replace(store, impact=impact[0])  # type: ignore[arg-type]
+
+    svc = make(ports=ports)
     c = await _revert(svc, plan, target, timeout=10)
     assert c.status is S.APPLIED
     assert c.superseded_ids == [target]  # recomputed: b and its child are no longer current
+    assert impact[0].calls == 2
     [attempt] = await svc.list_attempts(c.correction_id)
     assert attempt.state is A.COMPLETE
 
