@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from contracts.correction_plan import AppendPlan, RevertPlan
 from contracts.corrections import Correction, CorrectionAttemptRecord, CorrectionAttemptState
 from contracts.decision import Decision
 from contracts.outgoing import OutgoingEvent
+from contracts.write_sets import AppendWrites, RevertWrites
 
 __all__ = ["AttemptChange", "Changes", "Versioned", "Written"]
 
@@ -45,8 +45,8 @@ class Changes:
     """Version it was read at; None to insert it (a new PENDING correction)."""
     arrival: int = 0
     attempts: Sequence[AttemptChange] = ()
-    revert: RevertPlan | None = None
-    append: AppendPlan | None = None
+    revert: RevertWrites | None = None
+    append: AppendWrites | None = None
     events: Sequence[OutgoingEvent] = ()
     lease_owner: str | None = None
     """When set, the transaction renews and requires this owner's lease on the plan."""

@@ -44,7 +44,6 @@ from contracts.correction_events import (
     FailRefused,
     RetryRefused,
 )
-from contracts.correction_plan import PlanRecord, plan_append, plan_revert, validate_target
 from contracts.correction_subjects import CORRECTIONS_STREAM
 from contracts.corrections import (
     CANCELLABLE,
@@ -71,11 +70,13 @@ from contracts.impact import (
     type_durations,
     types_without_history,
 )
+from contracts.plans import PlanRecord
 from contracts.recording import persisted_body
 from contracts.resume import ResumeInstruction
 from contracts.subjects import persisted, persisted_msg_id
 from contracts.timestamps import utc_now
 from contracts.unreadable import Unreadable
+from contracts.write_sets import append_writes, revert_writes, validate_target
 from services import outbox
 from services.archive import Archive
 from services.ports import (
@@ -630,7 +631,7 @@ class CorrectionService:
         now = self._clock()
         if c.mode is CorrectionMode.REVERT:
             assert impact is not None
-            revert = plan_revert(request, target, impact, new_decision_id=new_id(),
+            revert = revert_writes(request, target, impact, new_decision_id=new_id(),
                                  sequence_number=0, at=now)
             path = await asyncio.to_thread(self._archive.write, revert)
             done = attempt.transition(A.COMPLETE, now, new_decision_id=revert.new_decision.
@@ -643,7 +644,7 @@ class CorrectionService:
                                    correction_event(applied),
                                    resume_message(ResumeInstruction.after_revert(
                                        applied, target, revert))])
-        append = plan_append(
+        append = append_writes(
             request, target, child_plan_id=new_id(), child_root_decision_id=new_id(),
             intervention_decision_id=new_id(), sequence_number=0, at=now,
             project=record.project if record else target.project,

@@ -189,7 +189,7 @@ class DecisionRepository:
 
     async def facts_for(self, candidates: Sequence[Candidate], *,
                         existing: bool = True) -> StoredFacts:
-        """The lookups `plan_batch` needs, each by an index. `existing=False` skips
+        """The lookups `triage_batch` needs, each by an index. `existing=False` skips
         asking which of the candidates are stored already (the facts then say none is;
         the recorder's first try at a batch of first deliveries).
 

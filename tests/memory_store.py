@@ -21,7 +21,6 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from contracts.correction_changes import Changes, Versioned, Written
-from contracts.correction_plan import AppendPlan, RevertPlan
 from contracts.corrections import (
     ATTEMPT_LIFECYCLE,
     CORRECTION_LIFECYCLE,
@@ -53,6 +52,7 @@ from contracts.outgoing import OutgoingEvent, Pending
 from contracts.plans import PLAN_LIFECYCLE, PlanRecord, PlanStatus, ancestry
 from contracts.recording import Candidate, PlanClaim, Resume, Stored, StoredFacts
 from contracts.timestamps import utc_now
+from contracts.write_sets import AppendWrites, RevertWrites
 from services.ports import (
     CorrectionStorePort,
     DeadLetterRecords,
@@ -571,21 +571,21 @@ class MemoryWriter:
         _add_events(st, cid, version, events, now)
         return Written(Versioned(c.correction, version, c.arrival), new)
 
-    def _revert(self, st: State, plan: RevertPlan, now: datetime) -> list[Decision]:
-        before = _reserve(st, plan.plan_id, 1, now, bump_epoch=True)
+    def _revert(self, st: State, writes: RevertWrites, now: datetime) -> list[Decision]:
+        before = _reserve(st, writes.plan_id, 1, now, bump_epoch=True)
         seq = int(before.get("next_sequence", 0)) if before else 0
-        new = plan.new_decision.model_copy(update={"sequence_number": seq})
+        new = writes.new_decision.model_copy(update={"sequence_number": seq})
         _insert_decision(st, new)
-        for i in plan.supersede_ids:
+        for i in writes.supersede_ids:
             d = st.decisions.get(i)
             if d is None or d.superseded_by is not None:
                 raise ConcurrentChange(f"decision {i} changed since the impact analysis")
             st.decisions[i] = d.model_copy(update={
                 "superseded_by": new.decision_id, "superseded_at": new.created_at,
-                "superseded_by_correction": plan.correction_id})
-        self._roll_back(st, plan.child_plans_to_roll_back, plan.correction_id, now)
-        gone = set(plan.supersede_ids)
-        rolled = set(plan.child_plans_to_roll_back)
+                "superseded_by_correction": writes.correction_id})
+        self._roll_back(st, writes.child_plans_to_roll_back, writes.correction_id, now)
+        gone = set(writes.supersede_ids)
+        rolled = set(writes.child_plans_to_roll_back)
         for d in st.decisions.values():
             if d.superseded_by is None and (d.parent_decision_id in gone or d.plan_id in rolled):
                 raise ConcurrentChange(f"decision {d.decision_id} was recorded under what "
@@ -608,18 +608,18 @@ class MemoryWriter:
                 st.plans[plan_id] = doc
 
     @staticmethod
-    def _append(st: State, plan: AppendPlan, now: datetime) -> list[Decision]:
-        before = _reserve(st, plan.plan_id, 1, now)
+    def _append(st: State, writes: AppendWrites, now: datetime) -> list[Decision]:
+        before = _reserve(st, writes.plan_id, 1, now)
         seq = int(before.get("next_sequence", 0)) if before else 0
-        intervention = plan.intervention.model_copy(update={"sequence_number": seq})
-        child = plan.child_plan
+        intervention = writes.intervention.model_copy(update={"sequence_number": seq})
+        child = writes.child_plan
         if child.plan_id in st.plans:
             raise DuplicateRecord(f"plan {child.plan_id} exists")
         st.plans[child.plan_id] = {**child.model_dump(mode="python", exclude={"plan_id"}),
                                    "next_sequence": 1}
-        _insert_decision(st, plan.child_root)
+        _insert_decision(st, writes.child_root)
         _insert_decision(st, intervention)
-        return [intervention, plan.child_root]
+        return [intervention, writes.child_root]
 
 
 class MemoryDeadLetters:

@@ -12,7 +12,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from contracts.correction_changes import AttemptChange, Changes
-from contracts.correction_plan import plan_append, plan_revert
 from contracts.corrections import (
     Correction,
     CorrectionAttemptRecord,
@@ -36,6 +35,7 @@ from contracts.outgoing import OutgoingEvent
 from contracts.plans import PlanStatus
 from contracts.recording import Candidate, content_hash
 from contracts.rules import Rule, RuleViolation
+from contracts.write_sets import append_writes, revert_writes
 from store.errors import (
     ConcurrentChange,
     DuplicateRecord,
@@ -229,7 +229,7 @@ async def test_a_revert_supersedes_the_subtree_and_rolls_back_child_plans(b: Bac
     target = tree[2]
     c = await pending(b, tree, 2)
     impact = await b.store.impact.impact(target.decision_id)
-    revert = plan_revert(c.request(), target, impact, new_decision_id=new_id(),
+    revert = revert_writes(c.request(), target, impact, new_decision_id=new_id(),
                          sequence_number=0, at=NOW)
     applied = c.transition(S.ANALYZING, NOW).transition(S.EXECUTING, NOW)
     w = await b.store.writer.commit(Changes(applied, 1, revert=revert), NOW)
@@ -243,7 +243,7 @@ async def test_a_revert_supersedes_the_subtree_and_rolls_back_child_plans(b: Bac
     record = await b.store.plans.get(child[0].plan_id)
     assert record is not None and record.rolled_back_by == c.correction_id
     # A second revert from the same impact: what it would supersede is superseded already.
-    again = plan_revert(c.request(), target, impact, new_decision_id=new_id(),
+    again = revert_writes(c.request(), target, impact, new_decision_id=new_id(),
                         sequence_number=0, at=NOW)
     with pytest.raises(ConcurrentChange):
         await b.store.writer.commit(Changes(applied, 2, revert=again), NOW)
@@ -259,7 +259,7 @@ async def test_a_revert_fails_on_a_decision_recorded_under_it_since_the_walk(
     impact = await b.store.impact.impact(tree[1].decision_id)
     late = Decision.model_validate(decision(tree[0].plan_id, tree[2].decision_id))
     await b.recorded.insert_recorded([Candidate(1, late, content_hash(late))], NOW)
-    revert = plan_revert(c.request(), tree[1], impact, new_decision_id=new_id(),
+    revert = revert_writes(c.request(), tree[1], impact, new_decision_id=new_id(),
                          sequence_number=0, at=NOW)
     with pytest.raises(ConcurrentChange):
         await b.store.writer.commit(Changes(c, 1, revert=revert), NOW)
@@ -274,7 +274,7 @@ async def test_an_append_writes_a_child_plan_its_root_and_the_intervention(
     c = Correction.from_request(request(tree[0].plan_id, target.decision_id, "append"), NOW)
     await b.store.writer.commit(Changes(c, None), NOW)
     child_plan = new_id()
-    append = plan_append(c.request(), target, child_plan_id=child_plan,
+    append = append_writes(c.request(), target, child_plan_id=child_plan,
                          child_root_decision_id=new_id(), intervention_decision_id=new_id(),
                          sequence_number=0, at=NOW, project=None, action_template=None)
     w = await b.store.writer.commit(Changes(c, 1, append=append,

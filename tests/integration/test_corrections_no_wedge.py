@@ -22,7 +22,6 @@ from pymongo import MongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.correction_events import FailRefused
-from contracts.correction_plan import RevertPlan
 from contracts.corrections import (
     INLINE_IDS_MAX,
     Correction,
@@ -32,6 +31,7 @@ from contracts.corrections import (
 from contracts.decision import STORED, Decision
 from contracts.ids import new_id
 from contracts.timestamps import utc_now
+from contracts.write_sets import RevertWrites
 from services.archive import Archive
 from services.corrections import CorrectionPolicy, CorrectionService, correction_event
 from store.correction_store import CorrectionStore
@@ -190,7 +190,7 @@ class SlowArchive(Archive):
         super().__init__(*args)
         self.seconds = seconds
 
-    def write(self, plan: RevertPlan) -> str:
+    def write(self, plan: RevertWrites) -> str:
         time.sleep(self.seconds)
         return super().write(plan)
 
@@ -344,7 +344,7 @@ class ChangingArchive(Archive):
         self._client: MongoClient[Document] = MongoClient(mongo_uri)
         self._db = db_name
 
-    def write(self, plan: RevertPlan) -> str:
+    def write(self, plan: RevertWrites) -> str:
         self._client[self._db].decisions.update_one(
             {"_id": plan.supersede_ids[-1]}, {"$set": {"superseded_by": new_id()}})
         return super().write(plan)

@@ -18,11 +18,11 @@ import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.correction_events import CancelRefused
-from contracts.correction_plan import validate_target
 from contracts.corrections import CorrectionAttemptRecord, CorrectionAttemptState, CorrectionStatus
 from contracts.decision import DecisionType
 from contracts.errors import IllegalTransition, TargetInOtherPlan, TargetNotFound, TargetSuperseded
 from contracts.ids import new_id
+from contracts.write_sets import validate_target
 from services.archive import Archive
 from services.corrections import CorrectionService
 from store.correction_store import CorrectionStore

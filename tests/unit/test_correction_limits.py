@@ -18,7 +18,6 @@ from pymongo.errors import (
 )
 
 from contracts.correction_events import CorrectionTransitioned
-from contracts.correction_plan import plan_revert
 from contracts.corrections import (
     INLINE_IDS_MAX,
     OPERATOR_FAILABLE,
@@ -28,15 +27,8 @@ from contracts.corrections import (
     CorrectionStatus,
     bounded_text,
 )
-from contracts.impact import (
-    ImpactGraph,
-    ImpactWalk,
-    RiskLevel,
-    build_dry_run_report,
-    compute_impact,
-    summarize,
-    walk_graph,
-)
+from contracts.impact import ImpactWalk, RiskLevel, build_dry_run_report, summarize
+from contracts.write_sets import revert_writes
 from services.corrections import CorrectionPolicy, Outcome, outcome_of
 from store.errors import (
     ConcurrentChange,
@@ -46,6 +38,7 @@ from store.errors import (
     StoreUnreachable,
 )
 from store.translate import translated
+from tests.impact_graph import ImpactGraph, compute_impact, walk_graph
 from tests.unit.test_impact import PLAN, dec, uid
 from workers.settings import Settings
 
@@ -125,7 +118,7 @@ def test_the_walk_stops_once_past_the_limit() -> None:
     assert impact.exceeds_limit and not impact.complete
     assert impact.risk_level is RiskLevel.HIGH  # risk stays computed
     with pytest.raises(ValueError, match="whole impact"):
-        plan_revert(req(), dec(1, 0), impact, new_decision_id=uid(9999),
+        revert_writes(req(), dec(1, 0), impact, new_decision_id=uid(9999),
                     sequence_number=1, at=dec(1, 0).created_at)
 
 
@@ -180,7 +173,7 @@ def test_applied_event_lists_the_first_ids_and_counts_them_all() -> None:
     graph = wide(40_000)  # over the ~36,000 whose APPLIED event used to exceed 1 MB
     impact = compute_impact(uid(1), graph)
     at = dec(1, 0).created_at
-    plan = plan_revert(req(), dec(1, 0), impact, new_decision_id=uid(99_999),
+    plan = revert_writes(req(), dec(1, 0), impact, new_decision_id=uid(99_999),
                        sequence_number=1, at=at)
     c = Correction.from_request(req(), at)
     for to in (S.ANALYZING, S.EXECUTING):

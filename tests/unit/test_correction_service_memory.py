@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 
 from contracts.correction_events import CancelRefused
-from contracts.correction_plan import RevertPlan
 from contracts.corrections import (
     Correction,
     CorrectionAttemptState,
@@ -30,6 +29,7 @@ from contracts.decision import Decision
 from contracts.ids import new_id
 from contracts.outgoing import OutgoingEvent
 from contracts.plans import PlanStatus
+from contracts.write_sets import RevertWrites
 from services.archive import Archive
 from services.corrections import CorrectionPolicy, CorrectionService
 from store.errors import LeaseLost, StoreFailure, StoreUnreachable
@@ -298,7 +298,7 @@ class FlakyArchive(Archive):
         super().__init__(root)
         self.failures = failures
 
-    def write(self, plan: RevertPlan) -> str:
+    def write(self, plan: RevertWrites) -> str:
         if self.failures:
             self.failures -= 1
             raise PermissionError(13, "read-only file system")
