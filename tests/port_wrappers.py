@@ -1,12 +1,15 @@
-"""Ports that do something at the worst moment: races set up through the store's ports
-(the same on the memory store and the real one), instead of patching a service.
+"""Ports for service tests: a publisher that keeps what it was given, and ports that do
+something at the worst moment (races set up through the store's ports, the same on the
+memory store and the real one, instead of patching a service).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import json
+from collections.abc import Awaitable, Callable, Sequence
 
 from contracts.impact import CorrectionImpact, ImpactWalk
+from contracts.outgoing import OutgoingEvent
 from services.ports import ImpactReads
 
 
@@ -28,3 +31,22 @@ class ImpactThen:
         self.calls += 1
         await self._then(self.calls)
         return found
+
+
+class Published:
+    """The publisher port, keeping what it was given (JetStream's dedup by msg_id)."""
+
+    def __init__(self) -> None:
+        self.events: dict[str, OutgoingEvent] = {}
+
+    async def publish_all(self, events: Sequence[OutgoingEvent]) -> None:
+        for e in events:
+            self.events.setdefault(e.msg_id, e)
+
+    def statuses(self, correction_id: str) -> list[str]:
+        bodies = [json.loads(e.payload) for e in self.events.values()
+                  if e.subject.startswith("corrections.events.")]
+        return [b["to_status"] for b in bodies if b["correction_id"] == correction_id]
+
+    def on(self, prefix: str) -> list[OutgoingEvent]:
+        return [e for e in self.events.values() if e.subject.startswith(prefix)]

@@ -9,8 +9,6 @@ fails a read is tested here on every path, and the races are set up through the 
 from __future__ import annotations
 
 import dataclasses
-import json
-from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -27,7 +25,6 @@ from contracts.corrections import (
 )
 from contracts.decision import Decision
 from contracts.ids import new_id
-from contracts.outgoing import OutgoingEvent
 from contracts.plans import PlanStatus
 from contracts.write_sets import RevertWrites
 from services.archive import Archive
@@ -35,7 +32,7 @@ from services.corrections import CorrectionPolicy, CorrectionService
 from store.errors import LeaseLost, StoreFailure, StoreUnreachable
 from tests.factories import decision, root
 from tests.memory_store import MemoryStore
-from tests.port_wrappers import ImpactThen
+from tests.port_wrappers import ImpactThen, Published
 
 pytestmark = pytest.mark.unit
 
@@ -43,25 +40,6 @@ S = CorrectionStatus
 A = CorrectionAttemptState
 FAST = CorrectionPolicy(attempt_backoff_seconds=0.0, conflict_backoff_seconds=0.0,
                         conflict_backoff_max_seconds=0.0, max_conflicts=3)
-
-
-class Published:
-    """The publisher port, keeping what it was given (JetStream's dedup by msg_id)."""
-
-    def __init__(self) -> None:
-        self.events: dict[str, OutgoingEvent] = {}
-
-    async def publish_all(self, events: Sequence[OutgoingEvent]) -> None:
-        for e in events:
-            self.events.setdefault(e.msg_id, e)
-
-    def statuses(self, correction_id: str) -> list[str]:
-        bodies = [json.loads(e.payload) for e in self.events.values()
-                  if e.subject.startswith("corrections.events.")]
-        return [b["to_status"] for b in bodies if b["correction_id"] == correction_id]
-
-    def on(self, prefix: str) -> list[OutgoingEvent]:
-        return [e for e in self.events.values() if e.subject.startswith(prefix)]
 
 
 @dataclasses.dataclass
