@@ -12,6 +12,7 @@ import asyncio
 import dataclasses
 import json
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -33,9 +34,8 @@ from contracts.ids import new_id
 from contracts.timestamps import utc_now
 from contracts.write_sets import RevertWrites
 from services.archive import Archive
-from services.corrections import CorrectionPolicy, CorrectionService, correction_event
+from services.corrections import CorrectionPolicy, CorrectionService
 from store.correction_store import CorrectionStore
-from store.correction_writes import Changes
 from store.database import Document
 from store.errors import LeaseLost
 from tests.bulk import load_plan
@@ -233,16 +233,38 @@ async def test_a_driver_whose_lease_was_taken_cannot_commit(
 # --- 4. an operator fails a stuck correction ---------------------------------------------------
 
 
+class HeldArchive(Archive):
+    """An archive copy that waits to be let go: the driver is then EXECUTING, with an
+    attempt running, exactly when an operator would give up on it."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def write(self, writes: RevertWrites) -> str:
+        self.entered.set()
+        self.release.wait(10)
+        return super().write(writes)
+
+
 async def test_operator_fails_an_executing_correction_and_its_attempt(
-        make: Any, db: AsyncDatabase[Document], nc: nats.NATS) -> None:
-    svc = make()
+        make: Any, db: AsyncDatabase[Document], nc: nats.NATS, tmp_path: Path) -> None:
+    archive = HeldArchive(tmp_path / "archive", tmp_path / "artifacts")
+    svc = make(archive)
     tree = await chain_plan(db, 3)
     plan = tree[0].plan_id
     req = request(plan, tree[1].decision_id)
     await svc.request_correction(req)
-    await _step_to(svc, req.correction_id, S.ANALYZING)
-    await svc._analyze(await svc._store.corrections.get(req.correction_id), None, 0)
-    failed = await svc.fail_correction(req.correction_id, "archive volume lost", plan_id=plan)
+    driving = asyncio.create_task(svc.drive_plan(plan))
+    assert await asyncio.to_thread(archive.entered.wait, 10)
+    try:
+        failed = await svc.fail_correction(req.correction_id, "archive volume lost",
+                                           plan_id=plan)
+    finally:
+        archive.release.set()
+    # The driver, coming back, loses its commit, finds it terminal and leaves it.
+    assert await driving
     assert isinstance(failed, Correction) and failed.status is S.FAILED
     c = await svc.get_correction(req.correction_id)
     assert c is not None and c.status is S.FAILED
@@ -250,6 +272,7 @@ async def test_operator_fails_an_executing_correction_and_its_attempt(
     assert c.history[-1].reason == "archive volume lost"
     [attempt] = await svc.list_attempts(req.correction_id)
     assert attempt.state is A.FAILED and attempt.error == c.error
+    assert not archive.folder(plan, req.correction_id).exists()  # what it wrote is gone
     refused = await svc.fail_correction(req.correction_id, "again", plan_id=plan)
     assert isinstance(refused, FailRefused) and refused.status is S.FAILED
     assert "only analyzing or executing" in refused.reason
@@ -258,16 +281,8 @@ async def test_operator_fails_an_executing_correction_and_its_attempt(
     assert headers["Nats-Msg-Id"] == f"fail_refused:{req.correction_id}:failed"
     assert statuses_of(await transition_events(nc), req.correction_id) == [
         "pending", "analyzing", "executing", "failed"]
-    # The driver, coming back, finds it terminal and leaves it.
     assert await svc.drive_plan(plan)
     assert await db.decisions.count_documents({"superseded_by": {"$ne": None}}) == 0
-
-
-async def _step_to(svc: CorrectionService, correction_id: str, to: CorrectionStatus) -> None:
-    v = await svc._store.corrections.get(correction_id)
-    assert v is not None
-    moved = v.correction.transition(to, utc_now())
-    await svc._commit(Changes(moved, v.version, events=[correction_event(moved)]))
 
 
 # --- 5. limits on big corrections ---------------------------------------------------------------
