@@ -34,6 +34,9 @@ from store.outbox import OutboxRepository
 from store.transactions import run_in_transaction
 from store.translate import translate_errors
 
+__all__ = ["EventFor", "InvariantNotFound", "InvariantRepository", "ViolationNotFound",
+           "ViolationRepository", "blocking_violations"]
+
 VIOLATED_VERSION = 0
 RESOLVED_VERSION = 1
 """Outbox order of a violation's two events: the report's before the resolution's."""
