@@ -32,6 +32,16 @@ BACKOFF: tuple[float, ...] = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 MAX_DELIVERIES_ADVISORY = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES"
 
 
+def replay_from(start: int | None) -> ConsumerConfig:
+    """An ordered consumer from stream sequence `start`, or from the stream's start.
+
+    The wait helpers replay from their own publish's sequence, so an outcome or
+    transition published before the wait began is not missed."""
+    return ConsumerConfig(
+        deliver_policy=DeliverPolicy.BY_START_SEQUENCE if start else DeliverPolicy.ALL,
+        opt_start_seq=start or None)
+
+
 @dataclass(frozen=True, slots=True)
 class DurableSpec:
     """Which messages a durable reads, and how it retries them."""

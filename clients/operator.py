@@ -18,11 +18,11 @@ from collections.abc import AsyncIterator
 
 import nats.errors
 from nats.aio.client import Client
-from nats.js.api import ConsumerConfig, DeliverPolicy
 from opentelemetry import trace
 from pydantic import ValidationError
 
 from clients._connect import CONNECT_TIMEOUT, DEFAULT_NATS_URL, Connecting, ConnectionOwner
+from clients._durable import replay_from
 from clients._publish import DEFAULT_RETRY, RetryPolicy, publish_acked
 from clients.credentials import NatsCredentials
 from contracts import correction_subjects as subjects
@@ -226,11 +226,8 @@ class CorrectionClient(ConnectionOwner):
         if the correction is not terminal within `timeout`.
         """
         start = self._requested_at.get(correction_id.upper())
-        config = ConsumerConfig(
-            deliver_policy=DeliverPolicy.BY_START_SEQUENCE if start else DeliverPolicy.ALL,
-            opt_start_seq=start)
         sub = await self._js.subscribe(plan_events(plan_id),
-                                       ordered_consumer=True, config=config)
+                                       ordered_consumer=True, config=replay_from(start))
         try:
             async with asyncio.timeout(timeout):
                 while True:

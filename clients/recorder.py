@@ -21,11 +21,10 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from nats.aio.client import Client
-from nats.js.api import ConsumerConfig, DeliverPolicy
 from opentelemetry import trace
 
 from clients._connect import CONNECT_TIMEOUT, DEFAULT_NATS_URL, Connecting, ConnectionOwner
-from clients._durable import BACKOFF, MAX_DELIVER
+from clients._durable import BACKOFF, MAX_DELIVER, replay_from
 from clients._publish import DEFAULT_RETRY, PublishFailed, RetryPolicy, publish_acked
 from clients.building import (
     Artifact,
@@ -172,11 +171,8 @@ class DecisionRecorder(ConnectionOwner):
         (2 minutes) publishes no new event, so waiting for it times out.
         """
         start = self._published.get(decision.decision_id, (decision.plan_id, 0))[1]
-        config = ConsumerConfig(
-            deliver_policy=DeliverPolicy.BY_START_SEQUENCE if start else DeliverPolicy.ALL,
-            opt_start_seq=start or None)
         sub = await self._js.subscribe(f"decisions.*.{decision.plan_id}",
-                                       ordered_consumer=True, config=config)
+                                       ordered_consumer=True, config=replay_from(start))
         try:
             async with asyncio.timeout(timeout):
                 while True:

@@ -35,7 +35,6 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from contracts import correction_subjects as subjects
 from contracts.bounds import DEFAULT_MAX_PAYLOAD_BYTES
@@ -66,7 +65,7 @@ from contracts.unreadable import Unreadable, describe, guarded, truncate
 from services.corrections import CorrectionService, CrashHook, no_crash
 from store.deliveries import DeliveryFailures
 from workers.inbound import Batch
-from workers.pull import BatchPuller
+from workers.pull import BatchPuller, durable_config
 from workers.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -92,14 +91,6 @@ def crash_hook(step: str | None) -> CrashHook:
             os.kill(os.getpid(), signal.SIGKILL)
 
     return crash
-
-
-def _consumer(durable: str, subject: str, settings: Settings) -> ConsumerConfig:
-    """MaxDeliver and BackOff are set by the puller from the settings' `retry()`."""
-    return ConsumerConfig(
-        durable_name=durable, filter_subject=subject, ack_policy=AckPolicy.EXPLICIT,
-        deliver_policy=DeliverPolicy.ALL, ack_wait=settings.corrections_ack_wait_seconds,
-        max_ack_pending=1000)
 
 
 async def _reject(service: CorrectionService, batch: Batch[Any], m: Msg,
@@ -337,7 +328,8 @@ async def relay_loop(service: Service, settings: Settings) -> None:
 def _puller(js: JetStreamContext, durable: str, subject: str, settings: Settings,
             consumer: RequestConsumer | CancelConsumer | FailConsumer | RetryConsumer, *,
             failures: DeliveryFailures | None, waits: int = 0) -> BatchPuller[Any]:
-    config = _consumer(durable, subject, settings)
+    config = durable_config(durable, subject, ack_wait=settings.corrections_ack_wait_seconds,
+                            max_ack_pending=1000)
     common: dict[str, Any] = {"stream": subjects.CORRECTIONS_STREAM, "subject": subject,
                               "config": config, "batch_size": settings.corrections_batch_size,
                               "max_wait": 1.0, "retry": settings.retry(waits),

@@ -23,7 +23,7 @@ from typing import Any
 from faststream.nats import NatsBroker
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.api import DeliverPolicy
 
 from contracts import invariant_subjects as subjects
 from contracts.dead_letter import DeadLetter, dead_letter_id
@@ -44,7 +44,7 @@ from store.dead_letters import DeadLetterRepository
 from store.deliveries import DeliveryFailures
 from store.errors import InvariantNotFound
 from workers.inbound import Batch
-from workers.pull import BatchPuller
+from workers.pull import BatchPuller, durable_config
 from workers.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -168,14 +168,6 @@ def _subject_plan(subject: str) -> str | None:
     return plan.upper() if plan and is_ulid(plan) else None
 
 
-def _config(durable: str, subject: str, ack_wait: float, *,
-            deliver: DeliverPolicy) -> ConsumerConfig:
-    """MaxDeliver and BackOff are set by the puller from the settings' `retry()`."""
-    return ConsumerConfig(
-        durable_name=durable, filter_subject=subject, ack_policy=AckPolicy.EXPLICIT,
-        deliver_policy=deliver, ack_wait=ack_wait, max_ack_pending=20_000)
-
-
 def invariant_pullers(js: JetStreamContext, settings: Settings, service: Service,
                       dead_letters: Callable[[], DeadLetterRepository] | None = None,
                       failures: DeliveryFailures | None = None) -> list[BatchPuller[Any]]:
@@ -184,16 +176,17 @@ def invariant_pullers(js: JetStreamContext, settings: Settings, service: Service
         # NEW: the first start over an existing ledger does not reconcile old plans with
         # today's invariants; from then on the durable consumer misses nothing.
         BatchPuller(js, stream=DECISIONS_STREAM, subject=persisted,
-                    config=_config(subjects.RECONCILER_DURABLE, persisted,
-                                   settings.invariants_ack_wait_seconds,
-                                   deliver=DeliverPolicy.NEW),
+                    config=durable_config(subjects.RECONCILER_DURABLE, persisted,
+                                          ack_wait=settings.invariants_ack_wait_seconds,
+                                          max_ack_pending=20_000,
+                                          deliver=DeliverPolicy.NEW),
                     batch_size=settings.reconciler_batch_size, max_wait=1.0,
                     consumer=ReconcilerConsumer(service, settings, dead_letters),
                     retry=settings.retry(), failures=failures),
         BatchPuller(js, stream=subjects.INVARIANTS_STREAM, subject=subjects.ALL_VIOLATIONS,
-                    config=_config(subjects.VIOLATIONS_DURABLE, subjects.ALL_VIOLATIONS,
-                                   settings.invariants_ack_wait_seconds,
-                                   deliver=DeliverPolicy.ALL),
+                    config=durable_config(subjects.VIOLATIONS_DURABLE, subjects.ALL_VIOLATIONS,
+                                          ack_wait=settings.invariants_ack_wait_seconds,
+                                          max_ack_pending=20_000),
                     batch_size=settings.invariants_batch_size, max_wait=1.0,
                     consumer=ViolationConsumer(service, settings),
                     retry=settings.retry(), failures=failures),

@@ -44,7 +44,7 @@ from typing import Any, Generic, TypeVar
 import nats.errors
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
-from nats.js.api import ConsumerConfig
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 from pymongo.errors import ConnectionFailure
 
@@ -102,6 +102,17 @@ def config_changes(have: ConsumerConfig, want: ConsumerConfig) -> dict[str, tupl
         elif wanted != had:
             out[name] = (had, wanted)
     return out
+
+
+def durable_config(durable: str, subject: str, *, ack_wait: float, max_ack_pending: int,
+                   deliver: DeliverPolicy = DeliverPolicy.ALL) -> ConsumerConfig:
+    """The shape every worker durable shares: explicit acks, one subject filter.
+
+    MaxDeliver and BackOff are left out on purpose: the `BatchPuller` sets them from its
+    `Retry`, so they come from one place (the settings)."""
+    return ConsumerConfig(
+        durable_name=durable, filter_subject=subject, ack_policy=AckPolicy.EXPLICIT,
+        deliver_policy=deliver, ack_wait=ack_wait, max_ack_pending=max_ack_pending)
 
 
 async def ensure_consumer(js: JetStreamContext, stream: str, want: ConsumerConfig) -> None:

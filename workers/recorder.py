@@ -21,7 +21,7 @@ from datetime import datetime
 from faststream.nats import NatsBroker
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.api import ConsumerConfig
 
 from contracts.decision import Decision
 from contracts.recording import (
@@ -49,7 +49,7 @@ from services.recorder import (
 )
 from store.deliveries import DeliveryFailures
 from workers.inbound import Batch, Retry, to_inbound
-from workers.pull import BatchPuller
+from workers.pull import BatchPuller, durable_config
 from workers.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -65,14 +65,9 @@ RECORDED_DOC = (
 
 def consumer_config(settings: Settings) -> ConsumerConfig:
     """MaxDeliver and BackOff are set by the puller from `recorder_retry`."""
-    return ConsumerConfig(
-        durable_name=RECORDER_DURABLE,
-        filter_subject=f"{RECORDED_PREFIX}.*",
-        ack_policy=AckPolicy.EXPLICIT,
-        deliver_policy=DeliverPolicy.ALL,
-        ack_wait=settings.recorder_ack_wait_seconds,
-        max_ack_pending=max(20_000, settings.recorder_batch_size * 4),
-    )
+    return durable_config(RECORDER_DURABLE, f"{RECORDED_PREFIX}.*",
+                          ack_wait=settings.recorder_ack_wait_seconds,
+                          max_ack_pending=max(20_000, settings.recorder_batch_size * 4))
 
 
 def recorder_retry(settings: Settings) -> Retry:

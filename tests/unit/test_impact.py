@@ -345,20 +345,30 @@ PLANS = [PLAN, PLAN2, PLAN3]
 NON_ROOT = [t for t in DecisionType if t is not DT.PROMPT_DEFINITION]
 
 
+# Strategies built once: building them inside the draw loop cost most of these tests' time
+# (hypothesis works out each new strategy's properties on first use).
+_PLAN = st.sampled_from(PLANS)
+_TYPE = st.sampled_from(NON_ROOT)
+_PLAN_LIST = st.lists(_PLAN, max_size=2)
+_FILES = st.lists(st.sampled_from("abcdef"), max_size=2)
+_SEQ = st.integers(0, 5)
+_AT = st.integers(-10, 1000)
+_PARENT = st.one_of(st.none(), st.integers(0, 29))
+
+
 @st.composite
 def graphs(draw: st.DrawFn) -> tuple[list[Decision], int]:
     n = draw(st.integers(1, 30))
+    deps = st.lists(st.integers(0, n + 2), max_size=3)
     decisions = []
     for i in range(n):
-        parent = draw(st.one_of(st.none(), st.integers(0, i - 1))) if i else None
+        pick = draw(_PARENT) if i else None
+        parent = None if pick is None else pick % i
         decisions.append(dec(
-            i, parent, plan=draw(st.sampled_from(PLANS)),
-            type_=None if parent is None else draw(st.sampled_from(NON_ROOT)),
-            deps=draw(st.lists(st.integers(0, n + 2), max_size=3)),
-            plans=draw(st.lists(st.sampled_from(PLANS), max_size=2)),
-            files=draw(st.lists(st.sampled_from("abcdef"), max_size=2)),
-            seq=draw(st.integers(0, 5)), superseded=draw(st.booleans()),
-            at=draw(st.integers(-10, 1000)),
+            i, parent, plan=draw(_PLAN),
+            type_=None if parent is None else draw(_TYPE),
+            deps=draw(deps), plans=draw(_PLAN_LIST), files=draw(_FILES),
+            seq=draw(_SEQ), superseded=draw(st.booleans()), at=draw(_AT),
         ))
     return decisions, draw(st.integers(0, n - 1))
 
