@@ -3,7 +3,7 @@
     python bench/bench_corrections.py [--plans 1000,100000] [--subtrees 10,1000,10000]
 
 Starts its own nats-server and secantusd-py (free ports, temp dir) and one `python -m
-workers` process. Plans are loaded straight into the store in bulk (store.bulk.load_plan),
+workers` process. Plans are loaded straight into the store in bulk (tests/bulk.py, load_plan),
 not through NATS, so building a 100,000-decision plan takes seconds: recording speed is
 bench_recorder.py's subject, not this one's. Each plan holds one disjoint subtree per
 size under its root, beside `plan size` other decisions.
@@ -42,9 +42,9 @@ from contracts.decision import ArtifactRef, ContextSnapshot, Decision, DecisionT
 from contracts.ids import new_id  # noqa: E402
 from contracts.subjects import DECISIONS_STREAM, RECORDER_DURABLE  # noqa: E402
 from deploy.embedded import free_port, start_mongo, start_nats  # noqa: E402
-from store.bulk import load_plan  # noqa: E402
 from store.database import ensure_indexes  # noqa: E402
 from store.impact import ImpactReader  # noqa: E402
+from tests.bulk import load_plan  # noqa: E402
 
 CONTEXT = ContextSnapshot(hot_context_hash="sha256:" + "ab" * 32, hot_context_ref="s3://c/x")
 TYPES = [DecisionType.STRATEGY_CHOICE, DecisionType.IMPLEMENTATION_CHOICE,

@@ -61,7 +61,7 @@ def resolve_cut(as_of: str | datetime, before: bool, decisions: list[Decision],
 def as_of(decisions: list[Decision], corrections: list[Correction], cut: Cut
           ) -> tuple[list[Decision], list[Correction]]:
     """The decisions current at `cut` and the corrections applied by then."""
-    from services.read_model import cut_as_of  # noqa: PLC0415
+    from store.read_model import cut_as_of  # noqa: PLC0415
 
     return cut_as_of(decisions, corrections, cut)
 
@@ -104,7 +104,7 @@ def diff(
 
 
 async def load_diff(ctx: Ctx, correction_id: str) -> CorrectionDiff:
-    from services.read_model import correction_diff_of  # noqa: PLC0415
+    from store.read_model import correction_diff_of  # noqa: PLC0415
 
     found = await correction_diff_of(ctx.db, correction_id)
     if found is None:

@@ -48,9 +48,10 @@ async def _call(ctx: Ctx, action: Callable[[InvariantService], Awaitable[T]],
     from contracts.errors import DomainError  # noqa: PLC0415
     from services.invariants import InvariantService  # noqa: PLC0415
     from store.errors import ResourceNotFoundError  # noqa: PLC0415
+    from store.invariant_store import InvariantStore  # noqa: PLC0415
 
     publisher = await ctx.publisher() if publishes else _NoPublisher()
-    service = InvariantService.open(ctx.db, publisher)
+    service = InvariantService.from_store(InvariantStore.open(ctx.db), publisher)
     try:
         return await action(service)
     except (DomainError, ResourceNotFoundError, ValueError) as exc:

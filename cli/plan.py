@@ -27,13 +27,13 @@ app.command("correct")(correct.correct)
 
 
 async def _plan_records(ctx: Ctx, plan_ids: list[str]) -> dict[str, PlanRecord]:
-    from services.read_model import plan_records  # noqa: PLC0415
+    from store.read_model import plan_records  # noqa: PLC0415
 
     return await plan_records(ctx.db, plan_ids)
 
 
 async def _corrections(ctx: Ctx, plan_id: str) -> list[Correction]:
-    from services.read_model import plan_corrections  # noqa: PLC0415
+    from store.read_model import plan_corrections  # noqa: PLC0415
 
     return await plan_corrections(ctx.db, plan_id)
 
@@ -182,7 +182,7 @@ def explain(
     decision_id = parse_id(decision_id, "decision")
 
     async def body(ctx: Ctx) -> None:
-        from services.read_model import explain as read  # noqa: PLC0415
+        from store.read_model import explain as read  # noqa: PLC0415
 
         found = await read(ctx.db, decision_id)
         if found is None:

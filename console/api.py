@@ -1,4 +1,4 @@
-"""The console's JSON API: reads from MongoDB through services.read_model and the store's
+"""The console's JSON API: reads from MongoDB through store.read_model and the store's
 repositories, writes through the operator client (the CLI's path, over NATS) or the
 invariant service (the CLI's call), never straight into MongoDB.
 
@@ -44,15 +44,16 @@ from contracts.errors import DomainError
 from contracts.history import SequenceCut
 from contracts.ids import MSG_ID_HEADER, is_ulid
 from contracts.invariants import SCOPE_RANK
-from services import read_model
 from services.invariants import InvariantService
 from services.ports import EventPublisher
+from store import read_model
 from store.attempts import CorrectionAttemptRepository
 from store.corrections import CorrectionRepository
 from store.database import Document
 from store.dead_letters import DeadLetterRepository
 from store.decisions import DecisionRepository
 from store.errors import ResourceNotFoundError
+from store.invariant_store import InvariantStore
 from store.plans import PlanRepository
 from store.views import TreeViews
 
@@ -489,7 +490,7 @@ async def dead_letter_retry(request: Request) -> Response:
 async def invariants(request: Request) -> Response:
     d = deps(request)
     plan_id = query_ulid(request, "plan")
-    service = InvariantService.open(d.db, d.publisher())
+    service = InvariantService.from_store(InvariantStore.open(d.db), d.publisher())
     every = await service.list_invariants()
     effective = await service.effective_for(plan_id) if plan_id else []
     in_force = {i.id for i in effective}
@@ -502,7 +503,7 @@ async def invariants(request: Request) -> Response:
 
 async def violations(request: Request) -> Response:
     d = deps(request)
-    service = InvariantService.open(d.db, d.publisher())
+    service = InvariantService.from_store(InvariantStore.open(d.db), d.publisher())
     found = await service.list_violations(
         query_ulid(request, "plan"), request.query_params.get("unresolved") in ("1", "true"))
     return ok({"violations": [{**dump(v), "blocks": v.blocks} for v in reversed(found)]})
@@ -513,7 +514,7 @@ async def resolve(request: Request) -> Response:
     d = deps(request)
     violation_id = ulid_param(request, "violation_id")
     await body_of(request)
-    service = InvariantService.open(d.db, d.publisher())
+    service = InvariantService.from_store(InvariantStore.open(d.db), d.publisher())
     try:
         done = await service.resolve_violation(violation_id, d.operator_name)
     except ResourceNotFoundError as exc:

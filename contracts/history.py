@@ -27,7 +27,6 @@ from datetime import datetime
 from pydantic import Field
 
 from contracts.base import Frozen
-from contracts.correction_plan import MANIFEST_NAME
 from contracts.corrections import (
     INLINE_IDS_MAX,
     Correction,
@@ -37,6 +36,7 @@ from contracts.corrections import (
 from contracts.decision import Decision, DecisionType
 from contracts.ids import Ulid
 from contracts.rules import EchoText
+from contracts.write_sets import MANIFEST_NAME
 
 __all__ = [
     "CorrectionDiff",

@@ -11,16 +11,16 @@ never leave the target's plan family (`Family`), whatever was recorded.
 The store never hands over a whole plan: `ImpactWalk.expand` lets it fetch
 one BFS level per round trip (the views of the frontier's decisions and the roots
 of the frontier's plans), so the cost follows the affected subtree, not the plan.
-`compute_impact` does the same BFS over an in-memory graph, for tests and small
-plans; the two are property-tested to agree.
+The tests hold a second BFS over a whole in-memory graph (tests/impact_graph.py:
+`compute_impact`, one queue, no levels), property-tested to agree with this one.
 """
 
 from __future__ import annotations
 
 import statistics
-from collections import defaultdict, deque
+from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import NamedTuple, Self
@@ -80,7 +80,7 @@ class DecisionView:
 
     `children` are the IDs of its current children in the order the store lists
     them (sequence_number ascending, then decision_id); that order becomes the BFS
-    order, so the store and `ImpactGraph.from_decisions` must use the same one.
+    order, so every store (and the tests' in-memory graph) must use the same one.
     """
 
     decision_id: str
@@ -201,44 +201,6 @@ def child_order(decisions: Iterable[Decision]) -> list[str]:
     ]
 
 
-@dataclass(frozen=True)
-class ImpactGraph:
-    """A whole graph in memory: for tests and for plans small enough to load."""
-
-    decisions: Mapping[str, DecisionView]
-    plan_roots: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    plan_links: Mapping[str, PlanLink] = field(default_factory=dict)
-
-    @classmethod
-    def from_decisions(cls, decisions: Iterable[Decision],
-                       plan_parents: Mapping[str, str] | None = None) -> ImpactGraph:
-        """`plan_parents`: the recorded parent of each child plan (plans collection)."""
-        all_ = list(decisions)
-        began: dict[str, datetime] = {}
-        for d in all_:
-            if d.parent_decision_id is None and d.created_at is not None:
-                began[d.plan_id] = min(began.get(d.plan_id, d.created_at), d.created_at)
-        parents = plan_parents or {}
-        current = [d for d in all_ if d.superseded_by is None]
-        by_parent: dict[str | None, list[Decision]] = defaultdict(list)
-        roots: dict[str, list[Decision]] = defaultdict(list)
-        for d in current:
-            by_parent[d.parent_decision_id].append(d)
-            if d.parent_decision_id is None:
-                roots[d.plan_id].append(d)
-        return cls(
-            decisions={
-                d.decision_id: DecisionView.from_decision(
-                    d, child_order(by_parent.get(d.decision_id, []))
-                )
-                for d in all_
-            },
-            plan_roots={p: tuple(child_order(rs)) for p, rs in roots.items()},
-            plan_links={p: PlanLink(parents.get(p), began.get(p))
-                        for p in {*began, *parents}},
-        )
-
-
 # --- level-by-level BFS, for the store --------------------------------------------
 
 
@@ -344,19 +306,6 @@ def _follow(view: DecisionView, ref: Ref, target: str) -> bool:
     # The target is analysed even when superseded, so a dry run can still report on
     # it (with a warning); anything else must be in the current tree.
     return not view.superseded or ref.id == target
-
-
-def walk_graph(target_decision_id: str, graph: ImpactGraph) -> ImpactWalk:
-    """Run the level-by-level BFS against an in-memory graph, as the store does against Mongo."""
-    walk = ImpactWalk(target_decision_id)
-    while not walk.done:
-        found = ((i, graph.decisions.get(i)) for i in walk.decision_ids_wanted)
-        walk.expand(
-            {i: v for i, v in found if v is not None},
-            {p: graph.plan_roots.get(p, ()) for p in walk.plan_ids_wanted},
-            {p: link for p in walk.plan_ids_wanted if (link := graph.plan_links.get(p))},
-        )
-    return walk
 
 
 # --- recompute time from recorded history ---------------------------------------
@@ -550,50 +499,6 @@ def _impact(
             (v.decision_type for v in affected), durations),
         risk_level=risk_level_for(count),
     )
-
-
-def compute_impact(
-    target_decision_id: str,
-    graph: ImpactGraph,
-    durations: Mapping[DecisionType, float] | None = None,
-) -> CorrectionImpact:
-    """The seed's queue-based BFS over a whole in-memory graph.
-
-    Written independently of `expand` (one queue, no levels) so that the property
-    test comparing the two checks the level-by-level version rather than itself.
-    """
-    start = Ref(NodeKind.DECISION, target_decision_id)
-    queue: deque[Ref] = deque([start])
-    seen = {start}
-    affected: list[DecisionView] = []
-    plans: list[str] = []
-    family = Family(target_decision_id)
-    while queue:
-        ref = queue.popleft()
-        if ref.kind is NodeKind.PLAN:
-            if not family.plan_ok(ref.id, graph.plan_links.get(ref.id)):
-                seen.discard(ref)
-                continue
-            plans.append(ref.id)
-            family.entered(graph.plan_roots.get(ref.id, ()))
-            nexts: Iterable[Ref] = (
-                Ref(NodeKind.DECISION, r) for r in graph.plan_roots.get(ref.id, ()))
-        else:
-            view = graph.decisions.get(ref.id)
-            if view is None or not _follow(view, ref, target_decision_id):
-                continue
-            if not family.dependent_ok(view):
-                seen.discard(ref)
-                continue
-            family.visited(view)
-            affected.append(view)
-            nexts = view.edges()
-            family.note_edges(view)
-        for n in nexts:
-            if n not in seen:
-                seen.add(n)
-                queue.append(n)
-    return _impact(target_decision_id, affected, plans, durations)
 
 
 # --- dry run -------------------------------------------------------------------------

@@ -19,3 +19,13 @@ class OutgoingEvent:
     msg_id: str
     headers: tuple[tuple[str, str], ...] = ()
     """Headers besides the Nats-Msg-Id: the trace context of what the event is about."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """An event committed to the outbox and not yet published: `correction_id` is the key
+    it is flushed under (a correction, or a violation), `order` its place among them."""
+
+    correction_id: str
+    order: int
+    message: OutgoingEvent

@@ -1,8 +1,8 @@
-"""The recording path's pure rules: read one inbound message, then plan a batch.
+"""The recording path's pure rules: read one inbound message, then triage a batch.
 
 The recorder worker pulls a batch, calls `read_message` on each message, asks the
 store for the few facts the tree rules need (which IDs exist, their plans, the
-plans' roots) and calls `plan_batch`. Everything here is deterministic and free of
+plans' roots) and calls `triage_batch`. Everything here is deterministic and free of
 I/O, so every rule is tested without a server.
 """
 
@@ -256,7 +256,7 @@ class StoredFacts:
     rolled_back: Mapping[str, Resume] = field(default_factory=dict)
     # plan_id -> its correction epoch when these facts were read (absent: 0). The
     # recorder's transaction compares it with the counter document it writes, so a revert
-    # that committed after the facts were read makes the batch plan again.
+    # that committed after the facts were read sends the batch to be triaged again.
     epochs: Mapping[str, int] = field(default_factory=dict)
     # plan_id -> its claim record, for the batch's plans and the plans it claims
     claims: Mapping[str, PlanClaim] = field(default_factory=dict)
@@ -267,7 +267,7 @@ class StoredFacts:
 
 
 @dataclass(frozen=True)
-class BatchPlan:
+class BatchTriage:
     """What to do with each message of a batch. `accept` is in write order: a parent
     always comes before its children, so sequence numbers follow the tree.
 
@@ -286,10 +286,10 @@ class BatchPlan:
     """By stream sequence: where a decision refused by a correction's rule should go."""
 
 
-def plan_batch(candidates: Sequence[Candidate], facts: StoredFacts) -> BatchPlan:
+def triage_batch(candidates: Sequence[Candidate], facts: StoredFacts) -> BatchTriage:
     """Decide every candidate of a batch against what is stored and what is beside it."""
-    plan = BatchPlan()
-    fresh = _sort_out_known(candidates, facts, plan)
+    triage = BatchTriage()
+    fresh = _sort_out_known(candidates, facts, triage)
     # Accept in dependency order: a child whose parent is in the batch waits for the
     # parent's verdict; stop when a pass decides nothing more.
     tree = _TreeState(dict(facts.plan_of), dict(facts.root_of_plan), facts.blocked_plans,
@@ -298,16 +298,16 @@ def plan_batch(candidates: Sequence[Candidate], facts: StoredFacts) -> BatchPlan
                       blocking_ancestors=facts.blocking_ancestors)
     pending = fresh
     while pending:
-        undecided = [c for c in pending if not tree.decide(c, plan)]
+        undecided = [c for c in pending if not tree.decide(c, triage)]
         if len(undecided) == len(pending):
             break
         pending = undecided
-    plan.wait.extend(pending)
-    return plan
+    triage.wait.extend(pending)
+    return triage
 
 
 def _sort_out_known(candidates: Sequence[Candidate], facts: StoredFacts,
-                    plan: BatchPlan) -> list[Candidate]:
+                    triage: BatchTriage) -> list[Candidate]:
     """Put redeliveries, retries and conflicts aside; return the decisions new to the store."""
     seen: dict[str, Candidate] = {}
     fresh: list[Candidate] = []
@@ -320,14 +320,14 @@ def _sort_out_known(candidates: Sequence[Candidate], facts: StoredFacts,
             seen[d.decision_id] = c
             fresh.append(c)
         elif known != c.content_hash:
-            plan.reject.append((c, (RuleViolation(
+            triage.reject.append((c, (RuleViolation(
                 rule=Rule.DECISION_ID_CONFLICT, field="decision_id",
                 message=f"decision {d.decision_id} is already recorded with different content; "
                 "a new choice needs a new decision_id"),)))
         elif stored and stored.recorded_from == c.stream_sequence:
-            plan.redelivered.append(c)
+            triage.redelivered.append(c)
         else:
-            plan.duplicate.append(c)
+            triage.duplicate.append(c)
     return fresh
 
 
@@ -348,7 +348,7 @@ class _TreeState:
     dependent_plan: Mapping[str, str] = field(default_factory=dict)
     blocking_ancestors: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
-    def decide(self, c: Candidate, plan: BatchPlan) -> bool:
+    def decide(self, c: Candidate, triage: BatchTriage) -> bool:
         """Accept or reject `c`, or return False if its parent is still undecided."""
         d = c.decision
         stale = self._stale(d)
@@ -356,8 +356,8 @@ class _TreeState:
             violation, resume = stale
             self.rejected.add(d.decision_id)
             self.stale[d.decision_id] = resume
-            plan.reject.append((c, (violation,)))
-            plan.resume[c.stream_sequence] = resume
+            triage.reject.append((c, (violation,)))
+            triage.resume[c.stream_sequence] = resume
             return True
         broken = self._broken_rule(d)
         if broken is None and d.parent_decision_id is not None \
@@ -370,10 +370,10 @@ class _TreeState:
             if d.is_root:
                 self.roots[d.plan_id] = d.decision_id
             self._note_family(d)
-            plan.accept.append(c)
+            triage.accept.append(c)
         else:
             self.rejected.add(d.decision_id)
-            plan.reject.append((c, (broken,)))
+            triage.reject.append((c, (broken,)))
         return True
 
     def _stale(self, d: Decision) -> tuple[RuleViolation, Resume] | None:

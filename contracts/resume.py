@@ -25,11 +25,11 @@ from pydantic import Field, model_validator
 
 from contracts import correction_subjects as subjects
 from contracts.base import Frozen
-from contracts.correction_plan import AppendPlan, RevertPlan
 from contracts.corrections import INLINE_IDS_MAX, Correction, CorrectionMode, CorrectionStatus
 from contracts.decision import Decision, DecisionType
 from contracts.ids import Ulid
 from contracts.timestamps import UtcTime
+from contracts.write_sets import AppendWrites, RevertWrites
 
 __all__ = [
     "TARGET_TEXT_MAX",
@@ -138,7 +138,7 @@ class ResumeInstruction(Frozen):
 
     @classmethod
     def after_revert(cls, applied: Correction, target: Decision,
-                     revert: RevertPlan) -> ResumeInstruction:
+                     revert: RevertWrites) -> ResumeInstruction:
         new = revert.new_decision
         return cls(
             **_common(applied, target),
@@ -153,7 +153,7 @@ class ResumeInstruction(Frozen):
 
     @classmethod
     def after_append(cls, applied: Correction, target: Decision,
-                     append: AppendPlan) -> ResumeInstruction:
+                     append: AppendWrites) -> ResumeInstruction:
         root = append.child_root
         return cls(
             **_common(applied, target),

@@ -25,8 +25,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from contracts.correction_plan import MANIFEST_NAME, RevertPlan, archive_folder
 from contracts.decision import artifact_path_problem
+from contracts.write_sets import MANIFEST_NAME, RevertWrites, archive_folder
 
 COPY_CHUNK = 1 << 20
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -83,26 +83,26 @@ class Archive:
     def folder(self, plan_id: str, correction_id: str) -> Path:
         return self.archive_root / archive_folder(plan_id, correction_id)
 
-    def write(self, plan: RevertPlan) -> str:
+    def write(self, writes: RevertWrites) -> str:
         """Copy what exists safely, write the manifest; return the folder's absolute path."""
         # The configured root is trusted (an operator chose it); what lies below it is
         # created without following links.
         root = self.archive_root
         root.mkdir(parents=True, exist_ok=True)
-        rel = _parts(archive_folder(plan.plan_id, plan.correction_id))
+        rel = _parts(archive_folder(writes.plan_id, writes.correction_id))
         with _fd(os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)) as root_fd, \
                 _fd(_open_dirs(root_fd, rel[:-1], create=True)) as parent:
             # A retry starts from an empty folder, so O_EXCL never meets its own copies.
             self._remove_entry(parent, rel[-1])
             with _fd(_open_dirs(parent, rel[-1:], create=True)) as folder:
                 entries = [self._archive_one(folder, entry.model_dump(mode="json"))
-                           for entry in plan.manifest]
+                           for entry in writes.manifest]
                 manifest = {
-                    "correction_id": plan.correction_id, "plan_id": plan.plan_id,
-                    "target_decision_id": plan.target_decision_id,
-                    "new_decision_id": plan.new_decision.decision_id,
-                    "superseded_ids": plan.supersede_ids,
-                    "child_plans_rolled_back": plan.child_plans_to_roll_back,
+                    "correction_id": writes.correction_id, "plan_id": writes.plan_id,
+                    "target_decision_id": writes.target_decision_id,
+                    "new_decision_id": writes.new_decision.decision_id,
+                    "superseded_ids": writes.supersede_ids,
+                    "child_plans_rolled_back": writes.child_plans_to_roll_back,
                     "artifacts": entries,
                 }
                 tmp = MANIFEST_NAME + ".tmp"
@@ -110,7 +110,7 @@ class Archive:
                     _write_all(out, json.dumps(manifest, indent=2).encode())
                 # A reader never sees half a manifest.
                 os.replace(tmp, MANIFEST_NAME, src_dir_fd=folder, dst_dir_fd=folder)
-        return str(self.folder(plan.plan_id, plan.correction_id).resolve())
+        return str(self.folder(writes.plan_id, writes.correction_id).resolve())
 
     def remove(self, plan_id: str, correction_id: str) -> None:
         """Remove the correction's folder, reached without following links (a link

@@ -33,9 +33,9 @@ from datetime import datetime
 from enum import StrEnum
 
 from opentelemetry import propagate, trace
-from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from contracts import correction_subjects as subjects
+from contracts.correction_changes import AttemptChange, Changes, Versioned
 from contracts.correction_events import (
     AttemptTransitioned,
     CancelRefused,
@@ -44,7 +44,6 @@ from contracts.correction_events import (
     FailRefused,
     RetryRefused,
 )
-from contracts.correction_plan import PlanRecord, plan_append, plan_revert, validate_target
 from contracts.correction_subjects import CORRECTIONS_STREAM
 from contracts.corrections import (
     CANCELLABLE,
@@ -71,18 +70,28 @@ from contracts.impact import (
     type_durations,
     types_without_history,
 )
+from contracts.plans import PlanRecord
 from contracts.recording import persisted_body
 from contracts.resume import ResumeInstruction
 from contracts.subjects import persisted, persisted_msg_id
 from contracts.timestamps import utc_now
 from contracts.unreadable import Unreadable
+from contracts.write_sets import append_writes, revert_writes, validate_target
 from services import outbox
 from services.archive import Archive
-from services.ports import CorrectionObserver, EventPublisher, OutgoingEvent
-from store.correction_store import CorrectionStore
-from store.correction_writes import AttemptChange, Changes
-from store.corrections import Versioned
-from store.errors import ConcurrentChange, LeaseLost, ResourceNotFoundError
+from services.ports import (
+    CorrectionObserver,
+    CorrectionStorePort,
+    EventPublisher,
+    OutgoingEvent,
+)
+from store.errors import (
+    ConcurrentChange,
+    DuplicateRecord,
+    LeaseLost,
+    ResourceNotFoundError,
+    StoreFailure,
+)
 
 log = logging.getLogger(__name__)
 
@@ -156,7 +165,7 @@ def outcome_of(exc: BaseException, *, committing: bool) -> Outcome:
         return Outcome.LEASE_LOST
     if isinstance(exc, ConcurrentChange):
         return Outcome.READ_AGAIN
-    if isinstance(exc, PyMongoError) and not committing:
+    if isinstance(exc, StoreFailure) and not committing:
         return Outcome.RETRY_LATER
     return Outcome.FAIL_ATTEMPT
 
@@ -212,7 +221,7 @@ def new_attempt_events(a: CorrectionAttemptRecord, at: datetime) -> list[Outgoin
 
 
 class CorrectionService:
-    def __init__(self, store: CorrectionStore, publisher: EventPublisher, archive: Archive, *,
+    def __init__(self, store: CorrectionStorePort, publisher: EventPublisher, archive: Archive, *,
                  policy: CorrectionPolicy | None = None, crash: CrashHook = no_crash,
                  worker_id: str | None = None,
                  clock: Callable[[], datetime] = utc_now,
@@ -243,7 +252,7 @@ class CorrectionService:
             try:
                 await self._commit(Changes(created, None, arrival=arrival,
                                            events=[correction_event(created)]))
-            except DuplicateKeyError:
+            except DuplicateRecord:
                 pass  # a concurrent delivery recorded it first
             else:
                 return created
@@ -445,7 +454,7 @@ class CorrectionService:
                     log.warning("lease on plan %s lost by %s; its next commit will fail",
                                 plan_id, owner)
                     return
-            except PyMongoError as exc:
+            except StoreFailure as exc:
                 log.warning("renewing the lease on plan %s failed: %s", plan_id, exc)
 
     async def orphaned_plans(self) -> list[str]:
@@ -622,7 +631,7 @@ class CorrectionService:
         now = self._clock()
         if c.mode is CorrectionMode.REVERT:
             assert impact is not None
-            revert = plan_revert(request, target, impact, new_decision_id=new_id(),
+            revert = revert_writes(request, target, impact, new_decision_id=new_id(),
                                  sequence_number=0, at=now)
             path = await asyncio.to_thread(self._archive.write, revert)
             done = attempt.transition(A.COMPLETE, now, new_decision_id=revert.new_decision.
@@ -635,7 +644,7 @@ class CorrectionService:
                                    correction_event(applied),
                                    resume_message(ResumeInstruction.after_revert(
                                        applied, target, revert))])
-        append = plan_append(
+        append = append_writes(
             request, target, child_plan_id=new_id(), child_root_decision_id=new_id(),
             intervention_decision_id=new_id(), sequence_number=0, at=now,
             project=record.project if record else target.project,

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from pydantic import ValidationError
-from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts import invariant_subjects as subjects
 from contracts.dead_letter import DeadLetter, dead_letter_id
@@ -46,18 +45,18 @@ from contracts.subjects import recorded
 from contracts.timestamps import utc_now
 from contracts.unreadable import Unreadable
 from services import outbox
-from services.ports import EventPublisher, OutgoingEvent
-from store.database import Document
-from store.dead_letters import DeadLetterRepository
-from store.decisions import DecisionRepository
-from store.invariants import (
-    InvariantNotFound,
-    InvariantRepository,
-    ViolationNotFound,
-    ViolationRepository,
+from services.ports import (
+    DeadLetterRecords,
+    DecisionRecords,
+    EventPublisher,
+    InvariantRecords,
+    InvariantStorePort,
+    OutboxRecords,
+    OutgoingEvent,
+    PlanRecords,
+    ViolationRecords,
 )
-from store.outbox import OutboxRepository
-from store.plans import PlanRepository
+from store.errors import InvariantNotFound, ViolationNotFound
 
 log = logging.getLogger(__name__)
 
@@ -93,10 +92,10 @@ class Backfilled:
 
 
 class InvariantService:
-    def __init__(self, publisher: EventPublisher, *, invariants: InvariantRepository,
-                 violations: ViolationRepository, decisions: DecisionRepository,
-                 plans: PlanRepository, outbox: OutboxRepository,
-                 dead_letters: DeadLetterRepository,
+    def __init__(self, publisher: EventPublisher, *, invariants: InvariantRecords,
+                 violations: ViolationRecords, decisions: DecisionRecords,
+                 plans: PlanRecords, outbox: OutboxRecords,
+                 dead_letters: DeadLetterRecords,
                  clock: Callable[[], datetime] = utc_now) -> None:
         self._invariants = invariants
         self._violations = violations
@@ -108,11 +107,13 @@ class InvariantService:
         self._clock = clock
 
     @classmethod
-    def open(cls, db: AsyncDatabase[Document], publisher: EventPublisher) -> InvariantService:
-        return cls(publisher, invariants=InvariantRepository(db),
-                   violations=ViolationRepository(db), decisions=DecisionRepository(db),
-                   plans=PlanRepository(db), outbox=OutboxRepository(db),
-                   dead_letters=DeadLetterRepository(db))
+    def from_store(cls, store: InvariantStorePort,
+                   publisher: EventPublisher) -> InvariantService:
+        """Over a store that holds every repository (store.invariant_store.InvariantStore
+        for MongoDB: `InvariantService.from_store(InvariantStore.open(db), publisher)`)."""
+        return cls(publisher, invariants=store.invariants, violations=store.violations,
+                   decisions=store.decisions, plans=store.plans, outbox=store.outbox,
+                   dead_letters=store.dead_letters)
 
     # --- invariants ------------------------------------------------------------------
 

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import logging
 
-from services.ports import EventPublisher
-from store.outbox import OutboxRepository
+from services.ports import EventPublisher, OutboxRecords
 
 log = logging.getLogger(__name__)
 
 
-async def flush(outbox: OutboxRepository, publisher: EventPublisher, key: str) -> None:
+async def flush(outbox: OutboxRecords, publisher: EventPublisher, key: str) -> None:
     """Publish the key's pending events in order, then forget them. A failed publish is
     left to the next flush or the relay: the state change is already committed, and the
     events keep their Nats-Msg-Id, so a second publish is dropped by JetStream."""

@@ -1,10 +1,10 @@
 """Record a pulled batch of decision messages: the recorder worker's whole behaviour.
 
 Order of effects, chosen so that a crash at any point loses and doubles nothing:
-  1. read and validate each message; plan the batch against what is stored;
+  1. read and validate each message; triage the batch against what is stored;
   2. in one transaction, reserve sequence numbers per plan and insert the accepted
      decisions with one bulk write, each noting the stream message that wrote it
-     (`store`: from here on the next batch may be planned);
+     (`store`: from here on the next batch may be triaged);
   3. publish the persisted events (Nats-Msg-Id `persisted:<id>`), wait for JetStream;
   4. keep rejected messages in dead_letters, then report them;
   5. only then tell the caller to ack (`announce` does 3 to 5).
@@ -35,8 +35,8 @@ from contracts.recording import (
     Invalid,
     Resume,
     persisted_body,
-    plan_batch,
     read_message,
+    triage_batch,
 )
 from contracts.rules import Rule, RuleViolation
 from contracts.subjects import (
@@ -50,9 +50,7 @@ from contracts.subjects import (
 from contracts.timestamps import utc_now
 from contracts.tracing import trace_headers
 from contracts.unreadable import guarded
-from services.ports import EventPublisher, OutgoingEvent
-from store.dead_letters import DeadLetterRepository
-from store.decisions import DecisionRepository
+from services.ports import DeadLetterRecords, EventPublisher, OutgoingEvent, RecordedDecisions
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +171,7 @@ class Committed:
 
 
 class RecorderService:
-    def __init__(self, decisions: DecisionRepository, dead_letters: DeadLetterRepository,
+    def __init__(self, decisions: RecordedDecisions, dead_letters: DeadLetterRecords,
                  publisher: EventPublisher,
                  policy: RecorderPolicy | None = None,
                  waits: ParentWaitClock | None = None) -> None:
@@ -225,28 +223,28 @@ class RecorderService:
 
         todo = candidates
         # A first delivery is nearly always of a decision not stored yet, so the first
-        # try skips asking which are (one read per 50 IDs): a plan that accepts the
-        # whole batch is then the plan the full facts would give, unless an ID is taken,
+        # try skips asking which are (one read per 50 IDs): a triage that accepts the
+        # whole batch is then the triage the full facts would give, unless an ID is taken,
         # which the insert finds (unique _id) and which sends the batch round again with
-        # the full facts. So does a plan that does not accept every decision, since a
+        # the full facts. So does a triage that does not accept every decision, since a
         # stored one would have been a redelivery or a duplicate instead.
         optimistic = all(m.delivered == 1 for m in read.batch)
         for _ in range(RACE_RETRIES + optimistic):
             facts = await self._decisions.facts_for(todo, existing=not optimistic)
-            plan = plan_batch(todo, facts)
-            if optimistic and len(plan.accept) != len(todo):
+            triage = triage_batch(todo, facts)
+            if optimistic and len(triage.accept) != len(todo):
                 optimistic = False
                 continue
-            stored = await self._decisions.insert_recorded(plan.accept, now, facts.epochs)
+            stored = await self._decisions.insert_recorded(triage.accept, now, facts.epochs)
             optimistic = False
             if stored is None:
-                # Another worker stored one of these first (or its plan's root), or a
+                # Another worker stored one of these first (or its triage's root), or a
                 # revert changed one of their plans, or (optimistic) one of them was
-                # stored already: plan them again against the store.
+                # stored already: triage them again against the store.
                 continue
-            out.written, out.redelivered, waiting = stored, plan.redelivered, plan.wait
-            read.resume.update(plan.resume)
-            for c, violations in plan.reject:
+            out.written, out.redelivered, waiting = stored, triage.redelivered, triage.wait
+            read.resume.update(triage.resume)
+            for c, violations in triage.reject:
                 reject(by_seq[c.stream_sequence], c.decision.plan_id, c.decision.decision_id,
                        violations)
             break

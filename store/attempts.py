@@ -20,6 +20,7 @@ from contracts.corrections import ATTEMPT_LIFECYCLE, CorrectionAttemptRecord, Co
 from contracts.timestamps import utc_now
 from store.database import CORRECTION_ATTEMPTS, CORRECTIONS, DECISIONS, Document
 from store.errors import ConcurrentChange, ForeignKeyViolation, ResourceNotFoundError
+from store.translate import translate_errors
 
 
 def to_document(attempt: CorrectionAttemptRecord) -> Document:
@@ -33,6 +34,7 @@ def from_document(doc: Document) -> CorrectionAttemptRecord:
     return CorrectionAttemptRecord.model_validate({**fields, "id": doc["_id"]})
 
 
+@translate_errors
 class CorrectionAttemptRepository:
     def __init__(self, db: AsyncDatabase[Document]) -> None:
         self._coll = db[CORRECTION_ATTEMPTS]

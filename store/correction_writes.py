@@ -4,26 +4,24 @@
 the version it was read at), attempt changes (conditional on their previous state),
 the tree changes of a revert or an append, and the events announcing all of it,
 which go to the outbox in the same transaction. The service builds a `Changes`
-from pure decisions (contracts.correction_plan); this module only makes it atomic.
+(contracts.correction_changes) from pure decisions (contracts.write_sets); this
+module only makes it atomic.
 The transaction callback keeps no state, so the driver may run it again after a
 transient error.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 
 from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.correction_plan import AppendPlan, RevertPlan
-from contracts.corrections import Correction, CorrectionAttemptRecord, CorrectionAttemptState
+from contracts.correction_changes import AttemptChange, Changes, Versioned, Written
 from contracts.decision import Decision
-from contracts.outgoing import OutgoingEvent
+from contracts.write_sets import AppendWrites, RevertWrites
 from store.attempts import CorrectionAttemptRepository
-from store.corrections import Versioned, to_fields
+from store.corrections import to_fields
 from store.database import CORRECTIONS, DECISIONS, ID_CHUNK, Document
 from store.decisions import DecisionRepository, to_document
 from store.errors import ConcurrentChange
@@ -31,38 +29,10 @@ from store.locks import PlanLocks
 from store.outbox import OutboxRepository
 from store.plans import PlanRepository
 from store.transactions import run_in_transaction
+from store.translate import translate_errors
 
 
-@dataclass(frozen=True)
-class AttemptChange:
-    attempt: CorrectionAttemptRecord
-    expected: CorrectionAttemptState | None
-    """State it must still be in; None to insert it."""
-
-
-@dataclass(frozen=True)
-class Changes:
-    correction: Correction
-    expected_version: int | None
-    """Version it was read at; None to insert it (a new PENDING correction)."""
-    arrival: int = 0
-    attempts: Sequence[AttemptChange] = ()
-    revert: RevertPlan | None = None
-    append: AppendPlan | None = None
-    events: Sequence[OutgoingEvent] = ()
-    lease_owner: str | None = None
-    """When set, the transaction renews and requires this owner's lease on the plan."""
-    announce: Callable[[Decision], OutgoingEvent] | None = None
-    """Builds the event announcing each decision the step writes (decisions.persisted),
-    once its sequence number is known inside the transaction; outboxed with the rest."""
-
-
-@dataclass(frozen=True)
-class Written:
-    versioned: Versioned
-    new_decisions: list[Decision] = field(default_factory=list)
-
-
+@translate_errors
 class CorrectionWriter:
     def __init__(self, db: AsyncDatabase[Document], locks: PlanLocks) -> None:
         self._client = db.client
@@ -117,13 +87,13 @@ class CorrectionWriter:
                 f"{c.expected_version}")
         return version
 
-    async def _revert(self, plan: RevertPlan, now: datetime,
+    async def _revert(self, writes: RevertWrites, now: datetime,
                       s: AsyncClientSession) -> list[Decision]:
-        seq = await self._decision_repo.reserve_sequences(plan.plan_id, 1, now, s,
+        seq = await self._decision_repo.reserve_sequences(writes.plan_id, 1, now, s,
                                                           bump_epoch=True)
-        new = plan.new_decision.model_copy(update={"sequence_number": seq})
+        new = writes.new_decision.model_copy(update={"sequence_number": seq})
         await self._decisions.insert_one(to_document(new), session=s)
-        ids = plan.supersede_ids
+        ids = writes.supersede_ids
         changed = 0
         # update_many over _id chunks: one round trip per 50 decisions instead of one each;
         # the superseded_by filter makes a decision superseded meanwhile a visible conflict.
@@ -133,22 +103,22 @@ class CorrectionWriter:
                 # superseded_at is the replacement's created_at: a time cut then shows
                 # exactly one of the two, never both.
                 {"$set": {"superseded_by": new.decision_id, "superseded_at": new.created_at,
-                          "superseded_by_correction": plan.correction_id}}, session=s)
+                          "superseded_by_correction": writes.correction_id}}, session=s)
             changed += res.modified_count
         if changed != len(ids):
             raise ConcurrentChange(
                 f"{len(ids) - changed} of the {len(ids)} decisions to supersede changed "
                 "since the impact analysis")
-        await self._plans.roll_back(plan.child_plans_to_roll_back, plan.correction_id, now, s)
-        await self._check_nothing_late(plan, s)
+        await self._plans.roll_back(writes.child_plans_to_roll_back, writes.correction_id, now, s)
+        await self._check_nothing_late(writes, s)
         return [new]
 
-    async def _check_nothing_late(self, plan: RevertPlan, s: AsyncClientSession) -> None:
+    async def _check_nothing_late(self, writes: RevertWrites, s: AsyncClientSession) -> None:
         """A decision recorded after the impact walk, under a decision superseded here or
         into a plan rolled back here, would stay current under what this revert removed.
         The recorder's commit either precedes this transaction's snapshot (found here:
         the correction reads the tree again) or conflicts with the epoch bump above."""
-        ids = plan.supersede_ids
+        ids = writes.supersede_ids
         for i in range(0, len(ids), ID_CHUNK):
             late = await self._decisions.find_one(
                 {"parent_decision_id": {"$in": list(ids[i:i + ID_CHUNK])},
@@ -156,21 +126,24 @@ class CorrectionWriter:
             if late is not None:
                 raise ConcurrentChange(f"decision {late['_id']} was recorded under the "
                                        "subtree since the impact analysis")
-        if plan.child_plans_to_roll_back:
+        if writes.child_plans_to_roll_back:
             late = await self._decisions.find_one(
-                {"plan_id": {"$in": list(plan.child_plans_to_roll_back)},
+                {"plan_id": {"$in": list(writes.child_plans_to_roll_back)},
                  "superseded_by": None}, {"_id": 1}, session=s)
             if late is not None:
                 raise ConcurrentChange(f"decision {late['_id']} was recorded into a child "
                                        "plan since the impact analysis")
 
-    async def _append(self, plan: AppendPlan, now: datetime,
+    async def _append(self, writes: AppendWrites, now: datetime,
                       s: AsyncClientSession) -> list[Decision]:
-        seq = await self._decision_repo.reserve_sequences(plan.plan_id, 1, now, s)
-        intervention = plan.intervention.model_copy(update={"sequence_number": seq})
+        seq = await self._decision_repo.reserve_sequences(writes.plan_id, 1, now, s)
+        intervention = writes.intervention.model_copy(update={"sequence_number": seq})
         # The child plan's root is its sequence 0, so its counter starts at 1.
-        await self._plans.insert_child(plan.child_plan, 1, s)
+        await self._plans.insert_child(writes.child_plan, 1, s)
         await self._decisions.insert_many(
-            [to_document(plan.child_root), to_document(intervention)], session=s)
-        return [intervention, plan.child_root]
+            [to_document(writes.child_root), to_document(intervention)], session=s)
+        return [intervention, writes.child_root]
 
+
+
+__all__ = ["AttemptChange", "Changes", "CorrectionWriter", "Written"]

@@ -9,25 +9,19 @@ writes the events they announce.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
 
+from contracts.correction_changes import Versioned
 from contracts.corrections import CORRECTION_LIFECYCLE, Correction, CorrectionStatus
 from store.database import CORRECTIONS, Document
+from store.translate import translate_errors
+
+__all__ = ["CorrectionRepository", "Versioned", "from_document", "to_fields"]
 
 INTERNAL_FIELDS = ("_id", "version", "arrival")
 UNFINISHED = [s.value for s in CorrectionStatus if not CORRECTION_LIFECYCLE.is_terminal(s)]
-
-
-@dataclass(frozen=True, slots=True)
-class Versioned:
-    """A correction as read, with what a conditional write needs to go after it."""
-
-    correction: Correction
-    version: int
-    arrival: int
 
 
 def to_fields(correction: Correction) -> Document:
@@ -42,6 +36,7 @@ def from_document(doc: Document) -> Versioned:
                      int(doc.get("arrival", 0)))
 
 
+@translate_errors
 class CorrectionRepository:
     def __init__(self, db: AsyncDatabase[Document]) -> None:
         self._coll = db[CORRECTIONS]

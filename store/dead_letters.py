@@ -12,6 +12,7 @@ from pymongo.errors import BulkWriteError
 
 from contracts.dead_letter import DeadLetter
 from store.database import DEAD_LETTERS, Document
+from store.translate import translate_errors
 
 DUPLICATE_KEY = 11000
 
@@ -29,6 +30,7 @@ def _from_doc(doc: Document) -> DeadLetter:
     return DeadLetter.model_validate({**fields, "id": doc["_id"]})
 
 
+@translate_errors
 class DeadLetterRepository:
     def __init__(self, db: AsyncDatabase[Document]) -> None:
         self._coll = db[DEAD_LETTERS]

@@ -27,6 +27,7 @@ from store.errors import ResourceNotFoundError, RestrictViolation
 from store.invariants import blocking_violations
 from store.plans import plan_ancestors
 from store.transactions import run_in_transaction
+from store.translate import translate_errors
 
 DUPLICATE_KEY = 11000
 PLAN_OF_CACHE = 200_000
@@ -104,6 +105,7 @@ def _check_unchanged(plan_id: str, counter: Document | None, epoch: int) -> None
         raise StaleFacts(f"plan {plan_id} was corrected after its facts were read")
 
 
+@translate_errors
 class DecisionRepository:
     def __init__(self, db: AsyncDatabase[Document]) -> None:
         self._client = db.client
@@ -187,7 +189,7 @@ class DecisionRepository:
 
     async def facts_for(self, candidates: Sequence[Candidate], *,
                         existing: bool = True) -> StoredFacts:
-        """The lookups `plan_batch` needs, each by an index. `existing=False` skips
+        """The lookups `triage_batch` needs, each by an index. `existing=False` skips
         asking which of the candidates are stored already (the facts then say none is;
         the recorder's first try at a batch of first deliveries).
 

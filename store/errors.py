@@ -59,3 +59,34 @@ class ResourceNotFoundError(LookupError):
         self.what = what
         self.record_id = record_id
         super().__init__(f"{what} {record_id} not found")
+
+
+class StoreFailure(Exception):
+    """The database failed an operation: unreachable, timed out, or refused for a reason
+    of its own. The driver's error is the `__cause__`.
+
+    Raised by every public repository method (store.translate), so the services decide
+    on it without importing the driver. The instance raised is also of the driver's
+    own exception type (a subclass of both), so code that already handles the driver's
+    errors (the CLI's one-line messages, the workers' retry of an unreachable server)
+    keeps doing so unchanged.
+    """
+
+
+class StoreUnreachable(StoreFailure):
+    """The database did not answer (no server selected, connection refused or lost)."""
+
+
+class DuplicateRecord(StoreFailure):
+    """A write met a unique key already taken (e.g. a correction_id recorded by a
+    concurrent delivery first); nothing of its transaction was written."""
+
+
+class InvariantNotFound(ResourceNotFoundError):
+    def __init__(self, invariant_id: str) -> None:
+        super().__init__("invariant", invariant_id)
+
+
+class ViolationNotFound(ResourceNotFoundError):
+    def __init__(self, violation_id: str) -> None:
+        super().__init__("violation", violation_id)

@@ -22,6 +22,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from contracts.decision import STORED, ArtifactRef, DecisionType
 from contracts.impact import CorrectionImpact, DecisionView, ImpactWalk, PlanLink, summarize
 from store.database import DECISIONS, ID_CHUNK, PLANS, Document, find_by_ids
+from store.translate import translate_errors
 
 VIEW_FIELDS = {
     "plan_id": 1, "decision_type": 1, "parent_decision_id": 1, "sequence_number": 1,
@@ -63,6 +64,7 @@ def _chunks(ids: Sequence[str]) -> list[list[str]]:
     return [list(ids[i:i + ID_CHUNK]) for i in range(0, len(ids), ID_CHUNK)]
 
 
+@translate_errors
 class ImpactReader:
     def __init__(self, db: AsyncDatabase[Document]) -> None:
         self._decisions = db[DECISIONS]

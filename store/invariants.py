@@ -29,9 +29,13 @@ from contracts.invariants import (
 )
 from contracts.outgoing import OutgoingEvent
 from store.database import ID_CHUNK, INVARIANT_VIOLATIONS, INVARIANTS, Document
-from store.errors import ResourceNotFoundError
+from store.errors import InvariantNotFound, ViolationNotFound
 from store.outbox import OutboxRepository
 from store.transactions import run_in_transaction
+from store.translate import translate_errors
+
+__all__ = ["EventFor", "InvariantNotFound", "InvariantRepository", "ViolationNotFound",
+           "ViolationRepository", "blocking_violations"]
 
 VIOLATED_VERSION = 0
 RESOLVED_VERSION = 1
@@ -40,16 +44,6 @@ RESOLVED_VERSION = 1
 EventFor = Callable[[InvariantViolation, bool], OutgoingEvent]
 """Builds the event of a change from the violation as stored and whether its plan is
 blocked once the change commits (read inside the same transaction)."""
-
-
-class InvariantNotFound(ResourceNotFoundError):
-    def __init__(self, invariant_id: str) -> None:
-        super().__init__("invariant", invariant_id)
-
-
-class ViolationNotFound(ResourceNotFoundError):
-    def __init__(self, violation_id: str) -> None:
-        super().__init__("violation", violation_id)
 
 
 def _inv_to_doc(inv: Invariant) -> Document:
@@ -74,6 +68,7 @@ def _v_from_doc(doc: Document) -> InvariantViolation:
         {**{k: v for k, v in doc.items() if k != "_id"}, "violation_id": doc["_id"]})
 
 
+@translate_errors
 class InvariantRepository:
     def __init__(self, db: AsyncDatabase[Document]) -> None:
         self._coll = db[INVARIANTS]
@@ -157,6 +152,7 @@ async def blocking_violations(db: AsyncDatabase[Document], plan_ids: Iterable[st
     return {plan: tuple(vid for _, vid in sorted(found)) for plan, found in out.items()}
 
 
+@translate_errors
 class ViolationRepository:
     def __init__(self, db: AsyncDatabase[Document]) -> None:
         self._db = db

@@ -20,8 +20,10 @@ from pymongo.errors import DuplicateKeyError
 
 from store.database import PLAN_LOCKS, Document
 from store.errors import LeaseLost
+from store.translate import translate_errors
 
 
+@translate_errors
 class PlanLocks:
     def __init__(self, db: AsyncDatabase[Document], ttl_seconds: float) -> None:
         self._coll = db[PLAN_LOCKS]

@@ -11,25 +11,20 @@ events in lifecycle order in the stream even when two processes flush at once.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.outgoing import OutgoingEvent
+from contracts.outgoing import OutgoingEvent, Pending
 from store.database import ID_CHUNK, OUTBOX, Document
+from store.translate import translate_errors
+
+__all__ = ["ORDER_STRIDE", "OutboxRepository", "Pending"]
 
 ORDER_STRIDE = 1000
 """Events of one transaction are ordered version * ORDER_STRIDE + index."""
-
-
-@dataclass(frozen=True, slots=True)
-class Pending:
-    correction_id: str
-    order: int
-    message: OutgoingEvent
 
 
 def _from_doc(doc: Document) -> Pending:
@@ -38,6 +33,7 @@ def _from_doc(doc: Document) -> Pending:
                    OutgoingEvent(doc["subject"], bytes(doc["payload"]), doc["_id"], headers))
 
 
+@translate_errors
 class OutboxRepository:
     def __init__(self, db: AsyncDatabase[Document]) -> None:
         self._coll = db[OUTBOX]

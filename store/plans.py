@@ -25,6 +25,7 @@ from store.database import (
 )
 from store.errors import ResourceNotFoundError, RestrictViolation
 from store.transactions import run_in_transaction
+from store.translate import translate_errors
 
 RECORD_FIELDS = frozenset(PlanRecord.model_fields) - {"plan_id"}
 
@@ -86,6 +87,7 @@ async def plan_ancestors(db: AsyncDatabase[Document], plan_ids: Iterable[str],
     return {p: chain for p in wanted if (chain := ancestry(p, links))}
 
 
+@translate_errors
 class PlanRepository:
     def __init__(self, db: AsyncDatabase[Document]) -> None:
         self._db = db

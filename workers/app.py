@@ -31,6 +31,7 @@ from store.database import Document, connect, ensure_indexes
 from store.dead_letters import DeadLetterRepository
 from store.decisions import DecisionRepository
 from store.deliveries import DeliveryFailures, ParentWaits
+from store.invariant_store import InvariantStore
 from store.transactions import on_new_session
 from store.workers import WorkerRegistry
 from workers.connections import (
@@ -286,7 +287,8 @@ def open_services(runtime: Runtime, settings: Settings, broker: NatsBroker,
         crash=crash_hook(settings.crash_at), worker_id=worker_id,
         observer=runtime.metrics,
     )
-    runtime.invariants = InvariantService.open(db, JetStreamPublisher(broker.connection))
+    runtime.invariants = InvariantService.from_store(InvariantStore.open(db),
+                                                     JetStreamPublisher(broker.connection))
 
 
 def readiness(runtime: Runtime, link: NatsLink) -> Readiness:

@@ -42,7 +42,7 @@ from contracts.unreadable import Unreadable
 from services.invariants import InvariantService
 from store.dead_letters import DeadLetterRepository
 from store.deliveries import DeliveryFailures
-from store.invariants import InvariantNotFound
+from store.errors import InvariantNotFound
 from workers.inbound import Batch
 from workers.pull import BatchPuller, durable_config
 from workers.settings import Settings

@@ -11,6 +11,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from services.archive import Archive
 from services.corrections import CorrectionPolicy, CorrectionService
+from services.ports import CorrectionStorePort
 from store.correction_store import CorrectionStore
 from store.database import Document
 from workers.publisher import JetStreamPublisher
@@ -31,10 +32,15 @@ async def make(db: AsyncDatabase[Document], nc: nats.NATS,
     (tmp_path / "artifacts").mkdir()
 
     def build(archive: Archive | Path | None = None, *, lease: float = 5,
-              policy: CorrectionPolicy = FAST) -> CorrectionService:
+              policy: CorrectionPolicy = FAST,
+              ports: Callable[[CorrectionStore], CorrectionStorePort] | None = None
+              ) -> CorrectionService:
+        """`ports` replaces some of the store's ports (e.g. `dataclasses.replace(store,
+        impact=ImpactThen(...))` from tests/port_wrappers.py) to set up a race."""
         if not isinstance(archive, Archive):
             archive = Archive(archive or tmp_path / "archive", tmp_path / "artifacts")
-        return CorrectionService(CorrectionStore.open(db, lease_seconds=lease),
+        store = CorrectionStore.open(db, lease_seconds=lease)
+        return CorrectionService(store if ports is None else ports(store),
                                  JetStreamPublisher(nc), archive, policy=policy)
 
     yield build

@@ -14,8 +14,8 @@ from pymongo.asynchronous.database import AsyncDatabase
 from contracts.corrections import CorrectionMode, CorrectionRequest
 from contracts.decision import Decision
 from contracts.ids import new_id
-from store.bulk import load_plan
 from store.database import Document
+from tests.bulk import load_plan
 from tests.factories import decision, root
 from tests.integration.wire import events
 

@@ -9,8 +9,10 @@ see, within seconds, and never loops.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -21,7 +23,6 @@ from pymongo import MongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.correction_events import FailRefused
-from contracts.correction_plan import RevertPlan
 from contracts.corrections import (
     INLINE_IDS_MAX,
     Correction,
@@ -31,13 +32,13 @@ from contracts.corrections import (
 from contracts.decision import STORED, Decision
 from contracts.ids import new_id
 from contracts.timestamps import utc_now
+from contracts.write_sets import RevertWrites
 from services.archive import Archive
-from services.corrections import CorrectionPolicy, CorrectionService, correction_event
-from store.bulk import load_plan
+from services.corrections import CorrectionPolicy, CorrectionService
 from store.correction_store import CorrectionStore
-from store.correction_writes import Changes
 from store.database import Document
 from store.errors import LeaseLost
+from tests.bulk import load_plan
 from tests.factories import decision, root
 from tests.integration.correction_support import (
     chain_plan,
@@ -48,6 +49,7 @@ from tests.integration.correction_support import (
     transition_events,
 )
 from tests.integration.wire import events
+from tests.port_wrappers import ImpactThen
 
 pytestmark = pytest.mark.store
 
@@ -155,21 +157,25 @@ async def test_links_and_unsafe_recorded_paths_are_never_followed_or_wedge(
 
 async def test_a_stale_impact_is_recomputed_not_reused(
         make: Any, db: AsyncDatabase[Document]) -> None:
-    svc = make()
     tree = await chain_plan(db, 5)  # root -> a -> T -> b -> c
     plan, target, b = tree[0].plan_id, tree[2].decision_id, tree[3].decision_id
-    original = svc._analyze
 
-    async def then_the_tree_changes(*args: Any) -> Any:
-        impact = await original(*args)
+    async def then_the_tree_changes(call: int) -> None:
         # Someone supersedes b after the analysis: the impact (T, b, c) is now stale.
-        await db.decisions.update_one({"_id": b}, {"$set": {"superseded_by": new_id()}})
-        return impact
+        if call == 1:
+            await db.decisions.update_one({"_id": b}, {"$set": {"superseded_by": new_id()}})
 
-    svc._analyze = then_the_tree_changes
+    impact: list[ImpactThen] = []
+
+    def ports(store: CorrectionStore) -> CorrectionStore:
+        impact.append(ImpactThen(store.impact, then_the_tree_changes))
+        return dataclasses.replace(store, impact=impact[0])  # type: ignore[arg-type]
+
+    svc = make(ports=ports)
     c = await _revert(svc, plan, target, timeout=10)
     assert c.status is S.APPLIED
     assert c.superseded_ids == [target]  # recomputed: b and its child are no longer current
+    assert impact[0].calls == 2
     [attempt] = await svc.list_attempts(c.correction_id)
     assert attempt.state is A.COMPLETE
 
@@ -184,7 +190,7 @@ class SlowArchive(Archive):
         super().__init__(*args)
         self.seconds = seconds
 
-    def write(self, plan: RevertPlan) -> str:
+    def write(self, plan: RevertWrites) -> str:
         time.sleep(self.seconds)
         return super().write(plan)
 
@@ -227,16 +233,38 @@ async def test_a_driver_whose_lease_was_taken_cannot_commit(
 # --- 4. an operator fails a stuck correction ---------------------------------------------------
 
 
+class HeldArchive(Archive):
+    """An archive copy that waits to be let go: the driver is then EXECUTING, with an
+    attempt running, exactly when an operator would give up on it."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def write(self, writes: RevertWrites) -> str:
+        self.entered.set()
+        self.release.wait(10)
+        return super().write(writes)
+
+
 async def test_operator_fails_an_executing_correction_and_its_attempt(
-        make: Any, db: AsyncDatabase[Document], nc: nats.NATS) -> None:
-    svc = make()
+        make: Any, db: AsyncDatabase[Document], nc: nats.NATS, tmp_path: Path) -> None:
+    archive = HeldArchive(tmp_path / "archive", tmp_path / "artifacts")
+    svc = make(archive)
     tree = await chain_plan(db, 3)
     plan = tree[0].plan_id
     req = request(plan, tree[1].decision_id)
     await svc.request_correction(req)
-    await _step_to(svc, req.correction_id, S.ANALYZING)
-    await svc._analyze(await svc._store.corrections.get(req.correction_id), None, 0)
-    failed = await svc.fail_correction(req.correction_id, "archive volume lost", plan_id=plan)
+    driving = asyncio.create_task(svc.drive_plan(plan))
+    assert await asyncio.to_thread(archive.entered.wait, 10)
+    try:
+        failed = await svc.fail_correction(req.correction_id, "archive volume lost",
+                                           plan_id=plan)
+    finally:
+        archive.release.set()
+    # The driver, coming back, loses its commit, finds it terminal and leaves it.
+    assert await driving
     assert isinstance(failed, Correction) and failed.status is S.FAILED
     c = await svc.get_correction(req.correction_id)
     assert c is not None and c.status is S.FAILED
@@ -244,6 +272,7 @@ async def test_operator_fails_an_executing_correction_and_its_attempt(
     assert c.history[-1].reason == "archive volume lost"
     [attempt] = await svc.list_attempts(req.correction_id)
     assert attempt.state is A.FAILED and attempt.error == c.error
+    assert not archive.folder(plan, req.correction_id).exists()  # what it wrote is gone
     refused = await svc.fail_correction(req.correction_id, "again", plan_id=plan)
     assert isinstance(refused, FailRefused) and refused.status is S.FAILED
     assert "only analyzing or executing" in refused.reason
@@ -252,16 +281,8 @@ async def test_operator_fails_an_executing_correction_and_its_attempt(
     assert headers["Nats-Msg-Id"] == f"fail_refused:{req.correction_id}:failed"
     assert statuses_of(await transition_events(nc), req.correction_id) == [
         "pending", "analyzing", "executing", "failed"]
-    # The driver, coming back, finds it terminal and leaves it.
     assert await svc.drive_plan(plan)
     assert await db.decisions.count_documents({"superseded_by": {"$ne": None}}) == 0
-
-
-async def _step_to(svc: CorrectionService, correction_id: str, to: CorrectionStatus) -> None:
-    v = await svc._store.corrections.get(correction_id)
-    assert v is not None
-    moved = v.correction.transition(to, utc_now())
-    await svc._commit(Changes(moved, v.version, events=[correction_event(moved)]))
 
 
 # --- 5. limits on big corrections ---------------------------------------------------------------
@@ -338,7 +359,7 @@ class ChangingArchive(Archive):
         self._client: MongoClient[Document] = MongoClient(mongo_uri)
         self._db = db_name
 
-    def write(self, plan: RevertPlan) -> str:
+    def write(self, plan: RevertWrites) -> str:
         self._client[self._db].decisions.update_one(
             {"_id": plan.supersede_ids[-1]}, {"$set": {"superseded_by": new_id()}})
         return super().write(plan)

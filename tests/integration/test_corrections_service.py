@@ -7,20 +7,22 @@ idempotent requests, cancellation, and the seed's attempt repository API.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import nats
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.correction_events import CancelRefused
-from contracts.correction_plan import validate_target
 from contracts.corrections import CorrectionAttemptRecord, CorrectionAttemptState, CorrectionStatus
 from contracts.decision import DecisionType
 from contracts.errors import IllegalTransition, TargetInOtherPlan, TargetNotFound, TargetSuperseded
 from contracts.ids import new_id
+from contracts.write_sets import validate_target
 from services.archive import Archive
 from services.corrections import CorrectionService
 from store.correction_store import CorrectionStore
@@ -35,6 +37,7 @@ from tests.integration.correction_support import (
     statuses_of,
     transition_events,
 )
+from tests.port_wrappers import ImpactThen
 from workers.publisher import JetStreamPublisher
 from workers.streams import ensure_streams
 
@@ -231,18 +234,17 @@ async def test_cancel_from_pending_and_analyzing_only(
 
 
 async def test_cancel_while_analyzing_stops_the_driver(
-        svc: CorrectionService, db: AsyncDatabase[Document]) -> None:
+        make: Any, db: AsyncDatabase[Document]) -> None:
     tree = await chain_plan(db, 3)
     plan = tree[0].plan_id
     req = request(plan, tree[1].decision_id)
-    await svc.request_correction(req)
-    original = svc._analyze
 
-    async def cancel_first(v, owner, *rest):  # type: ignore[no-untyped-def]
+    async def cancel_first(_: int) -> None:
         await svc.cancel_correction(req.correction_id, "too risky")
-        return await original(v, owner, *rest)
 
-    svc._analyze = cancel_first  # type: ignore[method-assign]
+    svc = make(ports=lambda store: dataclasses.replace(
+        store, impact=ImpactThen(store.impact, cancel_first)))
+    await svc.request_correction(req)
     await svc.drive_plan(plan)
     c = await svc.get_correction(req.correction_id)
     assert c is not None and c.status is S.CANCELLED

@@ -14,8 +14,8 @@ import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.decision import Decision
-from store.bulk import load_plan
 from store.database import Document
+from tests.bulk import load_plan
 from tests.factories import decision, root
 from tests.integration.correction_support import request
 from tests.integration.test_corrections_e2e import cworkers, publish, wait_terminal

@@ -11,7 +11,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.decision import Decision
 from contracts.ids import new_id
-from contracts.recording import Candidate, content_hash, plan_batch
+from contracts.recording import Candidate, content_hash, triage_batch
 from contracts.rules import Rule
 from store.database import Document
 from store.decisions import DecisionRepository
@@ -47,13 +47,13 @@ async def test_two_claims_of_one_plan_read_together_cannot_both_commit(
     claim_b = cand(decision(b["plan_id"], b["decision_id"], downstream_plan_ids=[child],
                             created_at=at(5)), 2)
     facts_a, facts_b = await repo.facts_for([claim_a]), await other.facts_for([claim_b])
-    assert plan_batch([claim_a], facts_a).accept and plan_batch([claim_b], facts_b).accept
+    assert triage_batch([claim_a], facts_a).accept and triage_batch([claim_b], facts_b).accept
     results = await asyncio.gather(
         repo.insert_recorded([claim_a], T0, facts_a.epochs),
         other.insert_recorded([claim_b], T0, facts_b.epochs))
     assert sorted(r is None for r in results) == [False, True]
     loser = claim_b if results[1] is None else claim_a
-    again = plan_batch([loser], await repo.facts_for([loser]))
+    again = triage_batch([loser], await repo.facts_for([loser]))
     assert [v.rule for _, vs in again.reject for v in vs] == [Rule.CHILD_PLAN_CLAIM]
 
 
@@ -68,7 +68,7 @@ async def test_a_root_older_than_a_claim_committed_since_is_not_written(
                           created_at=at(5)), 2)
     assert await repo.insert_recorded([claim], T0) is not None
     assert await repo.insert_recorded([old_root], T0, facts.epochs) is None
-    again = plan_batch([old_root], await repo.facts_for([old_root]))
+    again = triage_batch([old_root], await repo.facts_for([old_root]))
     assert [v.rule for _, vs in again.reject for v in vs] == [Rule.CHILD_PLAN_CLAIM]
 
 
@@ -78,7 +78,7 @@ async def test_a_revert_committed_after_the_facts_makes_the_batch_plan_again(
     a, _ = await two_plans(repo)
     late = cand(decision(a["plan_id"], a["decision_id"]), 1)
     facts = await repo.facts_for([late])
-    assert plan_batch([late], facts).accept
+    assert triage_batch([late], facts).accept
     # What a revert's transaction does to the plan's counter document.
     await run_in_transaction(db.client, lambda s: repo.reserve_sequences(
         str(a["plan_id"]), 1, T0, s, bump_epoch=True))

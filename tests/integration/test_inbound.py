@@ -23,6 +23,7 @@ from contracts.subjects import DECISIONS_STREAM, RECORDED_PREFIX, RECORDER_DURAB
 from deploy.embedded import ManagedServer
 from services.invariants import InvariantService
 from store.database import Document
+from store.invariant_store import InvariantStore
 from tests.conftest import Workers, worker_env
 from tests.factories import decision, encode, headers, plan_tree, root, subject
 from tests.integration.correction_support import request
@@ -162,7 +163,7 @@ async def test_hostile_violation_reports_do_not_hold_back_valid_ones(
         db: AsyncDatabase[Document], db_name: str, tmp_path: Path) -> None:
     js = nc.jetstream()
     await ensure_streams(js)
-    svc = InvariantService.open(db, JetStreamPublisher(nc))
+    svc = InvariantService.from_store(InvariantStore.open(db), JetStreamPublisher(nc))
     inv = await svc.add_invariant("no-prod-deletes", "Never delete production data")
     plan = new_id()
 

@@ -17,6 +17,7 @@ from contracts.invariants import InvariantScope, Severity
 from contracts.reconciliation import enforced_decision_id
 from services.invariants import InvariantService
 from store.database import Document
+from store.invariant_store import InvariantStore
 from tests.conftest import Workers
 from tests.factories import decision, root
 from tests.integration.wire import events, publish_all, publish_raw, until, wait_for_count
@@ -30,7 +31,7 @@ ENFORCED = {"decision_type": "invariant_enforced"}
 @pytest.fixture
 async def service(workers: Workers, nc: nats.NATS,
                   db: AsyncDatabase[Document]) -> AsyncIterator[InvariantService]:
-    yield InvariantService.open(db, JetStreamPublisher(nc))
+    yield InvariantService.from_store(InvariantStore.open(db), JetStreamPublisher(nc))
 
 
 def report(plan_id: str, invariant_id: str, severity: str = "error",

@@ -18,6 +18,7 @@ from contracts.invariants import InvariantScope
 from contracts.reconciliation import enforced_decision_id
 from services.invariants import InvariantService
 from store.database import Document
+from store.invariant_store import InvariantStore
 from tests.conftest import Workers
 from tests.factories import decision, root
 from tests.integration.cli_support import (
@@ -55,7 +56,7 @@ async def append(nc: nats.NATS, db: AsyncDatabase[Document], plan_id: str,
 async def test_append_child_plan_is_reconciled_and_blocked_by_its_parent(
         cli_workers: Workers, nc: nats.NATS, db: AsyncDatabase[Document]) -> None:
     js = nc.jetstream()
-    service = InvariantService.open(db, JetStreamPublisher(nc))
+    service = InvariantService.from_store(InvariantStore.open(db), JetStreamPublisher(nc))
     tree = await seed_plan(js, db, size=3)
     parent = tree[0]["plan_id"]
     g = await service.add_invariant("no-prod-deletes", "Never delete production data")

@@ -30,10 +30,10 @@ from contracts.recording import Candidate
 from services.archive import Archive
 from services.corrections import CorrectionService
 from services.invariants import InvariantService, violation_event
-from store.bulk import load_plan
 from store.correction_store import CorrectionStore
 from store.database import Document
 from store.decisions import DecisionRepository
+from store.invariant_store import InvariantStore
 from store.invariants import (
     InvariantNotFound,
     InvariantRepository,
@@ -41,6 +41,7 @@ from store.invariants import (
     ViolationRepository,
 )
 from store.outbox import OutboxRepository
+from tests.bulk import load_plan
 from tests.factories import root
 from tests.integration.wire import events
 from workers.publisher import JetStreamPublisher
@@ -129,7 +130,7 @@ async def test_service_effective_for_a_recorded_plan_uses_its_project_and_templa
         db: AsyncDatabase[Document], nc: nats.NATS, project: str | None,
         template: str | None) -> None:
     await ensure_streams(nc.jetstream())
-    svc = InvariantService.open(db, JetStreamPublisher(nc))
+    svc = InvariantService.from_store(InvariantStore.open(db), JetStreamPublisher(nc))
     r = Decision.model_validate(root(project=project, action_template=template))
     await load_plan(db, [r])
     for scopes in itertools.chain.from_iterable(
@@ -157,7 +158,7 @@ async def test_service_effective_for_a_recorded_plan_uses_its_project_and_templa
 async def test_service_errors_and_exactly_once_events(db: AsyncDatabase[Document],
                                                       nc: nats.NATS) -> None:
     await ensure_streams(nc.jetstream())
-    svc = InvariantService.open(db, JetStreamPublisher(nc))
+    svc = InvariantService.from_store(InvariantStore.open(db), JetStreamPublisher(nc))
     with pytest.raises(InvalidInvariant, match="GLOBAL"):
         await svc.add_invariant("x", "d", S.GLOBAL, "target")
     with pytest.raises(InvariantNotFound):
@@ -188,7 +189,7 @@ async def test_events_left_in_the_outbox_are_published_by_the_corrections_relay(
     """A worker dying between the commit and the publish leaves the event in the shared
     outbox; the relay every worker runs publishes it, once."""
     await ensure_streams(nc.jetstream())
-    svc = InvariantService.open(db, JetStreamPublisher(nc))
+    svc = InvariantService.from_store(InvariantStore.open(db), JetStreamPublisher(nc))
     inv = await svc.add_invariant("no-prod-deletes", "Never delete production data")
     v = InvariantViolation(invariant_id=inv.id, plan_id=new_id(), severity=Severity.ERROR,
                            details="dropped users")

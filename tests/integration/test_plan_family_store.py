@@ -12,7 +12,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from contracts.ids import new_id
 from contracts.invariants import InvariantViolation, Severity
 from contracts.outgoing import OutgoingEvent
-from contracts.recording import plan_batch
+from contracts.recording import triage_batch
 from contracts.rules import Rule
 from store.database import Document
 from store.decisions import DecisionRepository
@@ -70,7 +70,7 @@ async def test_facts_block_a_grandchild_of_a_plan_with_an_error_violation(
         facts = await repo.facts_for([candidate(r, 1), candidate(execute, 2)])
         assert facts.blocking_ancestors == {leaf: (mid, top)}
         assert facts.blocked_plans == {top: (v.violation_id,)}
-        plan = plan_batch([candidate(r, 1), candidate(execute, 2)], facts)
+        plan = triage_batch([candidate(r, 1), candidate(execute, 2)], facts)
         [(c, [why])] = plan.reject
         assert c.decision.decision_id == execute["decision_id"]
         assert why.rule is Rule.RECONCILIATION_BLOCKED and top in why.message

@@ -1,4 +1,5 @@
-"""The decisions repository against the real server."""
+"""The decisions repository against the real server: what only MongoDB shows (the
+contract both stores keep is tests/contract/test_store_contract.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from contracts.decision import Decision
 from contracts.recording import Candidate, content_hash
 from store.database import Document
 from store.decisions import DecisionRepository, to_document
-from tests.factories import decision, plan_tree, root
+from tests.factories import decision, root
 
 pytestmark = pytest.mark.store
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
@@ -21,17 +22,6 @@ NOW = datetime(2026, 11, 30, tzinfo=UTC)
 def cand(d: dict[str, object], seq: int = 0) -> Candidate:
     model = Decision.model_validate(d)
     return Candidate(seq, model, content_hash(model))
-
-
-async def test_insert_assigns_dense_sequence_per_plan(db: AsyncDatabase[Document]) -> None:
-    repo = DecisionRepository(db)
-    a, b = plan_tree(5, seed=1), plan_tree(4, seed=2)
-    await repo.insert_recorded([cand(d) for d in a[:3]] + [cand(d) for d in b], NOW)
-    await repo.insert_recorded([cand(d) for d in a[3:]], NOW)
-    for tree in (a, b):
-        stored = await repo.in_sequence(tree[0]["plan_id"])
-        assert [d.sequence_number for d in stored] == list(range(len(tree)))
-        assert [d.decision_id for d in stored] == [d["decision_id"] for d in tree]
 
 
 async def test_reads_the_trees(db: AsyncDatabase[Document]) -> None:
@@ -60,21 +50,13 @@ async def test_reads_the_trees(db: AsyncDatabase[Document]) -> None:
     assert await repo.get("01JD7X4Q9R8N2V5K3M6P1T0W7Y") is None
 
 
-async def test_server_refuses_a_second_root_and_a_reused_sequence(
-        db: AsyncDatabase[Document]) -> None:
+async def test_the_server_refuses_a_reused_sequence(db: AsyncDatabase[Document]) -> None:
+    """The index under the contract's dense numbering (the rest of this file's former
+    tests, a second root and a concurrent writer, are in tests/contract/)."""
     repo = DecisionRepository(db)
     r = root()
     await repo.insert_recorded([cand(r)], NOW)
-    assert await repo.insert_recorded([cand(root(r["plan_id"]))], NOW) is None
-    assert len(await repo.in_sequence(r["plan_id"])) == 1
     other = Decision.model_validate(decision(r["plan_id"], r["decision_id"]))
     with pytest.raises(DuplicateKeyError):
         await db["decisions"].insert_one(
             to_document(other.model_copy(update={"sequence_number": 0})))
-
-
-async def test_concurrent_writer_is_reported_as_raced(db: AsyncDatabase[Document]) -> None:
-    repo = DecisionRepository(db)
-    r = cand(root())
-    await repo.insert_recorded([r], NOW)
-    assert await repo.insert_recorded([r], NOW) is None

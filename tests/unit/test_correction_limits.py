@@ -9,10 +9,15 @@ from typing import Any
 
 import pytest
 from bson.errors import InvalidDocument
-from pymongo.errors import AutoReconnect, DocumentTooLarge, OperationFailure
+from pymongo.errors import (
+    AutoReconnect,
+    DocumentTooLarge,
+    DuplicateKeyError,
+    OperationFailure,
+    ServerSelectionTimeoutError,
+)
 
 from contracts.correction_events import CorrectionTransitioned
-from contracts.correction_plan import plan_revert
 from contracts.corrections import (
     INLINE_IDS_MAX,
     OPERATOR_FAILABLE,
@@ -22,17 +27,18 @@ from contracts.corrections import (
     CorrectionStatus,
     bounded_text,
 )
-from contracts.impact import (
-    ImpactGraph,
-    ImpactWalk,
-    RiskLevel,
-    build_dry_run_report,
-    compute_impact,
-    summarize,
-    walk_graph,
-)
+from contracts.impact import ImpactWalk, RiskLevel, build_dry_run_report, summarize
+from contracts.write_sets import revert_writes
 from services.corrections import CorrectionPolicy, Outcome, outcome_of
-from store.errors import ConcurrentChange, LeaseLost
+from store.errors import (
+    ConcurrentChange,
+    DuplicateRecord,
+    LeaseLost,
+    StoreFailure,
+    StoreUnreachable,
+)
+from store.translate import translated
+from tests.impact_graph import ImpactGraph, compute_impact, walk_graph
 from tests.unit.test_impact import PLAN, dec, uid
 from workers.settings import Settings
 
@@ -45,10 +51,12 @@ S = CorrectionStatus
     (LeaseLost("p", "o"), True, Outcome.LEASE_LOST),
     (LeaseLost("p", "o"), False, Outcome.LEASE_LOST),
     (ConcurrentChange("x"), True, Outcome.READ_AGAIN),
-    (AutoReconnect("down"), False, Outcome.RETRY_LATER),
-    (OperationFailure("boom"), False, Outcome.RETRY_LATER),
+    # The driver's errors reach the service translated by the store (store.translate).
+    (translated(AutoReconnect("down")), False, Outcome.RETRY_LATER),
+    (translated(OperationFailure("boom")), False, Outcome.RETRY_LATER),
+    (StoreFailure("down"), False, Outcome.RETRY_LATER),
     # In the writes, a database error uses up an attempt (as the seed's retries do).
-    (AutoReconnect("down"), True, Outcome.FAIL_ATTEMPT),
+    (translated(AutoReconnect("down")), True, Outcome.FAIL_ATTEMPT),
     # Not database errors: a retry in place would meet them again.
     (DocumentTooLarge("17 MB"), True, Outcome.FAIL_ATTEMPT),
     (DocumentTooLarge("17 MB"), False, Outcome.FAIL_ATTEMPT),
@@ -59,6 +67,18 @@ S = CorrectionStatus
 ])
 def test_how_a_failed_step_ends(exc: Exception, committing: bool, outcome: Outcome) -> None:
     assert outcome_of(exc, committing=committing) is outcome
+
+
+def test_a_translated_driver_error_is_still_the_drivers() -> None:
+    """Handlers above the services (the CLI, the workers' pull loop) keep catching the
+    driver's types; the services catch the store's."""
+    down = translated(ServerSelectionTimeoutError("[Errno 111] Connection refused"))
+    assert isinstance(down, ServerSelectionTimeoutError) and isinstance(down, StoreUnreachable)
+    assert type(down).__name__ == "ServerSelectionTimeoutError" and str(down).endswith("refused")
+    taken = translated(DuplicateKeyError("E11000", 11000, {"keyValue": {"_id": "x"}}))
+    assert isinstance(taken, DuplicateKeyError) and isinstance(taken, DuplicateRecord)
+    assert taken.code == 11000 and taken.details == {"keyValue": {"_id": "x"}}
+    assert not isinstance(translated(OperationFailure("boom")), StoreUnreachable)
 
 
 def test_conflict_backoff_grows_and_is_bounded() -> None:
@@ -98,7 +118,7 @@ def test_the_walk_stops_once_past_the_limit() -> None:
     assert impact.exceeds_limit and not impact.complete
     assert impact.risk_level is RiskLevel.HIGH  # risk stays computed
     with pytest.raises(ValueError, match="whole impact"):
-        plan_revert(req(), dec(1, 0), impact, new_decision_id=uid(9999),
+        revert_writes(req(), dec(1, 0), impact, new_decision_id=uid(9999),
                     sequence_number=1, at=dec(1, 0).created_at)
 
 
@@ -153,7 +173,7 @@ def test_applied_event_lists_the_first_ids_and_counts_them_all() -> None:
     graph = wide(40_000)  # over the ~36,000 whose APPLIED event used to exceed 1 MB
     impact = compute_impact(uid(1), graph)
     at = dec(1, 0).created_at
-    plan = plan_revert(req(), dec(1, 0), impact, new_decision_id=uid(99_999),
+    plan = revert_writes(req(), dec(1, 0), impact, new_decision_id=uid(99_999),
                        sequence_number=1, at=at)
     c = Correction.from_request(req(), at)
     for to in (S.ANALYZING, S.EXECUTING):

@@ -35,3 +35,10 @@ def test_conflicts_end_only_an_executing_attempt(conflicts: int, max_conflicts: 
             assert step is (Step.FAIL_ATTEMPT if conflicts >= max_conflicts else Step.EXECUTE)
         else:
             assert step is EXPECTED[status]
+
+
+def test_every_step_is_reached_by_some_state() -> None:
+    """No step is dead code: each is what some (status, conflicts) asks for."""
+    reached = {next_step(status, conflicts=n, max_conflicts=2)
+               for status in CorrectionStatus for n in range(3)}
+    assert reached == set(Step)

@@ -14,8 +14,8 @@ from contracts.recording import (
     PlanClaim,
     StoredFacts,
     content_hash,
-    plan_batch,
     read_message,
+    triage_batch,
 )
 from contracts.rules import Rule
 from tests.factories import decision, encode, headers, root, subject
@@ -37,7 +37,7 @@ def candidate(d: dict[str, Any], seq: int = 1) -> Candidate:
 def outcome(batch: list[dict[str, Any]], facts: StoredFacts | None = None
             ) -> dict[str, Rule | None]:
     """decision_id -> None if accepted, else the rule it broke."""
-    plan = plan_batch([candidate(d, i) for i, d in enumerate(batch)],
+    plan = triage_batch([candidate(d, i) for i, d in enumerate(batch)],
                       facts or StoredFacts({}, {}, {}))
     out: dict[str, Rule | None] = {c.decision.decision_id: None for c in plan.accept}
     out.update({c.decision.decision_id: vs[0].rule for c, vs in plan.reject})

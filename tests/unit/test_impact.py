@@ -21,20 +21,18 @@ from contracts.impact import (
     MEDIUM_RISK_MAX,
     CorrectionImpact,
     DecisionView,
-    ImpactGraph,
     ImpactWalk,
     RiskLevel,
     TimingSample,
     build_dry_run_report,
-    compute_impact,
     estimate_recompute_seconds,
     risk_level_for,
     summarize,
     timing_samples,
     type_durations,
     types_without_history,
-    walk_graph,
 )
+from tests.impact_graph import ImpactGraph, compute_impact, walk_graph
 
 pytestmark = pytest.mark.unit
 

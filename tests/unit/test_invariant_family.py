@@ -23,7 +23,7 @@ from contracts.invariants import (
     effective_invariants,
 )
 from contracts.plans import MAX_PLAN_DEPTH, ancestry
-from contracts.recording import StoredFacts, persisted_body, plan_batch
+from contracts.recording import StoredFacts, persisted_body, triage_batch
 from contracts.rules import Rule
 from tests.factories import decision, root
 from tests.unit.test_recording import candidate
@@ -122,7 +122,7 @@ class TestBlockingOverTheFamily:
                                  other["plan_id"]}, {CHILD: r["decision_id"]},
                             blocked_plans={GRANDPARENT: ("V9",)},
                             blocking_ancestors={CHILD: CHAIN})
-        plan = plan_batch([candidate(execute, 1), candidate(strategize, 2),
+        plan = triage_batch([candidate(execute, 1), candidate(strategize, 2),
                            candidate(other_execute, 3)], facts)
         assert {c.decision.decision_id for c in plan.accept} == {
             strategize["decision_id"], other_execute["decision_id"]}

@@ -29,7 +29,7 @@ from contracts.invariants import (
     effective_invariants,
 )
 from contracts.reconciliation import enforced_decision_id, enforced_decisions, wire_body
-from contracts.recording import Candidate, Inbound, StoredFacts, plan_batch, read_message
+from contracts.recording import Candidate, Inbound, StoredFacts, read_message, triage_batch
 from contracts.rules import Rule
 from contracts.unreadable import Unreadable
 from tests.factories import decision, root
@@ -201,7 +201,7 @@ class TestBlocking:
                             blocked_plans={plan: ("01JD7Y0A1B2C3D4E5F6G7H8J9K",)})
         batch = [candidate(d, i) for i, d in
                  enumerate([child, execute, strategize, intervention, elsewhere])]
-        out = plan_batch(batch, facts)
+        out = triage_batch(batch, facts)
         rejected = {c.decision.decision_id: [v.rule for v in vs] for c, vs in out.reject}
         assert rejected == {execute["decision_id"]: [Rule.RECONCILIATION_BLOCKED],
                             child["decision_id"]: [Rule.PARENT_EXISTS]}

@@ -29,9 +29,9 @@ from contracts.corrections import CorrectionMode
 from contracts.decision import ContextSnapshot
 from contracts.resume import ResumeInstruction
 from tests.conftest import ROOT
-from tests.unit.test_correction_plan import revert, target
 from tests.unit.test_impact import PLAN
 from tests.unit.test_resume_contract import applied
+from tests.unit.test_write_sets import revert, target
 
 pytestmark = pytest.mark.unit
 

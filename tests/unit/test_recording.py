@@ -18,8 +18,8 @@ from contracts.recording import (
     Stored,
     StoredFacts,
     content_hash,
-    plan_batch,
     read_message,
+    triage_batch,
 )
 from contracts.rules import Rule
 from tests.factories import decision, encode, headers, plan_tree, root, subject
@@ -125,7 +125,7 @@ class TestPlanBatch:
     def test_children_before_parents_in_one_batch_are_written_parents_first(self) -> None:
         tree = plan_tree(20, seed=3)
         batch = [candidate(d, i) for i, d in enumerate(reversed(tree))]
-        plan = plan_batch(batch, NO_FACTS)
+        plan = triage_batch(batch, NO_FACTS)
         order = [c.decision.decision_id for c in plan.accept]
         assert sorted(order) == sorted(d["decision_id"] for d in tree)
         position = {i: n for n, i in enumerate(order)}
@@ -134,26 +134,26 @@ class TestPlanBatch:
 
     def test_missing_parent_waits(self) -> None:
         d = decision(new_id(), new_id())
-        plan = plan_batch([candidate(d)], NO_FACTS)
+        plan = triage_batch([candidate(d)], NO_FACTS)
         assert [c.decision.decision_id for c in plan.wait] == [d["decision_id"]]
 
     def test_stored_parent_in_same_plan_accepts(self) -> None:
         r = root()
         d = decision(r["plan_id"], r["decision_id"])
-        plan = plan_batch([candidate(d)], StoredFacts({}, {r["decision_id"]: r["plan_id"]}, {}))
+        plan = triage_batch([candidate(d)], StoredFacts({}, {r["decision_id"]: r["plan_id"]}, {}))
         assert len(plan.accept) == 1
 
     def test_parent_in_other_plan_is_rejected(self) -> None:
         r = root()
         d = decision(new_id(), r["decision_id"])
-        plan = plan_batch([candidate(d)], StoredFacts({}, {r["decision_id"]: r["plan_id"]}, {}))
+        plan = triage_batch([candidate(d)], StoredFacts({}, {r["decision_id"]: r["plan_id"]}, {}))
         assert [v.rule for _, vs in plan.reject for v in vs] == [Rule.PARENT_IN_SAME_PLAN]
 
     def test_second_root_is_rejected_stored_or_in_batch(self) -> None:
         plan_id = new_id()
         first, second = root(plan_id), root(plan_id)
-        stored = plan_batch([candidate(second)], StoredFacts({}, {}, {plan_id: new_id()}))
-        same_batch = plan_batch([candidate(first, 1), candidate(second, 2)], NO_FACTS)
+        stored = triage_batch([candidate(second)], StoredFacts({}, {}, {plan_id: new_id()}))
+        same_batch = triage_batch([candidate(first, 1), candidate(second, 2)], NO_FACTS)
         for plan in (stored, same_batch):
             assert [v.rule for _, vs in plan.reject for v in vs] == [Rule.ONE_ROOT_PER_PLAN]
 
@@ -161,18 +161,18 @@ class TestPlanBatch:
         d = root()
         c = candidate(d)
         facts = StoredFacts({d["decision_id"]: Stored(c.content_hash, 1)}, {}, {})
-        assert plan_batch([c], facts).redelivered == [c]  # the very message that wrote it
+        assert triage_batch([c], facts).redelivered == [c]  # the very message that wrote it
         retry = candidate(d, seq=2)
-        assert plan_batch([retry], facts).duplicate == [retry]  # a publisher's retry
+        assert triage_batch([retry], facts).duplicate == [retry]  # a publisher's retry
         changed = candidate({**d, "chosen_option": "another"})
-        plan = plan_batch([changed], facts)
+        plan = triage_batch([changed], facts)
         assert [v.rule for _, vs in plan.reject for v in vs] == [Rule.DECISION_ID_CONFLICT]
 
     def test_child_of_rejected_parent_is_rejected(self) -> None:
         plan_id = new_id()
         second_root = root(plan_id)
         orphan = decision(plan_id, second_root["decision_id"])
-        plan = plan_batch([candidate(second_root, 1), candidate(orphan, 2)],
+        plan = triage_batch([candidate(second_root, 1), candidate(orphan, 2)],
                           StoredFacts({}, {}, {plan_id: new_id()}))
         assert {v.rule for _, vs in plan.reject for v in vs} == {Rule.ONE_ROOT_PER_PLAN,
                                                                   Rule.PARENT_EXISTS}
@@ -184,7 +184,7 @@ class TestPlanBatch:
         tree = plan_tree(size, seed=seed)
         shuffled = data.draw(st.permutations(tree))
         cut = data.draw(st.integers(0, size))
-        first = plan_batch([candidate(d, i) for i, d in enumerate(shuffled[:cut])], NO_FACTS)
+        first = triage_batch([candidate(d, i) for i, d in enumerate(shuffled[:cut])], NO_FACTS)
         stored_plan = {c.decision.decision_id: c.decision.plan_id for c in first.accept}
         stored_hash = {c.decision.decision_id: Stored(c.content_hash, c.stream_sequence)
                        for c in first.accept}
@@ -193,7 +193,7 @@ class TestPlanBatch:
                  exclude={"sequence_number"}))), 99) for c in first.wait]
         roots = {tree[0]["plan_id"]: tree[0]["decision_id"]} if tree[0]["decision_id"] in \
             stored_plan else {}
-        second = plan_batch(rest, StoredFacts(stored_hash, stored_plan, roots))
+        second = triage_batch(rest, StoredFacts(stored_hash, stored_plan, roots))
         accepted = [c.decision.decision_id for c in first.accept + second.accept]
         assert sorted(accepted) == sorted(d["decision_id"] for d in tree)
         assert not second.wait and not second.reject and not first.reject

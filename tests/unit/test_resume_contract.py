@@ -6,11 +6,12 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from contracts.correction_plan import AppendPlan, RevertPlan
 from contracts.corrections import INLINE_IDS_MAX, Correction, CorrectionMode, CorrectionStatus
 from contracts.decision import ContextSnapshot
 from contracts.resume import TARGET_TEXT_MAX, ResumeInstruction, ResumePoint
-from tests.unit.test_correction_plan import (
+from contracts.write_sets import AppendWrites, RevertWrites
+from tests.unit.test_impact import PLAN, PLAN2, uid
+from tests.unit.test_write_sets import (
     AT,
     CHILD_PLAN,
     CHILD_ROOT,
@@ -21,16 +22,15 @@ from tests.unit.test_correction_plan import (
     revert,
     target,
 )
-from tests.unit.test_impact import PLAN, PLAN2, uid
 
 pytestmark = pytest.mark.unit
 
 
-def applied(mode: CorrectionMode, plan: RevertPlan | AppendPlan, **kw: object) -> Correction:
+def applied(mode: CorrectionMode, plan: RevertWrites | AppendWrites, **kw: object) -> Correction:
     c = Correction.from_request(req(mode, **kw), AT)
     for step in (CorrectionStatus.ANALYZING, CorrectionStatus.EXECUTING):
         c = c.transition(step, AT)
-    info = plan.applied_info("/archive/x") if isinstance(plan, RevertPlan) \
+    info = plan.applied_info("/archive/x") if isinstance(plan, RevertWrites) \
         else plan.applied_info()
     return c.transition(CorrectionStatus.APPLIED, AT, **info)
 

@@ -14,8 +14,8 @@ from contracts.recording import (
     Inbound,
     Resume,
     StoredFacts,
-    plan_batch,
     read_message,
+    triage_batch,
 )
 from contracts.rules import Rule
 from tests.factories import decision, encode, headers, root, subject
@@ -42,7 +42,7 @@ def test_child_of_a_superseded_parent_is_refused_naming_correction_and_replaceme
     late = decision(r["plan_id"], r["decision_id"])
     facts = StoredFacts({}, {r["decision_id"]: r["plan_id"]}, {},
                         superseded={r["decision_id"]: RESUME})
-    plan = plan_batch([candidate(late, 7)], facts)
+    plan = triage_batch([candidate(late, 7)], facts)
     assert rules(plan) == [Rule.PARENT_SUPERSEDED] and not plan.accept
     message = plan.reject[0][1][0].message
     assert RESUME.correction_id in message and RESUME.replacement_decision_id in message
@@ -55,7 +55,7 @@ def test_children_of_a_refused_late_decision_in_the_same_batch_are_refused_too()
     grandchild = decision(r["plan_id"], late["decision_id"])
     facts = StoredFacts({}, {r["decision_id"]: r["plan_id"]}, {},
                         superseded={r["decision_id"]: RESUME})
-    plan = plan_batch([candidate(grandchild, 2), candidate(late, 1)], facts)
+    plan = triage_batch([candidate(grandchild, 2), candidate(late, 1)], facts)
     assert rules(plan) == [Rule.PARENT_SUPERSEDED, Rule.PARENT_SUPERSEDED]
     assert plan.resume == {1: RESUME, 2: RESUME} and not plan.wait
 
@@ -64,7 +64,7 @@ def test_decisions_into_a_rolled_back_plan_are_refused_root_included() -> None:
     r = root()
     child = decision(r["plan_id"], r["decision_id"])
     facts = StoredFacts({}, {}, {}, rolled_back={r["plan_id"]: RESUME})
-    plan = plan_batch([candidate(r, 1), candidate(child, 2)], facts)
+    plan = triage_batch([candidate(r, 1), candidate(child, 2)], facts)
     assert rules(plan) == [Rule.PLAN_ROLLED_BACK, Rule.PLAN_ROLLED_BACK]
     assert plan.reject[0][1][0].field == "plan_id"
 
@@ -74,7 +74,7 @@ def test_a_current_parent_is_unaffected_by_other_superseded_decisions() -> None:
     ok = decision(r["plan_id"], r["decision_id"])
     facts = StoredFacts({}, {r["decision_id"]: r["plan_id"]}, {},
                         superseded={new_id(): RESUME}, rolled_back={new_id(): RESUME})
-    assert len(plan_batch([candidate(ok)], facts).accept) == 1
+    assert len(triage_batch([candidate(ok)], facts).accept) == 1
 
 
 def test_rejection_event_carries_the_resume_and_reads_without_it() -> None:

@@ -1,8 +1,8 @@
 """What a correction writes, decided without touching the store.
 
-The store loads the target (and runs the impact walk), calls `validate_target` and
-then `plan_revert` or `plan_append`, and writes the returned plan in one
-transaction. Keeping the decision here means every rule of a correction is tested
+The service loads the target (and runs the impact walk), calls `validate_target` and
+then `revert_writes` or `append_writes`, and the store commits the returned write set
+in one transaction. Keeping the decision here means every rule of a correction is tested
 without a server, and the store only has to be atomic, not clever.
 """
 
@@ -29,16 +29,16 @@ from contracts.plans import PlanRecord, PlanStatus
 
 __all__ = [
     "MANIFEST_NAME",
-    "AppendPlan",
+    "AppendWrites",
     "ArchiveEntry",
     "PlanRecord",
     "PlanStatus",
-    "RevertPlan",
+    "RevertWrites",
+    "append_writes",
     "archive_folder",
     "archive_member",
     "guidance_context",
-    "plan_append",
-    "plan_revert",
+    "revert_writes",
     "validate_target",
 ]
 
@@ -107,7 +107,7 @@ def archive_member(decision_id: str, index: int, artifact_path: str) -> str:
     return "/".join([decision_id, str(index), *(parts or ["artifact"])])
 
 
-class RevertPlan(Frozen):
+class RevertWrites(Frozen):
     """Everything a revert writes, in one transaction."""
 
     correction_id: Ulid = Field(description="The correction.")
@@ -136,7 +136,7 @@ def _check_mode(request: CorrectionRequest, mode: CorrectionMode) -> None:
         raise ValueError(f"a {request.mode.value} request cannot be planned as {mode.value}")
 
 
-def plan_revert(
+def revert_writes(
     request: CorrectionRequest,
     target: Decision,
     impact: CorrectionImpact,
@@ -144,7 +144,7 @@ def plan_revert(
     new_decision_id: str,
     sequence_number: int,
     at: datetime,
-) -> RevertPlan:
+) -> RevertWrites:
     """The replacement decision and everything it supersedes, rolls back and archives."""
     _check_mode(request, CorrectionMode.REVERT)
     validate_target(request, target)
@@ -183,7 +183,7 @@ def plan_revert(
             artifact_type=a.artifact_type,
             archived_as=archive_member(a.decision_id, index, a.artifact_path),
         ))
-    return RevertPlan(
+    return RevertWrites(
         correction_id=request.correction_id,
         plan_id=target.plan_id,
         target_decision_id=target.decision_id,
@@ -198,7 +198,7 @@ def plan_revert(
 # --- append -------------------------------------------------------------------------
 
 
-class AppendPlan(Frozen):
+class AppendWrites(Frozen):
     """Everything an append writes, in one transaction; the target itself is not touched."""
 
     correction_id: Ulid = Field(description="The correction.")
@@ -222,7 +222,7 @@ class AppendPlan(Frozen):
         }
 
 
-def plan_append(
+def append_writes(
     request: CorrectionRequest,
     target: Decision,
     *,
@@ -233,7 +233,7 @@ def plan_append(
     at: datetime,
     project: str | None = None,
     action_template: str | None = None,
-) -> AppendPlan:
+) -> AppendWrites:
     """A child plan rooted at the target, and the intervention decision linking the two.
 
     `sequence_number` is the next one of the target's plan (for the intervention);
@@ -282,7 +282,7 @@ def plan_append(
         downstream_plan_ids=[child_plan_id],
         created_at=at,
     )
-    return AppendPlan(
+    return AppendWrites(
         correction_id=request.correction_id, plan_id=target.plan_id,
         target_decision_id=target.decision_id, child_plan=child_plan,
         child_root=child_root, intervention=intervention,

@@ -15,16 +15,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from contracts.correction_plan import (
-    AppendPlan,
-    PlanRecord,
-    PlanStatus,
-    RevertPlan,
-    archive_member,
-    plan_append,
-    plan_revert,
-    validate_target,
-)
 from contracts.corrections import Correction, CorrectionMode, CorrectionRequest, CorrectionStatus
 from contracts.decision import Decision, DecisionType
 from contracts.errors import (
@@ -34,7 +24,17 @@ from contracts.errors import (
     TargetNotFound,
     TargetSuperseded,
 )
-from contracts.impact import ImpactGraph, compute_impact
+from contracts.write_sets import (
+    AppendWrites,
+    PlanRecord,
+    PlanStatus,
+    RevertWrites,
+    append_writes,
+    archive_member,
+    revert_writes,
+    validate_target,
+)
+from tests.impact_graph import ImpactGraph, compute_impact
 from tests.unit.test_impact import PLAN, PLAN2, dec, graphs, uid
 
 pytestmark = pytest.mark.unit
@@ -62,14 +62,14 @@ def target(n: int = 1) -> Decision:
     return next(d for d in TREE if d.decision_id == uid(n))
 
 
-def revert(request: CorrectionRequest | None = None, n: int = 1) -> RevertPlan:
+def revert(request: CorrectionRequest | None = None, n: int = 1) -> RevertWrites:
     request = request or req(decision_id=uid(n))
     im = compute_impact(uid(n), ImpactGraph.from_decisions(TREE))
-    return plan_revert(request, target(n), im, new_decision_id=NEW, sequence_number=42, at=AT)
+    return revert_writes(request, target(n), im, new_decision_id=NEW, sequence_number=42, at=AT)
 
 
-def append(request: CorrectionRequest | None = None) -> AppendPlan:
-    return plan_append(
+def append(request: CorrectionRequest | None = None) -> AppendWrites:
+    return append_writes(
         request or req(CorrectionMode.APPEND), target(), child_plan_id=CHILD_PLAN,
         child_root_decision_id=CHILD_ROOT, intervention_decision_id=INTERVENTION,
         sequence_number=42, at=AT, project="shop", action_template="fix",
@@ -100,7 +100,7 @@ def test_an_unusable_target_is_named(
 
 def test_planning_checks_the_target_and_the_mode() -> None:
     with pytest.raises(TargetSuperseded):
-        plan_revert(req(), dec(1, 0, superseded=True),
+        revert_writes(req(), dec(1, 0, superseded=True),
                     compute_impact(uid(1), ImpactGraph.from_decisions(TREE)),
                     new_decision_id=NEW, sequence_number=1, at=AT)
     with pytest.raises(ValueError, match="append request"):
@@ -108,7 +108,7 @@ def test_planning_checks_the_target_and_the_mode() -> None:
     with pytest.raises(ValueError, match="revert request"):
         append(req())
     with pytest.raises(ValueError, match="another target"):
-        plan_revert(req(), target(), compute_impact(uid(2), ImpactGraph.from_decisions(TREE)),
+        revert_writes(req(), target(), compute_impact(uid(2), ImpactGraph.from_decisions(TREE)),
                     new_decision_id=NEW, sequence_number=1, at=AT)
 
 
@@ -164,7 +164,7 @@ def test_revert_of_the_root_keeps_the_plan_metadata() -> None:
     root = dec(0).model_copy(update={"project": "shop", "action_template": "fix"})
     request = req(decision_id=uid(0))
     im = compute_impact(uid(0), ImpactGraph.from_decisions([root]))
-    new = plan_revert(request, root, im, new_decision_id=NEW, sequence_number=3,
+    new = revert_writes(request, root, im, new_decision_id=NEW, sequence_number=3,
                       at=AT).new_decision
     assert (new.parent_decision_id, new.decision_type) == (None, DecisionType.PROMPT_DEFINITION)
     assert (new.project, new.action_template) == ("shop", "fix")
@@ -266,7 +266,7 @@ def test_plan_record_rules() -> None:
 # --- properties: applying a plan leaves the tree as the issue requires -----------------
 
 
-def apply_revert(decisions: list[Decision], plan: RevertPlan) -> list[Decision]:
+def apply_revert(decisions: list[Decision], plan: RevertWrites) -> list[Decision]:
     """What the store's transaction does, in memory."""
     gone = set(plan.supersede_ids)
     return [
@@ -291,7 +291,7 @@ def test_an_applied_revert_replaces_exactly_the_affected_subtree(
             validate_target(request, tgt)
         return
     im = compute_impact(tgt.decision_id, ImpactGraph.from_decisions(decisions))
-    plan = plan_revert(request, tgt, im, new_decision_id=NEW, sequence_number=len(decisions),
+    plan = revert_writes(request, tgt, im, new_decision_id=NEW, sequence_number=len(decisions),
                        at=AT)
     after = apply_revert(decisions, plan)
     current_before = {d.decision_id for d in decisions if d.superseded_by is None}
@@ -307,7 +307,7 @@ def test_an_applied_revert_replaces_exactly_the_affected_subtree(
 def test_the_correction_domain_imports_no_io_library() -> None:
     code = (
         "import sys\n"
-        "import contracts.correction_plan, contracts.impact, contracts.correction_events\n"
+        "import contracts.write_sets, contracts.impact, contracts.correction_events\n"
         "import contracts.correction_subjects, contracts.lifecycle, contracts.plans\n"
         "io = {'pymongo', 'bson', 'nats', 'faststream'}\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in io))\n"

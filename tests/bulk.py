@@ -1,4 +1,4 @@
-"""Load whole plans straight into the store, bypassing the recorder.
+"""Load whole plans straight into MongoDB, bypassing the recorder (test and bench code).
 
 For test fixtures and benchmarks that need a 100,000-decision plan in seconds rather
 than through NATS; the decisions must already be a valid tree (nothing is checked).

@@ -1,0 +1,77 @@
+"""One store contract, two backends: every test here runs against the in-memory store
+(tests/memory_store.py) and against the real MongoDB-compatible server.
+
+The fixture yields a `Backend`: the store the services would be handed (it offers every
+port of services/ports.py) and a loader for scenes. A rule the memory store keeps
+differently from the real one fails here, which is what lets the service tests trust it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from contracts.corrections import CorrectionMode, CorrectionRequest
+from contracts.decision import Decision
+from contracts.ids import new_id
+from services.ports import CorrectionStorePort, InvariantStorePort, RecordedDecisions
+from tests.factories import decision, root
+from tests.memory_store import MemoryStore
+
+LEASE_SECONDS = 5.0
+
+
+@dataclass
+class Backend:
+    name: str
+    store: CorrectionStorePort
+    invariant_store: InvariantStorePort
+    recorded: RecordedDecisions
+    raw: Any
+    """The concrete store, for the reads beyond the ports (in_sequence, holder, count)."""
+    load: Callable[[Sequence[Decision]], Awaitable[list[Decision]]]
+
+
+@pytest.fixture(params=[pytest.param("memory", marks=pytest.mark.unit),
+                        pytest.param("mongo", marks=pytest.mark.store)])
+def b(request: pytest.FixtureRequest) -> Backend:
+    """The backend under test (short: every test of the suite takes it)."""
+    if request.param == "memory":
+        m = MemoryStore(lease_seconds=LEASE_SECONDS)
+        return Backend("memory", m, m, m.decisions, m, m.load_plan)
+    # Only the mongo half starts a server.
+    from store.correction_store import CorrectionStore  # noqa: PLC0415
+    from store.invariant_store import InvariantStore  # noqa: PLC0415
+    from tests.bulk import load_plan  # noqa: PLC0415
+
+    db = request.getfixturevalue("db")
+    cs = CorrectionStore.open(db, lease_seconds=LEASE_SECONDS)
+
+    async def load(decisions: Sequence[Decision]) -> list[Decision]:
+        return await load_plan(db, decisions)
+
+    return Backend("mongo", cs, InvariantStore.open(db), cs.decisions, cs, load)
+
+
+def d(plan_id: str, parent: str | None, kind: str = "strategy_choice",
+      **fields: Any) -> Decision:
+    raw = root(plan_id, **fields) if parent is None else decision(plan_id, parent, kind, **fields)
+    raw.setdefault("artifacts_produced", [])
+    return Decision.model_validate(raw)
+
+
+async def chain(b: Backend, size: int = 3, plan_id: str | None = None) -> list[Decision]:
+    plan = plan_id or new_id()
+    out = [d(plan, None)]
+    for _ in range(size - 1):
+        out.append(d(plan, out[-1].decision_id))
+    return await b.load(out)
+
+
+def request(plan_id: str, decision_id: str, mode: str = "revert") -> CorrectionRequest:
+    return CorrectionRequest(plan_id=plan_id, decision_id=decision_id,
+                             mode=CorrectionMode(mode), guidance="Use a token bucket instead.",
+                             requested_by="alice")
