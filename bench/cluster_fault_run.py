@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
 import tempfile
 from pathlib import Path
@@ -51,19 +52,25 @@ def arguments(description: str) -> argparse.ArgumentParser:
                         help="seconds between rounds of correction requests")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--drain-timeout", type=float, default=300.0)
+    parser.add_argument("--keep", metavar="DIR", default=None,
+                        help="keep the servers' data and every log under DIR")
     return parser
 
 
 async def main(args: argparse.Namespace) -> int:
-    with tempfile.TemporaryDirectory() as tmp:
+    kept = contextlib.nullcontext(tempfile.mkdtemp(dir=args.keep)) if args.keep else None
+    with kept or tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
+        if args.keep:
+            print(f"servers' data and logs kept in {base}", flush=True)
         mongo = start_mongo(base / "mongo", port=free_port())
         client = connect(mongo.url)
         try:
             db = client["cluster_fault_run"]
             await ensure_indexes(db)
             report = await cluster_fault_run(base, mongo.url, db, "cluster_fault_run",
-                                             size_of(args), workers=args.workers)
+                                             size_of(args), workers=args.workers,
+                                             faults=not args.no_faults)
             print(report.table(), flush=True)
             return 1 if report.problems else 0
         finally:
@@ -74,4 +81,6 @@ async def main(args: argparse.Namespace) -> int:
 if __name__ == "__main__":
     parser = arguments(__doc__.split("\n\n")[0])
     parser.add_argument("--workers", type=int, default=2, help="worker processes")
+    parser.add_argument("--no-faults", action="store_true",
+                        help="the same load with nothing killed (the control)")
     sys.exit(asyncio.run(main(parser.parse_args())))

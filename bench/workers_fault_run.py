@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import sys
 import tempfile
@@ -45,8 +46,11 @@ from tests.integration.scale_support import (  # noqa: E402
 
 
 async def main(args: argparse.Namespace) -> int:
-    with tempfile.TemporaryDirectory() as tmp:
+    kept = contextlib.nullcontext(tempfile.mkdtemp(dir=args.keep)) if args.keep else None
+    with kept or tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
+        if args.keep:
+            print(f"servers' data and logs kept in {base}", flush=True)
         mongo = start_mongo(base / "mongo", port=free_port())
         client = connect(mongo.url)
         try:
