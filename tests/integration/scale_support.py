@@ -501,7 +501,7 @@ async def check(report: Report, nc: Client, db: AsyncDatabase[Document],
             report.problems.append(f"{len(items)} {what}, e.g. {items[:3]}")
     c["dead letters"] = await db.dead_letters.count_documents({})
     if c["dead letters"]:
-        rules = Counter()
+        rules: Counter[str] = Counter()
         async for dl in db.dead_letters.find({}, {"errors.rule": 1}):
             rules.update(str(e.get("rule")) for e in dl.get("errors", [])[:1])
         report.notes.append(f"dead letters by rule: {dict(rules)}")
@@ -709,7 +709,7 @@ async def node_faults(cluster: Cluster, js: JetStreamContext, tally: Tally, size
     first = None
     for fraction, stream in ((0.25, DECISIONS_STREAM), (0.6, CORRECTIONS_STREAM)):
         await until_progress(tally, int(size.decisions * fraction), load)
-        leader = await retrying(lambda s=stream: leader_of(js, s))
+        leader = await leader_of(js, stream)
         victim, role = leader, f"{stream} leader"
         if victim is None or victim == first:
             victim = next(n.name for n in cluster.nodes if n.name not in (first, leader))
