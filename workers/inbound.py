@@ -228,12 +228,13 @@ class Batch(Generic[R]):
         """This delivery failed: remember why, and redeliver after the backoff delay.
 
         The delay goes by this message's failures (CONSUMER_BACKOFF is "by failure
-        count"), not by its deliveries: a decision that waited eight deliveries for its
-        parent and then met one failed publish (a stream leader killed) was held 300 s,
-        and every decision under it was dead-lettered as "parent not found" meanwhile
-        (bench/cluster_fault_run.py: 2,773 of 10,080). Failures this process saw; another
-        replica's are not counted, so a shared message backs off less, never more, and
-        MaxDeliver still bounds it."""
+        count"), not by its deliveries: a decision that had waited eight deliveries for
+        its parent and then met one failed publish (a stream leader killed) was held
+        300 s, and the decisions under it waited for it past their parent wait (one of
+        the causes of the losses of bench/cluster_fault_run.py, not the main one:
+        docs/operations.md). Failures this process saw; another replica's are not
+        counted, so a shared message backs off less, never more, and MaxDeliver still
+        bounds it."""
         text = error if isinstance(error, str) else describe(error)
         meta = m.metadata
         key = dead_letter_id(self._stream, meta.sequence.stream)
