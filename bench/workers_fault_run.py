@@ -6,10 +6,11 @@
 The stack of bench/cluster_fault_run.py (three nats-server nodes, R3 streams,
 secantusd-py) with `--workers` `agents workers` processes (`python -m workers`, as the
 `Workers` fixture starts them). While the agents' decisions and the operator's
-corrections flow, a random worker is SIGKILLed every 2 to 5 s (`--kills` times) and
-started again 0 to 1.5 s later. Then: nothing lost or doubled (the same counts as the
-cluster run), each plan's corrections never ran at the same time and ran in arrival
-order (from the stored history); a SIGTERM of a worker during a second load finishes
+corrections flow, and while the recorder still has a backlog, a random worker is
+SIGKILLed every 2 to 5 s (`--kills` times) and started again 0 to 1.5 s later.
+Then: nothing lost or doubled (the same counts as the cluster run), each plan's
+corrections never ran at the same time and ran in arrival order (from the stored
+history); a SIGTERM of a worker during a second load finishes
 its batches, exits 0, and the recorder's consumer redelivers nothing (its deliveries
 minus the messages it had to deliver, before and after). Exits 1 if a promise broke.
 

@@ -766,13 +766,23 @@ async def cluster_fault_run(base: Path, mongo_uri: str, db: AsyncDatabase[Docume
     return report
 
 
-async def worker_kills(ws: list[Workers], cluster: Cluster, rng: random.Random, kills: int,
-                       load: asyncio.Future[Any], report: Report, started: float) -> None:
-    """`kills` times, every 2 to 5 s while the load runs: SIGKILL a random worker, start
-    it again 0 to 1.5 s later."""
+async def recorder_busy(js: JetStreamContext) -> bool:
+    """The recorder's consumer still has messages to deliver or to see acknowledged."""
+    try:
+        info = await js.consumer_info(DECISIONS_STREAM, RECORDER_DURABLE)
+    except (*RETRYABLE_INFO, NotFoundError):
+        return True
+    return bool(info.num_pending or info.num_ack_pending)
+
+
+async def worker_kills(ws: list[Workers], cluster: Cluster, js: JetStreamContext,
+                       rng: random.Random, kills: int, load: asyncio.Future[Any],
+                       report: Report, started: float) -> None:
+    """`kills` times, every 2 to 5 s while the agents publish or the recorder still has
+    a backlog: SIGKILL a random worker, start it again 0 to 1.5 s later."""
     for _ in range(kills):
         await asyncio.sleep(rng.uniform(2.0, 5.0))
-        if load.done():
+        if load.done() and not await recorder_busy(js):
             return
         i = rng.randrange(len(ws))
         ws[i].kill()
@@ -859,7 +869,8 @@ async def workers_fault_run(base: Path, mongo_uri: str, db: AsyncDatabase[Docume
         started = time.monotonic()
         load = start_load(cluster, size, tally, rng)
         await asyncio.gather(load, operator(cluster.url, plans, size.spacing, tally),
-                             worker_kills(ws, cluster, rng, kills, load, report, started))
+                             worker_kills(ws, cluster, nc.jetstream(), rng, kills, load,
+                                          report, started))
         report.elapsed = time.monotonic() - started
         await check(report, nc, db, size.drain_timeout)
         await sigterm_phase(ws, cluster, nc, db, size, report)
