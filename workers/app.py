@@ -23,6 +23,7 @@ from pymongo import AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.ids import new_id
+from contracts.subjects import DECISIONS_STREAM, RECORDER_DURABLE
 from contracts.timestamps import utc_now
 from contracts.urls import nats_servers, redact
 from services.archive import Archive
@@ -35,6 +36,7 @@ from store.dead_letters import DeadLetterRepository
 from store.decisions import DecisionRepository
 from store.deliveries import DeliveryFailures, ParentWaits
 from store.invariant_store import InvariantStore
+from store.locks import PlanLocks
 from store.transactions import on_new_session
 from store.workers import WorkerRegistry
 from workers.connections import (
@@ -56,6 +58,7 @@ from workers.corrections import (
 )
 from workers.health import HealthServer, Readiness, parse_addr
 from workers.invariants import document_invariants, invariant_pullers
+from workers.leading import RECORDER_ROLE, LeadingPuller
 from workers.logs import BROKER_LOGGER, set_worker_id
 from workers.metrics import Metrics
 from workers.publisher import JetStreamPublisher
@@ -81,7 +84,8 @@ class Runtime:
     invariants: InvariantService | None = None
     dead_letters: DeadLetterRepository | None = None
     failures: DeliveryFailures | None = None
-    pullers: list[BatchPuller[Any]] = field(default_factory=list)
+    pullers: list[BatchPuller[Any] | LeadingPuller] = field(default_factory=list)
+    worker_id: str = ""
     dry_run: Subscription | None = None
     relay: asyncio.Task[None] | None = None
     mongo_watch: MongoWatch | None = None
@@ -243,6 +247,7 @@ async def start_consumers(runtime: Runtime, settings: Settings, broker: NatsBrok
     runtime.dry_run = await start_dry_run(broker.connection, runtime.get_corrections,
                                           settings.max_payload_bytes)
     failures = runtime.failures
+    assert runtime.mongo is not None
     # The recorder last: tests (and `agents up`) take its waiting pull as "ready".
     runtime.pullers = [
         *correction_pullers(js, settings, runtime.get_corrections,
@@ -250,7 +255,12 @@ async def start_consumers(runtime: Runtime, settings: Settings, broker: NatsBrok
         # Before the recorder, so the reconciler's consumer exists before any root.
         *invariant_pullers(js, settings, runtime.get_invariants,
                            runtime.get_dead_letters, failures=failures),
-        recorder_puller(js, settings, runtime.get_recorder, failures=failures),
+        LeadingPuller(lambda: recorder_puller(js, settings, runtime.get_recorder,
+                                              failures=failures),
+                      PlanLocks(runtime.mongo[settings.mongodb_db],
+                                settings.recorder_lease_seconds),
+                      role=RECORDER_ROLE, owner=runtime.worker_id, stream=DECISIONS_STREAM,
+                      durable=RECORDER_DURABLE, graceful_timeout=settings.graceful_timeout),
     ]
     for puller in runtime.pullers:
         puller.metrics = runtime.metrics
@@ -287,7 +297,7 @@ async def stop_background(runtime: Runtime, settings: Settings) -> None:
 def open_services(runtime: Runtime, settings: Settings, broker: NatsBroker,
                   db: AsyncDatabase[Document]) -> None:
     """Repositories and services over the connected clients, into `runtime`."""
-    worker_id = new_id()
+    worker_id = runtime.worker_id = new_id()
     set_worker_id(worker_id)
     runtime.registry = WorkerRegistry(db, worker_id, settings.worker_lease_seconds)
     # Every transaction's session is noted first, so if this process dies inside one,

@@ -66,6 +66,8 @@ READY_WAIT = 0.01
 IN_FLIGHT = 2
 """Batches decided at once: one finishing (publishing, settling) after it handed off,
 while the next one reads the store and writes."""
+LATE_GRACE = 0.05
+"""How long a stopping puller waits for answers to its last pulls before it takes them."""
 FILL_ROUNDS = 8
 """Most fetches that top one batch up while the stream says more is waiting."""
 ADVISORY = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES"
@@ -101,6 +103,20 @@ def config_changes(have: ConsumerConfig, want: ConsumerConfig) -> dict[str, tupl
                 out[name] = (had, wanted)
         elif wanted != had:
             out[name] = (had, wanted)
+    return out
+
+
+def _delivered_late(sub: JetStreamContext.PullSubscription) -> list[Msg]:
+    """What a pull delivered after its fetch had returned: nats-py keeps it in the
+    subscription's queue for the next fetch (and drains it the same way there); at a
+    stop there is no next fetch, so it is taken here."""
+    queue = sub._sub._pending_queue
+    out: list[Msg] = []
+    while not queue.empty():
+        msg = queue.get_nowait()
+        sub._sub._pending_size -= len(msg.data)
+        if not JetStreamContext.is_status_msg(msg):
+            out.append(msg)
     return out
 
 
@@ -229,13 +245,22 @@ class BatchPuller(Generic[R]):
         # not have handed off yet.
         flight: list[tuple[Batch[R], asyncio.Task[None]]] = []
         try:
-            while not self._stopping.is_set():
+            # Messages already fetched beyond the last batch (`_carry`), and those a pull
+            # delivered after its fetch had returned, are decided even when a stop comes:
+            # left unsettled they would be redelivered after the ack wait (the
+            # several-worker fault run counted up to 12 such after a SIGTERM).
+            while True:
+                if self._stopping.is_set() and not self._carry:
+                    await asyncio.sleep(LATE_GRACE)
+                    self._carry = _delivered_late(sub)
+                    if not self._carry:
+                        break
                 # Wait for one message, then take whatever else is ready: a lone message
                 # is handled at once, a backlog in batches of up to batch_size.
                 first = self._carry or await self._fetch(sub, 1, self._max_wait)
                 if not first:
                     continue
-                msgs = await self._fill(sub, first)
+                msgs = first if self._stopping.is_set() else await self._fill(sub, first)
                 # A fetch can return more than asked (what an earlier pull delivered
                 # late comes with it): the rest starts the next batch.
                 msgs, self._carry = msgs[:self._batch_size], msgs[self._batch_size:]

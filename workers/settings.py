@@ -113,6 +113,10 @@ class Settings:
     worker_lease_seconds: float = 5.0
     """A worker whose heartbeat is older than this is taken for dead: its open
     transactions are ended (store.workers) so they stop blocking the documents they hold."""
+    recorder_lease_seconds: float = 5.0
+    """One replica records at a time (workers.leading): how long the recorder's lease
+    outlives its holder's last renewal, i.e. how soon a standby takes over from a worker
+    that died (one that stops gracefully hands it over at once)."""
     corrections_max_attempts: int = 3
     corrections_max_decisions: int = 10_000
     """Most decisions one correction may touch; beyond it the dry run warns and a revert
@@ -227,6 +231,8 @@ class Settings:
             corrections_sweep_interval=_env_float("CORRECTIONS_SWEEP_INTERVAL",
                                                   cls.corrections_sweep_interval),
             worker_lease_seconds=_env_float("WORKER_LEASE_SECONDS", cls.worker_lease_seconds),
+            recorder_lease_seconds=_env_float("RECORDER_LEASE_SECONDS",
+                                              cls.recorder_lease_seconds),
             corrections_max_attempts=_env_int("CORRECTIONS_MAX_ATTEMPTS",
                                               cls.corrections_max_attempts),
             corrections_max_decisions=_env_int("CORRECTIONS_MAX_DECISIONS",

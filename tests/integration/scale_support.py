@@ -778,13 +778,16 @@ async def recorder_busy(js: JetStreamContext) -> bool:
 async def worker_kills(ws: list[Workers], cluster: Cluster, js: JetStreamContext,
                        rng: random.Random, kills: int, load: asyncio.Future[Any],
                        report: Report, started: float) -> None:
-    """`kills` times, every 2 to 5 s while the agents publish or the recorder still has
-    a backlog: SIGKILL a random worker, start it again 0 to 1.5 s later."""
-    for _ in range(kills):
-        await asyncio.sleep(rng.uniform(2.0, 5.0))
+    """`kills` times, every 0.5 to 1.5 s while the agents publish or the recorder still has
+    a backlog: SIGKILL a worker, start it again 0 to 1.5 s later. The workers are taken
+    in turn from a random one, so each is killed once in every len(ws) kills: the one
+    recording (workers.leading) among them, not only standbys."""
+    first = rng.randrange(len(ws))
+    for k in range(kills):
+        await asyncio.sleep(rng.uniform(0.5, 1.5))
         if load.done() and not await recorder_busy(js):
             return
-        i = rng.randrange(len(ws))
+        i = (first + k) % len(ws)
         ws[i].kill()
         at = time.monotonic() - started
         await asyncio.sleep(rng.uniform(0.0, 1.5))
