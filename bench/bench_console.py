@@ -141,7 +141,7 @@ async def run(args: argparse.Namespace, nats_url: str, mongo_url: str) -> None:
     whole = sum(len(d.model_dump_json()) for d in plan) + len(plan) + 1
 
     nc = await nats.connect(nats_url)
-    deps = Deps(db=db, nc=nc, ops=CorrectionClient(nc), hub=Hub(nc),
+    deps = Deps(db=db, ops=CorrectionClient(nc), hub=Hub(nc),
                 publisher=lambda: JetStreamPublisher(nc), operator_name="bench")
 
     @asynccontextmanager

@@ -33,7 +33,7 @@ class Console:
 @asynccontextmanager
 async def serve_console(db: AsyncDatabase[Document], nc: nats.NATS,
                         token: str | None = None) -> AsyncIterator[Console]:
-    deps = Deps(db=db, nc=nc, ops=CorrectionClient(nc, requested_by=OPERATOR),
+    deps = Deps(db=db, ops=CorrectionClient(nc, requested_by=OPERATOR),
                 publisher=lambda: JetStreamPublisher(nc, ack_timeout=5.0), hub=Hub(nc),
                 operator_name=OPERATOR)
 

@@ -216,7 +216,8 @@ async def test_dead_letters_and_invariants(cli_workers: Workers, agents: Agents,
     plan_id = tree[0]["plan_id"]
     await nc.jetstream().publish(f"decisions.recorded.{plan_id}", b"<script>alert(1)</script>",
                                  headers={"Nats-Msg-Id": new_id()})
-    assert await wait_for_count(db, "dead_letters", 1, timeout=30) == 1
+    await nc.jetstream().publish(f"decisions.recorded.{plan_id}", b"[]")  # no Nats-Msg-Id
+    assert await wait_for_count(db, "dead_letters", 2, timeout=30) == 2
     inv = (await agents.ok("invariant", "add", "no-prod-writes", "--description",
                            "Never write to production", "--json")).json
     await agents.ok("invariant", "add", "no-prod-writes", "--description", "Ask first",
@@ -228,12 +229,21 @@ async def test_dead_letters_and_invariants(cli_workers: Workers, agents: Agents,
         headers={"Nats-Msg-Id": vid})
     assert await wait_for_count(db, "invariant_violations", 1, timeout=30) == 1
     async with httpx.AsyncClient(base_url=console.url, timeout=30) as http:
-        [dl] = (await http.get("/api/dead-letters")).json()["dead_letters"]
-        shown = (await http.get(f"/api/dead-letters/{dl['id']}")).json()
-        assert shown["payload"] == "<script>alert(1)</script>"
+        by_payload = {(await http.get(f"/api/dead-letters/{x['id']}")).json()["payload"]: x
+                      for x in (await http.get("/api/dead-letters")).json()["dead_letters"]}
+        dl, plain = by_payload["<script>alert(1)</script>"], by_payload["[]"]
+        # Within the duplicate window JetStream drops it: refused, the letter kept.
         retried = await http.post(f"/api/dead-letters/{dl['id']}/retry", json={})
-        # Within the duplicate window JetStream drops it; either way nothing is lost.
-        assert retried.status_code in (200, 409), retried.text
+        assert retried.status_code == 409 and "duplicate" in retried.json()["error"]
+        assert await db.dead_letters.count_documents({"_id": dl["id"]}) == 1
+        # No Nats-Msg-Id: stored again (and refused again, as a new dead letter).
+        retried = await http.post(f"/api/dead-letters/{plain['id']}/retry", json={})
+        assert retried.status_code == 200 and retried.json()["deleted"], retried.text
+        again = f"DECISIONS:{retried.json()['stream_sequence']}"
+        assert await wait_for_count(db, "dead_letters", 1, timeout=30,
+                                    query={"_id": again}) == 1
+        assert (await http.post(f"/api/dead-letters/{plain['id']}/retry", json={})
+                ).status_code == 404
 
         effective = (await http.get("/api/invariants", params={"plan": plan_id})).json()
         [winner] = effective["effective"]
