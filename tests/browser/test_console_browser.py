@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import nats
 import pytest
@@ -13,12 +14,13 @@ from playwright.async_api import Page, expect
 from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.ids import new_id
+from deploy.embedded import ManagedServer
 from store.database import Document
 from tests.browser.conftest import browser, page, shot
 from tests.conftest import Workers
 from tests.factories import decision, root
 from tests.integration.cli_support import Agents, agents, cli_workers
-from tests.integration.console_support import Console, console
+from tests.integration.console_support import Console, console, held_executing
 from tests.integration.wire import publish_all, wait_for_count
 
 __all__ = ["agents", "browser", "cli_workers", "console", "page"]
@@ -228,3 +230,41 @@ async def test_resolve_a_violation_and_dead_letters(
     await shot(page, "dead-letters")
     await page.locator("#dead-letters tbody a").first.click()
     await expect(page.locator("pre")).to_have_text("{not json", timeout=TIMEOUT)
+
+
+async def test_fail_a_correction_stuck_executing_from_the_tree(
+        console: Console, page: Page, nats_server: ManagedServer, mongo_uri: str,
+        db_name: str, nc: nats.NATS, db: AsyncDatabase[Document], tmp_path: Path) -> None:
+    """Requested from the tree, followed live to EXECUTING (where its worker died, the
+    plan's lease outliving it), then failed with a reason from the same panel."""
+
+    async def from_the_tree(plan_id: str, target: str) -> str:
+        await page.goto(f"{console.url}/#/plan/{plan_id}/{target}")
+        await expect(page.locator("#dry-run")).to_be_visible(timeout=TIMEOUT)
+        await page.locator("#dry-run").click()
+        await expect(page.locator("#confirm")).to_be_enabled(timeout=TIMEOUT)
+        page.once("dialog", lambda dialog: dialog.accept())
+        await page.locator("#confirm").click()
+        requested = page.locator("#correct-out p", has_text="requested.").locator("a")
+        await expect(requested).to_be_visible(timeout=TIMEOUT)
+        return str(await requested.text_content())
+
+    async with held_executing(nats_server.url, mongo_uri, db_name, db, nc, tmp_path,
+                              from_the_tree) as held:
+        await expect(page.locator("#lifecycle [data-status=executing]")).to_be_visible(
+            timeout=60_000)
+        buttons = page.locator("#correction-actions button")
+        await expect(buttons).to_have_text(["Fail"])
+        page.once("dialog", lambda dialog: dialog.accept("archive volume <b>lost</b>"))
+        await buttons.click()
+        await expect(page.locator("#lifecycle [data-status=failed]")).to_be_visible(
+            timeout=TIMEOUT)
+        await expect(page.locator("#correct-out")).to_contain_text(
+            "FAILED: archive volume <b>lost</b>", timeout=TIMEOUT)
+        await expect(buttons).to_have_text(["Retry"])
+
+        await page.goto(f"{console.url}/#/correction/{held.correction_id}")
+        await expect(page.locator("h1 .badge")).to_have_text("failed", timeout=TIMEOUT)
+        await expect(page.locator("#history tr").last).to_contain_text(
+            "archive volume <b>lost</b>")
+        await expect(page.locator("#attempts")).to_contain_text("failed by an operator")

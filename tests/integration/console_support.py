@@ -4,9 +4,10 @@ test's MongoDB and NATS, for the API tests (httpx) and the browser tests (Playwr
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import nats
 import pytest
@@ -19,6 +20,9 @@ from console.config import ConsoleConfig
 from console.live import Hub
 from deploy.embedded import free_port
 from store.database import Document
+from tests.conftest import Workers
+from tests.integration.cli_support import seed_plan
+from tests.integration.recovery_support import env
 from workers.publisher import JetStreamPublisher
 
 OPERATOR = "tester"
@@ -60,3 +64,49 @@ async def serve_console(db: AsyncDatabase[Document], nc: nats.NATS,
 async def console(db: AsyncDatabase[Document], nc: nats.NATS) -> AsyncIterator[Console]:
     async with serve_console(db, nc) as c:
         yield c
+
+
+@dataclass
+class Held:
+    plan_id: str
+    target: str
+    correction_id: str
+
+
+@asynccontextmanager
+async def held_executing(nats_url: str, mongo_uri: str, db_name: str,
+                         db: AsyncDatabase[Document], nc: nats.NATS, tmp_path: Path,
+                         request: Callable[[str, str], Awaitable[str]] | None = None
+                         ) -> AsyncIterator[Held]:
+    """A revert stuck in EXECUTING for real, with healthy workers running beside it.
+
+    The driver that took it there is a worker SIGKILLed right after committing EXECUTING
+    (CORRECTIONS_CRASH_AT): its attempt is RUNNING and the plan's lease, taken for an
+    hour, outlives it, so the workers started next cannot drive it on — exactly the
+    correction an operator fails. Inside, the healthy workers are running.
+
+    `request(plan_id, target)` asks for the revert and returns its ID (the browser test
+    clicks through the tree); by default the operator client asks."""
+    (tmp_path / "artifacts").mkdir(exist_ok=True)
+    doomed = Workers(env(nats_url, mongo_uri, db_name, tmp_path,
+                         CORRECTIONS_CRASH_AT="after_commit:executing",
+                         CORRECTIONS_LEASE_SECONDS="3600"), tmp_path / "doomed.log")
+    await doomed.start(nats_url)
+    try:
+        tree = await seed_plan(nc.jetstream(), db, size=6)
+        plan_id, target = tree[0]["plan_id"], tree[1]["decision_id"]
+        cid = await (request or (lambda p, t: CorrectionClient(nc).request(p, t, "revert"))
+                     )(plan_id, target)
+        assert doomed.proc is not None
+        code = await asyncio.to_thread(doomed.proc.wait, 60)
+        assert code == -9, f"the worker did not die at the step (exit {code})"
+        found = await db.corrections.find_one({"_id": cid})
+        assert found is not None and found["status"] == "executing", found
+    finally:
+        doomed.stop()
+    survivor = Workers(env(nats_url, mongo_uri, db_name, tmp_path), tmp_path / "workers.log")
+    await survivor.start(nats_url)
+    try:
+        yield Held(plan_id, target, cid)
+    finally:
+        survivor.stop()

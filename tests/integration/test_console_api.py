@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -14,11 +15,12 @@ import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.ids import new_id
+from deploy.embedded import ManagedServer
 from store.database import Document
 from tests.conftest import Workers
 from tests.factories import decision
 from tests.integration.cli_support import Agents, agents, cli_workers, seed_plan
-from tests.integration.console_support import Console, console, serve_console
+from tests.integration.console_support import Console, console, held_executing, serve_console
 from tests.integration.wire import publish_all, until, wait_for_count
 
 __all__ = ["agents", "cli_workers", "console"]
@@ -203,6 +205,37 @@ async def test_retry_and_other_refusals(cli_workers: Workers, console: Console,
         assert (await http.post(f"/api/corrections/{first}/fail", json={})).status_code == 400
         assert (await http.post(f"/api/corrections/{first}/fail",
                                 json={"reason": "x" * 1001})).status_code == 400
+
+
+async def test_fail_a_correction_stuck_executing(
+        console: Console, nats_server: ManagedServer, mongo_uri: str, db_name: str,
+        nc: nats.NATS, db: AsyncDatabase[Document], tmp_path: Path) -> None:
+    async with held_executing(nats_server.url, mongo_uri, db_name, db, nc, tmp_path) as held, \
+            httpx.AsyncClient(base_url=console.url, timeout=60) as http:
+        cid = held.correction_id
+        shown = (await http.get(f"/api/corrections/{cid}")).json()
+        assert shown["correction"]["status"] == "executing"
+        assert shown["correction"]["actions"] == ["fail"]
+        assert [a["state"] for a in shown["attempts"]] == ["executing"]
+        for verb in ("cancel", "retry"):
+            refused = await http.post(f"/api/corrections/{cid}/{verb}", json={})
+            assert refused.status_code == 409 and "executing" in refused.json()["error"]
+
+        done = await http.post(f"/api/corrections/{cid}/fail",
+                               json={"reason": "archive volume <b>lost</b>"})
+        assert done.status_code == 200, done.text
+        assert done.json()["status"] == "failed"
+        shown = (await http.get(f"/api/corrections/{cid}")).json()
+        c = shown["correction"]
+        assert c["status"] == "failed" and c["actions"] == ["retry"]
+        assert c["error"] == "failed by an operator: archive volume <b>lost</b>"
+        assert c["history"][-1]["reason"] == "archive volume <b>lost</b>"
+        assert [a["state"] for a in shown["attempts"]] == ["failed"]
+        # Nothing of the revert was applied: the target is still current.
+        target = (await http.get(f"/api/decisions/{held.target}")).json()["decision"]
+        assert target["superseded_by"] is None
+        again = await http.post(f"/api/corrections/{cid}/fail", json={"reason": "again"})
+        assert again.status_code == 409 and "failed" in again.json()["error"]
 
 
 async def _is(value: Any, expected: str) -> bool:
