@@ -11,7 +11,7 @@ one-line errors do.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pydantic import BaseModel
@@ -27,6 +27,7 @@ from clients.operator import (
     LedgerUnavailable,
     command_answer,
 )
+from console.affected import AffectedSets
 from console.live import Hub
 from contracts.corrections import (
     CANCELLABLE,
@@ -52,6 +53,7 @@ from store.database import Document
 from store.dead_letters import DeadLetterRepository
 from store.decisions import DecisionRepository
 from store.errors import ResourceNotFoundError
+from store.impact import ImpactReader
 from store.invariant_store import InvariantStore
 from store.plans import PlanRepository
 from store.views import TreeViews
@@ -81,6 +83,7 @@ class Deps:
     publisher: PublisherFactory
     hub: Hub
     operator_name: str = "operator"
+    affected: AffectedSets = field(default_factory=AffectedSets)
 
 
 class Refused(Exception):
@@ -346,6 +349,29 @@ async def dry_run(request: Request) -> Response:
     return ok(dump(report))
 
 
+AFFECTED_ASK_MAX = 1000
+"""Decision IDs one /affected request may ask about (a page asks per level drawn)."""
+
+
+async def affected(request: Request) -> Response:
+    """Which of the decisions given (those the page draws) a correction of the target
+    would affect: the dry-run reply lists only the first 100, the highlight needs all."""
+    d = deps(request)
+    target = ulid_param(request, "decision_id")
+    body = await body_of(request)
+    asked = body.get("ids")
+    if not isinstance(asked, list) or len(asked) > AFFECTED_ASK_MAX \
+            or not all(isinstance(i, str) and is_ulid(i) for i in asked):
+        raise Refused(400, f"ids must be a list of at most {AFFECTED_ASK_MAX} decision IDs")
+    found = await d.affected.of(target, ImpactReader(d.db).walk)
+    if target not in found.ids:
+        raise Refused(404, f"no decision {target} is recorded")
+    return ok({"target_decision_id": target,
+               "affected": [i for i in dict.fromkeys(x.upper() for x in asked)
+                            if i in found.ids],
+               "affected_count": len(found.ids), "complete": found.complete})
+
+
 async def correct(request: Request) -> Response:
     d = deps(request)
     decision_id = ulid_param(request, "decision_id")
@@ -535,6 +561,7 @@ def routes() -> list[Route]:
         Route("/api/plans/{plan_id}/as-of", as_of),
         Route("/api/decisions/{decision_id}", decision),
         Route("/api/decisions/{decision_id}/dry-run", dry_run, methods=["POST"]),
+        Route("/api/decisions/{decision_id}/affected", affected, methods=["POST"]),
         Route("/api/decisions/{decision_id}/corrections", correct, methods=["POST"]),
         Route("/api/corrections", corrections),
         Route("/api/corrections/{correction_id}", correction),

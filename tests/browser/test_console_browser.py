@@ -20,7 +20,7 @@ from tests.browser.conftest import browser, page, shot
 from tests.conftest import Workers
 from tests.factories import decision, root
 from tests.integration.cli_support import Agents, agents, cli_workers
-from tests.integration.console_support import Console, console, held_executing
+from tests.integration.console_support import Console, console, held_executing, wide_plan
 from tests.integration.wire import publish_all, wait_for_count
 
 __all__ = ["agents", "browser", "cli_workers", "console", "page"]
@@ -268,3 +268,26 @@ async def test_fail_a_correction_stuck_executing_from_the_tree(
         await expect(page.locator("#history tr").last).to_contain_text(
             "archive volume <b>lost</b>")
         await expect(page.locator("#attempts")).to_contain_text("failed by an operator")
+
+
+async def test_the_dry_run_lights_every_affected_decision_drawn(
+        cli_workers: Workers, console: Console, page: Page,
+        db: AsyncDatabase[Document]) -> None:
+    """137 affected (the reply lists 100): every one drawn is lit, those of a page loaded
+    after the dry run too; the root, not affected, is not."""
+    wide = await wide_plan(db, children=130)
+    await page.goto(f"{console.url}/#/plan/{wide.plan_id}/{wide.a}")
+    await expect(page.locator("#dry-run")).to_be_visible(timeout=TIMEOUT)
+    await page.locator("#dry-run").click()
+    await expect(page.locator("#report-affected")).to_have_text("137", timeout=TIMEOUT)
+    # Drawn: root, A (the target), B, the first 100 C and C1's five K.
+    await expect(page.locator(".node.target")).to_have_count(1)
+    await expect(node(page, wide.a)).to_have_class(re.compile(r"\btarget\b"))
+    await expect(page.locator(".node.affected")).to_have_count(106, timeout=TIMEOUT)
+    for d in (wide.b, wide.cs[99], wide.ks[-1]):
+        await expect(node(page, d)).to_have_class(re.compile(r"\baffected\b"))
+    await expect(node(page, wide.root)).not_to_have_class(re.compile(r"\baffected\b"))
+    await page.locator("li.more button").click()
+    await expect(node(page, wide.cs[-1])).to_have_class(re.compile(r"\baffected\b"),
+                                                        timeout=TIMEOUT)
+    await expect(page.locator(".node.affected")).to_have_count(136)

@@ -18,9 +18,12 @@ from console.api import Deps
 from console.app import run_console
 from console.config import ConsoleConfig
 from console.live import Hub
+from contracts.decision import Decision
 from deploy.embedded import free_port
 from store.database import Document
+from tests.bulk import load_plan
 from tests.conftest import Workers
+from tests.factories import decision, root
 from tests.integration.cli_support import seed_plan
 from tests.integration.recovery_support import env
 from workers.publisher import JetStreamPublisher
@@ -110,3 +113,44 @@ async def held_executing(nats_url: str, mongo_uri: str, db_name: str,
         yield Held(plan_id, target, cid)
     finally:
         survivor.stop()
+
+
+@dataclass
+class Wide:
+    """root -> A -> C1..Cn (C1 -> K1..K5), root -> B, and B depends on A: reverting A
+    affects A, B, every C and every K (n + 7 decisions); root is not affected."""
+
+    decisions: list[Decision]
+    root: str
+    a: str
+    b: str
+    cs: list[str]
+    ks: list[str]
+
+    @property
+    def plan_id(self) -> str:
+        return self.decisions[0].plan_id
+
+    @property
+    def affected(self) -> set[str]:
+        return {self.a, self.b, *self.cs, *self.ks}
+
+
+async def wide_plan(db: AsyncDatabase[Document], children: int = 130) -> Wide:
+    """Loaded straight into MongoDB (tests/bulk.py): a revert of A affects over 100."""
+    r = root()
+    plan = str(r["plan_id"])
+    b = decision(plan, r["decision_id"], "resource_selection", question="Cache?",
+                 chosen_option="redis")
+    a = decision(plan, r["decision_id"], "strategy_choice", question="Storage?",
+                 chosen_option="PostgreSQL 16", downstream_decision_ids=[b["decision_id"]])
+    cs = [decision(plan, a["decision_id"], "tool_invocation", question=f"Migrate table {i}?",
+                   chosen_option=f"alembic upgrade t{i:03}") for i in range(1, children + 1)]
+    ks = [decision(plan, cs[0]["decision_id"], "validation_response", question=f"Check {i}?",
+                   chosen_option="passes") for i in range(1, 6)]
+    raw = [r, a, b, *cs, *ks]
+    for x in raw:
+        x.setdefault("artifacts_produced", [])
+    loaded = await load_plan(db, [Decision.model_validate(x) for x in raw])
+    return Wide(loaded, r["decision_id"], a["decision_id"], b["decision_id"],
+                [c["decision_id"] for c in cs], [k["decision_id"] for k in ks])

@@ -20,7 +20,13 @@ from store.database import Document
 from tests.conftest import Workers
 from tests.factories import decision
 from tests.integration.cli_support import Agents, agents, cli_workers, seed_plan
-from tests.integration.console_support import Console, console, held_executing, serve_console
+from tests.integration.console_support import (
+    Console,
+    console,
+    held_executing,
+    serve_console,
+    wide_plan,
+)
 from tests.integration.wire import publish_all, until, wait_for_count
 
 __all__ = ["agents", "cli_workers", "console"]
@@ -236,6 +242,26 @@ async def test_fail_a_correction_stuck_executing(
         assert target["superseded_by"] is None
         again = await http.post(f"/api/corrections/{cid}/fail", json={"reason": "again"})
         assert again.status_code == 409 and "failed" in again.json()["error"]
+
+
+async def test_affected_beyond_the_dry_runs_first_100(console: Console,
+                                                      db: AsyncDatabase[Document]) -> None:
+    """The dry-run reply lists 100 affected IDs; the page asks which of the nodes it
+    draws are affected, and gets every one (the walk is the dry run's own)."""
+    wide = await wide_plan(db, children=130)
+    drawn = [x.decision_id for x in wide.decisions]
+    async with httpx.AsyncClient(base_url=console.url, timeout=30) as http:
+        url = f"/api/decisions/{wide.a}/affected"
+        found = (await http.post(url, json={"ids": drawn})).json()
+        assert set(found["affected"]) == wide.affected and len(found["affected"]) == 137
+        assert found["affected_count"] == 137 and found["complete"]
+        # A level at a time (the last page of C), lower case and repeats as given.
+        page = [c.lower() for c in wide.cs[100:]] + [wide.root, wide.cs[-1]]
+        assert (await http.post(url, json={"ids": page})).json()["affected"] == wide.cs[100:]
+        for bad in ({"ids": "all"}, {"ids": ["nope"]}, {"ids": [wide.a] * 1001}, {}):
+            assert (await http.post(url, json=bad)).status_code == 400, bad
+        assert (await http.post(f"/api/decisions/{new_id()}/affected",
+                                json={"ids": []})).status_code == 404
 
 
 async def _is(value: Any, expected: str) -> bool:
