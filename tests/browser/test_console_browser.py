@@ -16,7 +16,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from contracts.ids import new_id
 from deploy.embedded import ManagedServer
 from store.database import Document
-from tests.browser.conftest import browser, page, shot
+from tests.browser.conftest import browser, page
 from tests.conftest import Workers
 from tests.factories import decision, root
 from tests.integration.cli_support import Agents, agents, cli_workers
@@ -75,7 +75,6 @@ async def test_live_plan_decision_dry_run_and_apply(
     row = page.locator(f'#plans tr[data-plan="{plan_id}"]')
     await expect(row).to_be_visible(timeout=TIMEOUT)
     await expect(row.locator(".count")).to_have_text("6", timeout=TIMEOUT)
-    await shot(page, "plans")
 
     await row.locator("a").first.click()
     _, a, a1, a2, a2a, b = (d["decision_id"] for d in tree)
@@ -105,7 +104,6 @@ async def test_live_plan_decision_dry_run_and_apply(
     assert sorted(lit) == sorted([a, a1, a2, a2a])
     await expect(node(page, a)).to_have_class(re.compile(r"\btarget\b"))
     await page.locator("#report").scroll_into_view_if_needed()
-    await shot(page, "dry-run")
 
     # Apply: APPLIED, and the tree has the replacement instead.
     page.once("dialog", lambda dialog: dialog.accept())
@@ -119,7 +117,6 @@ async def test_live_plan_decision_dry_run_and_apply(
     await page.locator("#show-superseded").check()
     await expect(node(page, a)).to_have_class(re.compile(r"\bsuperseded\b"),
                                               timeout=TIMEOUT)
-    await shot(page, "tree")
     assert await page.evaluate("window.__xss") is None
 
     await correction_page_and_tree_then(page, console, str(plan_id), str(a))
@@ -134,7 +131,6 @@ async def correction_page_and_tree_then(page: Page, console: Console, plan_id: s
     await page.goto(f"{console.url}/#/correction/{c['correction_id']}")
     await expect(page.locator("#diff")).to_contain_text("superseded (4)", timeout=TIMEOUT)
     await expect(page.locator("#attempts")).to_contain_text("complete")
-    await shot(page, "correction")
     await page.locator("#then-links a", has_text="just before").click()
     await expect(page.locator("#cut")).to_contain_text("just before", timeout=TIMEOUT)
     await expect(page.locator(f'#tree-then .node[data-id="{a}"]')).to_contain_text(
@@ -185,7 +181,6 @@ async def test_append_shows_the_child_plan_and_cancel_a_pending_one(
         timeout=TIMEOUT)
     await page.goto(f"{console.url}/#/corrections")
     await expect(page.locator("#corrections tbody tr")).to_have_count(2, timeout=TIMEOUT)
-    await shot(page, "corrections")
     cid = await page.locator("#corrections tbody tr").first.get_attribute("data-correction")
     await page.goto(f"{console.url}/#/correction/{cid}")
     await expect(page.locator("#history")).to_contain_text("cancelled", timeout=TIMEOUT)
@@ -219,7 +214,6 @@ async def test_resolve_a_violation_and_dead_letters(
     await expect(page.locator("#effective li")).to_have_count(1)
     await expect(page.locator("#effective li")).to_contain_text("PLAN")
     await expect(page.locator("#invariants tbody tr.dim")).to_contain_text("GLOBAL")
-    await shot(page, "invariants")
     await row.locator("[data-action=resolve]").click()
     await expect(row).to_have_count(0, timeout=TIMEOUT)  # only unresolved are listed
     await page.locator("#inv-unresolved").uncheck()
@@ -227,7 +221,6 @@ async def test_resolve_a_violation_and_dead_letters(
 
     await page.goto(f"{console.url}/#/dead-letters")
     await expect(page.locator("#dead-letters tbody tr")).to_have_count(1, timeout=TIMEOUT)
-    await shot(page, "dead-letters")
     await page.locator("#dead-letters tbody a").first.click()
     await expect(page.locator("pre")).to_have_text("{not json", timeout=TIMEOUT)
 
