@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -162,6 +163,20 @@ async def wait_for_consumer(nats_url: str, proc: subprocess.Popen[bytes], log: P
         raise RuntimeError(f"workers not ready in {timeout}s:\n{log.read_text()[-3000:]}")
     finally:
         await client.close()
+
+
+def start_cost(env: dict[str, str]) -> float:
+    """Seconds this machine needs now to start the interpreter and import the workers
+    and the CLI.
+
+    Tests that check a process "exits fast" bound it by its own deadline plus this: a
+    fixed allowance for the start failed on a loaded machine (starts took 12-20 s with
+    6 test processes beside 3 other sessions' runs), while the deadline is what the
+    tests are about."""
+    started = time.monotonic()
+    subprocess.run([sys.executable, "-c", "import workers.app, cli.main"], cwd=ROOT, env=env,
+                   capture_output=True, timeout=60, check=True)
+    return time.monotonic() - started
 
 
 def worker_env(nats_url: str, mongo_uri: str, db_name: str, **extra: str) -> dict[str, str]:

@@ -16,6 +16,9 @@ from faststream import FastStream
 from faststream.nats import NatsBroker
 from faststream.specification import AsyncAPI
 from nats.aio.subscription import Subscription
+from nats.errors import ConnectionReconnectingError, NoRespondersError
+from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js.errors import ServiceUnavailableError
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 
@@ -204,12 +207,33 @@ async def close_runtime(runtime: Runtime) -> None:
 
 
 
+STREAMS_UNAVAILABLE = (ServiceUnavailableError, NoRespondersError, NatsTimeoutError,
+                       ConnectionReconnectingError, TimeoutError)
+"""What JetStream answers while a cluster elects a stream's leader (a node of it was
+killed or restarted): worth asking again, not a reason to stop."""
+
+
 async def prepare_streams(broker: NatsBroker, settings: Settings) -> None:
-    """Create the streams or bring them toward the profile; a refusal ends the start."""
-    try:
-        await ensure_streams(broker.connection.jetstream(), settings.stream_limits())
-    except StreamRefused as exc:
-        raise StartupFailed(str(exc)) from None
+    """Create the streams or bring them toward the profile; a refusal ends the start.
+
+    A worker started while the cluster elects a leader (seen in the cluster fault run:
+    a node killed while a replica was starting) asks again for up to
+    CONNECT_TIMEOUT_SECONDS, then ends its start in one line like any other outage,
+    instead of a traceback."""
+    deadline = asyncio.get_running_loop().time() + settings.connect_timeout_seconds
+    while True:
+        try:
+            await ensure_streams(broker.connection.jetstream(), settings.stream_limits())
+            return
+        except StreamRefused as exc:
+            raise StartupFailed(str(exc)) from None
+        except STREAMS_UNAVAILABLE as exc:
+            if asyncio.get_running_loop().time() > deadline:
+                raise StartupFailed(
+                    f"JetStream at {redact(settings.nats_url)} (NATS_URL) did not answer "
+                    f"for the streams within {settings.connect_timeout_seconds:g} s: "
+                    f"{type(exc).__name__}") from None
+            await asyncio.sleep(0.5)
 
 
 async def start_consumers(runtime: Runtime, settings: Settings, broker: NatsBroker) -> None:

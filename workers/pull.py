@@ -104,6 +104,15 @@ def config_changes(have: ConsumerConfig, want: ConsumerConfig) -> dict[str, tupl
     return out
 
 
+def _pending_after(msgs: Sequence[Msg]) -> int:
+    """Messages the stream says are still waiting for the consumer after the last of
+    `msgs` (0 when unknown: the batch then goes as it is)."""
+    try:
+        return int(msgs[-1].metadata.num_pending or 0) if msgs else 0
+    except Exception:  # not a JetStream message: nothing known
+        return 0
+
+
 def durable_config(durable: str, subject: str, *, ack_wait: float, max_ack_pending: int,
                    deliver: DeliverPolicy = DeliverPolicy.ALL) -> ConsumerConfig:
     """The shape every worker durable shares: explicit acks, one subject filter.
@@ -257,16 +266,19 @@ class BatchPuller(Generic[R]):
         between full ones and slivers of two or three, each costing a whole round of
         reads, a transaction and a publish (the recorder's). The last message's `num_pending` says
         whether more is waiting; when nothing is, the batch goes as it is, so a lone
-        message is not held back."""
+        message is not held back. A fetch that comes back empty while more was said to be
+        waiting is a short wait that ran out on a busy machine, not the end of the backlog:
+        the round goes on (at most FILL_ROUNDS fetches, READY_WAIT each when empty)."""
         out = list(msgs)
+        waiting = _pending_after(out)
         for _ in range(FILL_ROUNDS):
             want = self._batch_size - len(out)
-            if want <= 0:
+            if want <= 0 or waiting == 0:
                 break
             more = await self._fetch(sub, want, READY_WAIT)
             out += more
-            if not more or more[-1].metadata.num_pending == 0:
-                break
+            if more:
+                waiting = _pending_after(more)
         return out
 
     def _count(self, outcome: str) -> None:

@@ -25,7 +25,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from deploy.embedded import ManagedServer, free_port, start_mongo, start_nats
 from store.database import Document
-from tests.conftest import ROOT, Workers, worker_env
+from tests.conftest import ROOT, Workers, start_cost, worker_env
 from tests.factories import plan_tree
 from tests.integration.wire import events, publish_all, wait_for_count
 
@@ -49,18 +49,6 @@ def _run_workers(args: list[str], env: dict[str, str]) -> tuple[int, str, str, f
     return proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started
 
 
-def _start_cost(env: dict[str, str]) -> float:
-    """Seconds this machine needs now to start the interpreter and import the workers.
-
-    The "exits fast" bounds below are the connect deadline plus this: a fixed allowance
-    for the start failed on a loaded machine (a start took 12-20 s with 6 test processes
-    beside 3 other sessions' runs), while the deadline is what the tests are about."""
-    started = time.monotonic()
-    subprocess.run([sys.executable, "-c", "import workers.app, cli.main"], cwd=ROOT, env=env,
-                   capture_output=True, timeout=60, check=True)
-    return time.monotonic() - started
-
-
 def _error_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith("error:")]
 
@@ -74,7 +62,7 @@ def test_unreachable_nats_exits_fast_with_one_line_naming_nats_url(
                      CONNECT_TIMEOUT_SECONDS="3")
     code, out, err, took = _run_workers(entry, env)
     assert code == 1, (out, err)
-    assert took < 3 + 3 + 2 * _start_cost(env), took  # the deadline plus the start
+    assert took < 3 + 3 + 2 * start_cost(env), took  # the deadline plus the start
     assert _error_lines(err) == [
         f"error: cannot reach NATS at nats://agent:***@127.0.0.1:{port} (NATS_URL): "
         "connection refused"], err
@@ -91,7 +79,7 @@ def test_unreachable_mongodb_exits_fast_with_one_line_naming_mongodb_uri(
     env = worker_env(nats_server.url, uri, "unused", CONNECT_TIMEOUT_SECONDS="3")
     code, out, err, took = _run_workers(entry, env)
     assert code == 1, (out, err)
-    assert took < 3 + 3 + 2 * _start_cost(env), took
+    assert took < 3 + 3 + 2 * start_cost(env), took
     assert _error_lines(err) == [
         f"error: cannot reach MongoDB at mongodb://ledger:***@127.0.0.1:{port}/"
         "?directConnection=true (MONGODB_URI): connection refused"], err
@@ -114,13 +102,13 @@ def test_a_wrong_nats_password_fails_at_once_without_showing_it(
         env = worker_env(f"nats://agent:{PASSWORD}@127.0.0.1:{port}", mongo_uri, db_name,
                          CONNECT_TIMEOUT_SECONDS="30")
         code, out, err, took = _run_workers(["-m", "workers"], env)
-        start_cost = _start_cost(env)
+        start = start_cost(env)
     finally:
         server.kill()
         server.wait()
     assert code == 1
     # Refused credentials are not retried until the (30 s) deadline.
-    assert took < 3 + 2 * start_cost, took
+    assert took < 3 + 2 * start, took
     assert _error_lines(err) == [f"error: cannot reach NATS at nats://agent:***@127.0.0.1:{port} "
                                  "(NATS_URL): authorization violation"], err
     assert PASSWORD not in out + err

@@ -111,6 +111,18 @@ def test_failure_log_keeps_attempts_in_memory_bounded() -> None:
     assert len(attempts) == 25 and attempts[-1].delivered == 39
 
 
+def test_a_failure_after_waits_backs_off_by_failures_not_deliveries() -> None:
+    """A message delivered nine times (eight of them waits for its parent, which are
+    not failures) that fails once is retried after the first backoff, not the ninth."""
+    log = FailureLog(None, "recorder")
+    retry = Retry(30, (1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0))
+    log.add("S:1", 9, "no response from stream")
+    assert retry.delay(log.count("S:1")) == 1.0
+    log.add("S:1", 10, "no response from stream")
+    assert retry.delay(log.count("S:1")) == 2.0
+    assert log.count("S:2") == 0
+
+
 def test_exhausted_report_names_every_attempt() -> None:
     attempts = [Attempt(n, f"OperationFailure: down {n}", NOW) for n in (1, 2, 3)]
     vs = exhausted_violations("recorder", 3, 3, attempts)
