@@ -3,10 +3,10 @@ the tree past the first 100 IDs the dry-run reply lists.
 
 The page asks for the nodes it draws (a level, "load more", the tree reopened), so the
 whole set never travels to the browser; the walk behind it (store/impact.py, the
-dry run's own) is done once per target and kept briefly, since a page asks again for
-each level it opens. The walk stops past `WALK_MAX` decisions: a 10,000-decision plan
-is walked whole, a bigger subtree is highlighted as far as it was walked and the answer
-says `complete: false`.
+dry run's own) is begun by each dry run whose reply is cut and kept briefly, since a
+page asks again for each level it opens. The walk stops past `WALK_MAX` decisions: a
+10,000-decision plan is walked whole, a bigger subtree is highlighted as far as it was
+walked and the answer says `complete: false`.
 """
 
 from __future__ import annotations
@@ -43,6 +43,15 @@ class AffectedSets:
         self._keep = keep
         self._held: OrderedDict[str, tuple[float, asyncio.Task[AffectedSet]]] = OrderedDict()
 
+    def start(self, target: str, walk: Callable[[str, int], Awaitable[ImpactWalk]]) -> None:
+        """A fresh walk for the target, begun now and not awaited: a new dry run's (the
+        tree may have changed since the last one), ready by the time its page asks."""
+        task = asyncio.ensure_future(self._walked(target, walk))
+        # Whoever asks sees a failure; nobody asking must not leave it "never retrieved".
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        self._held[target] = (time.monotonic(), task)
+        self._bound(target)
+
     async def of(self, target: str,
                  walk: Callable[[str, int], Awaitable[ImpactWalk]]) -> AffectedSet:
         """`walk(target, limit)` is called once per target while its set is kept; pages
@@ -54,10 +63,13 @@ class AffectedSets:
                                         or held[1].exception() is not None)):
             held = (now, asyncio.ensure_future(self._walked(target, walk)))
             self._held[target] = held
-        self._held.move_to_end(target)
+        self._bound(target)
+        return await asyncio.shield(held[1])
+
+    def _bound(self, latest: str) -> None:
+        self._held.move_to_end(latest)
         while len(self._held) > self._keep:
             self._held.popitem(last=False)
-        return await asyncio.shield(held[1])
 
     @staticmethod
     async def _walked(target: str, walk: Callable[[str, int], Awaitable[ImpactWalk]]

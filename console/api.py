@@ -346,6 +346,8 @@ async def dry_run(request: Request) -> Response:
         raise Refused(409, f"dry run refused ({exc.code}): {exc.error.message}") from None
     except InvalidCorrection as exc:
         raise Refused(400, str(exc)) from None
+    if report.impact.lists_truncated or report.impact.exceeds_limit:
+        d.affected.start(decision_id, ImpactReader(d.db).walk)  # the page asks next
     return ok(dump(report))
 
 

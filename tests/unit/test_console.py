@@ -128,3 +128,12 @@ async def test_a_targets_affected_set_is_walked_once_while_kept() -> None:
     await asyncio.sleep(0.01)
     await expired.of("A", walk)
     assert [c for c, _ in calls][-2:] == ["A", "A"]
+    # A new dry run walks afresh (the tree may have changed), before anyone asks.
+    n = len(calls)
+    sets.start("C", walk)
+    await asyncio.sleep(0)
+    assert len(calls) == n + 1
+    await sets.of("C", walk)
+    assert len(calls) == n + 1
+    sets.start("BROKEN", walk)  # failing with nobody asking: no unretrieved exception
+    await asyncio.sleep(0.01)
