@@ -13,10 +13,12 @@ import pytest
 from playwright.async_api import Page, expect
 from pymongo.asynchronous.database import AsyncDatabase
 
+from contracts.decision import Decision
 from contracts.ids import new_id
 from deploy.embedded import ManagedServer
 from store.database import Document
 from tests.browser.conftest import browser, page
+from tests.bulk import load_plan
 from tests.conftest import Workers
 from tests.factories import decision, root
 from tests.integration.cli_support import Agents, agents, cli_workers
@@ -284,3 +286,18 @@ async def test_the_dry_run_lights_every_affected_decision_drawn(
     await expect(node(page, wide.cs[-1])).to_have_class(re.compile(r"\baffected\b"),
                                                         timeout=TIMEOUT)
     await expect(page.locator(".node.affected")).to_have_count(136)
+
+
+async def test_older_plans_a_page_at_a_time(console: Console, page: Page,
+                                            db: AsyncDatabase[Document]) -> None:
+    roots = [Decision.model_validate(root()) for _ in range(103)]
+    for r in roots:
+        await load_plan(db, [r])
+    await page.goto(console.url + "/#/plans")
+    rows = page.locator("#plans tbody tr")
+    await expect(rows).to_have_count(100, timeout=TIMEOUT)
+    await expect(rows.first).to_have_attribute("data-plan", roots[-1].plan_id)
+    await page.locator("#older-plans").click()
+    await expect(rows).to_have_count(103, timeout=TIMEOUT)
+    await expect(rows.last).to_have_attribute("data-plan", roots[0].plan_id)
+    await expect(page.locator("#older-plans")).to_be_hidden()
