@@ -10,6 +10,10 @@ recorder is not what is measured here), and serves the console in this process. 
   roots, the root's children), timed with httpx, and the bytes of their bodies; beside
   them the bytes the whole current tree would be as JSON (what a page that loaded the
   plan at once would receive).
+- API: the dry-run highlight past the reply's first 100 IDs: the page asks which of the
+  nodes it drew (the root and its children) a revert of the root's biggest branch
+  affects; the first ask walks the plan, the next one is answered from the
+  kept walk.
 - Browser (Debian's chromium, when present): from navigation to the first node below
   the root drawn, and the bytes the page transferred (Resource Timing: every asset and
   API body, the live stream excepted).
@@ -37,6 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from clients.operator import CorrectionClient  # noqa: E402
+from console.affected import AffectedSets  # noqa: E402
 from console.api import Deps  # noqa: E402
 from console.app import run_console  # noqa: E402
 from console.config import ConsoleConfig  # noqa: E402
@@ -85,6 +90,31 @@ async def api_first_render(url: str, plan_id: str, root_id: str) -> tuple[float,
             if VERBOSE:
                 print(f"  {p[:70]:70} {(time.perf_counter() - t) * 1000:6.0f} ms")
         return time.perf_counter() - start, sum(sizes), len(paths)
+
+
+def biggest_branch(plan: list[Decision]) -> str:
+    """The root's child with the most decisions below it (parents come first)."""
+    size = {d.decision_id: 1 for d in plan}
+    for d in reversed(plan[1:]):
+        if d.parent_decision_id in size and d.parent_decision_id != plan[0].decision_id:
+            size[d.parent_decision_id] += size[d.decision_id]
+    below = [d for d in plan if d.parent_decision_id == plan[0].decision_id]
+    return max(below, key=lambda d: size[d.decision_id]).decision_id
+
+
+async def api_affected(url: str, deps: Deps, target: str, drawn: list[str]
+                       ) -> tuple[float, float, int, int]:
+    """Seconds of a first (walking) and a second (kept) /affected ask, body bytes, and
+    how many decisions the walk found affected."""
+    deps.affected = AffectedSets()
+    async with httpx.AsyncClient(base_url=url, timeout=120) as http:
+        times = []
+        for _ in range(2):
+            t = time.perf_counter()
+            r = await http.post(f"/api/decisions/{target}/affected", json={"ids": drawn})
+            r.raise_for_status()
+            times.append(time.perf_counter() - t)
+        return times[0], times[1], len(r.content), int(r.json()["affected_count"])
 
 
 async def browser_first_render(url: str, plan_id: str, root_id: str) -> tuple[float, int]:
@@ -141,7 +171,7 @@ async def run(args: argparse.Namespace, nats_url: str, mongo_url: str) -> None:
     whole = sum(len(d.model_dump_json()) for d in plan) + len(plan) + 1
 
     nc = await nats.connect(nats_url)
-    deps = Deps(db=db, nc=nc, ops=CorrectionClient(nc), hub=Hub(nc),
+    deps = Deps(db=db, ops=CorrectionClient(nc), hub=Hub(nc),
                 publisher=lambda: JetStreamPublisher(nc), operator_name="bench")
 
     @asynccontextmanager
@@ -155,6 +185,10 @@ async def run(args: argparse.Namespace, nats_url: str, mongo_url: str) -> None:
     url = config.url.rstrip("/")
     try:
         api = [await api_first_render(url, plan_id, root_id) for _ in range(args.runs)]
+        below = [d.decision_id for d in plan if d.parent_decision_id == root_id]
+        drawn = [root_id, *below[:100]]
+        affected = [await api_affected(url, deps, biggest_branch(plan), drawn)
+                    for _ in range(args.runs)]
         browser: list[tuple[float, int]] = []
         if not args.no_browser and HAVE_CHROMIUM:
             browser = [await browser_first_render(url, plan_id, root_id)
@@ -168,6 +202,12 @@ async def run(args: argparse.Namespace, nats_url: str, mongo_url: str) -> None:
     rows = [("API: summary + roots + root's children",
              f"{statistics.median(s for s, _, _ in api) * 1000:.0f} ms",
              f"{api[0][1]:,} B", f"{api[0][2]} requests")]
+    rows.append(("API: affected among drawn, first ask (walks)",
+                 f"{statistics.median(a[0] for a in affected) * 1000:.0f} ms",
+                 f"{affected[0][2]:,} B", f"{affected[0][3]:,} affected, {len(drawn)} asked"))
+    rows.append(("API: affected among drawn, next asks (kept)",
+                 f"{statistics.median(a[1] for a in affected) * 1000:.0f} ms",
+                 f"{affected[0][2]:,} B", "the same walk, kept 60 s"))
     if browser:
         rows.append(("browser: navigation to first level drawn",
                      f"{statistics.median(s for s, _ in browser) * 1000:.0f} ms",

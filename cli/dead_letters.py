@@ -1,25 +1,13 @@
 """`agents dead-letters list | show | retry`: what the workers refused to process.
 
-Retry republishes the original payload, with its original headers, to its original
-subject through JetStream, and deletes the dead letter once JetStream has stored it.
-If the worker refuses it again, that is a new stream message and so a new dead letter
-(`<stream>:<new sequence>`), with the reasons as they stand now; the old one is gone.
-
-The message keeps its Nats-Msg-Id, on purpose: it is the same decision or request, and
-the ledger's idempotency rests on that ID. So a retry within the stream's duplicate
-window (DECISIONS: 2 minutes, CORRECTIONS and INVARIANTS: 10 minutes) of the original
-publish is dropped by JetStream as a duplicate; the command then says so, keeps the
-dead letter and exits 1 — run it again once the window has passed.
-
-A dead letter of a hostile message may hold it only in part (a payload over 64 KiB
-keeps its first 64 KiB, its size and SHA-256; over-long headers or subject are cut):
-`show` says so, and `retry` refuses it, since republishing a part would be a lie.
+`retry` is services/dead_letters.py's (the console's Retry calls the same): the
+original message republished as first sent, the dead letter deleted once JetStream
+stores it; refused for a letter kept only in part, and while the stream's duplicate
+window still remembers its Nats-Msg-Id (then it exits 1 and keeps the letter).
 """
 
 from __future__ import annotations
 
-import base64
-import codecs
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -28,7 +16,6 @@ from rich.markup import escape
 from cli.context import Ctx, run
 from cli.errors import fail
 from cli.render import JsonFlag, clip, console, emit_json, when
-from contracts.ids import MSG_ID_HEADER
 
 if TYPE_CHECKING:
     from contracts.dead_letter import DeadLetter
@@ -37,28 +24,9 @@ app = typer.Typer(help="Messages the workers rejected, and retrying them.",
                   no_args_is_help=True)
 
 
-def _payload(data: bytes, truncated: bool = False) -> dict[str, str]:
-    """Text when it is UTF-8 (almost always JSON), else base64, so nothing is lost.
-
-    A payload kept in part may end in the middle of a character: that tail is dropped."""
-    try:
-        text = codecs.getincrementaldecoder("utf-8")().decode(data, final=not truncated)
-    except UnicodeDecodeError:
-        return {"payload_encoding": "base64", "payload": base64.b64encode(data).decode()}
-    return {"payload_encoding": "utf-8", "payload": text}
-
-
-def _kept_in_part(d: DeadLetter) -> str:
-    """One line saying what of the message this dead letter does not hold."""
-    parts = ", ".join(t.value for t in d.truncated)
-    size = (f"; payload: first {len(d.payload)} of {d.payload_size} bytes, "
-            f"sha256 {d.payload_sha256}") if d.payload_truncated else ""
-    return f"kept in part ({parts}){size}"
-
-
 def _as_json(dl: DeadLetter) -> dict[str, Any]:
     out: dict[str, Any] = dl.model_dump(mode="json", exclude={"payload"})
-    return out | _payload(dl.payload, dl.payload_truncated)
+    return out | dl.payload_shown()
 
 
 async def _get(ctx: Ctx, dead_letter_id: str) -> DeadLetter:
@@ -124,13 +92,13 @@ def show(
         for k, v in d.headers.items():
             console.print(f"  header {escape(k)}: {escape(v)}")
         if d.truncated:
-            console.print(f"  [yellow]{escape(_kept_in_part(d))}[/]; it cannot be retried")
+            console.print(f"  [yellow]{escape(d.kept_in_part())}[/]; it cannot be retried")
         console.print(f"  payload size: {d.payload_size} bytes, sha256 {d.payload_sha256}")
         console.print("  reasons:")
         for e in d.errors:
             field = f" ({e.field})" if e.field else ""
             console.print(f"    [red]{e.rule.value}[/]{escape(field)}: {escape(e.message)}")
-        shown = _payload(d.payload, d.payload_truncated)
+        shown = d.payload_shown()
         if shown["payload_encoding"] == "utf-8":
             console.print(f"  payload (first {len(d.payload)} bytes):" if d.payload_truncated
                           else "  payload:")
@@ -150,25 +118,27 @@ def retry(
     """Republish it as it was first sent; delete the dead letter once JetStream stores it."""
 
     async def body(ctx: Ctx) -> None:
+        from services.dead_letters import (  # noqa: PLC0415
+            DeadLetterService,
+            RetryRefusal,
+            RetryRefused,
+        )
         from store.dead_letters import DeadLetterRepository  # noqa: PLC0415
 
-        d = await _get(ctx, dead_letter_id)
-        if d.truncated:
-            fail(f"dead letter {d.id} cannot be retried: it was {_kept_in_part(d)}; "
-                 "republish the original message yourself")
-        js = (await ctx.nats()).jetstream()
-        ack = await js.publish(d.subject, d.payload, headers=d.headers or None, timeout=5.0)
-        msg_id = d.headers.get(MSG_ID_HEADER)
-        if ack.duplicate:
-            fail(f"JetStream dropped the retry as a duplicate of Nats-Msg-Id {msg_id} "
-                 f"(stream {ack.stream} still remembers it); dead letter {d.id} is kept — "
-                 "retry after the stream's duplicate window")
-        await DeadLetterRepository(ctx.db).delete(d.id)
+        service = DeadLetterService(DeadLetterRepository(ctx.db), await ctx.publisher())
+        try:
+            done = await service.retry(dead_letter_id)
+        except RetryRefused as exc:
+            hint = " (agents dead-letters list shows them)" \
+                if exc.refusal is RetryRefusal.UNKNOWN else ""
+            fail(f"{exc}{hint}")
         if as_json:
-            emit_json({"dead_letter_id": d.id, "subject": d.subject, "stream": ack.stream,
-                       "stream_sequence": ack.seq, "deleted": True})
+            emit_json({"dead_letter_id": done.dead_letter_id, "subject": done.subject,
+                       "stream": done.stream, "stream_sequence": done.stream_sequence,
+                       "deleted": True})
         else:
-            console.print(f"republished {escape(d.id)} to {escape(d.subject)} as "
-                          f"{ack.stream}:{ack.seq}; dead letter deleted")
+            console.print(f"republished {escape(done.dead_letter_id)} to "
+                          f"{escape(done.subject)} as {done.stream}:{done.stream_sequence}; "
+                          "dead letter deleted")
 
     run(body)

@@ -1,6 +1,7 @@
 """The console's JSON API: reads from MongoDB through store.read_model and the store's
-repositories, writes through the operator client (the CLI's path, over NATS) or the
-invariant service (the CLI's call), never straight into MongoDB.
+repositories, writes through the operator client (the CLI's path, over NATS), the
+invariant service or the dead-letter service (the CLI's calls), never straight into
+MongoDB.
 
 Every ID in a path is checked to be a ULID before anything is read; every list is
 bounded; a refused command is a 4xx with `{"error": ...}` saying why, as the CLI's
@@ -9,13 +10,10 @@ one-line errors do.
 
 from __future__ import annotations
 
-import base64
-import codecs
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from nats.aio.client import Client
 from pydantic import BaseModel
 from pymongo.asynchronous.database import AsyncDatabase
 from starlette.requests import Request
@@ -29,6 +27,7 @@ from clients.operator import (
     LedgerUnavailable,
     command_answer,
 )
+from console.affected import AffectedSets
 from console.live import Hub
 from contracts.corrections import (
     CANCELLABLE,
@@ -42,10 +41,11 @@ from contracts.corrections import (
 from contracts.decision import Decision
 from contracts.errors import DomainError
 from contracts.history import SequenceCut
-from contracts.ids import MSG_ID_HEADER, is_ulid
+from contracts.ids import is_ulid
 from contracts.invariants import SCOPE_RANK
+from services.dead_letters import DeadLetterService, RetryRefusal, RetryRefused
 from services.invariants import InvariantService
-from services.ports import EventPublisher
+from services.ports import EventPublisher, MessagePublisher
 from store import read_model
 from store.attempts import CorrectionAttemptRepository
 from store.corrections import CorrectionRepository
@@ -53,6 +53,7 @@ from store.database import Document
 from store.dead_letters import DeadLetterRepository
 from store.decisions import DecisionRepository
 from store.errors import ResourceNotFoundError
+from store.impact import ImpactReader
 from store.invariant_store import InvariantStore
 from store.plans import PlanRepository
 from store.views import TreeViews
@@ -64,8 +65,13 @@ PAGE_MAX = 500
 REASON_MAX = 1000
 
 
+class Publisher(EventPublisher, MessagePublisher, Protocol):
+    """The workers' JetStream publisher: events for the invariant service, one message
+    as given for a dead letter's retry."""
+
+
 class PublisherFactory(Protocol):
-    def __call__(self) -> EventPublisher: ...
+    def __call__(self) -> Publisher: ...
 
 
 @dataclass
@@ -73,11 +79,11 @@ class Deps:
     """What the routes use; built by whoever runs the console (cli/console.py, tests)."""
 
     db: AsyncDatabase[Document]
-    nc: Client
     ops: CorrectionClient
     publisher: PublisherFactory
     hub: Hub
     operator_name: str = "operator"
+    affected: AffectedSets = field(default_factory=AffectedSets)
 
 
 class Refused(Exception):
@@ -340,7 +346,32 @@ async def dry_run(request: Request) -> Response:
         raise Refused(409, f"dry run refused ({exc.code}): {exc.error.message}") from None
     except InvalidCorrection as exc:
         raise Refused(400, str(exc)) from None
+    if report.impact.lists_truncated or report.impact.exceeds_limit:
+        d.affected.start(decision_id, ImpactReader(d.db).walk)  # the page asks next
     return ok(dump(report))
+
+
+AFFECTED_ASK_MAX = 1000
+"""Decision IDs one /affected request may ask about (a page asks per level drawn)."""
+
+
+async def affected(request: Request) -> Response:
+    """Which of the decisions given (those the page draws) a correction of the target
+    would affect: the dry-run reply lists only the first 100, the highlight needs all."""
+    d = deps(request)
+    target = ulid_param(request, "decision_id")
+    body = await body_of(request)
+    asked = body.get("ids")
+    if not isinstance(asked, list) or len(asked) > AFFECTED_ASK_MAX \
+            or not all(isinstance(i, str) and is_ulid(i) for i in asked):
+        raise Refused(400, f"ids must be a list of at most {AFFECTED_ASK_MAX} decision IDs")
+    found = await d.affected.of(target, ImpactReader(d.db).walk)
+    if target not in found.ids:
+        raise Refused(404, f"no decision {target} is recorded")
+    return ok({"target_decision_id": target,
+               "affected": [i for i in dict.fromkeys(x.upper() for x in asked)
+                            if i in found.ids],
+               "affected_count": len(found.ids), "complete": found.complete})
 
 
 async def correct(request: Request) -> Response:
@@ -427,14 +458,6 @@ async def correction(request: Request) -> Response:
 # --- dead letters ---------------------------------------------------------------------
 
 
-def _payload(data: bytes, truncated: bool) -> dict[str, str]:
-    try:
-        text = codecs.getincrementaldecoder("utf-8")().decode(data, final=not truncated)
-    except UnicodeDecodeError:
-        return {"payload_encoding": "base64", "payload": base64.b64encode(data).decode()}
-    return {"payload_encoding": "utf-8", "payload": text}
-
-
 async def dead_letters(request: Request) -> Response:
     d = deps(request)
     found = await DeadLetterRepository(d.db).list(query_ulid(request, "plan"),
@@ -458,30 +481,26 @@ async def dead_letter(request: Request) -> Response:
     if found is None:
         raise Refused(404, "no such dead letter")
     data = dump(found, exclude={"payload"})
-    return ok({**data, **_payload(found.payload, found.payload_truncated),
+    return ok({**data, **found.payload_shown(),
                "retryable": not found.truncated})
 
 
+RETRY_REFUSED = {RetryRefusal.UNKNOWN: 404, RetryRefusal.KEPT_IN_PART: 409,
+                 RetryRefusal.DUPLICATE: 409, RetryRefusal.NOT_STORED: 503}
+
+
 async def dead_letter_retry(request: Request) -> Response:
-    """As `agents dead-letters retry`: republish as first sent, delete once stored."""
+    """As `agents dead-letters retry` (the same service): republish as first sent,
+    delete once stored."""
     d = deps(request)
     await body_of(request)
-    repo = DeadLetterRepository(d.db)
-    found = await repo.get(_dead_letter_id(request))
-    if found is None:
-        raise Refused(404, "no such dead letter")
-    if found.truncated:
-        raise Refused(409, f"dead letter {found.id} was kept only in part; it cannot be "
-                           "retried")
-    ack = await d.nc.jetstream().publish(found.subject, found.payload,
-                                         headers=found.headers or None, timeout=5.0)
-    if ack.duplicate:
-        raise Refused(409, f"JetStream dropped the retry as a duplicate of Nats-Msg-Id "
-                           f"{found.headers.get(MSG_ID_HEADER)}; retry after the stream's "
-                           "duplicate window")
-    await repo.delete(found.id)
-    return ok({"dead_letter_id": found.id, "stream": ack.stream, "stream_sequence": ack.seq,
-               "deleted": True})
+    service = DeadLetterService(DeadLetterRepository(d.db), d.publisher())
+    try:
+        done = await service.retry(_dead_letter_id(request))
+    except RetryRefused as exc:
+        raise Refused(RETRY_REFUSED[exc.refusal], str(exc)) from None
+    return ok({"dead_letter_id": done.dead_letter_id, "stream": done.stream,
+               "stream_sequence": done.stream_sequence, "deleted": True})
 
 
 # --- invariants -----------------------------------------------------------------------
@@ -544,6 +563,7 @@ def routes() -> list[Route]:
         Route("/api/plans/{plan_id}/as-of", as_of),
         Route("/api/decisions/{decision_id}", decision),
         Route("/api/decisions/{decision_id}/dry-run", dry_run, methods=["POST"]),
+        Route("/api/decisions/{decision_id}/affected", affected, methods=["POST"]),
         Route("/api/decisions/{decision_id}/corrections", correct, methods=["POST"]),
         Route("/api/corrections", corrections),
         Route("/api/corrections/{correction_id}", correction),

@@ -32,7 +32,7 @@ async def open_deps(*, nats_url: str, nats_options: dict[str, Any], mongodb_uri:
         ops = CorrectionClient(nc, requested_by=operator_name,
                                retry=RetryPolicy(attempts=3, ack_timeout=2.0))
         factory: PublisherFactory = lambda: publisher(nc)  # noqa: E731
-        yield Deps(db=client[mongodb_db], nc=nc, ops=ops, publisher=factory,
+        yield Deps(db=client[mongodb_db], ops=ops, publisher=factory,
                    hub=Hub(nc), operator_name=operator_name)
     finally:
         try:

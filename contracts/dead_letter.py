@@ -9,6 +9,8 @@ and subject cut to size. `truncated` says what was cut; such a letter cannot be 
 
 from __future__ import annotations
 
+import base64
+import codecs
 import hashlib
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -102,6 +104,28 @@ class DeadLetter(BaseModel):
     @property
     def payload_truncated(self) -> bool:
         return Truncated.PAYLOAD in self.truncated
+
+    def kept_in_part(self) -> str:
+        """One line saying what of the message this letter does not hold ('' if whole)."""
+        if not self.truncated:
+            return ""
+        parts = ", ".join(t.value for t in self.truncated)
+        size = (f"; payload: first {len(self.payload)} of {self.payload_size} bytes, "
+                f"sha256 {self.payload_sha256}") if self.payload_truncated else ""
+        return f"kept in part ({parts}){size}"
+
+    def payload_shown(self) -> dict[str, str]:
+        """The payload as text when it is UTF-8 (almost always JSON), else base64, so
+        nothing is lost: `payload_encoding` and `payload`, as the CLI's and the console's
+        JSON carry it. A payload kept in part may end inside a character: that tail is
+        dropped."""
+        try:
+            text = codecs.getincrementaldecoder("utf-8")().decode(
+                self.payload, final=not self.payload_truncated)
+        except UnicodeDecodeError:
+            return {"payload_encoding": "base64",
+                    "payload": base64.b64encode(self.payload).decode()}
+        return {"payload_encoding": "utf-8", "payload": text}
 
 
 def _bounded_headers(headers: Mapping[str, str]) -> dict[str, str]:

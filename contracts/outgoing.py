@@ -29,3 +29,14 @@ class Pending:
     correction_id: str
     order: int
     message: OutgoingEvent
+
+
+@dataclass(frozen=True, slots=True)
+class StreamAck:
+    """JetStream's answer to one publish: where it stored the message, or that it had
+    already stored one with the same Nats-Msg-Id within the stream's duplicate window
+    (then `sequence` is that earlier message's and nothing new was stored)."""
+
+    stream: str
+    sequence: int
+    duplicate: bool

@@ -9,7 +9,8 @@ services over the in-memory store (tests/memory_store.py), and one contract suit
 Errors are part of the contract: a conditional write that finds the record changed
 raises `store.errors.ConcurrentChange` (`LeaseLost` when the plan's lease is gone),
 a unique key already taken `DuplicateRecord`, and a database that fails or does not
-answer `StoreFailure`; the services never see a driver's exception.
+answer `StoreFailure`; a message no stream stored raises `NotStored` (below); the
+services never see a driver's exception.
 """
 
 from __future__ import annotations
@@ -24,16 +25,16 @@ from contracts.dead_letter import DeadLetter
 from contracts.decision import Decision
 from contracts.impact import CorrectionImpact, ImpactWalk
 from contracts.invariants import Invariant, InvariantScope, InvariantViolation
-from contracts.outgoing import OutgoingEvent, Pending
+from contracts.outgoing import OutgoingEvent, Pending, StreamAck
 from contracts.plans import PlanRecord, PlanStatus
 from contracts.recording import Candidate, StoredFacts
 
 __all__ = [
     "AttemptRecords", "CorrectionCommits", "CorrectionObserver", "CorrectionRecords",
-    "CorrectionStorePort", "DeadLetterRecords", "DecisionRecords", "EventFor",
-    "EventPublisher", "ImpactReads", "InvariantRecords", "InvariantStorePort",
-    "OutboxRecords", "OutgoingEvent", "PlanLeases", "PlanRecords", "RecordedDecisions",
-    "ViolationRecords",
+    "CorrectionStorePort", "DeadLetterRecords", "DeadLetterShelf", "DecisionRecords",
+    "EventFor", "EventPublisher", "ImpactReads", "InvariantRecords", "InvariantStorePort",
+    "MessagePublisher", "NotStored", "OutboxRecords", "OutgoingEvent", "PlanLeases",
+    "PlanRecords", "RecordedDecisions", "StreamAck", "ViolationRecords",
 ]
 
 
@@ -41,6 +42,24 @@ class EventPublisher(Protocol):
     async def publish_all(self, events: Sequence[OutgoingEvent]) -> None:
         """Publish every event with its Nats-Msg-Id and return once each is stored
         (acknowledged by JetStream); raise if any was not."""
+        ...
+
+
+class NotStored(Exception):
+    """No stream stored the message: none takes its subject, the stream refused it, or
+    no answer came in time (then it may have been stored all the same; its Nats-Msg-Id
+    makes sending it again safe)."""
+
+
+class MessagePublisher(Protocol):
+    """One message published exactly as given, and the stream's answer returned: for
+    republishing a message as it was first sent (a dead letter's retry), where the
+    caller must know whether JetStream stored it or dropped it as a duplicate."""
+
+    async def publish_message(self, subject: str, payload: bytes,
+                              headers: Mapping[str, str]) -> StreamAck:
+        """Headers unchanged (a Nats-Msg-Id among them is JetStream's to deduplicate
+        on); NotStored when no stream stored it."""
         ...
 
 
@@ -177,6 +196,16 @@ class OutboxRecords(Protocol):
 class DeadLetterRecords(Protocol):
     async def keep(self, letters: Sequence[DeadLetter]) -> None:
         """Insert all; one already kept (a redelivery) is left as it was."""
+        ...
+
+
+class DeadLetterShelf(Protocol):
+    """The kept dead letters, for retrying one (services.dead_letters)."""
+
+    async def get(self, dead_letter_id: str) -> DeadLetter | None: ...
+
+    async def delete(self, dead_letter_id: str) -> bool:
+        """False when it was already gone."""
         ...
 
 

@@ -56,6 +56,7 @@ from contracts.write_sets import AppendWrites, RevertWrites
 from services.ports import (
     CorrectionStorePort,
     DeadLetterRecords,
+    DeadLetterShelf,
     EventFor,
     InvariantStorePort,
     RecordedDecisions,
@@ -795,6 +796,7 @@ __all__ = ["Database", "MemoryStore", "State"]
 
 
 def _offers_every_port(m: MemoryStore) -> tuple[CorrectionStorePort, InvariantStorePort,
-                                                RecordedDecisions, DeadLetterRecords]:
+                                                RecordedDecisions, DeadLetterRecords,
+                                                DeadLetterShelf]:
     """Never called: mypy checks here that the memory store offers every port."""
-    return m, m, m.decisions, m.dead_letters
+    return m, m, m.decisions, m.dead_letters, m.dead_letters

@@ -6,11 +6,13 @@ memory store and the real one, instead of patching a service).
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
+from contracts.ids import MSG_ID_HEADER
 from contracts.impact import CorrectionImpact, ImpactWalk
-from contracts.outgoing import OutgoingEvent
-from services.ports import ImpactReads
+from contracts.outgoing import OutgoingEvent, StreamAck
+from services.ports import ImpactReads, NotStored
 
 
 class ImpactThen:
@@ -50,3 +52,38 @@ class Published:
 
     def on(self, prefix: str) -> list[OutgoingEvent]:
         return [e for e in self.events.values() if e.subject.startswith(prefix)]
+
+
+@dataclass(frozen=True)
+class Message:
+    subject: str
+    payload: bytes
+    headers: dict[str, str]
+
+
+@dataclass
+class Stream:
+    """The one-message publisher port as JetStream answers it: a message whose subject
+    starts with `prefix` is stored at the next sequence, unless its Nats-Msg-Id is in
+    the duplicate window (`window`: the IDs it still remembers, with their sequence);
+    any other subject, or every message while `down`, is NotStored."""
+
+    name: str = "DECISIONS"
+    prefix: str = "decisions."
+    window: dict[str, int] = field(default_factory=dict)
+    stored: list[Message] = field(default_factory=list)
+    down: bool = False
+
+    async def publish_message(self, subject: str, payload: bytes,
+                              headers: Mapping[str, str]) -> StreamAck:
+        if self.down:
+            raise NotStored("no answer from JetStream within 5s")
+        if not subject.startswith(self.prefix):
+            raise NotStored(f"no stream takes subject {subject}")
+        msg_id = headers.get(MSG_ID_HEADER)
+        if msg_id is not None and msg_id in self.window:
+            return StreamAck(self.name, self.window[msg_id], duplicate=True)
+        self.stored.append(Message(subject, payload, dict(headers)))
+        if msg_id is not None:
+            self.window[msg_id] = len(self.stored)
+        return StreamAck(self.name, len(self.stored), duplicate=False)

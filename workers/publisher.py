@@ -1,15 +1,18 @@
-"""JetStream side of `services.ports.EventPublisher`."""
+"""JetStream side of `services.ports.EventPublisher` and `MessagePublisher`."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
+import nats.errors
+import nats.js.errors
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
 from contracts.ids import MSG_ID_HEADER
-from services.ports import OutgoingEvent
+from contracts.outgoing import StreamAck
+from services.ports import NotStored, OutgoingEvent
 
 SLICE = 50
 
@@ -31,3 +34,17 @@ class JetStreamPublisher:
                 e.subject, e.payload, headers={**dict(e.headers), MSG_ID_HEADER: e.msg_id}))
         if futures:
             await asyncio.wait_for(asyncio.gather(*futures), self._ack_timeout)
+
+    async def publish_message(self, subject: str, payload: bytes,
+                              headers: Mapping[str, str]) -> StreamAck:
+        """One message as given, and JetStream's answer (duplicate flag included)."""
+        try:
+            ack = await self._js.publish(subject, payload, headers=dict(headers) or None,
+                                         timeout=self._ack_timeout)
+        except nats.js.errors.NoStreamResponseError:
+            raise NotStored(f"no stream takes subject {subject}") from None
+        except nats.errors.TimeoutError:
+            raise NotStored(f"no answer from JetStream within {self._ack_timeout:g}s") from None
+        except nats.errors.Error as exc:  # APIError (a refusal), a closed connection
+            raise NotStored(f"{type(exc).__name__}: {exc}") from None
+        return StreamAck(ack.stream, ack.seq, bool(ack.duplicate))

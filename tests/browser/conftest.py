@@ -1,6 +1,6 @@
 """Playwright driving Debian's chromium (`apt-get install -y chromium`); `playwright
-install` is never needed nor called. CONSOLE_SCREENSHOTS=<dir> makes the tests save a
-screenshot of each main page there (scripts/console_screenshots does, for docs/console/)."""
+install` is never needed nor called. CONSOLE_SCREENSHOTS=<dir> makes
+test_console_screenshots.py save a screenshot of each main page there (docs/console/)."""
 
 from __future__ import annotations
 

@@ -6,19 +6,23 @@ from __future__ import annotations
 import json
 import re
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import nats
 import pytest
 from playwright.async_api import Page, expect
 from pymongo.asynchronous.database import AsyncDatabase
 
+from contracts.decision import Decision
 from contracts.ids import new_id
+from deploy.embedded import ManagedServer
 from store.database import Document
-from tests.browser.conftest import browser, page, shot
+from tests.browser.conftest import browser, page
+from tests.bulk import load_plan
 from tests.conftest import Workers
 from tests.factories import decision, root
 from tests.integration.cli_support import Agents, agents, cli_workers
-from tests.integration.console_support import Console, console
+from tests.integration.console_support import Console, console, held_executing, wide_plan
 from tests.integration.wire import publish_all, wait_for_count
 
 __all__ = ["agents", "browser", "cli_workers", "console", "page"]
@@ -73,7 +77,6 @@ async def test_live_plan_decision_dry_run_and_apply(
     row = page.locator(f'#plans tr[data-plan="{plan_id}"]')
     await expect(row).to_be_visible(timeout=TIMEOUT)
     await expect(row.locator(".count")).to_have_text("6", timeout=TIMEOUT)
-    await shot(page, "plans")
 
     await row.locator("a").first.click()
     _, a, a1, a2, a2a, b = (d["decision_id"] for d in tree)
@@ -103,7 +106,6 @@ async def test_live_plan_decision_dry_run_and_apply(
     assert sorted(lit) == sorted([a, a1, a2, a2a])
     await expect(node(page, a)).to_have_class(re.compile(r"\btarget\b"))
     await page.locator("#report").scroll_into_view_if_needed()
-    await shot(page, "dry-run")
 
     # Apply: APPLIED, and the tree has the replacement instead.
     page.once("dialog", lambda dialog: dialog.accept())
@@ -117,7 +119,6 @@ async def test_live_plan_decision_dry_run_and_apply(
     await page.locator("#show-superseded").check()
     await expect(node(page, a)).to_have_class(re.compile(r"\bsuperseded\b"),
                                               timeout=TIMEOUT)
-    await shot(page, "tree")
     assert await page.evaluate("window.__xss") is None
 
     await correction_page_and_tree_then(page, console, str(plan_id), str(a))
@@ -132,7 +133,6 @@ async def correction_page_and_tree_then(page: Page, console: Console, plan_id: s
     await page.goto(f"{console.url}/#/correction/{c['correction_id']}")
     await expect(page.locator("#diff")).to_contain_text("superseded (4)", timeout=TIMEOUT)
     await expect(page.locator("#attempts")).to_contain_text("complete")
-    await shot(page, "correction")
     await page.locator("#then-links a", has_text="just before").click()
     await expect(page.locator("#cut")).to_contain_text("just before", timeout=TIMEOUT)
     await expect(page.locator(f'#tree-then .node[data-id="{a}"]')).to_contain_text(
@@ -183,7 +183,6 @@ async def test_append_shows_the_child_plan_and_cancel_a_pending_one(
         timeout=TIMEOUT)
     await page.goto(f"{console.url}/#/corrections")
     await expect(page.locator("#corrections tbody tr")).to_have_count(2, timeout=TIMEOUT)
-    await shot(page, "corrections")
     cid = await page.locator("#corrections tbody tr").first.get_attribute("data-correction")
     await page.goto(f"{console.url}/#/correction/{cid}")
     await expect(page.locator("#history")).to_contain_text("cancelled", timeout=TIMEOUT)
@@ -217,7 +216,6 @@ async def test_resolve_a_violation_and_dead_letters(
     await expect(page.locator("#effective li")).to_have_count(1)
     await expect(page.locator("#effective li")).to_contain_text("PLAN")
     await expect(page.locator("#invariants tbody tr.dim")).to_contain_text("GLOBAL")
-    await shot(page, "invariants")
     await row.locator("[data-action=resolve]").click()
     await expect(row).to_have_count(0, timeout=TIMEOUT)  # only unresolved are listed
     await page.locator("#inv-unresolved").uncheck()
@@ -225,6 +223,81 @@ async def test_resolve_a_violation_and_dead_letters(
 
     await page.goto(f"{console.url}/#/dead-letters")
     await expect(page.locator("#dead-letters tbody tr")).to_have_count(1, timeout=TIMEOUT)
-    await shot(page, "dead-letters")
     await page.locator("#dead-letters tbody a").first.click()
     await expect(page.locator("pre")).to_have_text("{not json", timeout=TIMEOUT)
+
+
+async def test_fail_a_correction_stuck_executing_from_the_tree(
+        console: Console, page: Page, nats_server: ManagedServer, mongo_uri: str,
+        db_name: str, nc: nats.NATS, db: AsyncDatabase[Document], tmp_path: Path) -> None:
+    """Requested from the tree, followed live to EXECUTING (where its worker died, the
+    plan's lease outliving it), then failed with a reason from the same panel."""
+
+    async def from_the_tree(plan_id: str, target: str) -> str:
+        await page.goto(f"{console.url}/#/plan/{plan_id}/{target}")
+        await expect(page.locator("#dry-run")).to_be_visible(timeout=TIMEOUT)
+        await page.locator("#dry-run").click()
+        await expect(page.locator("#confirm")).to_be_enabled(timeout=TIMEOUT)
+        page.once("dialog", lambda dialog: dialog.accept())
+        await page.locator("#confirm").click()
+        requested = page.locator("#correct-out p", has_text="requested.").locator("a")
+        await expect(requested).to_be_visible(timeout=TIMEOUT)
+        return str(await requested.text_content())
+
+    async with held_executing(nats_server.url, mongo_uri, db_name, db, nc, tmp_path,
+                              from_the_tree) as held:
+        await expect(page.locator("#lifecycle [data-status=executing]")).to_be_visible(
+            timeout=60_000)
+        buttons = page.locator("#correction-actions button")
+        await expect(buttons).to_have_text(["Fail"])
+        page.once("dialog", lambda dialog: dialog.accept("archive volume <b>lost</b>"))
+        await buttons.click()
+        await expect(page.locator("#lifecycle [data-status=failed]")).to_be_visible(
+            timeout=TIMEOUT)
+        await expect(page.locator("#correct-out")).to_contain_text(
+            "FAILED: archive volume <b>lost</b>", timeout=TIMEOUT)
+        await expect(buttons).to_have_text(["Retry"])
+
+        await page.goto(f"{console.url}/#/correction/{held.correction_id}")
+        await expect(page.locator("h1 .badge")).to_have_text("failed", timeout=TIMEOUT)
+        await expect(page.locator("#history tr").last).to_contain_text(
+            "archive volume <b>lost</b>")
+        await expect(page.locator("#attempts")).to_contain_text("failed by an operator")
+
+
+async def test_the_dry_run_lights_every_affected_decision_drawn(
+        cli_workers: Workers, console: Console, page: Page,
+        db: AsyncDatabase[Document]) -> None:
+    """137 affected (the reply lists 100): every one drawn is lit, those of a page loaded
+    after the dry run too; the root, not affected, is not."""
+    wide = await wide_plan(db, children=130)
+    await page.goto(f"{console.url}/#/plan/{wide.plan_id}/{wide.a}")
+    await expect(page.locator("#dry-run")).to_be_visible(timeout=TIMEOUT)
+    await page.locator("#dry-run").click()
+    await expect(page.locator("#report-affected")).to_have_text("137", timeout=TIMEOUT)
+    # Drawn: root, A (the target), B, the first 100 C and C1's five K.
+    await expect(page.locator(".node.target")).to_have_count(1)
+    await expect(node(page, wide.a)).to_have_class(re.compile(r"\btarget\b"))
+    await expect(page.locator(".node.affected")).to_have_count(106, timeout=TIMEOUT)
+    for d in (wide.b, wide.cs[99], wide.ks[-1]):
+        await expect(node(page, d)).to_have_class(re.compile(r"\baffected\b"))
+    await expect(node(page, wide.root)).not_to_have_class(re.compile(r"\baffected\b"))
+    await page.locator("li.more button").click()
+    await expect(node(page, wide.cs[-1])).to_have_class(re.compile(r"\baffected\b"),
+                                                        timeout=TIMEOUT)
+    await expect(page.locator(".node.affected")).to_have_count(136)
+
+
+async def test_older_plans_a_page_at_a_time(console: Console, page: Page,
+                                            db: AsyncDatabase[Document]) -> None:
+    roots = [Decision.model_validate(root()) for _ in range(103)]
+    for r in roots:
+        await load_plan(db, [r])
+    await page.goto(console.url + "/#/plans")
+    rows = page.locator("#plans tbody tr")
+    await expect(rows).to_have_count(100, timeout=TIMEOUT)
+    await expect(rows.first).to_have_attribute("data-plan", roots[-1].plan_id)
+    await page.locator("#older-plans").click()
+    await expect(rows).to_have_count(103, timeout=TIMEOUT)
+    await expect(rows.last).to_have_attribute("data-plan", roots[0].plan_id)
+    await expect(page.locator("#older-plans")).to_be_hidden()

@@ -21,7 +21,7 @@ from contracts.corrections import (
 from contracts.dead_letter import DeadLetter
 from contracts.decision import Decision
 from contracts.errors import TargetNotFound
-from contracts.ids import new_id
+from contracts.ids import MSG_ID_HEADER, new_id
 from contracts.invariants import (
     DuplicateInvariant,
     Invariant,
@@ -36,6 +36,7 @@ from contracts.plans import PlanStatus
 from contracts.recording import Candidate, content_hash
 from contracts.rules import Rule, RuleViolation
 from contracts.write_sets import append_writes, revert_writes
+from services.ports import DeadLetterShelf
 from store.errors import (
     ConcurrentChange,
     DuplicateRecord,
@@ -345,6 +346,21 @@ async def test_a_dead_letter_is_kept_once(b: Backend) -> None:
     await b.store.dead_letters.keep([letter, letter])
     assert await b.raw.dead_letters.get(letter.id) == letter
     assert [x.id for x in await b.raw.dead_letters.list()] == [letter.id]
+
+
+async def test_a_retried_dead_letter_is_deleted_once(b: Backend) -> None:
+    """The shelf the dead-letter retry reads and deletes through (DeadLetterShelf)."""
+    shelf: DeadLetterShelf = b.raw.dead_letters
+    letter = DeadLetter.of_message(
+        id=f"DECISIONS:{new_id()}", subject="decisions.recorded.x",
+        headers={MSG_ID_HEADER: new_id()}, data=b"[]", plan_id=None, decision_id=None,
+        rejected_at=NOW, delivered=1,
+        errors=[RuleViolation(rule=Rule.SCHEMA, message="not an object")])
+    await b.store.dead_letters.keep([letter])
+    assert await shelf.get(letter.id) == letter
+    assert await shelf.delete(letter.id) is True
+    assert await shelf.delete(letter.id) is False  # another retry got there first
+    assert await shelf.get(letter.id) is None
 
 
 # --- invariants and violations ---------------------------------------------------------

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import base64
 import json
+from datetime import UTC, datetime
 
 import nats
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
+from contracts.dead_letter import DeadLetter
 from contracts.ids import new_id
+from contracts.rules import Rule, RuleViolation
 from store.database import Document
+from store.dead_letters import DeadLetterRepository
 from tests.conftest import Workers
 from tests.integration.cli_support import (
     Agents,
@@ -61,6 +65,18 @@ async def test_dead_letters(cli_workers: Workers, agents: Agents, nc: nats.NATS,
     assert await db.dead_letters.count_documents({"_id": text_id}) == 0
     assert_one_line_error(await agents("dead-letters", "show", "DECISIONS:999999"), 1,
                           "no dead letter DECISIONS:999999")
+    assert_one_line_error(await agents("dead-letters", "retry", "DECISIONS:999999"), 1,
+                          "no dead letter DECISIONS:999999")
+    # A subject no stream takes (a stream's subjects narrowed since): not stored, kept.
+    stray = DeadLetter.of_message(
+        id="DECISIONS:888888", subject=f"nowhere.{plan_id}", headers={}, data=b"{}",
+        plan_id=plan_id, decision_id=None, rejected_at=datetime.now(UTC), delivered=1,
+        errors=[RuleViolation(rule=Rule.SCHEMA, message="not a decision")])
+    await DeadLetterRepository(db).keep([stray])
+    assert_one_line_error(await agents("dead-letters", "retry", stray.id), 1,
+                          "was not stored", f"no stream takes subject nowhere.{plan_id}",
+                          f"{stray.id} is kept")
+    assert await db.dead_letters.count_documents({"_id": stray.id}) == 1
 
 
 async def test_invariants(cli_workers: Workers, agents: Agents, nc: nats.NATS,

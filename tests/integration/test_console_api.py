@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -14,11 +15,18 @@ import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.ids import new_id
+from deploy.embedded import ManagedServer
 from store.database import Document
 from tests.conftest import Workers
 from tests.factories import decision
 from tests.integration.cli_support import Agents, agents, cli_workers, seed_plan
-from tests.integration.console_support import Console, console, serve_console
+from tests.integration.console_support import (
+    Console,
+    console,
+    held_executing,
+    serve_console,
+    wide_plan,
+)
 from tests.integration.wire import publish_all, until, wait_for_count
 
 __all__ = ["agents", "cli_workers", "console"]
@@ -205,6 +213,57 @@ async def test_retry_and_other_refusals(cli_workers: Workers, console: Console,
                                 json={"reason": "x" * 1001})).status_code == 400
 
 
+async def test_fail_a_correction_stuck_executing(
+        console: Console, nats_server: ManagedServer, mongo_uri: str, db_name: str,
+        nc: nats.NATS, db: AsyncDatabase[Document], tmp_path: Path) -> None:
+    async with held_executing(nats_server.url, mongo_uri, db_name, db, nc, tmp_path) as held, \
+            httpx.AsyncClient(base_url=console.url, timeout=60) as http:
+        cid = held.correction_id
+        shown = (await http.get(f"/api/corrections/{cid}")).json()
+        assert shown["correction"]["status"] == "executing"
+        assert shown["correction"]["actions"] == ["fail"]
+        assert [a["state"] for a in shown["attempts"]] == ["executing"]
+        for verb in ("cancel", "retry"):
+            refused = await http.post(f"/api/corrections/{cid}/{verb}", json={})
+            assert refused.status_code == 409 and "executing" in refused.json()["error"]
+
+        done = await http.post(f"/api/corrections/{cid}/fail",
+                               json={"reason": "archive volume <b>lost</b>"})
+        assert done.status_code == 200, done.text
+        assert done.json()["status"] == "failed"
+        shown = (await http.get(f"/api/corrections/{cid}")).json()
+        c = shown["correction"]
+        assert c["status"] == "failed" and c["actions"] == ["retry"]
+        assert c["error"] == "failed by an operator: archive volume <b>lost</b>"
+        assert c["history"][-1]["reason"] == "archive volume <b>lost</b>"
+        assert [a["state"] for a in shown["attempts"]] == ["failed"]
+        # Nothing of the revert was applied: the target is still current.
+        target = (await http.get(f"/api/decisions/{held.target}")).json()["decision"]
+        assert target["superseded_by"] is None
+        again = await http.post(f"/api/corrections/{cid}/fail", json={"reason": "again"})
+        assert again.status_code == 409 and "failed" in again.json()["error"]
+
+
+async def test_affected_beyond_the_dry_runs_first_100(console: Console,
+                                                      db: AsyncDatabase[Document]) -> None:
+    """The dry-run reply lists 100 affected IDs; the page asks which of the nodes it
+    draws are affected, and gets every one (the walk is the dry run's own)."""
+    wide = await wide_plan(db, children=130)
+    drawn = [x.decision_id for x in wide.decisions]
+    async with httpx.AsyncClient(base_url=console.url, timeout=30) as http:
+        url = f"/api/decisions/{wide.a}/affected"
+        found = (await http.post(url, json={"ids": drawn})).json()
+        assert set(found["affected"]) == wide.affected and len(found["affected"]) == 137
+        assert found["affected_count"] == 137 and found["complete"]
+        # A level at a time (the last page of C), lower case and repeats as given.
+        page = [c.lower() for c in wide.cs[100:]] + [wide.root, wide.cs[-1]]
+        assert (await http.post(url, json={"ids": page})).json()["affected"] == wide.cs[100:]
+        for bad in ({"ids": "all"}, {"ids": ["nope"]}, {"ids": [wide.a] * 1001}, {}):
+            assert (await http.post(url, json=bad)).status_code == 400, bad
+        assert (await http.post(f"/api/decisions/{new_id()}/affected",
+                                json={"ids": []})).status_code == 404
+
+
 async def _is(value: Any, expected: str) -> bool:
     return await value == expected
 
@@ -216,7 +275,8 @@ async def test_dead_letters_and_invariants(cli_workers: Workers, agents: Agents,
     plan_id = tree[0]["plan_id"]
     await nc.jetstream().publish(f"decisions.recorded.{plan_id}", b"<script>alert(1)</script>",
                                  headers={"Nats-Msg-Id": new_id()})
-    assert await wait_for_count(db, "dead_letters", 1, timeout=30) == 1
+    await nc.jetstream().publish(f"decisions.recorded.{plan_id}", b"[]")  # no Nats-Msg-Id
+    assert await wait_for_count(db, "dead_letters", 2, timeout=30) == 2
     inv = (await agents.ok("invariant", "add", "no-prod-writes", "--description",
                            "Never write to production", "--json")).json
     await agents.ok("invariant", "add", "no-prod-writes", "--description", "Ask first",
@@ -228,12 +288,21 @@ async def test_dead_letters_and_invariants(cli_workers: Workers, agents: Agents,
         headers={"Nats-Msg-Id": vid})
     assert await wait_for_count(db, "invariant_violations", 1, timeout=30) == 1
     async with httpx.AsyncClient(base_url=console.url, timeout=30) as http:
-        [dl] = (await http.get("/api/dead-letters")).json()["dead_letters"]
-        shown = (await http.get(f"/api/dead-letters/{dl['id']}")).json()
-        assert shown["payload"] == "<script>alert(1)</script>"
+        by_payload = {(await http.get(f"/api/dead-letters/{x['id']}")).json()["payload"]: x
+                      for x in (await http.get("/api/dead-letters")).json()["dead_letters"]}
+        dl, plain = by_payload["<script>alert(1)</script>"], by_payload["[]"]
+        # Within the duplicate window JetStream drops it: refused, the letter kept.
         retried = await http.post(f"/api/dead-letters/{dl['id']}/retry", json={})
-        # Within the duplicate window JetStream drops it; either way nothing is lost.
-        assert retried.status_code in (200, 409), retried.text
+        assert retried.status_code == 409 and "duplicate" in retried.json()["error"]
+        assert await db.dead_letters.count_documents({"_id": dl["id"]}) == 1
+        # No Nats-Msg-Id: stored again (and refused again, as a new dead letter).
+        retried = await http.post(f"/api/dead-letters/{plain['id']}/retry", json={})
+        assert retried.status_code == 200 and retried.json()["deleted"], retried.text
+        again = f"DECISIONS:{retried.json()['stream_sequence']}"
+        assert await wait_for_count(db, "dead_letters", 1, timeout=30,
+                                    query={"_id": again}) == 1
+        assert (await http.post(f"/api/dead-letters/{plain['id']}/retry", json={})
+                ).status_code == 404
 
         effective = (await http.get("/api/invariants", params={"plan": plan_id})).json()
         [winner] = effective["effective"]

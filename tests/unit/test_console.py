@@ -9,9 +9,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from console.affected import WALK_MAX, AffectedSets
 from console.config import ConsoleConfig, ConsoleConfigError, is_loopback
 from console.live import MAX_EVENT_BYTES, Hub, LiveEvent, parse
+from contracts.decision import DecisionType
 from contracts.ids import new_id
+from contracts.impact import DecisionView, ImpactWalk
 
 pytestmark = pytest.mark.unit
 
@@ -89,3 +92,48 @@ def test_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CONSOLE_PORT", "eighty")
     with pytest.raises(ConsoleConfigError, match="CONSOLE_PORT"):
         ConsoleConfig.from_env(host="127.0.0.1")
+
+
+async def test_a_targets_affected_set_is_walked_once_while_kept() -> None:
+    calls: list[tuple[str, int]] = []
+    gate = asyncio.Event()
+
+    async def walk(target: str, limit: int) -> ImpactWalk:
+        calls.append((target, limit))
+        await gate.wait()
+        if target == "BROKEN":
+            raise ConnectionError("the database went away")
+        done = ImpactWalk(target, limit)
+        done.expand({target: DecisionView(decision_id=target,
+                                          decision_type=DecisionType.STRATEGY_CHOICE)}, {})
+        return done
+
+    sets = AffectedSets(keep_seconds=60, keep=2)
+    asks = [asyncio.create_task(sets.of("A", walk)) for _ in range(3)]
+    await asyncio.sleep(0)
+    gate.set()
+    found = await asyncio.gather(*asks)
+    assert calls == [("A", WALK_MAX)]  # three pages asking at once share one walk
+    assert {f.ids for f in found} == {frozenset({"A"})} and found[0].complete
+    with pytest.raises(ConnectionError):
+        await sets.of("BROKEN", walk)
+    with pytest.raises(ConnectionError):
+        await sets.of("BROKEN", walk)  # a failed walk is not kept: walked again
+    assert [c for c, _ in calls] == ["A", "BROKEN", "BROKEN"]
+    await sets.of("C", walk)  # keeps 2: A, the oldest, is forgotten
+    await sets.of("A", walk)
+    assert [c for c, _ in calls] == ["A", "BROKEN", "BROKEN", "C", "A"]
+    expired = AffectedSets(keep_seconds=0)
+    await expired.of("A", walk)
+    await asyncio.sleep(0.01)
+    await expired.of("A", walk)
+    assert [c for c, _ in calls][-2:] == ["A", "A"]
+    # A new dry run walks afresh (the tree may have changed), before anyone asks.
+    n = len(calls)
+    sets.start("C", walk)
+    await asyncio.sleep(0)
+    assert len(calls) == n + 1
+    await sets.of("C", walk)
+    assert len(calls) == n + 1
+    sets.start("BROKEN", walk)  # failing with nobody asking: no unretrieved exception
+    await asyncio.sleep(0.01)

@@ -2,15 +2,31 @@
 import { get, live } from "./api.js";
 import { append, badge, clear, clip, h, link, short, when } from "./dom.js";
 
+const PAGE = 100;
+
 export async function plansPage(main) {
   const body = h("tbody");
+  // Older plans a page at a time; a live refresh reloads as many pages as are shown.
+  let pages = 1;
+  const older = h("button", { id: "older-plans", hidden: true, onclick: async () => { pages += 1; await load(); } },
+    `${PAGE} older plans…`);
   append(main, h("h1", {}, "Plans"),
     h("table", { id: "plans" },
       h("thead", {}, h("tr", {}, ["plan", "prompt", "status", "decisions", "open corrections",
-        "open violations", "started"].map((t) => h("th", {}, t)))), body));
+        "open violations", "started"].map((t) => h("th", {}, t)))), body),
+    h("div", { class: "toolbar" }, older));
 
   async function load() {
-    const { plans } = await get("/api/plans?limit=100");
+    const plans = [];
+    let last = [];
+    for (let i = 0; i < pages; i++) {
+      const q = new URLSearchParams({ limit: PAGE });
+      if (plans.length) q.set("before", plans[plans.length - 1].root.decision_id);
+      last = (await get(`/api/plans?${q}`)).plans;
+      plans.push(...last);
+      if (last.length < PAGE) break;
+    }
+    older.hidden = last.length < PAGE;
     clear(body);
     if (!plans.length) append(body, h("tr", {}, h("td", { colspan: 7, class: "dim" }, "No plans recorded yet.")));
     for (const p of plans) {

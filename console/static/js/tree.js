@@ -3,6 +3,7 @@ import { get, live, post } from "./api.js";
 import { append, badge, clear, clip, h, kv, link, put, short, toast, when } from "./dom.js";
 
 const PAGE = 100;
+const AFFECTED_ASK = 1000;  // decision IDs per /affected request (the server's bound)
 const TERMINAL = new Set(["applied", "failed", "cancelled"]);
 
 export async function planPage(main, planId, selected) {
@@ -84,6 +85,7 @@ export async function planPage(main, planId, selected) {
     if (after !== null) q.set("after", after);
     const level = await get(`/api/plans/${planId}/tree?${q}`);
     for (const n of level.nodes) append(ul, render(n, known !== null && !known.has(n.decision_id)));
+    await askAffected(level.nodes.map((n) => n.decision_id));
     if (level.next_after !== null) {
       const more = h("li", { class: "more" }, h("button", { onclick: async () => { more.remove(); await loadLevel(parent, ul, level.next_after); } },
         `load ${PAGE} more…`));
@@ -283,18 +285,36 @@ export async function planPage(main, planId, selected) {
     s.view.querySelectorAll(".childplan").forEach((el) => el.classList.toggle("affected", r.plans.has(el.dataset.plan)));
   }
 
+  // The report lists the first 100 affected decisions; past those, the server says which
+  // of the nodes drawn are affected (asked for each level drawn while a report shows).
+  async function askAffected(ids) {
+    const r = state.report;
+    if (!r || r.whole || !ids.length) return;
+    for (let i = 0; i < ids.length; i += AFFECTED_ASK) {
+      let found;
+      try { found = await post(`/api/decisions/${r.target}/affected`, { ids: ids.slice(i, i + AFFECTED_ASK) }); }
+      catch (e) { toast(e.message, true); return; }
+      if (state.report !== r) return;  // another dry run, or none, meanwhile
+      for (const id of found.affected) { r.affected.add(id); markReport(id); }
+    }
+  }
+
   async function showReport(report, out) {
     clearReport();
     const impact = report.impact;
-    state.report = { target: impact.target_decision_id, affected: new Set(impact.affected_decision_ids),
+    const listed = new Set(impact.affected_decision_ids);
+    state.report = { target: impact.target_decision_id, affected: new Set(listed), listed,
+      whole: !impact.lists_truncated && !impact.exceeds_limit,
       plans: new Set(impact.affected_child_plan_ids) };
-    // Open the affected part of the tree (the lists hold at most the first 100).
+    // Open the affected part of the tree: the listed decisions (the first 100 in walk
+    // order), so a 10,000-decision revert opens its top levels, not the whole plan.
     for (let round = 0; round < 100; round++) {
       const closed = [...state.nodes.values()].filter((s) => !s.expanded && s.data.child_count &&
-        (state.report.affected.has(s.data.decision_id) || s.data.decision_id === state.report.target));
+        (state.report.listed.has(s.data.decision_id) || s.data.decision_id === state.report.target));
       if (!closed.length) break;
       for (const s of closed) await expand(s.data.decision_id);
     }
+    await askAffected([...state.nodes.keys()]);
     for (const id of state.nodes.keys()) markReport(id);
     const more = impact.exceeds_limit ? "+" : "";
     put(out, h("div", { class: "report", id: "report" },
