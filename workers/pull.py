@@ -169,14 +169,19 @@ class BatchPuller(Generic[R]):
     def __init__(self, js: JetStreamContext, *, stream: str, subject: str,
                  config: ConsumerConfig, batch_size: int, max_wait: float,
                  consumer: Family[R], retry: Retry,
-                 failures: DeliveryFailures | None = None) -> None:
+                 failures: DeliveryFailures | None = None,
+                 backoff_after_ack_wait: bool = True) -> None:
+        """`backoff_after_ack_wait=False`: a message whose worker died comes back after
+        the ack wait every time, instead of after the consumer's BackOff at its delivery
+        count (see workers.recorder for why the recorder wants that)."""
         self._js = js
         self._stream = stream
         self._subject = subject
         self._retry = retry
         self._config = config
         config.max_deliver = retry.max_deliver
-        config.backoff = retry.consumer_backoff(config.ack_wait or 30.0)
+        config.backoff = (retry.consumer_backoff(config.ack_wait or 30.0)
+                          if backoff_after_ack_wait else [])
         self._durable = config.durable_name or ""
         self.metrics: Metrics | None = None
         """Set by the app before `start` to count what this consumer does."""

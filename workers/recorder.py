@@ -128,12 +128,20 @@ class RecorderConsumer:
 def recorder_puller(js: JetStreamContext, settings: Settings,
                     service: Callable[[], RecorderService],
                     failures: DeliveryFailures | None = None) -> BatchPuller[Read]:
+    """No consumer BackOff: JetStream indexes it by delivery count, and a decision's
+    deliveries count its waits for a parent (naks), so one that had waited a few times
+    and was then held by a worker that died came back only after 120 to 300 s, and
+    its children, waiting meanwhile, outlasted their parent wait: the three-worker
+    fault run with six SIGKILLs dead-lettered 94 acknowledged decisions as
+    parent_exists that way. Failed deliveries still back off by their failures (the
+    worker's nak delay, CONSUMER_BACKOFF); a worker that died hands its messages back
+    after the ack wait, MaxDeliver times at most."""
     return BatchPuller(js, stream=DECISIONS_STREAM, subject=f"{RECORDED_PREFIX}.*",
                        config=consumer_config(settings),
                        batch_size=settings.recorder_batch_size,
                        max_wait=settings.recorder_batch_timeout,
                        consumer=RecorderConsumer(service), retry=recorder_retry(settings),
-                       failures=failures)
+                       failures=failures, backoff_after_ack_wait=False)
 
 
 def document_recorder(broker: NatsBroker, *, for_docs: bool) -> None:
