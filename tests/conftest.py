@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import nats
+import nats.errors
 import pytest
-from nats.js.errors import NotFoundError
+from nats.js.errors import NotFoundError, ServiceUnavailableError
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 from ulid import ULID
@@ -144,8 +145,10 @@ async def wait_for_consumer(nats_url: str, proc: subprocess.Popen[bytes], log: P
 
         async def delivered() -> int | None:
             try:
-                info = await js.consumer_info(DECISIONS_STREAM, RECORDER_DURABLE)
-            except NotFoundError:
+                info = await js.consumer_info(DECISIONS_STREAM, RECORDER_DURABLE, timeout=2)
+            except (NotFoundError, ServiceUnavailableError, nats.errors.TimeoutError):
+                # Not there yet, or a JetStream cluster still electing its leaders (a
+                # fresh 3-node cluster's API timed out once in a fresh-clone CI run).
                 return None
             if (info.num_waiting or 0) > 0:
                 return -1
