@@ -8,11 +8,12 @@ pure, means every path of the driver is tested without a server (tests/unit/test
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import StrEnum
 
 from contracts.corrections import CORRECTION_LIFECYCLE, CorrectionStatus
 
-__all__ = ["Step", "next_step"]
+__all__ = ["Step", "next_step", "next_to_drive"]
 
 
 class Step(StrEnum):
@@ -42,3 +43,23 @@ def next_step(status: CorrectionStatus, *, conflicts: int = 0,
     if status is CorrectionStatus.EXECUTING:
         return Step.FAIL_ATTEMPT if conflicts >= max_conflicts else Step.EXECUTE
     raise ValueError(f"no step for status {status!r}")  # a status added without a step
+
+
+def next_to_drive(statuses: Sequence[CorrectionStatus]) -> int:
+    """Which of a plan's unfinished corrections (oldest arrival first) its driver works
+    next: one already started (ANALYZING or EXECUTING) before any still PENDING, else the
+    oldest arrival.
+
+    A started correction is one whose driver died or lost its lease mid-way; finishing
+    it first keeps a plan's corrections from running interleaved. A PENDING one that
+    arrived earlier can only be here because its request was recorded after the started
+    one began (its worker was killed before recording it): the known limit of several
+    replicas (docs/corrections.md, Ordering). The several-worker fault run saw that: the
+    takeover driver started the late earlier arrival while the started one waited, and
+    their runs overlapped."""
+    if not statuses:
+        raise ValueError("no unfinished correction to drive")
+    for i, status in enumerate(statuses):
+        if status in (CorrectionStatus.ANALYZING, CorrectionStatus.EXECUTING):
+            return i
+    return 0

@@ -58,7 +58,7 @@ from contracts.corrections import (
 )
 from contracts.dead_letter import DeadLetter, dead_letter_id
 from contracts.decision import Decision
-from contracts.driver import Step, next_step
+from contracts.driver import Step, next_step, next_to_drive
 from contracts.errors import CorrectionTooLarge, DomainError
 from contracts.ids import new_id
 from contracts.impact import (
@@ -424,9 +424,11 @@ class CorrectionService:
         if not await self._store.locks.acquire(plan_id, owner, self._clock()):
             return False
         async with self._holding(plan_id, owner):
+            # Read again after each one: a request recorded meanwhile takes its place
+            # by arrival (a stale list would run a later arrival before it).
             while todo := await self._store.corrections.unfinished(plan_id):
-                for v in todo:
-                    await self._advance(v.correction.correction_id, owner)
+                v = todo[next_to_drive([t.correction.status for t in todo])]
+                await self._advance(v.correction.correction_id, owner)
             return True
 
     @contextlib.asynccontextmanager

@@ -42,3 +42,16 @@ def test_every_step_is_reached_by_some_state() -> None:
     reached = {next_step(status, conflicts=n, max_conflicts=2)
                for status in CorrectionStatus for n in range(3)}
     assert reached == set(Step)
+
+
+def test_a_started_correction_is_driven_before_any_pending_one() -> None:
+    from contracts.driver import next_to_drive  # noqa: PLC0415
+
+    pending, analyzing, executing = (CorrectionStatus.PENDING, CorrectionStatus.ANALYZING,
+                                     CorrectionStatus.EXECUTING)
+    assert next_to_drive([pending, pending]) == 0  # the oldest arrival
+    assert next_to_drive([pending, analyzing, pending]) == 1  # a late earlier arrival waits
+    assert next_to_drive([pending, pending, executing]) == 2
+    assert next_to_drive([analyzing, executing]) == 0
+    with pytest.raises(ValueError, match="no unfinished"):
+        next_to_drive([])
