@@ -7,7 +7,8 @@ them under fixed Nats-Msg-Ids and deletes them. A process dying between the comm
 and the publish leaves them for the next flush of that correction or the relay.
 
 Ordering: a plan's corrections are worked one at a time by whoever holds the plan's
-lease (store.locks), oldest arrival first; a heartbeat renews the lease while the
+lease (store.locks), a started one first, then oldest arrival (contracts.driver
+.next_to_drive); a heartbeat renews the lease while the
 driver holds it, and every step's transaction renews it conditionally on its owner,
 so a driver that stalled past its lease cannot commit.
 
