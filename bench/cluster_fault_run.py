@@ -25,13 +25,16 @@ import asyncio
 import contextlib
 import sys
 import tempfile
+from collections.abc import AsyncIterator
 from pathlib import Path
+
+from pymongo.asynchronous.database import AsyncDatabase
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from deploy.embedded import free_port, start_mongo  # noqa: E402
-from store.database import connect, ensure_indexes  # noqa: E402
+from store.database import Document, connect, ensure_indexes  # noqa: E402
 from tests.integration.scale_support import Size, cluster_fault_run  # noqa: E402
 
 
@@ -57,7 +60,11 @@ def arguments(description: str) -> argparse.ArgumentParser:
     return parser
 
 
-async def main(args: argparse.Namespace) -> int:
+@contextlib.asynccontextmanager
+async def mongo_stack(args: argparse.Namespace, name: str
+                      ) -> AsyncIterator[tuple[Path, str, AsyncDatabase[Document]]]:
+    """A temp dir (or one kept under --keep), a secantusd-py in it and database `name`
+    with its indexes: what both fault-run scripts start before their NATS cluster."""
     kept = contextlib.nullcontext(tempfile.mkdtemp(dir=args.keep)) if args.keep else None
     with kept or tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
@@ -66,16 +73,21 @@ async def main(args: argparse.Namespace) -> int:
         mongo = start_mongo(base / "mongo", port=free_port())
         client = connect(mongo.url)
         try:
-            db = client["cluster_fault_run"]
+            db = client[name]
             await ensure_indexes(db)
-            report = await cluster_fault_run(base, mongo.url, db, "cluster_fault_run",
-                                             size_of(args), workers=args.workers,
-                                             faults=not args.no_faults)
-            print(report.table(), flush=True)
-            return 1 if report.problems else 0
+            yield base, mongo.url, db
         finally:
             await client.close()
             mongo.stop()
+
+
+async def main(args: argparse.Namespace) -> int:
+    async with mongo_stack(args, "cluster_fault_run") as (base, mongo_url, db):
+        report = await cluster_fault_run(base, mongo_url, db, "cluster_fault_run",
+                                         size_of(args), workers=args.workers,
+                                         faults=not args.no_faults)
+        print(report.table(), flush=True)
+        return 1 if report.problems else 0
 
 
 if __name__ == "__main__":

@@ -26,18 +26,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.cluster_fault_run import arguments, size_of  # noqa: E402
-from deploy.embedded import free_port, start_mongo  # noqa: E402
-from store.database import connect, ensure_indexes  # noqa: E402
+from bench.cluster_fault_run import arguments, mongo_stack, size_of  # noqa: E402
 from tests.integration.scale_support import (  # noqa: E402
     curve_table,
     stop_all,
@@ -47,35 +43,23 @@ from tests.integration.scale_support import (  # noqa: E402
 
 
 async def main(args: argparse.Namespace) -> int:
-    kept = contextlib.nullcontext(tempfile.mkdtemp(dir=args.keep)) if args.keep else None
-    with kept or tempfile.TemporaryDirectory() as tmp:
-        base = Path(tmp)
-        if args.keep:
-            print(f"servers' data and logs kept in {base}", flush=True)
-        mongo = start_mongo(base / "mongo", port=free_port())
-        client = connect(mongo.url)
+    async with mongo_stack(args, "workers_fault_run") as (base, mongo_url, db):
+        report, cluster, ws, nc = await workers_fault_run(
+            base, mongo_url, db, "workers_fault_run", size_of(args),
+            workers=args.workers, kills=args.kills)
         try:
-            db = client["workers_fault_run"]
-            await ensure_indexes(db)
-            report, cluster, ws, nc = await workers_fault_run(
-                base, mongo.url, db, "workers_fault_run", size_of(args),
-                workers=args.workers, kills=args.kills)
-            try:
-                print(report.table(), flush=True)
-                if not args.no_curve:
-                    curve = await throughput_curve(cluster, ws, nc, db, args.burst, args.reps)
-                    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-                    print(curve_table(curve, args.burst,
-                                      f"{args.label}; load average at the end {load}"),
-                          flush=True)
-            finally:
-                stop_all(ws)
-                await nc.close()
-                cluster.stop()
-            return 1 if report.problems else 0
+            print(report.table(), flush=True)
+            if not args.no_curve:
+                curve = await throughput_curve(cluster, ws, nc, db, args.burst, args.reps)
+                load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+                print(curve_table(curve, args.burst,
+                                  f"{args.label}; load average at the end {load}"),
+                      flush=True)
         finally:
-            await client.close()
-            mongo.stop()
+            stop_all(ws)
+            await nc.close()
+            cluster.stop()
+        return 1 if report.problems else 0
 
 
 if __name__ == "__main__":

@@ -731,6 +731,21 @@ async def node_faults(cluster: Cluster, js: JetStreamContext, tally: Tally, size
         first = first or victim
 
 
+async def loaded(cluster: Cluster, nc: Client, db: AsyncDatabase[Document], size: Size,
+                 tally: Tally, rng: random.Random, report: Report,
+                 faults: Callable[[asyncio.Future[Any], float], Awaitable[Any]]) -> None:
+    """What both runs share: the correction plans recorded first, then the agents' load
+    and the operator's corrections with `faults(load, started)` beside them, then the
+    counts (`check`)."""
+    plans = await record_correction_plans(cluster.url, size.correction_plans, tally)
+    started = time.monotonic()
+    load = start_load(cluster, size, tally, rng)
+    await asyncio.gather(load, operator(cluster.url, plans, size.spacing, tally),
+                         faults(load, started))
+    report.elapsed = time.monotonic() - started
+    await check(report, nc, db, size.drain_timeout)
+
+
 async def cluster_fault_run(base: Path, mongo_uri: str, db: AsyncDatabase[Document],
                             db_name: str, size: Size, workers: int = 2,
                             faults: bool = True) -> Report:
@@ -747,14 +762,10 @@ async def cluster_fault_run(base: Path, mongo_uri: str, db: AsyncDatabase[Docume
         await create_streams(nc)
         ws = await start_workers(cluster, workers_env(cluster.url, mongo_uri, db_name, base),
                                  base, workers)
-        plans = await record_correction_plans(cluster.url, size.correction_plans, tally)
-        started = time.monotonic()
-        load = start_load(cluster, size, tally, rng)
-        await asyncio.gather(load, operator(cluster.url, plans, size.spacing, tally),
-                             node_faults(cluster, nc.jetstream(), tally, size, load, report,
-                                         started) if faults else asyncio.sleep(0))
-        report.elapsed = time.monotonic() - started
-        await check(report, nc, db, size.drain_timeout)
+        await loaded(cluster, nc, db, size, tally, rng, report,
+                     lambda load, started: node_faults(cluster, nc.jetstream(), tally, size,
+                                                       load, report, started)
+                     if faults else asyncio.sleep(0))
         for i, w in enumerate(ws):
             if not w.alive:
                 code = w.proc.returncode if w.proc else None
@@ -868,14 +879,9 @@ async def workers_fault_run(base: Path, mongo_uri: str, db: AsyncDatabase[Docume
         await create_streams(nc)
         ws = await start_workers(cluster, workers_env(cluster.url, mongo_uri, db_name, base),
                                  base, workers)
-        plans = await record_correction_plans(cluster.url, size.correction_plans, tally)
-        started = time.monotonic()
-        load = start_load(cluster, size, tally, rng)
-        await asyncio.gather(load, operator(cluster.url, plans, size.spacing, tally),
-                             worker_kills(ws, cluster, nc.jetstream(), rng, kills, load,
-                                          report, started))
-        report.elapsed = time.monotonic() - started
-        await check(report, nc, db, size.drain_timeout)
+        await loaded(cluster, nc, db, size, tally, rng, report,
+                     lambda load, started: worker_kills(ws, cluster, nc.jetstream(), rng,
+                                                        kills, load, report, started))
         await sigterm_phase(ws, cluster, nc, db, size, report)
     except BaseException:
         stop_all(ws)
