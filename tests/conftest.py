@@ -33,6 +33,17 @@ from store.database import Document, connect, ensure_indexes
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """The controller of an xdist run fills Hypothesis's caches once while its workers
+    start (tests/warm_caches.py); trylast, so after Hypothesis's own session start,
+    which is when it allows touching the disk."""
+    config = session.config
+    if not hasattr(config, "workerinput") and config.pluginmanager.hasplugin("dsession"):
+        from tests.warm_caches import warm_in_background
+        warm_in_background()
+
+
 @pytest.fixture(scope="session")
 def mongo_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     external = os.environ.get("MONGODB_URI_TEST")

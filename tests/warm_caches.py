@@ -1,0 +1,46 @@
+"""Hypothesis's two on-disk caches, filled once before the xdist workers need them.
+
+The first Hypothesis test in a process builds a table of Unicode categories and reads
+every local module's source for constants worth trying (both kept under `.hypothesis/`).
+In a fresh clone each of the six xdist workers did that on its own, about 2 s of CPU
+apiece on a 2-core machine; filled once by the controller, the workers only read them.
+
+Both functions are Hypothesis internals, so nothing here may fail a run: if they move,
+the warm-up is skipped and each worker builds its caches as before.
+"""
+
+from __future__ import annotations
+
+import threading
+import types
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LOCAL_PACKAGES = ("contracts", "store", "services", "workers", "cli", "clients", "console",
+                  "deploy", "tests")
+
+
+def warm_hypothesis_caches() -> None:
+    try:
+        from hypothesis.internal.charmap import charmap
+        from hypothesis.internal.constants_ast import constants_from_module
+    except ImportError:
+        return
+    try:
+        charmap()
+        for package in LOCAL_PACKAGES:
+            for source in sorted((ROOT / package).rglob("*.py")):
+                module = types.ModuleType(source.stem)
+                module.__file__ = str(source)
+                constants_from_module(module)
+    except Exception:  # noqa: BLE001 - a cache left cold only costs time
+        return
+
+
+def warm_in_background() -> threading.Thread:
+    """Started while the workers spawn and collect (several seconds), so the controller's
+    warm-up delays nothing; a worker that gets there first just builds its own."""
+    thread = threading.Thread(target=warm_hypothesis_caches, name="warm-hypothesis",
+                              daemon=True)
+    thread.start()
+    return thread
