@@ -29,6 +29,7 @@ from ulid import ULID
 from contracts.subjects import DECISIONS_STREAM, RECORDER_DURABLE
 from deploy.embedded import ManagedServer, die_with_parent, free_port, start_mongo, start_nats
 from store.database import Document, connect, ensure_indexes
+from tests.warm_caches import warm_in_background
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -40,7 +41,6 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     which is when it allows touching the disk."""
     config = session.config
     if not hasattr(config, "workerinput") and config.pluginmanager.hasplugin("dsession"):
-        from tests.warm_caches import warm_in_background
         warm_in_background()
 
 

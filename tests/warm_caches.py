@@ -1,9 +1,11 @@
-"""Hypothesis's two on-disk caches, filled once before the xdist workers need them.
+"""Hypothesis's on-disk caches, filled once before the xdist workers need them.
 
-The first Hypothesis test in a process builds a table of Unicode categories and reads
-every local module's source for constants worth trying (both kept under `.hypothesis/`).
-In a fresh clone each of the six xdist workers did that on its own, about 2 s of CPU
-apiece on a 2-core machine; filled once by the controller, the workers only read them.
+The first Hypothesis test in a process builds tables of Unicode categories and of what
+UTF-8 can encode (one loop over every code point), and reads every local module's source
+for constants worth trying; all are kept under `.hypothesis/`. In a fresh clone each of
+the six xdist workers built them on its own, 2 s of CPU apiece alone and 5-7 s for the
+first text-drawing test of a loaded run; filled once by the controller, the workers only
+read them.
 
 Both functions are Hypothesis internals, so nothing here may fail a run: if they move,
 the warm-up is skipped and each worker builds its caches as before.
@@ -11,6 +13,7 @@ the warm-up is skipped and each worker builds its caches as before.
 
 from __future__ import annotations
 
+import importlib
 import threading
 import types
 from pathlib import Path
@@ -22,18 +25,17 @@ LOCAL_PACKAGES = ("contracts", "store", "services", "workers", "cli", "clients",
 
 def warm_hypothesis_caches() -> None:
     try:
-        from hypothesis.internal.charmap import charmap
-        from hypothesis.internal.constants_ast import constants_from_module
-    except ImportError:
-        return
-    try:
-        charmap()
+        unicode = importlib.import_module("hypothesis.internal.charmap")
+        constants_from_module = importlib.import_module(
+            "hypothesis.internal.constants_ast").constants_from_module
+        unicode.charmap()
+        unicode.intervals_from_codec("utf-8")  # text() leaves out what UTF-8 cannot encode
         for package in LOCAL_PACKAGES:
             for source in sorted((ROOT / package).rglob("*.py")):
                 module = types.ModuleType(source.stem)
                 module.__file__ = str(source)
                 constants_from_module(module)
-    except Exception:  # noqa: BLE001 - a cache left cold only costs time
+    except Exception:  # a cache left cold only costs time
         return
 
 
