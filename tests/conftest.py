@@ -21,6 +21,7 @@ from pathlib import Path
 import nats
 import nats.errors
 import pytest
+from _pytest.mark.expression import Expression
 from nats.js.errors import NotFoundError, ServiceUnavailableError
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
@@ -32,6 +33,23 @@ from store.database import Document, connect, ensure_indexes
 from tests.warm_caches import warm_in_background
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+BROWSER_TESTS = ROOT / "tests" / "browser"
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """The browser tests are not even imported when the marker expression leaves them
+    out (the default run): importing Playwright cost each xdist worker's collection
+    time for tests it would deselect anyway. The expression is judged for a test marked
+    `browser` and nothing else, as every test in tests/browser is."""
+    if collection_path != BROWSER_TESTS:
+        return None
+    try:
+        wanted = Expression.compile(config.getoption("markexpr") or "browser")
+        return not wanted.evaluate(lambda name, **_: name == "browser") or None
+    except Exception:  # pytest's expression API moved: collect them as before
+        return None
 
 
 @pytest.hookimpl(trylast=True)
