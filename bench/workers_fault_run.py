@@ -36,7 +36,6 @@ sys.path.insert(0, str(ROOT))
 from bench.cluster_fault_run import arguments, mongo_stack, size_of  # noqa: E402
 from tests.integration.scale_support import (  # noqa: E402
     curve_table,
-    stop_all,
     throughput_curve,
     workers_fault_run,
 )
@@ -44,21 +43,19 @@ from tests.integration.scale_support import (  # noqa: E402
 
 async def main(args: argparse.Namespace) -> int:
     async with mongo_stack(args, "workers_fault_run") as (base, mongo_url, db):
-        report, cluster, ws, nc = await workers_fault_run(
+        report, stack = await workers_fault_run(
             base, mongo_url, db, "workers_fault_run", size_of(args),
             workers=args.workers, kills=args.kills)
         try:
             print(report.table(), flush=True)
             if not args.no_curve:
-                curve = await throughput_curve(cluster, ws, nc, db, args.burst, args.reps)
+                curve = await throughput_curve(stack, db, args.burst, args.reps)
                 load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
                 print(curve_table(curve, args.burst,
                                   f"{args.label}; load average at the end {load}"),
                       flush=True)
         finally:
-            stop_all(ws)
-            await nc.close()
-            cluster.stop()
+            await stack.stop()
         return 1 if report.problems else 0
 
 

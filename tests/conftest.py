@@ -38,6 +38,10 @@ ROOT = Path(__file__).resolve().parent.parent
 BROWSER_TESTS = ROOT / "tests" / "browser"
 
 
+def _only_browser(name: str, /, **_: str | int | bool | None) -> bool:
+    return name == "browser"
+
+
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
     """The browser tests are not even imported when the marker expression leaves them
     out (the default run): importing Playwright cost each xdist worker's collection
@@ -47,7 +51,7 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
         return None
     try:
         wanted = Expression.compile(config.getoption("markexpr") or "browser")
-        return not wanted.evaluate(lambda name, **_: name == "browser") or None
+        return not wanted.evaluate(_only_browser) or None
     except Exception:  # pytest's expression API moved: collect them as before
         return None
 

@@ -55,6 +55,7 @@ from clients.credentials import NatsCredentials
 from clients.operator import CorrectionClient
 from clients.recorder import DecisionRecorder, PublishFailed
 from contracts.decision import Decision, DecisionType
+from contracts.ids import MSG_ID_HEADER
 from contracts.subjects import DECISIONS_STREAM, RECORDER_DURABLE
 from deploy.embedded import ManagedServer, free_port, start_nats_with_config
 from store.database import Document
@@ -648,21 +649,49 @@ async def start_worker(w: Workers, cluster: Cluster) -> None:
         raise RuntimeError(f"worker not ready in 60 s:\n{w.log()[-3000:]}")
 
 
-async def start_workers(cluster: Cluster, env: dict[str, str], base: Path, n: int
-                        ) -> list[Workers]:
-    out = []
-    for i in range(n):
-        w = Workers({**env, "HEALTH_ADDR": f"127.0.0.1:{free_port()}"},
-                    base / f"worker-{i}.log")
-        await start_worker(w, cluster)
-        out.append(w)
-    return out
-
-
 def stop_all(workers: Iterable[Workers]) -> None:
     for w in workers:
         with contextlib.suppress(Exception):
             w.stop()
+
+
+@dataclass
+class Stack:
+    """What both runs stand on: a 3-node NATS cluster with the production streams, a
+    worker-role client on it, and `python -m workers` processes, each ready."""
+
+    cluster: Cluster
+    nc: Client | None = None
+    workers: list[Workers] = field(default_factory=list)
+
+    @classmethod
+    async def start(cls, base: Path, mongo_uri: str, db_name: str, workers: int) -> Stack:
+        """Started in order; on a failure whatever already runs is stopped."""
+        stack = cls(Cluster.start(base / "nats"))
+        try:
+            stack.nc = await cluster_client(stack.cluster)
+            await create_streams(stack.nc)
+            env = workers_env(stack.cluster.url, mongo_uri, db_name, base)
+            for i in range(workers):
+                w = Workers({**env, "HEALTH_ADDR": f"127.0.0.1:{free_port()}"},
+                            base / f"worker-{i}.log")
+                stack.workers.append(w)
+                await start_worker(w, stack.cluster)
+        except BaseException:
+            await stack.stop()
+            raise
+        return stack
+
+    @property
+    def client(self) -> Client:
+        assert self.nc is not None, "used after a failed start"
+        return self.nc
+
+    async def stop(self) -> None:
+        stop_all(self.workers)
+        if self.nc is not None:
+            await self.nc.close()
+        self.cluster.stop()
 
 
 # --- the runs -----------------------------------------------------------------------------
@@ -755,25 +784,19 @@ async def cluster_fault_run(base: Path, mongo_uri: str, db: AsyncDatabase[Docume
     tally = Tally()
     report = Report(f"NATS cluster fault run: {size.decisions} decisions, {size.agents} "
                     f"agents, {workers} workers, seed {size.seed}", tally)
-    cluster = Cluster.start(base / "nats")
-    nc = await cluster_client(cluster)
-    ws: list[Workers] = []
+    stack = await Stack.start(base, mongo_uri, db_name, workers)
+    cluster, nc = stack.cluster, stack.client
     try:
-        await create_streams(nc)
-        ws = await start_workers(cluster, workers_env(cluster.url, mongo_uri, db_name, base),
-                                 base, workers)
         await loaded(cluster, nc, db, size, tally, rng, report,
                      lambda load, started: node_faults(cluster, nc.jetstream(), tally, size,
                                                        load, report, started)
                      if faults else asyncio.sleep(0))
-        for i, w in enumerate(ws):
+        for i, w in enumerate(stack.workers):
             if not w.alive:
                 code = w.proc.returncode if w.proc else None
                 report.problems.append(f"worker {i} died (exit {code}): {w.log()[-4000:]}")
     finally:
-        stop_all(ws)
-        await nc.close()
-        cluster.stop()
+        await stack.stop()
     return report
 
 
@@ -864,40 +887,35 @@ async def sigterm_phase(ws: list[Workers], cluster: Cluster, nc: Client,
 
 async def workers_fault_run(base: Path, mongo_uri: str, db: AsyncDatabase[Document],
                             db_name: str, size: Size, workers: int = 3, kills: int = 4
-                            ) -> tuple[Report, Cluster, list[Workers], Client]:
+                            ) -> tuple[Report, Stack]:
     """Item 3: `workers` processes under random SIGKILLs and restarts while the load
     flows, then a SIGTERM during load. Returns the stack still running (for the
-    throughput curve); the caller stops it with `stop_all`, `close`, `cluster.stop`."""
+    throughput curve); the caller stops it (`Stack.stop`)."""
     rng = random.Random(size.seed)
     tally = Tally()
     report = Report(f"Worker fault run: {size.decisions} decisions, {size.agents} agents, "
                     f"{workers} workers, {kills} SIGKILLs, seed {size.seed}", tally)
-    cluster = Cluster.start(base / "nats")
-    nc = await cluster_client(cluster)
-    ws: list[Workers] = []
+    stack = await Stack.start(base, mongo_uri, db_name, workers)
+    cluster, nc, ws = stack.cluster, stack.client, stack.workers
     try:
-        await create_streams(nc)
-        ws = await start_workers(cluster, workers_env(cluster.url, mongo_uri, db_name, base),
-                                 base, workers)
         await loaded(cluster, nc, db, size, tally, rng, report,
                      lambda load, started: worker_kills(ws, cluster, nc.jetstream(), rng,
                                                         kills, load, report, started))
         await sigterm_phase(ws, cluster, nc, db, size, report)
     except BaseException:
-        stop_all(ws)
-        await nc.close()
-        cluster.stop()
+        await stack.stop()
         raise
-    return report, cluster, ws, nc
+    return report, stack
 
 
-async def throughput_curve(cluster: Cluster, ws: list[Workers], nc: Client,
-                           db: AsyncDatabase[Document], burst: int, reps: int,
+async def throughput_curve(stack: Stack, db: AsyncDatabase[Document], burst: int, reps: int,
                            plans: int = 10) -> dict[int, list[float]]:
     """Decisions/s recorded with 1, 2, ... len(ws) worker processes: the others are
     stopped; each rep publishes `burst` decisions under roots already recorded, as fast
     as the stream acks them, and times the first publish to the last one in MongoDB."""
-    js = (await connect_bounded(cluster.url, credentials=creds("agent"))).jetstream()
+    cluster, ws = stack.cluster, stack.workers
+    agent = await connect_bounded(cluster.url, credentials=creds("agent"))
+    js = agent.jetstream()
     out: dict[int, list[float]] = {}
     try:
         for w in ws[1:]:
@@ -909,7 +927,7 @@ async def throughput_curve(cluster: Cluster, ws: list[Workers], nc: Client,
             for _ in range(reps):
                 out[k].append(await _burst(js, db, burst, plans))
     finally:
-        await js._nc.close()
+        await agent.close()
     return out
 
 
@@ -918,7 +936,7 @@ async def _burst(js: JetStreamContext, db: AsyncDatabase[Document], burst: int,
     roots = [build_root("Ship the rate limiter", context=CONTEXT) for _ in range(plans)]
     for r in roots:
         subject, body, msg_id = wire_message(r)
-        await js.publish(subject, body, headers={"Nats-Msg-Id": msg_id})
+        await js.publish(subject, body, headers={MSG_ID_HEADER: msg_id})
     ids = [r.plan_id for r in roots]
     while await db.decisions.count_documents({"plan_id": {"$in": ids}}) < plans:  # noqa: ASYNC110
         await asyncio.sleep(0.1)
@@ -929,7 +947,7 @@ async def _burst(js: JetStreamContext, db: AsyncDatabase[Document], burst: int,
     acks = []
     for d in children:
         subject, body, msg_id = wire_message(d)
-        acks.append(await js.publish_async(subject, body, headers={"Nats-Msg-Id": msg_id}))
+        acks.append(await js.publish_async(subject, body, headers={MSG_ID_HEADER: msg_id}))
     await asyncio.gather(*acks)
     want = burst + plans
     deadline = started + 300

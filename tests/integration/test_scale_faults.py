@@ -18,7 +18,6 @@ from tests.integration.scale_support import (
     Size,
     cluster_fault_run,
     curve_table,
-    stop_all,
     throughput_curve,
     workers_fault_run,
 )
@@ -48,19 +47,17 @@ async def test_three_workers_killed_at_random_lose_and_double_nothing(
     then a SIGTERM during load: nothing lost or doubled, per-plan corrections one at a
     time in arrival order, no redelivery after the SIGTERM. Then a short throughput
     curve (printed, never asserted)."""
-    report, cluster, ws, nc = await workers_fault_run(
+    report, stack = await workers_fault_run(
         tmp_path, mongo_uri, db, db_name,
         Size(decisions=5000, agents=3, correction_plans=6, spacing=1.5, seed=11),
         workers=3, kills=4)
     try:
         print("\n" + report.table())
         assert len([f for f in report.faults if f.what.startswith("SIGKILL")]) >= 2
-        curve = await throughput_curve(cluster, ws, nc, db, burst=600, reps=1)
+        curve = await throughput_curve(stack, db, burst=600, reps=1)
         print(curve_table(curve, 600, "test size, machine shared"))
     finally:
-        stop_all(ws)
-        await nc.close()
-        cluster.stop()
+        await stack.stop()
     # Every promise: nothing lost or doubled, one terminal event each, per-plan
     # corrections one at a time in arrival order, no redelivery after the SIGTERM. (Two
     # or three workers used to lose thousands of decisions of deep trees, dead-lettered
