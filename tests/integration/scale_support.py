@@ -369,11 +369,20 @@ async def operator(url: str, plans: list[CorrectionPlan], spacing: float,
 # --- reading back -------------------------------------------------------------------------
 
 
-async def stream_bodies(js: JetStreamContext, subject: str, timeout: float = 10.0
-                        ) -> list[tuple[str, bytes]]:
-    """(subject, body) of every message the stream holds on `subject`, in stream order,
-    read with an ordered consumer until it reports nothing pending."""
-    out: list[tuple[str, bytes]] = []
+@dataclass(frozen=True)
+class Stored:
+    """One message as the stream holds it; `stored_at` is the server's time of storing."""
+
+    subject: str
+    data: bytes
+    stored_at: datetime
+
+
+async def stream_messages(js: JetStreamContext, subject: str, timeout: float = 10.0
+                          ) -> list[Stored]:
+    """Every message the stream holds on `subject`, in stream order, read with an
+    ordered consumer until it reports nothing pending."""
+    out: list[Stored] = []
     sub = await js.subscribe(subject, ordered_consumer=True, pending_msgs_limit=-1,
                              pending_bytes_limit=-1)
     try:
@@ -382,12 +391,18 @@ async def stream_bodies(js: JetStreamContext, subject: str, timeout: float = 10.
                 msg = await sub.next_msg(timeout=timeout)
             except (TimeoutError, nats.errors.TimeoutError):
                 break  # nothing at all on the subject
-            out.append((msg.subject, msg.data))
+            out.append(Stored(msg.subject, msg.data, msg.metadata.timestamp))
             if msg.metadata.num_pending == 0:
                 break
     finally:
         await sub.unsubscribe()
     return out
+
+
+async def stream_bodies(js: JetStreamContext, subject: str, timeout: float = 10.0
+                        ) -> list[tuple[str, bytes]]:
+    """(subject, body) of every message the stream holds on `subject`, in stream order."""
+    return [(m.subject, m.data) for m in await stream_messages(js, subject, timeout)]
 
 
 def decision_id_of(body: bytes) -> str:
@@ -444,7 +459,8 @@ class Report:
         for key in ("corrections requested", "  not acknowledged", "cancels sent",
                     "terminal (stream)", "  applied / failed / cancelled",
                     "double-terminal", "no terminal", "per-plan overlaps",
-                    "per-plan out of arrival order", "  recorded after the later one ran"):
+                    "per-plan out of arrival order", "  recorded after the later one started",
+                    "  recorded while it was chosen"):
             if key in c:
                 rows.append(f"{key:<40} {c[key]}")
         rows.append(f"{'elapsed (s)':<40} {self.elapsed:.1f}")
@@ -540,12 +556,15 @@ async def check_corrections(report: Report, js: JetStreamContext,
     c["cancels sent"] = f"{t.cancels} ({t.cancels_unacked} not acknowledged)"
     terminal: Counter[str] = Counter()
     outcome: Counter[str] = Counter()
-    for subject, body in await stream_bodies(js, "corrections.events.>"):
-        status = subject.rsplit(".", 1)[-1]
-        cid = str(json.loads(body).get("correction_id"))
+    announced_pending: dict[str, datetime] = {}
+    for m in await stream_messages(js, "corrections.events.>"):
+        status = m.subject.rsplit(".", 1)[-1]
+        cid = str(json.loads(m.data).get("correction_id"))
         if status in TERMINAL and cid in t.corrections:
             terminal[cid] += 1
             outcome[status] += 1
+        elif status == "pending":
+            announced_pending.setdefault(cid, m.stored_at)
     c["terminal (stream)"] = sum(1 for i in acked if terminal[i] >= 1)
     c["  applied / failed / cancelled"] = " / ".join(str(outcome[s]) for s in TERMINAL)
     double = [i for i in acked if terminal[i] > 1]
@@ -562,58 +581,106 @@ async def check_corrections(report: Report, js: JetStreamContext,
     if not_terminal or len(docs) != len(acked):
         report.problems.append(f"{len(acked) - len(docs)} corrections not recorded, "
                                f"{len(not_terminal)} not terminal in MongoDB")
-    overlaps, out_of_order, late = per_plan_order(docs)
-    c["per-plan overlaps"] = len(overlaps)
-    c["per-plan out of arrival order"] = len(out_of_order)
-    c["  recorded after the later one ran"] = len(late)
-    if overlaps:
-        report.problems.append(f"corrections of one plan ran at once: {overlaps[:3]}")
-    if out_of_order:
-        report.problems.append(f"corrections run out of arrival order: {out_of_order[:3]}")
-    if late:
+    order = per_plan_order(docs, announced_pending)
+    c["per-plan overlaps"] = len(order.overlaps)
+    c["per-plan out of arrival order"] = (len(order.broken) + len(order.late)
+                                          + len(order.undecided))
+    c["  recorded after the later one started"] = len(order.late)
+    c["  recorded while it was chosen"] = len(order.undecided)
+    if order.overlaps:
+        report.problems.append(f"corrections of one plan ran at once: {order.overlaps[:3]}")
+    if order.broken:
+        report.problems.append(f"corrections run out of arrival order: {order.broken[:3]}")
+    if order.late or order.undecided:
         report.notes.append(
-            f"{len(late)} pairs of one plan's corrections ran against arrival order because "
-            "the earlier was recorded after the later started (the known limit of several "
-            "replicas, docs/corrections.md Ordering): " + str(late[:3]))
+            f"{len(order.late) + len(order.undecided)} pairs of one plan's corrections ran "
+            "against arrival order because the earlier was not yet recorded when the later "
+            "was chosen, or may not have been (the known limit of several replicas, "
+            "docs/corrections.md Ordering): " + str((order.late + order.undecided)[:3]))
+
+
+@dataclass
+class PlanOrder:
+    """Per plan, over the corrections that ran: pairs whose runs overlapped, and pairs
+    that ran against arrival order, split by what the timestamps prove (see
+    per_plan_order)."""
+
+    overlaps: list[str] = field(default_factory=list)
+    broken: list[str] = field(default_factory=list)
+    late: list[str] = field(default_factory=list)
+    undecided: list[str] = field(default_factory=list)
 
 
 def _at(doc: Document, status: str) -> datetime | None:
     return next((h["at"] for h in doc.get("history", []) if h["to_status"] == status), None)
 
 
-def per_plan_order(docs: list[Document]) -> tuple[list[str], list[str], list[str]]:
+@dataclass(frozen=True)
+class _Run:
+    start: datetime  # the ANALYZING stamp
+    end: datetime | None  # the terminal stamp
+    stamped: datetime  # the PENDING stamp: taken before the record's commit
+    arrival: int
+    correction_id: str
+
+
+def _run(doc: Document) -> _Run | None:
+    start = _at(doc, "analyzing")
+    if start is None:
+        return None  # never ran (cancelled or failed while PENDING)
+    end = next((h["at"] for h in doc["history"] if h["to_status"] in TERMINAL), None)
+    return _Run(start, end, doc["history"][0]["at"], doc.get("arrival", 0), doc["_id"])
+
+
+def per_plan_order(docs: list[Document], announced_pending: dict[str, datetime]
+                   ) -> PlanOrder:
     """Per plan, over the corrections that ran (reached ANALYZING), each run being
-    [analyzing, terminal] from the stored history: pairs whose runs overlap; pairs run
-    against arrival order (the request's stream sequence) although the earlier one was
-    recorded before the later one started (broken); pairs run against arrival order
-    because the earlier one was recorded only after the later one started (the known
-    limit of several replicas, docs/corrections.md Ordering: not broken)."""
-    overlaps: list[str] = []
-    out_of_order: list[str] = []
-    late: list[str] = []
+    [analyzing, terminal] from the stored history: pairs whose runs overlap, and pairs
+    where y arrived first (lower stream sequence) but x ran before it.
+
+    The driver runs the oldest arrival among the corrections recorded when it reads the
+    plan's list (contracts.driver.next_to_drive), so such a pair is broken only if y's
+    record had committed before x's driver read that list. The stamps are worker clocks
+    taken before commits, so they bound those moments from one side only:
+    - y's commit is at most when its PENDING event was stored in the stream (published
+      after the commit; `announced_pending`);
+    - x's list read is at least x's own PENDING stamp (x was in the list) and the end
+      stamp of every run that ended before x started (that run's terminal commit came
+      before the next read: runs of one plan never overlap).
+    Broken: y announced before that lower bound: certain. Late: y stamped after x
+    started: certainly the known limit (docs/corrections.md Ordering). Undecided: in
+    between, where a loaded machine's stalls put y's commit and x's read in the same
+    moment; the stamps cannot order them. (Comparing stamps alone called such a pair
+    broken: a 0.5 s stall on a 2-core machine under SIGKILLs did.)"""
+    out = PlanOrder()
     by_plan: dict[str, list[Document]] = {}
     for d in docs:
         by_plan.setdefault(d["plan_id"], []).append(d)
     for plan, plan_docs in by_plan.items():
-        runs = []
-        for d in plan_docs:
-            start = _at(d, "analyzing")
-            if start is None:
-                continue
-            end = next((h["at"] for h in d["history"] if h["to_status"] in TERMINAL), None)
-            runs.append((start, end, d["history"][0]["at"], d.get("arrival", 0), d["_id"]))
-        runs.sort()
-        for (_, end_a, _, _, a), (start_b, _, _, _, b) in itertools.pairwise(runs):
-            if end_a is None or start_b < end_a:
-                overlaps.append(f"{plan}: {a} and {b}")
-        for i, (start_x, _, _, arrival_x, x) in enumerate(runs):
-            for _, _, created_y, arrival_y, y in runs[i + 1:]:
-                if arrival_y < arrival_x:  # y arrived first but ran after x
-                    gap = (start_x - created_y).total_seconds()
-                    pair = (f"{plan}: {y} (arrival {arrival_y}, recorded {gap:+.2f} s "
-                            f"before the other started) ran after {x} ({arrival_x})")
-                    (late if created_y > start_x else out_of_order).append(pair)
-    return overlaps, out_of_order, late
+        runs = sorted((r for d in plan_docs if (r := _run(d)) is not None),
+                      key=lambda r: (r.start, r.correction_id))
+        for a, b in itertools.pairwise(runs):
+            if a.end is None or b.start < a.end:
+                out.overlaps.append(f"{plan}: {a.correction_id} and {b.correction_id}")
+        for i, x in enumerate(runs):
+            read_after = max([x.stamped] + [r.end for r in runs[:i]
+                                            if r.end is not None and r.end <= x.start])
+            for y in runs[i + 1:]:
+                if y.arrival >= x.arrival:
+                    continue
+                gap = (x.start - y.stamped).total_seconds()
+                when = f"{abs(gap):.2f} s {'before' if gap >= 0 else 'after'}"
+                pair = (f"{plan}: {y.correction_id} (arrival {y.arrival}, stamped PENDING "
+                        f"{when} the other started) ran after {x.correction_id} "
+                        f"({x.arrival})")
+                announced = announced_pending.get(y.correction_id)
+                if y.stamped > x.start:
+                    out.late.append(pair)
+                elif announced is not None and announced < read_after:
+                    out.broken.append(pair)
+                else:
+                    out.undecided.append(pair)
+    return out
 
 
 def median(values: list[float]) -> float:
