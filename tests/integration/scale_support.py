@@ -36,7 +36,7 @@ import signal
 import statistics
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -611,8 +611,9 @@ class PlanOrder:
     undecided: list[str] = field(default_factory=list)
 
 
-def _at(doc: Document, status: str) -> datetime | None:
-    return next((h["at"] for h in doc.get("history", []) if h["to_status"] == status), None)
+def _first_at(doc: Document, statuses: Collection[str]) -> datetime | None:
+    """When the stored history first reached one of `statuses`."""
+    return next((h["at"] for h in doc["history"] if h["to_status"] in statuses), None)
 
 
 @dataclass(frozen=True)
@@ -625,11 +626,11 @@ class _Run:
 
 
 def _run(doc: Document) -> _Run | None:
-    start = _at(doc, "analyzing")
+    start = _first_at(doc, ("analyzing",))
     if start is None:
         return None  # never ran (cancelled or failed while PENDING)
-    end = next((h["at"] for h in doc["history"] if h["to_status"] in TERMINAL), None)
-    return _Run(start, end, doc["history"][0]["at"], doc.get("arrival", 0), doc["_id"])
+    return _Run(start, _first_at(doc, TERMINAL), doc["history"][0]["at"],
+                doc.get("arrival", 0), doc["_id"])
 
 
 def per_plan_order(docs: list[Document], announced_pending: dict[str, datetime]
