@@ -46,7 +46,7 @@ from console.api import Deps  # noqa: E402
 from console.app import run_console  # noqa: E402
 from console.config import ConsoleConfig  # noqa: E402
 from console.live import Hub  # noqa: E402
-from contracts.decision import Decision  # noqa: E402
+from contracts.decisions.model import Decision  # noqa: E402
 from deploy.embedded import free_port, start_mongo, start_nats  # noqa: E402
 from store.database import DECISIONS, PLANS, connect, ensure_indexes  # noqa: E402
 from store.decisions import to_document  # noqa: E402

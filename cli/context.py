@@ -40,7 +40,7 @@ class Ctx:
         if self._nc is None:
             import nats  # noqa: PLC0415 - keep `agents --help` fast
 
-            from contracts.urls import nats_servers  # noqa: PLC0415
+            from contracts.shared.urls import nats_servers  # noqa: PLC0415
             from workers.connections import describe  # noqa: PLC0415
 
             async def quiet(*_: object) -> None:
@@ -82,7 +82,7 @@ class NatsUnavailable(Exception):
 
 def parse_id(value: str, what: str) -> str:
     """IDs are ULIDs stored upper case; accept any case, refuse anything else at once."""
-    from contracts.ids import is_ulid  # noqa: PLC0415
+    from contracts.shared.ids import is_ulid  # noqa: PLC0415
 
     if not is_ulid(value):
         fail(f"{what} {value!r} is not a ULID (26 characters of Crockford base32)",
@@ -97,7 +97,7 @@ def run(body: Callable[[Ctx], Awaitable[T]]) -> T:
     from pymongo.errors import ConnectionFailure, PyMongoError  # noqa: PLC0415
 
     from clients._publish import PublishFailed  # noqa: PLC0415
-    from contracts.urls import redact  # noqa: PLC0415
+    from contracts.shared.urls import redact  # noqa: PLC0415
     from store.database import connect  # noqa: PLC0415
     from workers.connections import describe  # noqa: PLC0415
     from workers.settings import Settings  # noqa: PLC0415

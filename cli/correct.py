@@ -31,11 +31,11 @@ from cli.render import (
     short,
     status_text,
 )
-from contracts.corrections import GUIDANCE_MAX_CHARS, CorrectionMode, CorrectionStatus
+from contracts.corrections.model import GUIDANCE_MAX_CHARS, CorrectionMode, CorrectionStatus
 
 if TYPE_CHECKING:
     from clients.operator import CorrectionClient
-    from contracts.impact import DryRunReport
+    from contracts.impact.walk import DryRunReport
 
 EXIT_FAILED = 3
 EXIT_CANCELLED = 4
@@ -47,7 +47,7 @@ DRY_RUN_TIMEOUT = 30.0
 
 
 def _guidance(guidance: str | None, mode: CorrectionMode, dry_run: bool) -> str | None:
-    """None lets a revert take its default guidance (contracts.corrections.
+    """None lets a revert take its default guidance (contracts.corrections.model.
     default_revert_guidance: it names the target and the operator, and the replacement's
     chosen option becomes `Revert: <original choice>`), as the seeds' `agents plan
     correct --mode=revert ID` expects. An append's guidance is the child plan's prompt,

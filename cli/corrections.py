@@ -19,13 +19,13 @@ from cli import history
 from cli.context import Ctx, parse_id, run
 from cli.errors import USAGE_ERROR, fail
 from cli.render import JsonFlag, clip, console, dump, emit_json, short, status_text, when
-from contracts.corrections import CorrectionStatus
+from contracts.corrections.model import CorrectionStatus
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Collection
 
     from clients.operator import CorrectionClient
-    from contracts.corrections import Correction
+    from contracts.corrections.model import Correction
 
 app = typer.Typer(help="Inspect, cancel, fail and retry corrections.", no_args_is_help=True)
 
@@ -161,8 +161,8 @@ def cancel(
     correction_id = parse_id(correction_id, "correction")
 
     async def body(ctx: Ctx) -> None:
-        from contracts.correction_events import CancelRefused  # noqa: PLC0415
-        from contracts.corrections import CANCELLABLE  # noqa: PLC0415
+        from contracts.corrections.events import CancelRefused  # noqa: PLC0415
+        from contracts.corrections.model import CANCELLABLE  # noqa: PLC0415
 
         _, _, outcome = await _command(
             ctx, correction_id, verb="cancel", allowed=CANCELLABLE,
@@ -192,8 +192,8 @@ def fail_(
         fail("--reason must hold 1 to 1,000 characters, not all blank", USAGE_ERROR)
 
     async def body(ctx: Ctx) -> None:
-        from contracts.correction_events import FailRefused  # noqa: PLC0415
-        from contracts.corrections import OPERATOR_FAILABLE  # noqa: PLC0415
+        from contracts.corrections.events import FailRefused  # noqa: PLC0415
+        from contracts.corrections.model import OPERATOR_FAILABLE  # noqa: PLC0415
 
         _, _, outcome = await _command(
             ctx, correction_id, verb="fail", allowed=OPERATOR_FAILABLE,
@@ -228,7 +228,7 @@ def retry(
 
     async def body(ctx: Ctx) -> int:
         from cli.correct import follow_outcome  # noqa: PLC0415
-        from contracts.correction_events import RetryRefused  # noqa: PLC0415
+        from contracts.corrections.events import RetryRefused  # noqa: PLC0415
 
         ops, c, outcome = await _command(
             ctx, correction_id, verb="retry", allowed={CorrectionStatus.FAILED},

@@ -18,7 +18,7 @@ from cli.errors import fail
 from cli.render import JsonFlag, clip, console, emit_json, when
 
 if TYPE_CHECKING:
-    from contracts.dead_letter import DeadLetter
+    from contracts.shared.dead_letter import DeadLetter
 
 app = typer.Typer(help="Messages the workers rejected, and retrying them.",
                   no_args_is_help=True)

@@ -1,6 +1,6 @@
 """History read models: `agents plan tree --as-of` and `agents correction diff`.
 
-Both are computed from what the ledger holds (contracts.history); this module only
+Both are computed from what the ledger holds (contracts.corrections.history); this module only
 loads it and prints it. `plan tree` and `correction` register the entry points.
 """
 
@@ -17,9 +17,9 @@ from cli.errors import USAGE_ERROR, fail
 from cli.render import JsonFlag, clip, console, dump, emit_json, short, status_text, when
 
 if TYPE_CHECKING:
-    from contracts.corrections import Correction
-    from contracts.decision import Decision
-    from contracts.history import CorrectionDiff, Cut, DecisionBrief
+    from contracts.corrections.history import CorrectionDiff, Cut, DecisionBrief
+    from contracts.corrections.model import Correction
+    from contracts.decisions.model import Decision
 
 AS_OF_HELP = ("Show the tree as it was then: an ISO time (UTC if no offset), or a correction "
               "ID of this plan (the tree that correction produced).")
@@ -28,7 +28,7 @@ BEFORE_HELP = "With --as-of CORRECTION_ID: the tree just before that correction 
 
 def parse_as_of(value: str) -> str | datetime:
     """A correction ID (upper-cased) or a UTC time; anything else is a usage error."""
-    from contracts.ids import is_ulid  # noqa: PLC0415
+    from contracts.shared.ids import is_ulid  # noqa: PLC0415
 
     if is_ulid(value):
         return value.upper()
@@ -43,7 +43,7 @@ def parse_as_of(value: str) -> str | datetime:
 def resolve_cut(as_of: str | datetime, before: bool, decisions: list[Decision],
                 corrections: list[Correction]) -> Cut:
     """The cut `--as-of` names, failing with one line when it names nothing here."""
-    from contracts.history import TimeCut, cut_of_correction  # noqa: PLC0415
+    from contracts.corrections.history import TimeCut, cut_of_correction  # noqa: PLC0415
 
     if isinstance(as_of, datetime):
         if before:
@@ -67,7 +67,7 @@ def as_of(decisions: list[Decision], corrections: list[Correction], cut: Cut
 
 
 def cut_text(cut: Cut) -> str:
-    from contracts.history import SequenceCut  # noqa: PLC0415
+    from contracts.corrections.history import SequenceCut  # noqa: PLC0415
 
     if isinstance(cut, SequenceCut):
         return f"as of sequence #{cut.sequence}"
@@ -75,7 +75,7 @@ def cut_text(cut: Cut) -> str:
 
 
 def cut_json(cut: Cut) -> dict[str, object]:
-    from contracts.history import SequenceCut  # noqa: PLC0415
+    from contracts.corrections.history import SequenceCut  # noqa: PLC0415
 
     if isinstance(cut, SequenceCut):
         return {"sequence_number": cut.sequence}

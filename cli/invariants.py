@@ -22,7 +22,7 @@ from cli.errors import USAGE_ERROR, fail
 from cli.render import JsonFlag, clip, console, dump, emit_json, short, when
 
 if TYPE_CHECKING:
-    from contracts.invariants import Invariant, InvariantViolation
+    from contracts.invariants.model import Invariant, InvariantViolation
     from services.invariants import InvariantService
 
 T = TypeVar("T")
@@ -45,7 +45,7 @@ async def _call(ctx: Ctx, action: Callable[[InvariantService], Awaitable[T]],
                 publishes: bool = False) -> T:
     """Run one service call; its named errors (unknown ID, duplicate name, invalid
     invariant, already resolved) are the operator's to fix, so they become one line."""
-    from contracts.errors import DomainError  # noqa: PLC0415
+    from contracts.shared.errors import DomainError  # noqa: PLC0415
     from services.invariants import InvariantService  # noqa: PLC0415
     from store.errors import ResourceNotFoundError  # noqa: PLC0415
     from store.invariant_store import InvariantStore  # noqa: PLC0415
@@ -100,7 +100,7 @@ def add(
     scope, target = _one_scope(project, plan, action)
 
     async def body(ctx: Ctx) -> None:
-        from contracts.invariants import InvariantScope  # noqa: PLC0415
+        from contracts.invariants.model import InvariantScope  # noqa: PLC0415
 
         inv = await _call(ctx, lambda s: s.add_invariant(
             name, description, InvariantScope(scope), target))

@@ -18,9 +18,9 @@ from cli.errors import USAGE_ERROR, fail
 from cli.render import JsonFlag, clip, console, dump, emit_json, short, status_text, when
 
 if TYPE_CHECKING:
-    from contracts.corrections import Correction
-    from contracts.decision import Decision
-    from contracts.plans import PlanRecord
+    from contracts.corrections.model import Correction
+    from contracts.decisions.model import Decision
+    from contracts.decisions.plans import PlanRecord
 
 app = typer.Typer(help="Read a plan's decision tree and correct it.", no_args_is_help=True)
 app.command("correct")(correct.correct)

@@ -13,9 +13,9 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from contracts.corrections import CorrectionStatus
-from contracts.impact import RiskLevel
-from contracts.plans import PlanStatus
+from contracts.corrections.model import CorrectionStatus
+from contracts.decisions.plans import PlanStatus
+from contracts.impact.walk import RiskLevel
 
 console = Console(highlight=False)
 

@@ -29,7 +29,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from cli.errors import USAGE_ERROR, err_console, fail
-from contracts.urls import redact
+from contracts.shared.urls import redact
 from deploy.embedded import (
     EmbeddedServerError,
     ManagedServer,

@@ -26,13 +26,19 @@ from clients.operator import (
 from clients.recorder import DecisionRecorder, DecisionRejectedError, StaleBranchError
 from clients.resume import ResumeSubscription, parse_instruction
 from clients.subscriber import Outcomes, event_subjects, outcomes, parse_event
-from contracts.correction_events import AttemptTransitioned, CancelRefused, CorrectionTransitioned
-from contracts.corrections import CorrectionMode, CorrectionStatus
-from contracts.decision import ArtifactRef, ContextSnapshot, Decision, DecisionType, ResourceRef
-from contracts.impact import DryRunReport
-from contracts.invariants import InvariantViolation, Severity
-from contracts.recording import DecisionPersisted, DecisionRejected
-from contracts.resume import ResumeInstruction, ResumePoint, ResumeTarget
+from contracts.corrections.events import AttemptTransitioned, CancelRefused, CorrectionTransitioned
+from contracts.corrections.model import CorrectionMode, CorrectionStatus
+from contracts.corrections.resume import ResumeInstruction, ResumePoint, ResumeTarget
+from contracts.decisions.model import (
+    ArtifactRef,
+    ContextSnapshot,
+    Decision,
+    DecisionType,
+    ResourceRef,
+)
+from contracts.impact.walk import DryRunReport
+from contracts.invariants.model import InvariantViolation, Severity
+from contracts.recording.reading import DecisionPersisted, DecisionRejected
 
 __all__ = [
     "DEFAULT_NATS_URL",

@@ -23,7 +23,7 @@ import nats.errors
 from nats.aio.client import Client
 
 from clients.credentials import NatsCredentials
-from contracts.urls import nats_servers, redact
+from contracts.shared.urls import nats_servers, redact
 
 DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
 """What `agents up` listens on."""

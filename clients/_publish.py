@@ -17,7 +17,7 @@ from nats.js import JetStreamContext
 from nats.js.api import PubAck
 from opentelemetry import propagate
 
-from contracts.ids import MSG_ID_HEADER
+from contracts.shared.ids import MSG_ID_HEADER
 
 RETRYABLE: tuple[type[BaseException], ...] = (
     TimeoutError,                          # asyncio's, on 3.11 the builtin

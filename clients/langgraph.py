@@ -56,10 +56,10 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 from clients.building import Artifact, Context, snapshot
 from clients.recorder import DecisionRecorder, StaleBranchError
 from clients.resume import ResumeSubscription
-from contracts.corrections import CorrectionMode
-from contracts.decision import ContextSnapshot, Decision, DecisionType, ResourceRef
-from contracts.ids import new_id
-from contracts.resume import ResumeInstruction, ResumePoint
+from contracts.corrections.model import CorrectionMode
+from contracts.corrections.resume import ResumeInstruction, ResumePoint
+from contracts.decisions.model import ContextSnapshot, Decision, DecisionType, ResourceRef
+from contracts.shared.ids import new_id
 
 __all__ = [
     "LEDGER_KEY",

@@ -26,9 +26,9 @@ from clients._connect import CONNECT_TIMEOUT, DEFAULT_NATS_URL, Connecting, Conn
 from clients._durable import replay_from
 from clients._publish import DEFAULT_RETRY, RetryPolicy, publish_acked
 from clients.credentials import NatsCredentials
-from contracts import correction_subjects as subjects
-from contracts.correction_events import CorrectionTransitioned, DryRunError
-from contracts.corrections import (
+from contracts.corrections import subjects
+from contracts.corrections.events import CorrectionTransitioned, DryRunError
+from contracts.corrections.model import (
     CORRECTION_LIFECYCLE,
     CancelRequest,
     CorrectionMode,
@@ -37,9 +37,9 @@ from contracts.corrections import (
     FailRequest,
     RetryRequest,
 )
-from contracts.ids import is_ulid, new_id
-from contracts.impact import DryRunReport
-from contracts.rules import RuleViolation, violations_from
+from contracts.impact.walk import DryRunReport
+from contracts.shared.ids import is_ulid, new_id
+from contracts.shared.rules import RuleViolation, violations_from
 
 __all__ = ["CorrectionClient", "DryRunRefused", "InvalidCorrection", "LedgerUnavailable",
            "command_answer"]
@@ -111,7 +111,7 @@ class CorrectionClient(ConnectionOwner):
         """The CorrectionRequest `dry_run` and `request` send; InvalidCorrection if unfit.
 
         `guidance` None: a revert gets the default the contract fills in
-        (contracts.corrections.default_revert_guidance); an append is refused."""
+        (contracts.corrections.model.default_revert_guidance); an append is refused."""
         fields: dict[str, object] = {
             "plan_id": plan_id, "decision_id": decision_id, "mode": mode,
             "guidance": guidance, "requested_by": requested_by or self._requested_by,

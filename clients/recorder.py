@@ -36,13 +36,14 @@ from clients.building import (
 )
 from clients.credentials import NatsCredentials
 from clients.resume import ResumeCallback, ResumeSubscription
-from contracts import invariant_subjects, subjects
-from contracts.decision import Decision, DecisionType
-from contracts.ids import is_ulid, new_id
-from contracts.invariants import InvariantViolation, Severity
-from contracts.recording import DecisionPersisted, DecisionRejected
-from contracts.resume import DecisionRef, ResumePoint
-from contracts.rules import Rule
+from contracts.corrections.resume import DecisionRef, ResumePoint
+from contracts.decisions import subjects
+from contracts.decisions.model import Decision, DecisionType
+from contracts.invariants import subjects as invariant_subjects
+from contracts.invariants.model import InvariantViolation, Severity
+from contracts.recording.reading import DecisionPersisted, DecisionRejected
+from contracts.shared.ids import is_ulid, new_id
+from contracts.shared.rules import Rule
 
 __all__ = ["DecisionRecorder", "DecisionRejectedError", "InvalidDecision", "PublishFailed",
            "StaleBranchError"]

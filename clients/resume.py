@@ -8,10 +8,11 @@
         ...  # the agent runs; instructions arrive in the background
 
 Each applied correction publishes one ResumeInstruction to `corrections.resume.<plan_id>`
-(contracts/resume.py). A runtime reads its plans' instructions through a durable consumer,
-so one published while it was down is delivered when it comes back. An instruction is
-acknowledged only after the callback returned: a runtime that crashes mid-resume gets it
-again, so a callback should be idempotent (the instruction's `correction_id` names it).
+(contracts/corrections/resume.py). A runtime reads its plans' instructions through a
+durable consumer, so one published while it was down is delivered when it comes back.
+An instruction is acknowledged only after the callback returned: a runtime that crashes
+mid-resume gets it again, so a callback should be idempotent (the instruction's
+`correction_id` names it).
 A callback that raises gets the instruction back after a backoff, at most `max_deliver`
 times, then an ERROR is logged and the server gives up on it. While a callback runs, the
 instruction is kept from being redelivered elsewhere by in-progress acknowledgements.
@@ -36,9 +37,9 @@ from clients._durable import (
     bounded,
     settle_quietly,
 )
-from contracts import correction_subjects as subjects
-from contracts.ids import is_ulid
-from contracts.resume import ResumeInstruction
+from contracts.corrections import subjects
+from contracts.corrections.resume import ResumeInstruction
+from contracts.shared.ids import is_ulid
 
 __all__ = ["ResumeCallback", "ResumeSubscription", "parse_instruction", "resume_durable"]
 

@@ -25,10 +25,10 @@ from clients._durable import (
     bounded,
     settle_quietly,
 )
-from contracts import correction_subjects as subjects
-from contracts.correction_events import AttemptTransitioned, CancelRefused, CorrectionTransitioned
-from contracts.corrections import CorrectionStatus
-from contracts.ids import is_ulid
+from contracts.corrections import subjects
+from contracts.corrections.events import AttemptTransitioned, CancelRefused, CorrectionTransitioned
+from contracts.corrections.model import CorrectionStatus
+from contracts.shared.ids import is_ulid
 
 __all__ = [
     "AttemptTransitioned", "CancelRefused", "CorrectionTransitioned", "Outcomes",

@@ -17,7 +17,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from contracts.impact import ImpactWalk
+from contracts.impact.walk import ImpactWalk
 
 WALK_MAX = 20_000
 """Decisions walked at most for one target (the dry run's own limit is the policy's)."""

@@ -29,7 +29,8 @@ from clients.operator import (
 )
 from console.affected import AffectedSets
 from console.live import Hub
-from contracts.corrections import (
+from contracts.corrections.history import SequenceCut
+from contracts.corrections.model import (
     CANCELLABLE,
     GUIDANCE_MAX_CHARS,
     OPERATOR_FAILABLE,
@@ -38,11 +39,10 @@ from contracts.corrections import (
     CorrectionMode,
     CorrectionStatus,
 )
-from contracts.decision import Decision
-from contracts.errors import DomainError
-from contracts.history import SequenceCut
-from contracts.ids import is_ulid
-from contracts.invariants import SCOPE_RANK
+from contracts.decisions.model import Decision
+from contracts.invariants.model import SCOPE_RANK
+from contracts.shared.errors import DomainError
+from contracts.shared.ids import is_ulid
 from services.dead_letters import DeadLetterService, RetryRefusal, RetryRefused
 from services.invariants import InvariantService
 from services.ports import EventPublisher, MessagePublisher

@@ -22,8 +22,10 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
-from contracts import correction_subjects, invariant_subjects, subjects
-from contracts.ids import is_ulid
+from contracts.corrections import subjects as correction_subjects
+from contracts.decisions import subjects
+from contracts.invariants import subjects as invariant_subjects
+from contracts.shared.ids import is_ulid
 
 log = logging.getLogger("console.live")
 

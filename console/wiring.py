@@ -12,7 +12,7 @@ from clients._publish import RetryPolicy
 from clients.operator import CorrectionClient
 from console.api import Deps, PublisherFactory
 from console.live import Hub
-from contracts.urls import nats_servers
+from contracts.shared.urls import nats_servers
 from store.database import connect as mongo_connect
 
 MONGO_TIMEOUT_MS = 3000

@@ -25,8 +25,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from contracts.decision import artifact_path_problem
-from contracts.write_sets import MANIFEST_NAME, RevertWrites, archive_folder
+from contracts.corrections.write_sets import MANIFEST_NAME, RevertWrites, archive_folder
+from contracts.decisions.model import artifact_path_problem
 
 COPY_CHUNK = 1 << 20
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC

@@ -7,7 +7,7 @@ them under fixed Nats-Msg-Ids and deletes them. A process dying between the comm
 and the publish leaves them for the next flush of that correction or the relay.
 
 Ordering: a plan's corrections are worked one at a time by whoever holds the plan's
-lease (store.locks), a started one first, then oldest arrival (contracts.driver
+lease (store.locks), a started one first, then oldest arrival (contracts.corrections.driver
 .next_to_drive); a heartbeat renews the lease while the
 driver holds it, and every step's transaction renews it conditionally on its owner,
 so a driver that stalled past its lease cannot commit.
@@ -35,9 +35,10 @@ from enum import StrEnum
 
 from opentelemetry import propagate, trace
 
-from contracts import correction_subjects as subjects
-from contracts.correction_changes import AttemptChange, Changes, Versioned
-from contracts.correction_events import (
+from contracts.corrections import subjects
+from contracts.corrections.changes import AttemptChange, Changes, Versioned
+from contracts.corrections.driver import Step, next_step, next_to_drive
+from contracts.corrections.events import (
     AttemptTransitioned,
     CancelRefused,
     CorrectionRejected,
@@ -45,8 +46,7 @@ from contracts.correction_events import (
     FailRefused,
     RetryRefused,
 )
-from contracts.correction_subjects import CORRECTIONS_STREAM
-from contracts.corrections import (
+from contracts.corrections.model import (
     CANCELLABLE,
     OPERATOR_FAILABLE,
     RETRYABLE,
@@ -57,12 +57,13 @@ from contracts.corrections import (
     CorrectionRequest,
     CorrectionStatus,
 )
-from contracts.dead_letter import DeadLetter, dead_letter_id
-from contracts.decision import Decision
-from contracts.driver import Step, next_step, next_to_drive
-from contracts.errors import CorrectionTooLarge, DomainError
-from contracts.ids import new_id
-from contracts.impact import (
+from contracts.corrections.resume import ResumeInstruction
+from contracts.corrections.subjects import CORRECTIONS_STREAM
+from contracts.corrections.write_sets import append_writes, revert_writes, validate_target
+from contracts.decisions.model import Decision
+from contracts.decisions.plans import PlanRecord
+from contracts.decisions.subjects import persisted, persisted_msg_id
+from contracts.impact.walk import (
     CorrectionImpact,
     DryRunReport,
     build_dry_run_report,
@@ -71,13 +72,12 @@ from contracts.impact import (
     type_durations,
     types_without_history,
 )
-from contracts.plans import PlanRecord
-from contracts.recording import persisted_body
-from contracts.resume import ResumeInstruction
-from contracts.subjects import persisted, persisted_msg_id
-from contracts.timestamps import utc_now
-from contracts.unreadable import Unreadable
-from contracts.write_sets import append_writes, revert_writes, validate_target
+from contracts.recording.reading import persisted_body
+from contracts.shared.dead_letter import DeadLetter, dead_letter_id
+from contracts.shared.errors import CorrectionTooLarge, DomainError
+from contracts.shared.ids import new_id
+from contracts.shared.timestamps import utc_now
+from contracts.shared.unreadable import Unreadable
 from services import outbox
 from services.archive import Archive
 from services.ports import (
@@ -525,8 +525,8 @@ class CorrectionService:
     async def _step(self, step: Step, v: Versioned, owner: str,
                     impact: CorrectionImpact | None, *, analysis_failures: int,
                     stuck: Exception | None) -> CorrectionImpact | None:
-        """Do `step` (contracts.driver) for the correction as read; the impact an analysis
-        computed, for the execution that follows it."""
+        """Do `step` (contracts.corrections.driver) for the correction as read; the impact an
+        analysis computed, for the execution that follows it."""
         c = v.correction
         if step is Step.START_ANALYSIS:
             analyzing = c.transition(S.ANALYZING, self._clock())

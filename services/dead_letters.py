@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from contracts.ids import MSG_ID_HEADER
+from contracts.shared.ids import MSG_ID_HEADER
 from services.ports import DeadLetterShelf, MessagePublisher, NotStored
 
 

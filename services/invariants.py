@@ -19,15 +19,11 @@ from datetime import datetime
 
 from pydantic import ValidationError
 
-from contracts import invariant_subjects as subjects
-from contracts.dead_letter import DeadLetter, dead_letter_id
-from contracts.decision import Decision, DecisionType
-from contracts.invariant_wire import (
-    ViolationEvent,
-    ViolationEventType,
-    ViolationRejected,
-)
-from contracts.invariants import (
+from contracts.decisions.model import Decision, DecisionType
+from contracts.decisions.plans import PlanStatus
+from contracts.decisions.subjects import recorded
+from contracts.invariants import subjects
+from contracts.invariants.model import (
     DuplicateInvariant,
     InvalidInvariant,
     Invariant,
@@ -38,12 +34,16 @@ from contracts.invariants import (
     ViolationConflict,
     effective_invariants,
 )
-from contracts.plans import PlanStatus
-from contracts.reconciliation import enforced_decisions, wire_body
-from contracts.recording import DecisionPersisted
-from contracts.subjects import recorded
-from contracts.timestamps import utc_now
-from contracts.unreadable import Unreadable
+from contracts.invariants.reconciliation import enforced_decisions, wire_body
+from contracts.invariants.wire import (
+    ViolationEvent,
+    ViolationEventType,
+    ViolationRejected,
+)
+from contracts.recording.reading import DecisionPersisted
+from contracts.shared.dead_letter import DeadLetter, dead_letter_id
+from contracts.shared.timestamps import utc_now
+from contracts.shared.unreadable import Unreadable
 from services import outbox
 from services.ports import (
     DeadLetterRecords,

@@ -19,15 +19,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from contracts.correction_changes import Changes, Versioned, Written
-from contracts.corrections import Correction, CorrectionAttemptRecord, CorrectionStatus
-from contracts.dead_letter import DeadLetter
-from contracts.decision import Decision
-from contracts.impact import CorrectionImpact, ImpactWalk
-from contracts.invariants import Invariant, InvariantScope, InvariantViolation
-from contracts.outgoing import OutgoingEvent, Pending, StreamAck
-from contracts.plans import PlanRecord, PlanStatus
-from contracts.recording import Candidate, StoredFacts
+from contracts.corrections.changes import Changes, Versioned, Written
+from contracts.corrections.model import Correction, CorrectionAttemptRecord, CorrectionStatus
+from contracts.decisions.model import Decision
+from contracts.decisions.plans import PlanRecord, PlanStatus
+from contracts.impact.walk import CorrectionImpact, ImpactWalk
+from contracts.invariants.model import Invariant, InvariantScope, InvariantViolation
+from contracts.recording.reading import Candidate, StoredFacts
+from contracts.shared.dead_letter import DeadLetter
+from contracts.shared.outgoing import OutgoingEvent, Pending, StreamAck
 
 __all__ = [
     "AttemptRecords", "CorrectionCommits", "CorrectionObserver", "CorrectionRecords",

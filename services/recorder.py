@@ -24,11 +24,16 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Protocol
 
-from contracts.bounds import DEFAULT_MAX_PAYLOAD_BYTES
-from contracts.dead_letter import DeadLetter, dead_letter_id
-from contracts.decision import Decision
-from contracts.ids import is_ulid
-from contracts.recording import (
+from contracts.decisions.model import Decision
+from contracts.decisions.subjects import (
+    DECISIONS_STREAM,
+    persisted,
+    persisted_msg_id,
+    plan_of_subject,
+    rejected,
+    rejected_msg_id,
+)
+from contracts.recording.reading import (
     Candidate,
     DecisionRejected,
     Inbound,
@@ -38,18 +43,13 @@ from contracts.recording import (
     read_message,
     triage_batch,
 )
-from contracts.rules import Rule, RuleViolation
-from contracts.subjects import (
-    DECISIONS_STREAM,
-    persisted,
-    persisted_msg_id,
-    plan_of_subject,
-    rejected,
-    rejected_msg_id,
-)
-from contracts.timestamps import utc_now
-from contracts.tracing import trace_headers
-from contracts.unreadable import guarded
+from contracts.shared.bounds import DEFAULT_MAX_PAYLOAD_BYTES
+from contracts.shared.dead_letter import DeadLetter, dead_letter_id
+from contracts.shared.ids import is_ulid
+from contracts.shared.rules import Rule, RuleViolation
+from contracts.shared.timestamps import utc_now
+from contracts.shared.tracing import trace_headers
+from contracts.shared.unreadable import guarded
 from services.ports import DeadLetterRecords, EventPublisher, OutgoingEvent, RecordedDecisions
 
 log = logging.getLogger(__name__)
@@ -130,7 +130,7 @@ def read_guarded(msg: Inbound, now: datetime,
 def persisted_event(d: Decision,
                     trace: Mapping[str, str] | None = None) -> OutgoingEvent:
     """The decision's persisted event; `trace` is the trace context its message carried,
-    continued on the event (contracts.tracing)."""
+    continued on the event (contracts.shared.tracing)."""
     return OutgoingEvent(persisted(d.plan_id), persisted_body(d),
                          persisted_msg_id(d.decision_id),
                          tuple(trace.items()) if trace else ())

@@ -16,8 +16,12 @@ from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.corrections import ATTEMPT_LIFECYCLE, CorrectionAttemptRecord, CorrectionAttemptState
-from contracts.timestamps import utc_now
+from contracts.corrections.model import (
+    ATTEMPT_LIFECYCLE,
+    CorrectionAttemptRecord,
+    CorrectionAttemptState,
+)
+from contracts.shared.timestamps import utc_now
 from store.database import CORRECTION_ATTEMPTS, CORRECTIONS, DECISIONS, Document
 from store.errors import ConcurrentChange, ForeignKeyViolation, ResourceNotFoundError
 from store.translate import translate_errors

@@ -13,8 +13,8 @@ from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.correction_changes import Versioned
-from contracts.corrections import CORRECTION_LIFECYCLE, Correction, CorrectionStatus
+from contracts.corrections.changes import Versioned
+from contracts.corrections.model import CORRECTION_LIFECYCLE, Correction, CorrectionStatus
 from store.database import CORRECTIONS, Document
 from store.translate import translate_errors
 

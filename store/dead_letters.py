@@ -1,6 +1,6 @@
 """The dead_letters collection: rejected messages, kept with their reasons.
 
-Each document is at most `contracts.bounds.DEAD_LETTER_MAX_BYTES` (the model cuts a
+Each document is at most `contracts.shared.bounds.DEAD_LETTER_MAX_BYTES` (the model cuts a
 hostile message to size), so keeping a batch's rejections cannot fail on its size."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import BulkWriteError
 
-from contracts.dead_letter import DeadLetter
+from contracts.shared.dead_letter import DeadLetter
 from store.database import DEAD_LETTERS, Document
 from store.translate import translate_errors
 

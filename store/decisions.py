@@ -18,9 +18,9 @@ from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
-from contracts.decision import STORED, Decision
-from contracts.plans import PlanStatus, ancestry
-from contracts.recording import Candidate, PlanClaim, Resume, Stored, StoredFacts
+from contracts.decisions.model import STORED, Decision
+from contracts.decisions.plans import PlanStatus, ancestry
+from contracts.recording.reading import Candidate, PlanClaim, Resume, Stored, StoredFacts
 from store.cache import LRUCache
 from store.database import CORRECTION_ATTEMPTS, DECISIONS, PLANS, Document, find_by_ids
 from store.errors import ResourceNotFoundError, RestrictViolation

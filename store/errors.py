@@ -2,7 +2,7 @@
 
 They are not domain errors: they say what the database refused or could not find,
 so a caller (the CLI, a worker) can tell "your request broke a rule of the ledger"
-(contracts.errors) from "the store said no" (these).
+(contracts.shared.errors) from "the store said no" (these).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Impact analysis against the store: `contracts.impact.ImpactWalk`, fed one BFS level
+"""Impact analysis against the store: `contracts.impact.walk.ImpactWalk`, fed one BFS level
 per round.
 
 Each level costs one children query by the indexed parent link (returning the
@@ -19,8 +19,8 @@ from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.decision import STORED, ArtifactRef, DecisionType
-from contracts.impact import CorrectionImpact, DecisionView, ImpactWalk, PlanLink, summarize
+from contracts.decisions.model import STORED, ArtifactRef, DecisionType
+from contracts.impact.walk import CorrectionImpact, DecisionView, ImpactWalk, PlanLink, summarize
 from store.database import DECISIONS, ID_CHUNK, PLANS, Document, find_by_ids
 from store.translate import translate_errors
 
@@ -32,7 +32,7 @@ VIEW_FIELDS = {
 
 
 def _order(doc: Document) -> tuple[bool, int, str]:
-    # The same order as contracts.impact.child_order: sequence, unnumbered last, then ID.
+    # The same order as contracts.impact.walk.child_order: sequence, unnumbered last, then ID.
     seq = doc.get("sequence_number")
     return (seq is None, seq or 0, str(doc["_id"]))
 

@@ -18,7 +18,7 @@ from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
-from contracts.invariants import (
+from contracts.invariants.model import (
     BLOCKING_SEVERITIES,
     DuplicateInvariant,
     Invariant,
@@ -27,7 +27,7 @@ from contracts.invariants import (
     ViolationAlreadyResolved,
     ViolationConflict,
 )
-from contracts.outgoing import OutgoingEvent
+from contracts.shared.outgoing import OutgoingEvent
 from store.database import ID_CHUNK, INVARIANT_VIOLATIONS, INVARIANTS, Document
 from store.errors import InvariantNotFound, ViolationNotFound
 from store.outbox import OutboxRepository

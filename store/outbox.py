@@ -17,7 +17,7 @@ from typing import Any
 from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.outgoing import OutgoingEvent, Pending
+from contracts.shared.outgoing import OutgoingEvent, Pending
 from store.database import ID_CHUNK, OUTBOX, Document
 from store.translate import translate_errors
 

@@ -14,7 +14,13 @@ from typing import Protocol
 from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.plans import MAX_PLAN_DEPTH, PLAN_LIFECYCLE, PlanRecord, PlanStatus, ancestry
+from contracts.decisions.plans import (
+    MAX_PLAN_DEPTH,
+    PLAN_LIFECYCLE,
+    PlanRecord,
+    PlanStatus,
+    ancestry,
+)
 from store.database import (
     CORRECTION_ATTEMPTS,
     CORRECTIONS,
@@ -125,7 +131,7 @@ class PlanRepository:
         """Mark plans rolled_back; a child plan never recorded gets a record saying so.
         Bumps each plan's epoch: a recorder batch that read the plan before this commits
         conflicts with it or plans again (store.decisions.facts_for)."""
-        # Only from a state the plan lifecycle allows it from (contracts.plans): a plan
+        # Only from a state the plan lifecycle allows it from (contracts.decisions.plans): a plan
         # already rolled back keeps who did it and when. A document without a status (a
         # plan known only by its counter) is active: `None` in `$in` matches it.
         sources = [*(st.value for st in PLAN_LIFECYCLE.sources(PlanStatus.ROLLED_BACK)), None]

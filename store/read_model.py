@@ -14,9 +14,7 @@ from typing import Literal
 
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.corrections import INLINE_IDS_MAX, Correction, CorrectionStatus
-from contracts.decision import Decision
-from contracts.history import (
+from contracts.corrections.history import (
     CorrectionDiff,
     Cut,
     SequenceCut,
@@ -26,8 +24,10 @@ from contracts.history import (
     cut_of_correction,
     tree_as_of,
 )
-from contracts.ids import is_ulid
-from contracts.plans import PlanRecord
+from contracts.corrections.model import INLINE_IDS_MAX, Correction, CorrectionStatus
+from contracts.decisions.model import Decision
+from contracts.decisions.plans import PlanRecord
+from contracts.shared.ids import is_ulid
 from store.corrections import CorrectionRepository
 from store.database import Document
 from store.decisions import DecisionRepository

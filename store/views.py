@@ -15,8 +15,8 @@ from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.corrections import CORRECTION_LIFECYCLE, CorrectionStatus
-from contracts.decision import Decision, DecisionType
+from contracts.corrections.model import CORRECTION_LIFECYCLE, CorrectionStatus
+from contracts.decisions.model import Decision, DecisionType
 from store.database import (
     CORRECTIONS,
     DECISIONS,

@@ -13,9 +13,9 @@ from datetime import datetime
 
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.decision import Decision
-from contracts.plans import PlanStatus
-from contracts.timestamps import utc_now
+from contracts.decisions.model import Decision
+from contracts.decisions.plans import PlanStatus
+from contracts.shared.timestamps import utc_now
 from store.database import DECISIONS, PLANS, Document
 from store.decisions import to_document
 

@@ -27,7 +27,7 @@ from pymongo import AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 from ulid import ULID
 
-from contracts.subjects import DECISIONS_STREAM, RECORDER_DURABLE
+from contracts.decisions.subjects import DECISIONS_STREAM, RECORDER_DURABLE
 from deploy.embedded import ManagedServer, die_with_parent, free_port, start_mongo, start_nats
 from store.database import Document, connect, ensure_indexes
 from tests.warm_caches import warm_in_background

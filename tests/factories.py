@@ -7,7 +7,7 @@ import json
 import random
 from typing import Any
 
-from contracts.ids import new_id
+from contracts.shared.ids import new_id
 
 BRANCHING_TYPES = ["strategy_choice", "implementation_choice", "resource_selection",
                    "tool_invocation", "error_recovery", "validation_response", "subplan_spawn"]

@@ -1,6 +1,6 @@
 """A whole decision graph in memory and the seed's queue-based BFS over it: test code.
 
-`compute_impact` is written independently of `contracts.impact.ImpactWalk.expand` (one
+`compute_impact` is written independently of `contracts.impact.walk.ImpactWalk.expand` (one
 queue, no levels), so the property tests comparing the two check the level-by-level
 walk the stores run rather than the walk against itself. It uses the walk's private
 helpers (`Family`, `_follow`, `_impact`) on purpose: the rules of the family and the
@@ -14,8 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from contracts.decision import Decision, DecisionType
-from contracts.impact import (
+from contracts.decisions.model import Decision, DecisionType
+from contracts.impact.walk import (
     CorrectionImpact,
     DecisionView,
     Family,

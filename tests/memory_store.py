@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from contracts.correction_changes import Changes, Versioned, Written
-from contracts.corrections import (
+from contracts.corrections.changes import Changes, Versioned, Written
+from contracts.corrections.model import (
     ATTEMPT_LIFECYCLE,
     CORRECTION_LIFECYCLE,
     Correction,
@@ -29,9 +29,10 @@ from contracts.corrections import (
     CorrectionAttemptState,
     CorrectionStatus,
 )
-from contracts.dead_letter import DeadLetter
-from contracts.decision import Decision, DecisionType
-from contracts.impact import (
+from contracts.corrections.write_sets import AppendWrites, RevertWrites
+from contracts.decisions.model import Decision, DecisionType
+from contracts.decisions.plans import PLAN_LIFECYCLE, PlanRecord, PlanStatus, ancestry
+from contracts.impact.walk import (
     CorrectionImpact,
     DecisionView,
     ImpactWalk,
@@ -39,7 +40,7 @@ from contracts.impact import (
     child_order,
     summarize,
 )
-from contracts.invariants import (
+from contracts.invariants.model import (
     BLOCKING_SEVERITIES,
     DuplicateInvariant,
     Invariant,
@@ -48,11 +49,10 @@ from contracts.invariants import (
     ViolationAlreadyResolved,
     ViolationConflict,
 )
-from contracts.outgoing import OutgoingEvent, Pending
-from contracts.plans import PLAN_LIFECYCLE, PlanRecord, PlanStatus, ancestry
-from contracts.recording import Candidate, PlanClaim, Resume, Stored, StoredFacts
-from contracts.timestamps import utc_now
-from contracts.write_sets import AppendWrites, RevertWrites
+from contracts.recording.reading import Candidate, PlanClaim, Resume, Stored, StoredFacts
+from contracts.shared.dead_letter import DeadLetter
+from contracts.shared.outgoing import OutgoingEvent, Pending
+from contracts.shared.timestamps import utc_now
 from services.ports import (
     CorrectionStorePort,
     DeadLetterRecords,

@@ -9,9 +9,9 @@ import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from contracts.ids import MSG_ID_HEADER
-from contracts.impact import CorrectionImpact, ImpactWalk
-from contracts.outgoing import OutgoingEvent, StreamAck
+from contracts.impact.walk import CorrectionImpact, ImpactWalk
+from contracts.shared.ids import MSG_ID_HEADER
+from contracts.shared.outgoing import OutgoingEvent, StreamAck
 from services.ports import ImpactReads, NotStored
 
 

@@ -22,10 +22,10 @@ from nats.js.errors import ServiceUnavailableError
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.ids import new_id
-from contracts.subjects import DECISIONS_STREAM, RECORDER_DURABLE
-from contracts.timestamps import utc_now
-from contracts.urls import nats_servers, redact
+from contracts.decisions.subjects import DECISIONS_STREAM, RECORDER_DURABLE
+from contracts.shared.ids import new_id
+from contracts.shared.timestamps import utc_now
+from contracts.shared.urls import nats_servers, redact
 from services.archive import Archive
 from services.corrections import CorrectionPolicy, CorrectionService
 from services.invariants import InvariantService

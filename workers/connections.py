@@ -29,7 +29,7 @@ from pymongo import AsyncMongoClient
 from pymongo.errors import PyMongoError
 
 from clients.credentials import NatsCredentials
-from contracts.urls import redact
+from contracts.shared.urls import redact
 from store.database import Document, replica_set_name
 from workers.settings import Settings
 

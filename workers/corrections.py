@@ -36,9 +36,8 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
 
-from contracts import correction_subjects as subjects
-from contracts.bounds import DEFAULT_MAX_PAYLOAD_BYTES
-from contracts.correction_events import (
+from contracts.corrections import subjects
+from contracts.corrections.events import (
     AttemptTransitioned,
     CancelRefused,
     CorrectionRejected,
@@ -47,21 +46,22 @@ from contracts.correction_events import (
     FailRefused,
     RetryRefused,
 )
-from contracts.correction_wire import (
+from contracts.corrections.model import CancelRequest, CorrectionRequest, FailRequest, RetryRequest
+from contracts.corrections.resume import ResumeInstruction
+from contracts.corrections.wire import (
     read_cancel,
     read_fail,
     read_request,
     read_retry,
 )
-from contracts.corrections import CancelRequest, CorrectionRequest, FailRequest, RetryRequest
-from contracts.errors import TargetInOtherPlan, TargetNotFound, TargetSuperseded
-from contracts.impact import DryRunReport
-from contracts.recording import Inbound
-from contracts.resume import ResumeInstruction
-from contracts.rules import RuleViolation
-from contracts.subject_tokens import plan_of
-from contracts.timestamps import utc_now
-from contracts.unreadable import Unreadable, describe, guarded, truncate
+from contracts.impact.walk import DryRunReport
+from contracts.recording.reading import Inbound
+from contracts.shared.bounds import DEFAULT_MAX_PAYLOAD_BYTES
+from contracts.shared.errors import TargetInOtherPlan, TargetNotFound, TargetSuperseded
+from contracts.shared.rules import RuleViolation
+from contracts.shared.subject_tokens import plan_of
+from contracts.shared.timestamps import utc_now
+from contracts.shared.unreadable import Unreadable, describe, guarded, truncate
 from services.corrections import CorrectionService, CrashHook, no_crash
 from store.deliveries import DeliveryFailures
 from workers.inbound import Batch

@@ -26,11 +26,11 @@ from typing import Generic, Protocol, TypeVar
 
 from nats.aio.msg import Msg
 
-from contracts.dead_letter import dead_letter_id
-from contracts.recording import Inbound
-from contracts.rules import RuleViolation
-from contracts.timestamps import utc_now
-from contracts.unreadable import describe, guarded, unreadable
+from contracts.recording.reading import Inbound
+from contracts.shared.dead_letter import dead_letter_id
+from contracts.shared.rules import RuleViolation
+from contracts.shared.timestamps import utc_now
+from contracts.shared.unreadable import describe, guarded, unreadable
 from store.deliveries import MAX_ATTEMPTS_KEPT, Attempt, DeliveryFailures, Failure
 
 log = logging.getLogger(__name__)

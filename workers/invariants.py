@@ -25,20 +25,20 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import DeliverPolicy
 
-from contracts import invariant_subjects as subjects
-from contracts.dead_letter import DeadLetter, dead_letter_id
-from contracts.ids import is_ulid
-from contracts.invariant_wire import (
+from contracts.decisions.subjects import DECISIONS_STREAM, PERSISTED_PREFIX, plan_of_subject
+from contracts.invariants import subjects
+from contracts.invariants.model import InvariantViolation, ViolationConflict
+from contracts.invariants.wire import (
     ViolationEvent,
     ViolationRejected,
     read_violation,
 )
-from contracts.invariants import InvariantViolation, ViolationConflict
-from contracts.recording import DecisionPersisted, Inbound, read_persisted_root
-from contracts.rules import Rule, RuleViolation
-from contracts.subjects import DECISIONS_STREAM, PERSISTED_PREFIX, plan_of_subject
-from contracts.timestamps import utc_now
-from contracts.unreadable import Unreadable
+from contracts.recording.reading import DecisionPersisted, Inbound, read_persisted_root
+from contracts.shared.dead_letter import DeadLetter, dead_letter_id
+from contracts.shared.ids import is_ulid
+from contracts.shared.rules import Rule, RuleViolation
+from contracts.shared.timestamps import utc_now
+from contracts.shared.unreadable import Unreadable
 from services.invariants import InvariantService
 from store.dead_letters import DeadLetterRepository
 from store.deliveries import DeliveryFailures

@@ -32,7 +32,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from contracts.timestamps import utc_now
+from contracts.shared.timestamps import utc_now
 from store.locks import PlanLocks
 from workers.metrics import Metrics
 from workers.pull import BatchPuller

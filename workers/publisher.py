@@ -10,8 +10,8 @@ import nats.js.errors
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
-from contracts.ids import MSG_ID_HEADER
-from contracts.outgoing import StreamAck
+from contracts.shared.ids import MSG_ID_HEADER
+from contracts.shared.outgoing import StreamAck
 from services.ports import NotStored, OutgoingEvent
 
 SLICE = 50

@@ -48,11 +48,11 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 from pymongo.errors import ConnectionFailure
 
-from contracts.dead_letter import dead_letter_id
-from contracts.recording import Inbound
-from contracts.rules import Rule, RuleViolation
-from contracts.timestamps import utc_now
-from contracts.unreadable import describe
+from contracts.recording.reading import Inbound
+from contracts.shared.dead_letter import dead_letter_id
+from contracts.shared.rules import Rule, RuleViolation
+from contracts.shared.timestamps import utc_now
+from contracts.shared.unreadable import describe
 from store.deliveries import Attempt, DeliveryFailures
 from workers.inbound import Batch, FailureLog, Family, Retry, read_batch
 from workers.metrics import Metrics

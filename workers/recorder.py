@@ -23,8 +23,15 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig
 
-from contracts.decision import Decision
-from contracts.recording import (
+from contracts.decisions.model import Decision
+from contracts.decisions.subjects import (
+    DECISIONS_STREAM,
+    PERSISTED_PREFIX,
+    RECORDED_PREFIX,
+    RECORDER_DURABLE,
+    REJECTED_PREFIX,
+)
+from contracts.recording.reading import (
     Candidate,
     DecisionPersisted,
     DecisionRejected,
@@ -32,14 +39,7 @@ from contracts.recording import (
     Invalid,
     read_message,
 )
-from contracts.rules import RuleViolation
-from contracts.subjects import (
-    DECISIONS_STREAM,
-    PERSISTED_PREFIX,
-    RECORDED_PREFIX,
-    RECORDER_DURABLE,
-    REJECTED_PREFIX,
-)
+from contracts.shared.rules import RuleViolation
 from services.recorder import (
     Disposition,
     RecorderPolicy,

@@ -26,7 +26,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from contracts.timestamps import utc_now
+from contracts.shared.timestamps import utc_now
 from services.corrections import CorrectionService
 from store.workers import WorkerRegistry
 from workers.settings import Settings

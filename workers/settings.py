@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from clients.credentials import NatsCredentials
-from contracts.bounds import DEFAULT_MAX_PAYLOAD_BYTES
+from contracts.shared.bounds import DEFAULT_MAX_PAYLOAD_BYTES
 from workers.health import parse_addr
 from workers.inbound import Retry
 from workers.logs import LogFormat
@@ -94,7 +94,7 @@ class Settings:
     graceful_timeout: float = 15.0
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
     """Largest message body a consumer reads; a larger one is dead-lettered unread
-    (rule payload_too_large). Why 256 KiB: contracts.bounds."""
+    (rule payload_too_large). Why 256 KiB: contracts.shared.bounds."""
     artifacts_root: Path | None = None
     archive_root: Path | None = None
     """Where revert archives go; default the user data dir (`agents up`: <data-dir>/archive).

@@ -52,7 +52,7 @@ MSG_SIZE_HEADROOM = 64 * 1024
 """max_msg_size = MAX_PAYLOAD_BYTES + this: room for headers (message ID, trace
 context), and a body a little over the limit still reaches the consumer, which
 dead-letters it with the reason (payload_too_large). Worker events are bounded far
-below it (contracts.bounds, lists capped at 100)."""
+below it (contracts.shared.bounds, lists capped at 100)."""
 
 
 @dataclass(frozen=True, slots=True)

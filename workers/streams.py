@@ -15,20 +15,20 @@ from nats.js import JetStreamContext
 from nats.js.api import StreamConfig
 from nats.js.errors import APIError, NotFoundError, ServiceUnavailableError
 
-from contracts.correction_subjects import (
+from contracts.corrections.subjects import (
     CORRECTIONS_DUPLICATE_WINDOW_SECONDS,
     CORRECTIONS_STREAM,
     CORRECTIONS_STREAM_SUBJECTS,
 )
-from contracts.invariant_subjects import (
-    INVARIANTS_DUPLICATE_WINDOW_SECONDS,
-    INVARIANTS_STREAM,
-    INVARIANTS_SUBJECTS,
-)
-from contracts.subjects import (
+from contracts.decisions.subjects import (
     DECISIONS_DUPLICATE_WINDOW_SECONDS,
     DECISIONS_STREAM,
     DECISIONS_SUBJECTS,
+)
+from contracts.invariants.subjects import (
+    INVARIANTS_DUPLICATE_WINDOW_SECONDS,
+    INVARIANTS_STREAM,
+    INVARIANTS_SUBJECTS,
 )
 from workers.stream_config import Drift, StreamLimits, plan_update, stream_config
 

@@ -1,7 +1,7 @@
 """Exporting the workers' traces, when asked for: the standard OpenTelemetry variables.
 
 The workers always carry the trace context a message came with onto the events they
-publish about it (contracts.tracing), whether or not anything is exported. To also
+publish about it (contracts.shared.tracing), whether or not anything is exported. To also
 export their own spans (one per correction step, named after the status it starts
 from, with the correction, plan and target IDs), install the `telemetry` extra and set
 `OTEL_TRACES_EXPORTER=otlp` (with `OTEL_EXPORTER_OTLP_ENDPOINT`; setting the endpoint

@@ -13,8 +13,8 @@ import pytest
 from playwright.async_api import Page, expect
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.decision import Decision
-from contracts.ids import new_id
+from contracts.decisions.model import Decision
+from contracts.shared.ids import new_id
 from deploy.embedded import ManagedServer
 from store.database import Document
 from tests.browser.conftest import browser, page

@@ -19,7 +19,7 @@ import pytest
 from playwright.async_api import Page, expect
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.ids import new_id
+from contracts.shared.ids import new_id
 from store.database import Document
 from tests.browser.conftest import browser, page, shot
 from tests.conftest import Workers

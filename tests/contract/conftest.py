@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from contracts.corrections import CorrectionMode, CorrectionRequest
-from contracts.decision import Decision
-from contracts.ids import new_id
+from contracts.corrections.model import CorrectionMode, CorrectionRequest
+from contracts.decisions.model import Decision
+from contracts.shared.ids import new_id
 from services.ports import CorrectionStorePort, InvariantStorePort, RecordedDecisions
 from tests.factories import decision, root
 from tests.memory_store import MemoryStore

@@ -11,18 +11,17 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from contracts.correction_changes import AttemptChange, Changes
-from contracts.corrections import (
+from contracts.corrections.changes import AttemptChange, Changes
+from contracts.corrections.model import (
     Correction,
     CorrectionAttemptRecord,
     CorrectionAttemptState,
     CorrectionStatus,
 )
-from contracts.dead_letter import DeadLetter
-from contracts.decision import Decision
-from contracts.errors import TargetNotFound
-from contracts.ids import MSG_ID_HEADER, new_id
-from contracts.invariants import (
+from contracts.corrections.write_sets import append_writes, revert_writes
+from contracts.decisions.model import Decision
+from contracts.decisions.plans import PlanStatus
+from contracts.invariants.model import (
     DuplicateInvariant,
     Invariant,
     InvariantScope,
@@ -31,11 +30,12 @@ from contracts.invariants import (
     ViolationAlreadyResolved,
     ViolationConflict,
 )
-from contracts.outgoing import OutgoingEvent
-from contracts.plans import PlanStatus
-from contracts.recording import Candidate, content_hash
-from contracts.rules import Rule, RuleViolation
-from contracts.write_sets import append_writes, revert_writes
+from contracts.recording.reading import Candidate, content_hash
+from contracts.shared.dead_letter import DeadLetter
+from contracts.shared.errors import TargetNotFound
+from contracts.shared.ids import MSG_ID_HEADER, new_id
+from contracts.shared.outgoing import OutgoingEvent
+from contracts.shared.rules import Rule, RuleViolation
 from services.ports import DeadLetterShelf
 from store.errors import (
     ConcurrentChange,

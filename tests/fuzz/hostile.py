@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as with_seed
 from hypothesis import strategies as st
 
-from contracts.ids import new_id
+from contracts.shared.ids import new_id
 from tests.factories import decision
 
 MiB = 1024 * 1024

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from contracts.ids import new_id
+from contracts.shared.ids import new_id
 from deploy.embedded import ManagedServer, free_port, start_nats
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -18,7 +18,7 @@ from console.api import Deps
 from console.app import run_console
 from console.config import ConsoleConfig
 from console.live import Hub
-from contracts.decision import Decision
+from contracts.decisions.model import Decision
 from deploy.embedded import free_port
 from store.database import Document
 from tests.bulk import load_plan

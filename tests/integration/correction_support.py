@@ -11,9 +11,9 @@ from typing import Any
 import nats
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.corrections import CorrectionMode, CorrectionRequest
-from contracts.decision import Decision
-from contracts.ids import new_id
+from contracts.corrections.model import CorrectionMode, CorrectionRequest
+from contracts.decisions.model import Decision
+from contracts.shared.ids import new_id
 from store.database import Document
 from tests.bulk import load_plan
 from tests.factories import decision, root

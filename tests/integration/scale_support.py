@@ -54,9 +54,9 @@ from clients.building import build_child, build_root, wire_message
 from clients.credentials import NatsCredentials
 from clients.operator import CorrectionClient
 from clients.recorder import DecisionRecorder, PublishFailed
-from contracts.decision import Decision, DecisionType
-from contracts.ids import MSG_ID_HEADER
-from contracts.subjects import DECISIONS_STREAM, RECORDER_DURABLE
+from contracts.decisions.model import Decision, DecisionType
+from contracts.decisions.subjects import DECISIONS_STREAM, RECORDER_DURABLE
+from contracts.shared.ids import MSG_ID_HEADER
 from deploy.embedded import ManagedServer, free_port, start_nats_with_config
 from store.database import Document
 from tests.conftest import Workers, worker_env
@@ -640,7 +640,7 @@ def per_plan_order(docs: list[Document], announced_pending: dict[str, datetime]
     where y arrived first (lower stream sequence) but x ran before it.
 
     The driver runs the oldest arrival among the corrections recorded when it reads the
-    plan's list (contracts.driver.next_to_drive), so such a pair is broken only if y's
+    plan's list (contracts.corrections.driver.next_to_drive), so such a pair is broken only if y's
     record had committed before x's driver read that list. The stamps are worker clocks
     taken before commits, so they bound those moments from one side only:
     - y's commit is at most when its PENDING event was stored in the stream (published

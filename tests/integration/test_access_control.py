@@ -25,10 +25,10 @@ from pymongo.asynchronous.database import AsyncDatabase
 from clients.operator import CorrectionClient
 from clients.recorder import DecisionRecorder
 from clients.subscriber import outcomes
-from contracts.corrections import CorrectionStatus
-from contracts.decision import DecisionType
-from contracts.ids import new_id
-from contracts.resume import ResumeInstruction
+from contracts.corrections.model import CorrectionStatus
+from contracts.corrections.resume import ResumeInstruction
+from contracts.decisions.model import DecisionType
+from contracts.shared.ids import new_id
 from store.database import Document
 from tests.conftest import ROOT, Workers, worker_env
 from tests.integration.access_support import PLAN, Secured, password, secured, start_secured

@@ -10,9 +10,9 @@ import nats
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.dead_letter import DeadLetter
-from contracts.ids import new_id
-from contracts.rules import Rule, RuleViolation
+from contracts.shared.dead_letter import DeadLetter
+from contracts.shared.ids import new_id
+from contracts.shared.rules import Rule, RuleViolation
 from store.database import Document
 from store.dead_letters import DeadLetterRepository
 from tests.conftest import Workers

@@ -8,7 +8,7 @@ import nats
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.ids import new_id
+from contracts.shared.ids import new_id
 from store.database import Document
 from tests.conftest import Workers, start_cost
 from tests.integration.cli_support import (

@@ -11,7 +11,7 @@ import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
 from cli.status import EXIT_ATTENTION
-from contracts.ids import new_id
+from contracts.shared.ids import new_id
 from store.database import Document
 from tests.conftest import Workers
 from tests.integration.cli_support import Agents, agents, cli_workers, seed_plan

@@ -13,10 +13,10 @@ from clients.building import build_root
 from clients.operator import CorrectionClient, DryRunRefused, InvalidCorrection
 from clients.recorder import DecisionRecorder, DecisionRejectedError
 from clients.subscriber import outcomes
-from contracts.corrections import CorrectionStatus
-from contracts.decision import Decision, DecisionType
-from contracts.ids import new_id
-from contracts.rules import Rule
+from contracts.corrections.model import CorrectionStatus
+from contracts.decisions.model import Decision, DecisionType
+from contracts.shared.ids import new_id
+from contracts.shared.rules import Rule
 from deploy.embedded import ManagedServer
 from store.database import Document
 from tests.conftest import Workers

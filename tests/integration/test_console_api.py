@@ -14,7 +14,7 @@ import nats
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.ids import new_id
+from contracts.shared.ids import new_id
 from deploy.embedded import ManagedServer
 from store.database import Document
 from tests.conftest import Workers

@@ -20,8 +20,8 @@ import pytest
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.corrections import CorrectionRequest
-from contracts.ids import new_id
+from contracts.corrections.model import CorrectionRequest
+from contracts.shared.ids import new_id
 from deploy.embedded import ManagedServer
 from store.database import Document
 from tests.conftest import Workers, worker_env

@@ -22,17 +22,17 @@ import pytest
 from pymongo import MongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.correction_events import FailRefused
-from contracts.corrections import (
+from contracts.corrections.events import FailRefused
+from contracts.corrections.model import (
     INLINE_IDS_MAX,
     Correction,
     CorrectionAttemptState,
     CorrectionStatus,
 )
-from contracts.decision import STORED, Decision
-from contracts.ids import new_id
-from contracts.timestamps import utc_now
-from contracts.write_sets import RevertWrites
+from contracts.corrections.write_sets import RevertWrites
+from contracts.decisions.model import STORED, Decision
+from contracts.shared.ids import new_id
+from contracts.shared.timestamps import utc_now
 from services.archive import Archive
 from services.corrections import CorrectionPolicy, CorrectionService
 from store.correction_store import CorrectionStore

@@ -14,9 +14,9 @@ import nats
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.correction_events import RetryRefused
-from contracts.corrections import Correction, CorrectionAttemptState, CorrectionStatus
-from contracts.ids import new_id
+from contracts.corrections.events import RetryRefused
+from contracts.corrections.model import Correction, CorrectionAttemptState, CorrectionStatus
+from contracts.shared.ids import new_id
 from store.database import Document
 from tests.integration.correction_support import (
     request,

@@ -17,12 +17,21 @@ import nats
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.correction_events import CancelRefused
-from contracts.corrections import CorrectionAttemptRecord, CorrectionAttemptState, CorrectionStatus
-from contracts.decision import DecisionType
-from contracts.errors import IllegalTransition, TargetInOtherPlan, TargetNotFound, TargetSuperseded
-from contracts.ids import new_id
-from contracts.write_sets import validate_target
+from contracts.corrections.events import CancelRefused
+from contracts.corrections.model import (
+    CorrectionAttemptRecord,
+    CorrectionAttemptState,
+    CorrectionStatus,
+)
+from contracts.corrections.write_sets import validate_target
+from contracts.decisions.model import DecisionType
+from contracts.shared.errors import (
+    IllegalTransition,
+    TargetInOtherPlan,
+    TargetNotFound,
+    TargetSuperseded,
+)
+from contracts.shared.ids import new_id
 from services.archive import Archive
 from services.corrections import CorrectionService
 from store.correction_store import CorrectionStore

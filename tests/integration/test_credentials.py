@@ -22,7 +22,7 @@ from pymongo import AsyncMongoClient
 from clients.credentials import NatsCredentials
 from clients.operator import CorrectionClient
 from clients.recorder import DecisionRecorder
-from contracts.ids import new_id
+from contracts.shared.ids import new_id
 from deploy.embedded import ManagedServer, free_port, start_mongo, start_nats
 from store.database import Document
 from tests.conftest import ROOT, Workers, worker_env

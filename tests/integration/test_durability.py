@@ -18,7 +18,7 @@ from nats.js.errors import ServerError
 from pymongo import AsyncMongoClient
 
 from clients.recorder import DecisionRecorder, PublishFailed
-from contracts.subjects import DECISIONS_STREAM
+from contracts.decisions.subjects import DECISIONS_STREAM
 from deploy.embedded import ManagedServer
 from store.database import Document, replica_set_name
 from store.transactions import run_in_transaction

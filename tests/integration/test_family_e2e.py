@@ -13,7 +13,7 @@ import nats
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.decision import Decision
+from contracts.decisions.model import Decision
 from store.database import Document
 from tests.bulk import load_plan
 from tests.factories import decision, root

@@ -9,10 +9,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.decision import Decision
-from contracts.ids import new_id
-from contracts.recording import Candidate, content_hash, triage_batch
-from contracts.rules import Rule
+from contracts.decisions.model import Decision
+from contracts.recording.reading import Candidate, content_hash, triage_batch
+from contracts.shared.ids import new_id
+from contracts.shared.rules import Rule
 from store.database import Document
 from store.decisions import DecisionRepository
 from store.transactions import run_in_transaction

@@ -16,18 +16,19 @@ import pytest
 from nats.js import JetStreamContext
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts import correction_subjects, invariant_subjects
-from contracts.bounds import (
+from contracts.corrections import subjects as correction_subjects
+from contracts.decisions.subjects import DECISIONS_STREAM, RECORDER_DURABLE
+from contracts.invariants import subjects as invariant_subjects
+from contracts.shared.bounds import (
     DEAD_LETTER_MAX_BYTES,
     DEAD_LETTER_PAYLOAD_BYTES,
     DEFAULT_MAX_PAYLOAD_BYTES,
     MAX_ERRORS,
     REJECTION_EVENT_MAX_BYTES,
 )
-from contracts.dead_letter import DeadLetter
-from contracts.ids import new_id
-from contracts.rules import Rule, RuleViolation
-from contracts.subjects import DECISIONS_STREAM, RECORDER_DURABLE
+from contracts.shared.dead_letter import DeadLetter
+from contracts.shared.ids import new_id
+from contracts.shared.rules import Rule, RuleViolation
 from store.database import Document
 from store.dead_letters import DeadLetterRepository
 from tests.conftest import Workers

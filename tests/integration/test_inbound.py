@@ -16,10 +16,10 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts import correction_subjects as csubjects
-from contracts import invariant_subjects as isubjects
-from contracts.ids import new_id
-from contracts.subjects import DECISIONS_STREAM, RECORDED_PREFIX, RECORDER_DURABLE
+from contracts.corrections import subjects as csubjects
+from contracts.decisions.subjects import DECISIONS_STREAM, RECORDED_PREFIX, RECORDER_DURABLE
+from contracts.invariants import subjects as isubjects
+from contracts.shared.ids import new_id
 from deploy.embedded import ManagedServer
 from services.invariants import InvariantService
 from store.database import Document
@@ -99,7 +99,7 @@ async def test_hostile_decisions_are_dead_lettered_alone_and_valid_ones_recorded
         dead = await letters(db, DECISIONS_STREAM)
         assert len(dead) == 2
         # Nesting too deep is `unreadable`; a date with no UTC equivalent is a schema
-        # error of its field (contracts.timestamps), named so the agent can fix it.
+        # error of its field (contracts.shared.timestamps), named so the agent can fix it.
         by_rule = {e["rule"]: e for d in dead for e in d["errors"]}
         assert set(by_rule) == {"unreadable", "schema"}
         assert "too deeply" in by_rule["unreadable"]["message"]

@@ -12,9 +12,9 @@ import nats
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.ids import new_id
-from contracts.invariants import InvariantScope, Severity
-from contracts.reconciliation import enforced_decision_id
+from contracts.invariants.model import InvariantScope, Severity
+from contracts.invariants.reconciliation import enforced_decision_id
+from contracts.shared.ids import new_id
 from services.invariants import InvariantService
 from store.database import Document
 from store.invariant_store import InvariantStore

@@ -12,10 +12,10 @@ import nats
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.corrections import CorrectionMode, CorrectionRequest
-from contracts.ids import new_id
-from contracts.invariants import InvariantScope
-from contracts.reconciliation import enforced_decision_id
+from contracts.corrections.model import CorrectionMode, CorrectionRequest
+from contracts.invariants.model import InvariantScope
+from contracts.invariants.reconciliation import enforced_decision_id
+from contracts.shared.ids import new_id
 from services.invariants import InvariantService
 from store.database import Document
 from store.invariant_store import InvariantStore

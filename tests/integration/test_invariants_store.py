@@ -11,10 +11,8 @@ import nats
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.decision import Decision
-from contracts.ids import new_id
-from contracts.invariant_wire import ViolationEventType
-from contracts.invariants import (
+from contracts.decisions.model import Decision
+from contracts.invariants.model import (
     SCOPE_RANK,
     DuplicateInvariant,
     InvalidInvariant,
@@ -25,8 +23,10 @@ from contracts.invariants import (
     ViolationAlreadyResolved,
     ViolationConflict,
 )
-from contracts.outgoing import OutgoingEvent
-from contracts.recording import Candidate
+from contracts.invariants.wire import ViolationEventType
+from contracts.recording.reading import Candidate
+from contracts.shared.ids import new_id
+from contracts.shared.outgoing import OutgoingEvent
 from services.archive import Archive
 from services.corrections import CorrectionService
 from services.invariants import InvariantService, violation_event

@@ -35,10 +35,10 @@ from clients.langgraph import (
 )
 from clients.operator import CorrectionClient
 from clients.recorder import DecisionRecorder, StaleBranchError
-from contracts.correction_events import CorrectionTransitioned
-from contracts.corrections import CorrectionStatus
-from contracts.decision import Decision, DecisionType
-from contracts.resume import ResumePoint
+from contracts.corrections.events import CorrectionTransitioned
+from contracts.corrections.model import CorrectionStatus
+from contracts.corrections.resume import ResumePoint
+from contracts.decisions.model import Decision, DecisionType
 from deploy.embedded import ManagedServer
 from store.database import Document
 from store.decisions import DecisionRepository

@@ -21,7 +21,7 @@ from clients._connect import connect_bounded
 from clients.building import build_root
 from clients.credentials import NatsCredentials
 from clients.recorder import DecisionRecorder
-from contracts.subjects import DECISIONS_STREAM, RECORDER_DURABLE
+from contracts.decisions.subjects import DECISIONS_STREAM, RECORDER_DURABLE
 from deploy.embedded import ManagedServer, free_port, start_nats_with_config
 from tests.integration.access_support import ROLES, password
 from workers.pull import ensure_consumer

@@ -13,8 +13,8 @@ import pytest
 from nats.aio.msg import Msg
 from nats.js.api import ConsumerConfig, StreamConfig
 
-from contracts.recording import Inbound
-from contracts.rules import RuleViolation
+from contracts.recording.reading import Inbound
+from contracts.shared.rules import RuleViolation
 from workers.inbound import Batch, Retry
 from workers.pull import BatchPuller
 

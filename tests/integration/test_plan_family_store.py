@@ -9,11 +9,11 @@ from datetime import UTC, datetime
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.ids import new_id
-from contracts.invariants import InvariantViolation, Severity
-from contracts.outgoing import OutgoingEvent
-from contracts.recording import triage_batch
-from contracts.rules import Rule
+from contracts.invariants.model import InvariantViolation, Severity
+from contracts.recording.reading import triage_batch
+from contracts.shared.ids import new_id
+from contracts.shared.outgoing import OutgoingEvent
+from contracts.shared.rules import Rule
 from store.database import Document
 from store.decisions import DecisionRepository
 from store.invariants import ViolationRepository

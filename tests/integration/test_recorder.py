@@ -10,8 +10,8 @@ import nats
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.decision import Decision
-from contracts.ids import new_id
+from contracts.decisions.model import Decision
+from contracts.shared.ids import new_id
 from store.database import Document
 from store.decisions import from_document
 from tests.conftest import Workers

@@ -13,7 +13,7 @@ import nats
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.decision import Decision
+from contracts.decisions.model import Decision
 from deploy.embedded import ManagedServer
 from store.database import Document
 from store.decisions import from_document

@@ -14,9 +14,9 @@ from clients.building import new_plan_id, snapshot
 from clients.operator import CorrectionClient
 from clients.recorder import DecisionRecorder, StaleBranchError
 from clients.resume import ResumeSubscription
-from contracts.corrections import CorrectionMode, CorrectionStatus
-from contracts.decision import Decision, DecisionType
-from contracts.resume import ResumeInstruction
+from contracts.corrections.model import CorrectionMode, CorrectionStatus
+from contracts.corrections.resume import ResumeInstruction
+from contracts.decisions.model import Decision, DecisionType
 from deploy.embedded import ManagedServer
 from tests.conftest import Workers
 from tests.integration.wire import events, until

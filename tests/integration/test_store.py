@@ -9,8 +9,8 @@ import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
-from contracts.decision import Decision
-from contracts.recording import Candidate, content_hash
+from contracts.decisions.model import Decision
+from contracts.recording.reading import Candidate, content_hash
 from store.database import Document
 from store.decisions import DecisionRepository, to_document
 from tests.factories import decision, root

@@ -16,7 +16,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from clients.operator import CorrectionClient
 from clients.recorder import DecisionRecorder
-from contracts.tracing import trace_headers, trace_id
+from contracts.shared.tracing import trace_headers, trace_id
 from deploy.embedded import ManagedServer
 from store.database import Document
 from tests.conftest import Workers, worker_env

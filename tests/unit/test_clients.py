@@ -16,9 +16,9 @@ from clients.building import (
     snapshot,
     wire_message,
 )
-from contracts.decision import ContextSnapshot, DecisionType, ResourceRef
-from contracts.ids import is_ulid, new_id
-from contracts.rules import Rule
+from contracts.decisions.model import ContextSnapshot, DecisionType, ResourceRef
+from contracts.shared.ids import is_ulid, new_id
+from contracts.shared.rules import Rule
 
 pytestmark = pytest.mark.unit
 

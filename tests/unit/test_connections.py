@@ -10,7 +10,7 @@ import socket
 import pytest
 from pymongo.errors import ServerSelectionTimeoutError
 
-from contracts.urls import redact
+from contracts.shared.urls import redact
 from workers.connections import describe
 from workers.health import MAX_REQUEST, HealthServer, Readiness, parse_addr
 

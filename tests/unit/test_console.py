@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from console.affected import WALK_MAX, AffectedSets
 from console.config import ConsoleConfig, ConsoleConfigError, is_loopback
 from console.live import MAX_EVENT_BYTES, Hub, LiveEvent, parse
-from contracts.decision import DecisionType
-from contracts.ids import new_id
-from contracts.impact import DecisionView, ImpactWalk
+from contracts.decisions.model import DecisionType
+from contracts.impact.walk import DecisionView, ImpactWalk
+from contracts.shared.ids import new_id
 
 pytestmark = pytest.mark.unit
 

@@ -17,8 +17,8 @@ from pymongo.errors import (
     ServerSelectionTimeoutError,
 )
 
-from contracts.correction_events import CorrectionTransitioned
-from contracts.corrections import (
+from contracts.corrections.events import CorrectionTransitioned
+from contracts.corrections.model import (
     INLINE_IDS_MAX,
     OPERATOR_FAILABLE,
     Correction,
@@ -27,8 +27,8 @@ from contracts.corrections import (
     CorrectionStatus,
     bounded_text,
 )
-from contracts.impact import ImpactWalk, RiskLevel, build_dry_run_report, summarize
-from contracts.write_sets import revert_writes
+from contracts.corrections.write_sets import revert_writes
+from contracts.impact.walk import ImpactWalk, RiskLevel, build_dry_run_report, summarize
 from services.corrections import CorrectionPolicy, Outcome, outcome_of
 from store.errors import (
     ConcurrentChange,

@@ -15,18 +15,18 @@ from typing import Any
 
 import pytest
 
-from contracts.correction_events import CancelRefused
-from contracts.corrections import (
+from contracts.corrections.events import CancelRefused
+from contracts.corrections.model import (
     Correction,
     CorrectionAttemptState,
     CorrectionMode,
     CorrectionRequest,
     CorrectionStatus,
 )
-from contracts.decision import Decision
-from contracts.ids import new_id
-from contracts.plans import PlanStatus
-from contracts.write_sets import RevertWrites
+from contracts.corrections.write_sets import RevertWrites
+from contracts.decisions.model import Decision
+from contracts.decisions.plans import PlanStatus
+from contracts.shared.ids import new_id
 from services.archive import Archive
 from services.corrections import CorrectionPolicy, CorrectionService
 from store.errors import LeaseLost, StoreFailure, StoreUnreachable

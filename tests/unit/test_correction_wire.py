@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from contracts.correction_wire import read_cancel, read_request, read_retry
-from contracts.corrections import CancelRequest, CorrectionRequest, RetryRequest
-from contracts.rules import Rule
-from contracts.unreadable import Unreadable
+from contracts.corrections.model import CancelRequest, CorrectionRequest, RetryRequest
+from contracts.corrections.wire import read_cancel, read_request, read_retry
+from contracts.shared.rules import Rule
+from contracts.shared.unreadable import Unreadable
 
 pytestmark = pytest.mark.unit
 

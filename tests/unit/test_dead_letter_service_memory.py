@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from contracts.bounds import DEAD_LETTER_PAYLOAD_BYTES
-from contracts.dead_letter import DeadLetter, Truncated
-from contracts.ids import MSG_ID_HEADER, new_id
-from contracts.rules import Rule, RuleViolation
+from contracts.shared.bounds import DEAD_LETTER_PAYLOAD_BYTES
+from contracts.shared.dead_letter import DeadLetter, Truncated
+from contracts.shared.ids import MSG_ID_HEADER, new_id
+from contracts.shared.rules import Rule, RuleViolation
 from services.dead_letters import DeadLetterService, RetryRefusal, RetryRefused
 from tests.memory_store import MemoryStore
 from tests.port_wrappers import Message, Stream

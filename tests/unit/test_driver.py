@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from contracts.corrections import CORRECTION_LIFECYCLE, CorrectionStatus
-from contracts.driver import Step, next_step
+from contracts.corrections.driver import Step, next_step
+from contracts.corrections.model import CORRECTION_LIFECYCLE, CorrectionStatus
 
 pytestmark = pytest.mark.unit
 
@@ -45,7 +45,7 @@ def test_every_step_is_reached_by_some_state() -> None:
 
 
 def test_a_started_correction_is_driven_before_any_pending_one() -> None:
-    from contracts.driver import next_to_drive  # noqa: PLC0415
+    from contracts.corrections.driver import next_to_drive  # noqa: PLC0415
 
     pending, analyzing, executing = (CorrectionStatus.PENDING, CorrectionStatus.ANALYZING,
                                      CorrectionStatus.EXECUTING)

@@ -8,8 +8,8 @@ import dataclasses
 import pytest
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
 
-from contracts.bounds import DEFAULT_MAX_PAYLOAD_BYTES
-from contracts.urls import nats_servers
+from contracts.shared.bounds import DEFAULT_MAX_PAYLOAD_BYTES
+from contracts.shared.urls import nats_servers
 from store.database import DURABLE_OPTIONS, connect
 from workers.connections import standalone_refusal
 from workers.settings import Settings

@@ -1,4 +1,4 @@
-"""contracts.history: the tree as of a point, and what one correction changed."""
+"""contracts.corrections.history: the tree as of a point, and what one correction changed."""
 
 from __future__ import annotations
 
@@ -6,9 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from contracts.corrections import Correction, CorrectionMode, CorrectionRequest, CorrectionStatus
-from contracts.decision import Decision
-from contracts.history import (
+from contracts.corrections.history import (
     SequenceCut,
     TimeCut,
     applied_at,
@@ -17,6 +15,13 @@ from contracts.history import (
     superseded_time,
     tree_as_of,
 )
+from contracts.corrections.model import (
+    Correction,
+    CorrectionMode,
+    CorrectionRequest,
+    CorrectionStatus,
+)
+from contracts.decisions.model import Decision
 from tests.unit.test_impact import PLAN, PLAN2, T0, dec, uid
 
 S = CorrectionStatus

@@ -1,6 +1,6 @@
 """Hostile input: every reader answers any body with a result or named violations, never
 an exception, and every report that follows (rejection event, dead letter) stays within
-its documented bound (contracts.bounds)."""
+its documented bound (contracts.shared.bounds)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,28 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from contracts import correction_subjects, invariant_subjects
-from contracts.bounds import (
+from contracts.corrections import subjects as correction_subjects
+from contracts.corrections.events import CorrectionRejected
+from contracts.corrections.model import CancelRequest, CorrectionRequest, FailRequest, RetryRequest
+from contracts.corrections.wire import (
+    read_cancel,
+    read_fail,
+    read_request,
+    read_retry,
+)
+from contracts.decisions.subjects import rejected
+from contracts.invariants import subjects as invariant_subjects
+from contracts.invariants.model import InvariantViolation
+from contracts.invariants.wire import ViolationRejected, read_violation
+from contracts.recording.reading import (
+    Candidate,
+    DecisionPersisted,
+    DecisionRejected,
+    Inbound,
+    read_message,
+    read_persisted_root,
+)
+from contracts.shared.bounds import (
     DEAD_LETTER_MAX_BYTES,
     DEAD_LETTER_PAYLOAD_BYTES,
     DEFAULT_MAX_PAYLOAD_BYTES,
@@ -24,29 +44,10 @@ from contracts.bounds import (
     REJECTION_EVENT_MAX_BYTES,
     clip,
 )
-from contracts.correction_events import CorrectionRejected
-from contracts.correction_wire import (
-    read_cancel,
-    read_fail,
-    read_request,
-    read_retry,
-)
-from contracts.corrections import CancelRequest, CorrectionRequest, FailRequest, RetryRequest
-from contracts.dead_letter import DeadLetter, Truncated
-from contracts.ids import is_ulid, new_id
-from contracts.invariant_wire import ViolationRejected, read_violation
-from contracts.invariants import InvariantViolation
-from contracts.recording import (
-    Candidate,
-    DecisionPersisted,
-    DecisionRejected,
-    Inbound,
-    read_message,
-    read_persisted_root,
-)
-from contracts.rules import Rule, RuleViolation, Violations
-from contracts.subjects import rejected
-from contracts.unreadable import Unreadable
+from contracts.shared.dead_letter import DeadLetter, Truncated
+from contracts.shared.ids import is_ulid, new_id
+from contracts.shared.rules import Rule, RuleViolation, Violations
+from contracts.shared.unreadable import Unreadable
 from store.dead_letters import _from_doc, _to_doc
 from tests.factories import root
 from workers.settings import Settings
@@ -375,7 +376,7 @@ def test_a_dead_letter_kept_before_sizes_were_recorded_still_loads() -> None:
 
 def test_the_worst_report_of_each_kind_is_within_its_stated_bound() -> None:
     """Every echoed text at its longest, in the characters that cost most (4-byte UTF-8
-    in BSON, `"` escaped in JSON): the bounds in contracts.bounds hold with room."""
+    in BSON, `"` escaped in JSON): the bounds in contracts.shared.bounds hold with room."""
     emoji, quote = "\U0001F600", '"'
     errors = [RuleViolation(rule=Rule.SEQUENCE_ASSIGNED_BY_RECORDER, field=emoji * 100,
                             message=emoji * 1000)] * 30

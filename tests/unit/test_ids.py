@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from ulid import ULID
 
-from contracts.ids import is_ulid
+from contracts.shared.ids import is_ulid
 
 pytestmark = pytest.mark.unit
 

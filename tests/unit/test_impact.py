@@ -12,10 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from contracts.corrections import CorrectionMode, CorrectionRequest
-from contracts.decision import STORED, ArtifactRef, ContextSnapshot, Decision, DecisionType
-from contracts.errors import TargetNotFound
-from contracts.impact import (
+from contracts.corrections.model import CorrectionMode, CorrectionRequest
+from contracts.decisions.model import STORED, ArtifactRef, ContextSnapshot, Decision, DecisionType
+from contracts.impact.walk import (
     DEFAULT_DECISION_SECONDS,
     LOW_RISK_MAX,
     MEDIUM_RISK_MAX,
@@ -32,6 +31,7 @@ from contracts.impact import (
     type_durations,
     types_without_history,
 )
+from contracts.shared.errors import TargetNotFound
 from tests.impact_graph import ImpactGraph, compute_impact, walk_graph
 
 pytestmark = pytest.mark.unit

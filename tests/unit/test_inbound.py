@@ -10,9 +10,9 @@ import pytest
 from nats.aio.msg import Msg
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
-from contracts.recording import Inbound, Invalid
-from contracts.rules import Rule, RuleViolation
-from contracts.unreadable import ERROR_TEXT_LIMIT, describe, guarded, unreadable
+from contracts.recording.reading import Inbound, Invalid
+from contracts.shared.rules import Rule, RuleViolation
+from contracts.shared.unreadable import ERROR_TEXT_LIMIT, describe, guarded, unreadable
 from services.recorder import RecorderPolicy, read_guarded
 from store.deliveries import Attempt
 from tests.factories import encode, headers, root, subject

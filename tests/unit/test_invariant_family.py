@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from contracts.decision import Decision, DecisionType
-from contracts.ids import new_id
-from contracts.invariants import (
+from contracts.decisions.model import Decision, DecisionType
+from contracts.decisions.plans import MAX_PLAN_DEPTH, ancestry
+from contracts.invariants.model import (
     BLOCKED_TYPES,
     Invariant,
     InvariantScope,
@@ -22,9 +22,9 @@ from contracts.invariants import (
     check_not_blocked,
     effective_invariants,
 )
-from contracts.plans import MAX_PLAN_DEPTH, ancestry
-from contracts.recording import StoredFacts, persisted_body, triage_batch
-from contracts.rules import Rule
+from contracts.recording.reading import StoredFacts, persisted_body, triage_batch
+from contracts.shared.ids import new_id
+from contracts.shared.rules import Rule
 from tests.factories import decision, root
 from tests.unit.test_recording import candidate
 

@@ -13,10 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from contracts.decision import DecisionType
-from contracts.ids import new_id
-from contracts.invariant_wire import read_violation
-from contracts.invariants import (
+from contracts.decisions.model import DecisionType
+from contracts.invariants.model import (
     BLOCKED_TYPES,
     SCOPE_RANK,
     Invariant,
@@ -28,10 +26,12 @@ from contracts.invariants import (
     check_not_blocked,
     effective_invariants,
 )
-from contracts.reconciliation import enforced_decision_id, enforced_decisions, wire_body
-from contracts.recording import Candidate, Inbound, StoredFacts, read_message, triage_batch
-from contracts.rules import Rule
-from contracts.unreadable import Unreadable
+from contracts.invariants.reconciliation import enforced_decision_id, enforced_decisions, wire_body
+from contracts.invariants.wire import read_violation
+from contracts.recording.reading import Candidate, Inbound, StoredFacts, read_message, triage_batch
+from contracts.shared.ids import new_id
+from contracts.shared.rules import Rule
+from contracts.shared.unreadable import Unreadable
 from tests.factories import decision, root
 from tests.unit.test_recording import NOW, candidate
 

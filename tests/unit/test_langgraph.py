@@ -25,9 +25,9 @@ from clients.langgraph import (
     parse_checkpoint_ref,
 )
 from clients.recorder import DecisionRecorder
-from contracts.corrections import CorrectionMode
-from contracts.decision import ContextSnapshot
-from contracts.resume import ResumeInstruction
+from contracts.corrections.model import CorrectionMode
+from contracts.corrections.resume import ResumeInstruction
+from contracts.decisions.model import ContextSnapshot
 from tests.conftest import ROOT
 from tests.unit.test_impact import PLAN
 from tests.unit.test_resume_contract import applied

@@ -13,14 +13,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from contracts import correction_subjects as subjects
-from contracts.correction_events import (
+from contracts.corrections import subjects
+from contracts.corrections.events import (
     AttemptTransitioned,
     CancelRefused,
     CorrectionTransitioned,
     RetryRefused,
 )
-from contracts.corrections import (
+from contracts.corrections.model import (
     ATTEMPT_LIFECYCLE,
     ATTEMPT_TRANSITIONS,
     CANCELLABLE,
@@ -36,9 +36,9 @@ from contracts.corrections import (
     CorrectionStatus,
     TransitionInfo,
 )
-from contracts.errors import DomainError, IllegalTransition
-from contracts.lifecycle import Lifecycle, check_transition, is_allowed, terminal_states
-from contracts.subject_tokens import plan_of
+from contracts.shared.errors import DomainError, IllegalTransition
+from contracts.shared.lifecycle import Lifecycle, check_transition, is_allowed, terminal_states
+from contracts.shared.subject_tokens import plan_of
 
 pytestmark = pytest.mark.unit
 

@@ -10,8 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contracts.ids import new_id
-from contracts.recording import (
+from contracts.recording.reading import (
     Candidate,
     Inbound,
     Invalid,
@@ -21,7 +20,8 @@ from contracts.recording import (
     read_message,
     triage_batch,
 )
-from contracts.rules import Rule
+from contracts.shared.ids import new_id
+from contracts.shared.rules import Rule
 from tests.factories import decision, encode, headers, plan_tree, root, subject
 
 pytestmark = pytest.mark.unit

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from contracts.corrections import INLINE_IDS_MAX, Correction, CorrectionMode, CorrectionStatus
-from contracts.decision import ContextSnapshot
-from contracts.resume import TARGET_TEXT_MAX, ResumeInstruction, ResumePoint
-from contracts.write_sets import AppendWrites, RevertWrites
+from contracts.corrections.model import INLINE_IDS_MAX, Correction, CorrectionMode, CorrectionStatus
+from contracts.corrections.resume import TARGET_TEXT_MAX, ResumeInstruction, ResumePoint
+from contracts.corrections.write_sets import AppendWrites, RevertWrites
+from contracts.decisions.model import ContextSnapshot
 from tests.unit.test_impact import PLAN, PLAN2, uid
 from tests.unit.test_write_sets import (
     AT,

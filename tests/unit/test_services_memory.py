@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from contracts.ids import new_id
-from contracts.invariants import InvariantViolation, Severity
-from contracts.recording import Inbound
+from contracts.invariants.model import InvariantViolation, Severity
+from contracts.recording.reading import Inbound
+from contracts.shared.ids import new_id
 from services.invariants import InvariantService
 from services.recorder import RecorderService, Verdict
 from tests.factories import encode, headers, plan_tree, subject

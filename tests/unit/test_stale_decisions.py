@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 
-from contracts.ids import new_id
-from contracts.recording import (
+from contracts.recording.reading import (
     Candidate,
     DecisionRejected,
     Inbound,
@@ -17,7 +16,8 @@ from contracts.recording import (
     read_message,
     triage_batch,
 )
-from contracts.rules import Rule
+from contracts.shared.ids import new_id
+from contracts.shared.rules import Rule
 from tests.factories import decision, encode, headers, root, subject
 
 pytestmark = pytest.mark.unit

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from contracts.corrections import Correction, CorrectionMode, CorrectionRequest
-from contracts.ids import new_id
-from contracts.tracing import TRACESTATE_MAX, trace_headers, trace_id
+from contracts.corrections.model import Correction, CorrectionMode, CorrectionRequest
+from contracts.shared.ids import new_id
+from contracts.shared.tracing import TRACESTATE_MAX, trace_headers, trace_id
 
 pytestmark = pytest.mark.unit
 

@@ -15,16 +15,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from contracts.corrections import Correction, CorrectionMode, CorrectionRequest, CorrectionStatus
-from contracts.decision import Decision, DecisionType
-from contracts.errors import (
-    DomainError,
-    IllegalTransition,
-    TargetInOtherPlan,
-    TargetNotFound,
-    TargetSuperseded,
+from contracts.corrections.model import (
+    Correction,
+    CorrectionMode,
+    CorrectionRequest,
+    CorrectionStatus,
 )
-from contracts.write_sets import (
+from contracts.corrections.write_sets import (
     AppendWrites,
     PlanRecord,
     PlanStatus,
@@ -33,6 +30,14 @@ from contracts.write_sets import (
     archive_member,
     revert_writes,
     validate_target,
+)
+from contracts.decisions.model import Decision, DecisionType
+from contracts.shared.errors import (
+    DomainError,
+    IllegalTransition,
+    TargetInOtherPlan,
+    TargetNotFound,
+    TargetSuperseded,
 )
 from tests.impact_graph import ImpactGraph, compute_impact
 from tests.unit.test_impact import PLAN, PLAN2, dec, graphs, uid
@@ -307,8 +312,9 @@ def test_an_applied_revert_replaces_exactly_the_affected_subtree(
 def test_the_correction_domain_imports_no_io_library() -> None:
     code = (
         "import sys\n"
-        "import contracts.write_sets, contracts.impact, contracts.correction_events\n"
-        "import contracts.correction_subjects, contracts.lifecycle, contracts.plans\n"
+        "import contracts.corrections.write_sets, contracts.impact.walk\n"
+        "import contracts.corrections.events, contracts.corrections.subjects\n"
+        "import contracts.shared.lifecycle, contracts.decisions.plans\n"
         "io = {'pymongo', 'bson', 'nats', 'faststream'}\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in io))\n"
     )

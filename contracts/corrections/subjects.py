@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import hashlib
 
-from contracts.corrections import CorrectionAttemptState, CorrectionStatus
-from contracts.subject_tokens import plan_token, plan_token_or_unknown
+from contracts.corrections.model import CorrectionAttemptState, CorrectionStatus
+from contracts.shared.subject_tokens import plan_token, plan_token_or_unknown
 
 CORRECTIONS_STREAM = "CORRECTIONS"
 REQUESTED_PREFIX = "corrections.requested"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from contracts.subject_tokens import plan_of, plan_token, plan_token_or_unknown
+from contracts.shared.subject_tokens import plan_of, plan_token, plan_token_or_unknown
 
 DECISIONS_STREAM = "DECISIONS"
 DECISIONS_SUBJECTS = "decisions.>"

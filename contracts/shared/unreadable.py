@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from contracts.ids import is_ulid
-from contracts.rules import Rule, RuleViolation
+from contracts.shared.ids import is_ulid
+from contracts.shared.rules import Rule, RuleViolation
 
 T = TypeVar("T")
 

@@ -1,4 +1,4 @@
-"""UTC, millisecond-precision timestamps, the same rule `contracts.decision` applies.
+"""UTC, millisecond-precision timestamps, the same rule `contracts.decisions.model` applies.
 
 A BSON date holds milliseconds, so normalising on the way in makes a stored time
 compare equal to the one that was sent; naive datetimes are taken as UTC.

@@ -3,7 +3,7 @@
 Field names, types and rules follow `decision_model.md`. The model validates one
 decision on its own; rules that need other decisions (the parent exists and is in
 the same plan, one root per plan, not under a superseded parent) are the recorder's,
-planned in `contracts.recording` against what the store says.
+planned in `contracts.recording.reading` against what the store says.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from contracts.base import Frozen
-from contracts.ids import Ulid, new_id
-from contracts.rules import Rule
-from contracts.timestamps import utc_field, utc_now
+from contracts.shared.base import Frozen
+from contracts.shared.ids import Ulid, new_id
+from contracts.shared.rules import Rule
+from contracts.shared.timestamps import utc_field, utc_now
 
 
 class Phase(StrEnum):

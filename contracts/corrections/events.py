@@ -1,5 +1,5 @@
 """Events of the correction path: what subscribers of `corrections.events.>` and
-`corrections.attempts.>` receive. Commands live in `contracts.corrections`.
+`corrections.attempts.>` receive. Commands live in `contracts.corrections.model`.
 
 Events are built from the stored aggregate, never assembled by hand in a worker, so
 a republished event is identical to the first one.
@@ -11,10 +11,8 @@ from typing import Self
 
 from pydantic import Field, model_validator
 
-from contracts import correction_subjects as subjects
-from contracts.base import Frozen
-from contracts.bounds import MAX_TEXT_BYTES
-from contracts.corrections import (
+from contracts.corrections import subjects
+from contracts.corrections.model import (
     ATTEMPT_LIFECYCLE,
     CORRECTION_LIFECYCLE,
     INLINE_IDS_MAX,
@@ -24,9 +22,11 @@ from contracts.corrections import (
     CorrectionMode,
     CorrectionStatus,
 )
-from contracts.ids import Ulid, new_id
-from contracts.rules import ERRORS_DOC, BoundedViolations, EchoText
-from contracts.timestamps import UtcTime
+from contracts.shared.base import Frozen
+from contracts.shared.bounds import MAX_TEXT_BYTES
+from contracts.shared.ids import Ulid, new_id
+from contracts.shared.rules import ERRORS_DOC, BoundedViolations, EchoText
+from contracts.shared.timestamps import UtcTime
 
 
 class CorrectionTransitioned(Frozen):

@@ -2,7 +2,7 @@
 
 The message is kept whole when it is small enough (nearly always): then an operator
 can retry it as it was sent. A hostile one is kept in part, so the document stays far
-under MongoDB's 16 MB whatever arrives (`contracts.bounds.DEAD_LETTER_MAX_BYTES`): the
+under MongoDB's 16 MB whatever arrives (`contracts.shared.bounds.DEAD_LETTER_MAX_BYTES`): the
 payload's first `DEAD_LETTER_PAYLOAD_BYTES` with its full size and SHA-256, headers
 and subject cut to size. `truncated` says what was cut; such a letter cannot be retried.
 """
@@ -20,14 +20,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from contracts.bounds import (
+from contracts.shared.bounds import (
     DEAD_LETTER_HEADER_BYTES,
     DEAD_LETTER_MAX_HEADERS,
     DEAD_LETTER_PAYLOAD_BYTES,
     DEAD_LETTER_SUBJECT_BYTES,
     clip,
 )
-from contracts.rules import ERRORS_DOC, BoundedViolations, EchoText, RuleViolation
+from contracts.shared.rules import ERRORS_DOC, BoundedViolations, EchoText, RuleViolation
 
 
 def dead_letter_id(stream: str, stream_sequence: int) -> str:

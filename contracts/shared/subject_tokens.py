@@ -9,7 +9,7 @@ token right after the prefix, whatever follows it.
 
 from __future__ import annotations
 
-from contracts.ids import is_ulid
+from contracts.shared.ids import is_ulid
 
 UNKNOWN_PLAN = "unknown"
 """The token of rejections whose plan could not be read."""

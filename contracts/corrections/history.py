@@ -26,17 +26,17 @@ from datetime import datetime
 
 from pydantic import Field
 
-from contracts.base import Frozen
-from contracts.corrections import (
+from contracts.corrections.model import (
     INLINE_IDS_MAX,
     Correction,
     CorrectionMode,
     CorrectionStatus,
 )
-from contracts.decision import Decision, DecisionType
-from contracts.ids import Ulid
-from contracts.rules import EchoText
-from contracts.write_sets import MANIFEST_NAME
+from contracts.corrections.write_sets import MANIFEST_NAME
+from contracts.decisions.model import Decision, DecisionType
+from contracts.shared.base import Frozen
+from contracts.shared.ids import Ulid
+from contracts.shared.rules import EchoText
 
 __all__ = [
     "CorrectionDiff",

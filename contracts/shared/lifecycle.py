@@ -14,7 +14,7 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Generic, TypeVar
 
-from contracts.errors import IllegalTransition
+from contracts.shared.errors import IllegalTransition
 
 __all__ = [
     "IllegalTransition",

@@ -14,8 +14,8 @@ from collections.abc import Iterable
 
 from ulid import ULID
 
-from contracts.decision import ContextSnapshot, Decision, DecisionType
-from contracts.invariants import Invariant, InvariantScope
+from contracts.decisions.model import ContextSnapshot, Decision, DecisionType
+from contracts.invariants.model import Invariant, InvariantScope
 
 
 def enforced_decision_id(root_decision_id: str, invariant_id: str) -> str:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from contracts.bounds import DEFAULT_MAX_PAYLOAD_BYTES
-from contracts.rules import Rule, RuleViolation
+from contracts.shared.bounds import DEFAULT_MAX_PAYLOAD_BYTES
+from contracts.shared.rules import Rule, RuleViolation
 
 
 def too_large(data: bytes, max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> RuleViolation | None:

@@ -14,18 +14,18 @@ from pathlib import PurePosixPath
 
 from pydantic import Field
 
-from contracts.base import Frozen
-from contracts.corrections import (
+from contracts.corrections.model import (
     REVERT_CHOSEN_PREFIX,
     CorrectionMode,
     CorrectionRequest,
     TransitionInfo,
 )
-from contracts.decision import ContextSnapshot, Decision, DecisionType
-from contracts.errors import TargetInOtherPlan, TargetNotFound, TargetSuperseded
-from contracts.ids import Ulid
-from contracts.impact import CorrectionImpact
-from contracts.plans import PlanRecord, PlanStatus
+from contracts.decisions.model import ContextSnapshot, Decision, DecisionType
+from contracts.decisions.plans import PlanRecord, PlanStatus
+from contracts.impact.walk import CorrectionImpact
+from contracts.shared.base import Frozen
+from contracts.shared.errors import TargetInOtherPlan, TargetNotFound, TargetSuperseded
+from contracts.shared.ids import Ulid
 
 __all__ = [
     "MANIFEST_NAME",

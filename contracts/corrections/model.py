@@ -23,12 +23,12 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from contracts.base import Frozen
-from contracts.decision import NonEmptyStr
-from contracts.ids import Ulid, new_id
-from contracts.lifecycle import Lifecycle
-from contracts.timestamps import UtcTime, utc_now
-from contracts.tracing import trace_headers
+from contracts.decisions.model import NonEmptyStr
+from contracts.shared.base import Frozen
+from contracts.shared.ids import Ulid, new_id
+from contracts.shared.lifecycle import Lifecycle
+from contracts.shared.timestamps import UtcTime, utc_now
+from contracts.shared.tracing import trace_headers
 
 GUIDANCE_MIN_CHARS = 1
 GUIDANCE_MAX_CHARS = 10_000
@@ -346,7 +346,7 @@ class Correction(Frozen):
     trace_context: dict[str, str] = Field(
         default_factory=dict,
         description="W3C trace context (traceparent, tracestate) the request carried: every "
-        "event of the correction carries it too (contracts.tracing).")
+        "event of the correction carries it too (contracts.shared.tracing).")
 
     @classmethod
     def from_request(

@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from contracts.corrections import Correction, CorrectionAttemptRecord, CorrectionAttemptState
-from contracts.decision import Decision
-from contracts.outgoing import OutgoingEvent
-from contracts.write_sets import AppendWrites, RevertWrites
+from contracts.corrections.model import Correction, CorrectionAttemptRecord, CorrectionAttemptState
+from contracts.corrections.write_sets import AppendWrites, RevertWrites
+from contracts.decisions.model import Decision
+from contracts.shared.outgoing import OutgoingEvent
 
 __all__ = ["AttemptChange", "Changes", "Versioned", "Written"]
 

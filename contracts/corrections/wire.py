@@ -13,13 +13,13 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from contracts import correction_subjects as subjects
-from contracts.bounds import DEFAULT_MAX_PAYLOAD_BYTES
-from contracts.corrections import CancelRequest, CorrectionRequest, FailRequest, RetryRequest
-from contracts.payload import json_object, too_large, unreadable
-from contracts.rules import Rule, RuleViolation, Violations
-from contracts.subject_tokens import plan_of
-from contracts.unreadable import Unreadable, ulid_or_none
+from contracts.corrections import subjects
+from contracts.corrections.model import CancelRequest, CorrectionRequest, FailRequest, RetryRequest
+from contracts.shared.bounds import DEFAULT_MAX_PAYLOAD_BYTES
+from contracts.shared.payload import json_object, too_large, unreadable
+from contracts.shared.rules import Rule, RuleViolation, Violations
+from contracts.shared.subject_tokens import plan_of
+from contracts.shared.unreadable import Unreadable, ulid_or_none
 
 M = TypeVar("M", bound=BaseModel)
 

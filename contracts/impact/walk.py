@@ -27,11 +27,11 @@ from typing import NamedTuple, Self
 
 from pydantic import Field, model_validator
 
-from contracts.base import Frozen
-from contracts.corrections import INLINE_IDS_MAX, CorrectionMode, CorrectionRequest
-from contracts.decision import ArtifactRef, Decision, DecisionType
-from contracts.errors import TargetNotFound
-from contracts.ids import Ulid
+from contracts.corrections.model import INLINE_IDS_MAX, CorrectionMode, CorrectionRequest
+from contracts.decisions.model import ArtifactRef, Decision, DecisionType
+from contracts.shared.base import Frozen
+from contracts.shared.errors import TargetNotFound
+from contracts.shared.ids import Ulid
 
 LOW_RISK_MAX = 3
 """At most this many affected decisions (target included) is low risk."""

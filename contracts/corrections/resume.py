@@ -23,13 +23,13 @@ from typing import Protocol, Self
 
 from pydantic import Field, model_validator
 
-from contracts import correction_subjects as subjects
-from contracts.base import Frozen
-from contracts.corrections import INLINE_IDS_MAX, Correction, CorrectionMode, CorrectionStatus
-from contracts.decision import Decision, DecisionType
-from contracts.ids import Ulid
-from contracts.timestamps import UtcTime
-from contracts.write_sets import AppendWrites, RevertWrites
+from contracts.corrections import subjects
+from contracts.corrections.model import INLINE_IDS_MAX, Correction, CorrectionMode, CorrectionStatus
+from contracts.corrections.write_sets import AppendWrites, RevertWrites
+from contracts.decisions.model import Decision, DecisionType
+from contracts.shared.base import Frozen
+from contracts.shared.ids import Ulid
+from contracts.shared.timestamps import UtcTime
 
 __all__ = [
     "TARGET_TEXT_MAX",

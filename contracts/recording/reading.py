@@ -15,12 +15,13 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from contracts.bounds import DEFAULT_MAX_PAYLOAD_BYTES, MAX_TEXT_BYTES
-from contracts.decision import Decision, DecisionType
-from contracts.ids import MSG_ID_HEADER, is_ulid
-from contracts.invariants import ReconciliationBlocked, check_not_blocked
-from contracts.payload import json_object, too_large, unreadable
-from contracts.rules import (
+from contracts.decisions.model import Decision, DecisionType
+from contracts.decisions.subjects import plan_of_subject
+from contracts.invariants.model import ReconciliationBlocked, check_not_blocked
+from contracts.shared.bounds import DEFAULT_MAX_PAYLOAD_BYTES, MAX_TEXT_BYTES
+from contracts.shared.ids import MSG_ID_HEADER, is_ulid
+from contracts.shared.payload import json_object, too_large, unreadable
+from contracts.shared.rules import (
     ERRORS_DOC,
     BoundedViolations,
     EchoText,
@@ -28,7 +29,6 @@ from contracts.rules import (
     RuleViolation,
     Violations,
 )
-from contracts.subjects import plan_of_subject
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,11 +14,11 @@ from typing import Protocol, Self
 
 from pydantic import Field, model_validator
 
-from contracts.base import Frozen
-from contracts.corrections import Guidance
-from contracts.ids import Ulid
-from contracts.lifecycle import Lifecycle
-from contracts.timestamps import UtcTime, utc_now
+from contracts.corrections.model import Guidance
+from contracts.shared.base import Frozen
+from contracts.shared.ids import Ulid
+from contracts.shared.lifecycle import Lifecycle
+from contracts.shared.timestamps import UtcTime, utc_now
 
 
 class PlanStatus(StrEnum):

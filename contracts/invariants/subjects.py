@@ -6,8 +6,8 @@ to it), so whoever publishes or republishes it, JetStream keeps one copy.
 
 from __future__ import annotations
 
-from contracts.subject_tokens import plan_of as _plan_of
-from contracts.subject_tokens import plan_token, plan_token_or_unknown
+from contracts.shared.subject_tokens import plan_of as _plan_of
+from contracts.shared.subject_tokens import plan_token, plan_token_or_unknown
 
 INVARIANTS_STREAM = "INVARIANTS"
 INVARIANTS_SUBJECTS = "invariants.>"

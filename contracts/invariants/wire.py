@@ -15,12 +15,12 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from contracts import invariant_subjects as subjects
-from contracts.bounds import DEFAULT_MAX_PAYLOAD_BYTES, MAX_TEXT_BYTES
-from contracts.ids import MSG_ID_HEADER
-from contracts.invariants import InvariantViolation
-from contracts.payload import json_object, too_large, unreadable
-from contracts.rules import (
+from contracts.invariants import subjects
+from contracts.invariants.model import InvariantViolation
+from contracts.shared.bounds import DEFAULT_MAX_PAYLOAD_BYTES, MAX_TEXT_BYTES
+from contracts.shared.ids import MSG_ID_HEADER
+from contracts.shared.payload import json_object, too_large, unreadable
+from contracts.shared.rules import (
     ERRORS_DOC,
     BoundedViolations,
     EchoText,
@@ -28,7 +28,7 @@ from contracts.rules import (
     RuleViolation,
     Violations,
 )
-from contracts.unreadable import Unreadable, ulid_or_none
+from contracts.shared.unreadable import Unreadable, ulid_or_none
 
 
 def read_violation(subject: str, headers: Mapping[str, str], data: bytes,

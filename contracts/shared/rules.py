@@ -13,7 +13,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from contracts.bounds import MAX_ERRORS, MAX_FIELD_BYTES, MAX_TEXT_BYTES, clip
+from contracts.shared.bounds import MAX_ERRORS, MAX_FIELD_BYTES, MAX_TEXT_BYTES, clip
 
 
 class Rule(StrEnum):
@@ -41,7 +41,7 @@ class Rule(StrEnum):
     SEQUENCE_ASSIGNED_BY_RECORDER = "sequence_assigned_by_recorder"
     CORRECTIONS_USE_WORKFLOW = "corrections_use_workflow"
     DECISION_ID_CONFLICT = "decision_id_conflict"
-    # Invariants (contracts.invariants): a blocked plan, and reading a violation report.
+    # Invariants (contracts.invariants.model): a blocked plan, and reading a violation report.
     RECONCILIATION_BLOCKED = "reconciliation_blocked"
     MSG_ID_MATCHES_VIOLATION = "msg_id_matches_violation"
     RESOLVED_BY_OPERATOR = "resolved_by_operator"
@@ -54,7 +54,7 @@ class Rule(StrEnum):
     """The body is over MAX_PAYLOAD_BYTES; it was refused unread."""
     MORE_ERRORS = "more_errors"
     """Not a rule of its own: the last entry of a report cut at MAX_ERRORS, counting the
-    violations not listed (contracts.bounds)."""
+    violations not listed (contracts.shared.bounds)."""
     # Archive safety (issue 7): an artifact_path a revert could not archive safely.
     SAFE_ARTIFACT_PATH = "safe_artifact_path"
     MAX_DELIVERIES = "max_deliveries"

@@ -20,11 +20,11 @@ from pydantic import (
     model_validator,
 )
 
-from contracts.base import Frozen
-from contracts.decision import PHASE_OF, DecisionType, NonEmptyStr, Phase
-from contracts.errors import DomainError
-from contracts.ids import Ulid, is_ulid, new_id
-from contracts.timestamps import UtcTime, utc_now
+from contracts.decisions.model import PHASE_OF, DecisionType, NonEmptyStr, Phase
+from contracts.shared.base import Frozen
+from contracts.shared.errors import DomainError
+from contracts.shared.ids import Ulid, is_ulid, new_id
+from contracts.shared.timestamps import UtcTime, utc_now
 
 MAX_NAME = 100
 MAX_TEXT = 10_000
@@ -92,7 +92,7 @@ class Invariant(Frozen):
     @field_validator("scope_target")
     @classmethod
     def _canonical_plan_id(cls, value: str | None, info: ValidationInfo) -> str | None:
-        # Plan IDs are stored upper case (contracts.ids); the same plan, one spelling.
+        # Plan IDs are stored upper case (contracts.shared.ids); the same plan, one spelling.
         if value is not None and info.data.get("scope") is InvariantScope.PLAN:
             return value.upper()
         return value
