@@ -1,188 +1,201 @@
 """A revert's archive on disk: the manifest of every affected artifact, and copies.
 
 Written *before* the revert's transaction, into a folder named by the correction and
-emptied first, so a retry starts from the same clean place and a crash leaves at worst
-a folder whose correction never applied (it is removed when the correction ends FAILED).
+emptied first, so a retry starts from the same clean place; a crash between the copy
+and the transaction leaves a folder whose correction never applied, which the retry
+empties (or the FAILED end removes). Everything written (copies, folders, manifest) is
+fsynced before `write` returns, so the APPLIED the transaction records never names
+copies a power loss took back.
 
-A recorded path is untrusted input, and ARTIFACTS_ROOT is a tree agents write to, so
-nothing here follows a symbolic link: the source is opened component by component
-from ARTIFACTS_ROOT with O_NOFOLLOW (a link anywhere on the way, or a non-regular
-file, is not copied), and every folder and file below ARCHIVE_ROOT is created the same
-way, files with O_EXCL. A path that is absolute, has '..', a NUL or control character
-or an over-long component (recorded before the `safe_artifact_path` rule existed) is
-listed in the manifest as skipped with the reason, never opened. Any OSError while
-writing the archive propagates: the service ends the attempt FAILED with it.
+What is copied is bounded and decided by contracts.archive_rules (sizes per artifact
+and per correction, a free-space floor); every artifact not copied is in the manifest
+with the reason. Copies keep holes and go through the kernel (services.archive_copy).
+Nothing follows a link (services.archive_fs). All of it runs under a progress watchdog
+(services.archive_watch): a read or write that stalls ends the attempt FAILED naming
+the artifact, and the next attempt of that correction lists the artifact as timed out
+instead of reading it again. Any other OSError propagates: the attempt ends FAILED.
 """
 
 from __future__ import annotations
 
-import errno
-import json
+import logging
 import os
-import shutil
-import stat
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
+from typing import NamedTuple
 
+from contracts.archive_manifest import ManifestLine, manifest_document
+from contracts.archive_preview import ArchivePreview
+from contracts.archive_rules import (
+    ArchiveLimits,
+    Skip,
+    Totals,
+    before_looking,
+    judge,
+    worth_hashing,
+)
 from contracts.decision import artifact_path_problem
-from contracts.write_sets import MANIFEST_NAME, RevertWrites, archive_folder
+from contracts.impact import AffectedArtifact
+from contracts.write_sets import MANIFEST_NAME, ArchiveEntry, RevertWrites, archive_folder
+from services.archive_copy import (
+    copy_into,
+    free_bytes,
+    fsync_path,
+    sha256_of,
+    sync_tree,
+    write_synced,
+)
+from services.archive_fs import (
+    ROOT,
+    NotAFolder,
+    Sources,
+    closing,
+    open_dirs,
+    parts_of,
+    remove_entry,
+)
+from services.archive_preview import preview_archive
+from services.archive_watch import ArchiveStalled, Progress, run_watched
 
-COPY_CHUNK = 1 << 20
-_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-# O_NONBLOCK: opening a FIFO planted in the tree must not block the worker; a regular
-# file ignores it.
-_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+__all__ = ["Archive", "ArchiveResult", "NotAFolder"]
+
+log = logging.getLogger(__name__)
+
+REMEMBERED_MAX = 1000
+"""Corrections whose stalled artifacts a worker remembers (the oldest forgotten first)."""
 
 
-class NotAFolder(OSError):
-    """A link (or a file) stands where a folder of the path should be."""
-
-
-@contextmanager
-def _fd(fd: int) -> Iterator[int]:
-    try:
-        yield fd
-    finally:
-        os.close(fd)
-
-
-def _parts(relative: str) -> list[str]:
-    return [p for p in relative.split("/") if p not in {"", "."}]
-
-
-def _open_dirs(base: int, parts: list[str], *, create: bool) -> int:
-    """An fd of base/parts..., never through a link; folders made when `create`."""
-    fd = os.dup(base)
-    try:
-        for part in parts:
-            if create:
-                with suppress(FileExistsError):
-                    os.mkdir(part, 0o755, dir_fd=fd)
-            try:
-                nxt = os.open(part, _DIR, dir_fd=fd)
-            except OSError as exc:
-                if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
-                    raise
-                raise NotAFolder(exc.errno, f"{'/'.join(parts)}: {part!r} is a link or not "
-                                 "a folder, and the archive never follows links") from exc
-            os.close(fd)
-            fd = nxt
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+class ArchiveResult(NamedTuple):
+    path: str
+    """The folder's absolute path."""
+    lines: list[ManifestLine]
+    """The manifest's artifacts, copied or not."""
 
 
 class Archive:
-    def __init__(self, archive_root: Path, artifacts_root: Path | None = None) -> None:
+    def __init__(self, archive_root: Path, artifacts_root: Path | None = None,
+                 limits: ArchiveLimits | None = None) -> None:
         self.archive_root = archive_root
         self.artifacts_root = artifacts_root.resolve() if artifacts_root else None
+        self.limits = limits or ArchiveLimits()
+        self._stalled: dict[str, set[str]] = {}
 
     def folder(self, plan_id: str, correction_id: str) -> Path:
         return self.archive_root / archive_folder(plan_id, correction_id)
 
-    def write(self, writes: RevertWrites) -> str:
-        """Copy what exists safely, write the manifest; return the folder's absolute path."""
+    # --- what the service awaits: the I/O in a watched thread ------------------------
+
+    async def archive(self, writes: RevertWrites) -> ArchiveResult:
+        """`write` under the watchdog; ArchiveStalled names what made no progress."""
+        try:
+            result = await run_watched(lambda p: self.write(writes, p),
+                                       self.limits.stall_seconds)
+        except ArchiveStalled as exc:
+            self._remember(writes.correction_id, exc.artifact)
+            raise
+        self._stalled.pop(writes.correction_id, None)
+        return result
+
+    async def discard(self, plan_id: str, correction_id: str) -> None:
+        """`remove` under the watchdog; best effort, a stall is logged."""
+        self._stalled.pop(correction_id, None)
+        try:
+            await run_watched(lambda p: self.remove(plan_id, correction_id),
+                              self.limits.stall_seconds)
+        except ArchiveStalled as exc:
+            log.warning("removing the archive of correction %s: %s", correction_id, exc,
+                        extra={"correction_id": correction_id, "plan_id": plan_id})
+
+    async def preview(self, artifacts: Sequence[AffectedArtifact]) -> ArchivePreview:
+        """What `write` would do with these artifacts now, for the dry run."""
+        return await preview_archive(artifacts, self.artifacts_root, self.archive_root,
+                                     self.limits)
+
+    def _remember(self, correction_id: str, artifact: str | None) -> None:
+        if artifact is None:
+            return
+        if correction_id not in self._stalled and len(self._stalled) >= REMEMBERED_MAX:
+            self._stalled.pop(next(iter(self._stalled)))
+        self._stalled.setdefault(correction_id, set()).add(artifact)
+
+    # --- the blocking work ----------------------------------------------------------
+
+    def write(self, writes: RevertWrites, progress: Progress | None = None) -> ArchiveResult:
+        """Copy what the rules allow, write the manifest, fsync it all."""
+        progress = progress or Progress()
+        progress.step("opening the archive folder")
+        stalled = frozenset(self._stalled.get(writes.correction_id, ()))
         # The configured root is trusted (an operator chose it); what lies below it is
         # created without following links.
-        root = self.archive_root
-        root.mkdir(parents=True, exist_ok=True)
-        rel = _parts(archive_folder(writes.plan_id, writes.correction_id))
-        with _fd(os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)) as root_fd, \
-                _fd(_open_dirs(root_fd, rel[:-1], create=True)) as parent:
-            # A retry starts from an empty folder, so O_EXCL never meets its own copies.
-            self._remove_entry(parent, rel[-1])
-            with _fd(_open_dirs(parent, rel[-1:], create=True)) as folder:
-                entries = [self._archive_one(folder, entry.model_dump(mode="json"))
-                           for entry in writes.manifest]
-                manifest = {
-                    "correction_id": writes.correction_id, "plan_id": writes.plan_id,
-                    "target_decision_id": writes.target_decision_id,
-                    "new_decision_id": writes.new_decision.decision_id,
-                    "superseded_ids": writes.supersede_ids,
-                    "child_plans_rolled_back": writes.child_plans_to_roll_back,
-                    "artifacts": entries,
-                }
-                tmp = MANIFEST_NAME + ".tmp"
-                with _fd(os.open(tmp, _CREATE, 0o644, dir_fd=folder)) as out:
-                    _write_all(out, json.dumps(manifest, indent=2).encode())
-                # A reader never sees half a manifest.
-                os.replace(tmp, MANIFEST_NAME, src_dir_fd=folder, dst_dir_fd=folder)
-        return str(self.folder(writes.plan_id, writes.correction_id).resolve())
+        existed = self.archive_root.exists()
+        self.archive_root.mkdir(parents=True, exist_ok=True)
+        if not existed:
+            fsync_path(self.archive_root.parent)
+        rel = parts_of(archive_folder(writes.plan_id, writes.correction_id))
+        with closing(os.open(self.archive_root, ROOT)) as root_fd:
+            with closing(open_dirs(root_fd, rel[:-1], create=True)) as parent:
+                progress.step("emptying the archive folder")
+                # A retry starts from an empty folder, so O_EXCL never meets its own copies.
+                remove_entry(parent, rel[-1])
+                with closing(open_dirs(parent, rel[-1:], create=True)) as folder:
+                    lines = self._copies(folder, writes.manifest, stalled, progress)
+                    progress.step("writing the manifest")
+                    write_synced(folder, MANIFEST_NAME,
+                                 manifest_document(writes, lines, self.limits))
+                    sync_tree(folder, progress)
+            for depth in range(len(rel) - 1, -1, -1):  # each new folder's name, up to the root
+                with closing(open_dirs(root_fd, rel[:depth], create=False)) as above:
+                    os.fsync(above)
+        return ArchiveResult(str(self.folder(writes.plan_id, writes.correction_id).resolve()),
+                             lines)
 
     def remove(self, plan_id: str, correction_id: str) -> None:
         """Remove the correction's folder, reached without following links (a link
         planted on the way must not make this delete elsewhere); best effort."""
-        rel = _parts(archive_folder(plan_id, correction_id))
+        rel = parts_of(archive_folder(plan_id, correction_id))
         try:
-            with _fd(os.open(self.archive_root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-                     ) as root_fd, _fd(_open_dirs(root_fd, rel[:-1], create=False)) as parent:
-                self._remove_entry(parent, rel[-1])
+            with closing(os.open(self.archive_root, ROOT)) as root_fd, \
+                    closing(open_dirs(root_fd, rel[:-1], create=False)) as parent:
+                remove_entry(parent, rel[-1])
         except OSError:
             pass  # nothing there, or not ours to touch
 
-    def _archive_one(self, folder: int, entry: dict[str, object]) -> dict[str, object]:
-        path = str(entry["artifact_path"])
-        problem = artifact_path_problem(path)
-        if problem is not None:
-            return {**entry, "copied": False,
-                    "skipped": f"unsafe artifact_path (recorded before the "
-                               f"safe_artifact_path rule): {problem}"}
-        if self.artifacts_root is None:
-            return {**entry, "copied": False}
-        copied = self._copy(path, folder, str(entry["archived_as"]))
-        return {**entry, "copied": copied} if copied else \
-            {**entry, "copied": False, "skipped": "missing, a link, or not a regular file"}
+    def _copies(self, folder: int, entries: Sequence[ArchiveEntry], stalled: frozenset[str],
+                progress: Progress) -> list[ManifestLine]:
+        totals, lines = Totals(), []
+        with Sources(self.artifacts_root) as sources:
+            for entry in entries:
+                line, totals = self._archive_one(
+                    folder, sources, entry, totals,
+                    stalled_before=entry.archived_as in stalled, progress=progress)
+                lines.append(line)
+        return lines
 
-    def _copy(self, artifact_path: str, folder: int, archived_as: str) -> bool:
-        """Copy ARTIFACTS_ROOT/artifact_path to folder/archived_as; False if there is no
-        regular file reachable without following a link."""
-        assert self.artifacts_root is not None
-        src_parts = _parts(artifact_path)
-        if not src_parts:
-            return False
-        try:
-            src = self._open_source(src_parts)
-        except OSError:
-            return False  # absent, a link on the way, or unreadable: not copied
-        if src is None:
-            return False
-        with _fd(src):
-            dest = _parts(archived_as)
-            with _fd(_open_dirs(folder, dest[:-1], create=True)) as where, \
-                    _fd(os.open(dest[-1], _CREATE, 0o644, dir_fd=where)) as out:
-                while chunk := os.read(src, COPY_CHUNK):
-                    _write_all(out, chunk)
-                st = os.fstat(src)
-                os.utime(out, ns=(st.st_atime_ns, st.st_mtime_ns))
-        return True
+    def _archive_one(self, folder: int, sources: Sources, entry: ArchiveEntry,
+                     totals: Totals, *, stalled_before: bool,
+                     progress: Progress) -> tuple[ManifestLine, Totals]:
+        skip = self._before_looking(entry.artifact_path, stalled_before=stalled_before)
+        if skip is not None:
+            return ManifestLine.of(entry, skip), totals
+        progress.step(f"reading artifact {entry.artifact_path!r} (decision "
+                      f"{entry.decision_id})", artifact=entry.archived_as)
+        source, fd = sources.open(entry.artifact_path)
+        skip = judge(source, self.limits, totals, free_bytes(folder) if fd is not None else None)
+        if fd is None:
+            return ManifestLine.of(entry, skip, source), totals
+        with closing(fd):
+            if skip is None:
+                copy_into(fd, folder, entry.archived_as, source.size, progress)
+                return ManifestLine.of(entry, None, source), totals.copied(source)
+            if not worth_hashing(skip, source, self.limits, totals):
+                return ManifestLine.of(entry, skip, source), totals
+            digest = sha256_of(fd, source.size, progress)
+            return (ManifestLine.of(entry, skip, source, digest),
+                    replace(totals, hashed=totals.hashed + source.size))
 
-    def _open_source(self, parts: list[str]) -> int | None:
-        assert self.artifacts_root is not None
-        with _fd(os.open(self.artifacts_root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-                 ) as base, _fd(_open_dirs(base, parts[:-1], create=False)) as where:
-            fd = os.open(parts[-1], _READ, dir_fd=where)
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
-            return None
-        os.set_blocking(fd, True)
-        return fd
-
-    @staticmethod
-    def _remove_entry(parent: int, name: str) -> None:
-        try:
-            st = os.stat(name, dir_fd=parent, follow_symlinks=False)
-        except FileNotFoundError:
-            return
-        if stat.S_ISDIR(st.st_mode):
-            shutil.rmtree(name, dir_fd=parent)
-        else:  # a link or file planted where the folder goes: removed, never followed
-            os.unlink(name, dir_fd=parent)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
+    def _before_looking(self, artifact_path: str, *, stalled_before: bool) -> Skip | None:
+        return before_looking(artifact_path_problem(artifact_path),
+                              root_configured=self.artifacts_root is not None,
+                              timed_out_before=stalled_before,
+                              stall_seconds=self.limits.stall_seconds)
