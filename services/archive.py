@@ -74,6 +74,10 @@ class ArchiveResult(NamedTuple):
 
 
 class Archive:
+    sources = Sources
+    """How artifacts are reached from ARTIFACTS_ROOT (a test stands in a hanging file
+    system here)."""
+
     def __init__(self, archive_root: Path, artifacts_root: Path | None = None,
                  limits: ArchiveLimits | None = None) -> None:
         self.archive_root = archive_root
@@ -110,7 +114,7 @@ class Archive:
     async def preview(self, artifacts: Sequence[AffectedArtifact]) -> ArchivePreview:
         """What `write` would do with these artifacts now, for the dry run."""
         return await preview_archive(artifacts, self.artifacts_root, self.archive_root,
-                                     self.limits)
+                                     self.limits, self.sources)
 
     def _remember(self, correction_id: str, artifact: str | None) -> None:
         if artifact is None:
@@ -164,7 +168,7 @@ class Archive:
     def _copies(self, folder: int, entries: Sequence[ArchiveEntry], stalled: frozenset[str],
                 progress: Progress) -> list[ManifestLine]:
         totals, lines = Totals(), []
-        with Sources(self.artifacts_root) as sources:
+        with self.sources(self.artifacts_root) as sources:
             for entry in entries:
                 line, totals = self._archive_one(
                     folder, sources, entry, totals,

@@ -50,7 +50,8 @@ class _Seen:
 
 
 async def preview_archive(artifacts: Sequence[AffectedArtifact], artifacts_root: Path | None,
-                          archive_root: Path, limits: ArchiveLimits) -> ArchivePreview:
+                          archive_root: Path, limits: ArchiveLimits,
+                          sources: type[Sources] = Sources) -> ArchivePreview:
     if artifacts_root is None:
         return ArchivePreview(len(artifacts), 0, archiving_on=False)
     seen = _Seen(len(artifacts))
@@ -58,7 +59,7 @@ async def preview_archive(artifacts: Sequence[AffectedArtifact], artifacts_root:
 
     def look_all(progress: Progress) -> None:
         free, totals = free_bytes_at(archive_root), Totals()
-        with Sources(artifacts_root) as sources:
+        with sources(artifacts_root) as tree:
             for a in artifacts[:PREVIEW_MAX]:
                 if time.monotonic() > deadline:
                     return  # the warning says how many were looked at
@@ -68,7 +69,7 @@ async def preview_archive(artifacts: Sequence[AffectedArtifact], artifacts_root:
                 if skip is None:
                     progress.step(f"looking at artifact {a.artifact_path!r} (decision "
                                   f"{a.decision_id})")
-                    source, fd = sources.open(a.artifact_path)
+                    source, fd = tree.open(a.artifact_path)
                     if fd is not None:
                         os.close(fd)
                     skip = judge(source, limits, totals,
