@@ -312,6 +312,9 @@ def open_services(runtime: Runtime, settings: Settings, broker: NatsBroker,
                        max_payload_bytes=settings.max_payload_bytes),
         waits=ParentWaits(db),
     )
+    if settings.artifacts_root is None:
+        log.warning("archiving is off: ARTIFACTS_ROOT is unset, so a revert's archive lists "
+                    "the artifacts in its manifest and copies none")
     runtime.corrections = CorrectionService(
         CorrectionStore.open(db, settings.corrections_lease_seconds),
         JetStreamPublisher(broker.connection),
