@@ -1,19 +1,14 @@
 """A revert's archive on disk: the manifest of every affected artifact, and copies.
 
-Written *before* the revert's transaction, into a folder named by the correction and
-emptied first, so a retry starts from the same clean place; a crash between the copy
-and the transaction leaves a folder whose correction never applied, which the retry
-empties (or the FAILED end removes). Everything written (copies, folders, manifest) is
-fsynced before `write` returns, so the APPLIED the transaction records never names
-copies a power loss took back.
-
-What is copied is bounded and decided by contracts.archive_rules (sizes per artifact
-and per correction, a free-space floor); every artifact not copied is in the manifest
-with the reason. Copies keep holes and go through the kernel (services.archive_copy).
-Nothing follows a link (services.archive_fs). All of it runs under a progress watchdog
-(services.archive_watch): a read or write that stalls ends the attempt FAILED naming
-the artifact, and the next attempt of that correction lists the artifact as timed out
-instead of reading it again. Any other OSError propagates: the attempt ends FAILED.
+Written before the revert's transaction into a folder named by the correction, emptied
+first (a retry, or the attempt after a crash, starts from the same clean place), and
+fsynced whole before `write` returns: the APPLIED the transaction records never names
+copies a power loss took back. What is copied is decided by contracts.archive_rules
+(sizes, free-space floor); every artifact not copied is in the manifest with the reason.
+Copies keep holes and go through the kernel (archive_copy); nothing follows a link
+(archive_fs); all of it runs under a progress watchdog (archive_watch): a stall ends the
+attempt FAILED naming the artifact, and the next attempt lists it as timed out instead
+of reading it again. Any other OSError propagates: the attempt ends FAILED.
 """
 
 from __future__ import annotations
@@ -182,18 +177,19 @@ class Archive:
         skip = self._before_looking(entry.artifact_path, stalled_before=stalled_before)
         if skip is not None:
             return ManifestLine.of(entry, skip), totals
-        progress.step(f"reading artifact {entry.artifact_path!r} (decision "
-                      f"{entry.decision_id})", artifact=entry.archived_as)
+        progress.step(_doing("reading", entry), artifact=entry.archived_as)
         source, fd = sources.open(entry.artifact_path)
         skip = judge(source, self.limits, totals, free_bytes(folder) if fd is not None else None)
         if fd is None:
             return ManifestLine.of(entry, skip, source), totals
         with closing(fd):
             if skip is None:
+                progress.step(_doing("copying", entry), artifact=entry.archived_as)
                 copy_into(fd, folder, entry.archived_as, source.size, progress)
                 return ManifestLine.of(entry, None, source), totals.copied(source)
             if not worth_hashing(skip, source, self.limits, totals):
                 return ManifestLine.of(entry, skip, source), totals
+            progress.step(_doing("hashing", entry), artifact=entry.archived_as)
             digest = sha256_of(fd, source.size, progress)
             return (ManifestLine.of(entry, skip, source, digest),
                     replace(totals, hashed=totals.hashed + source.size))
@@ -203,3 +199,8 @@ class Archive:
                               root_configured=self.artifacts_root is not None,
                               timed_out_before=stalled_before,
                               stall_seconds=self.limits.stall_seconds)
+
+
+def _doing(verb: str, entry: ArchiveEntry) -> str:
+    """What the watchdog names if this step stalls."""
+    return f"{verb} artifact {entry.artifact_path!r} (decision {entry.decision_id})"
