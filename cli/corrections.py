@@ -106,6 +106,9 @@ def show(
             console.print(f"  child plan spawned: {p}")
         if c.archived_artifacts_path:
             console.print(f"  archive: {escape(c.archived_artifacts_path)}")
+        if c.archive_not_copied_count:
+            console.print(f"  not copied: {c.archive_not_copied_count} artifact(s) "
+                          "[dim](why: agents correction diff)[/]")
         if c.error:
             console.print(f"  [red]error: {escape(c.error)}[/]")
         console.print("  history:")

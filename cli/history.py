@@ -146,3 +146,11 @@ def print_diff(d: CorrectionDiff) -> None:
     if d.archived_artifacts_path:
         console.print(f"archive: {escape(d.archived_artifacts_path)}")
         console.print(f"manifest: {escape(d.manifest_path or '')}")
+    if d.archive_not_copied_count:
+        console.print(f"[bold]not copied[/] ({d.archive_not_copied_count})")
+    for n in d.archive_not_copied:
+        console.print(f"  [yellow]![/] {escape(clip(n.artifact_path, 100))}: "
+                      f"{escape(clip(n.skipped, 300))}")
+    if d.archive_not_copied_count > len(d.archive_not_copied):
+        console.print(f"  [dim]… {d.archive_not_copied_count - len(d.archive_not_copied)} "
+                      "more (the manifest lists them all)[/]")

@@ -144,6 +144,7 @@ def _banner(settings: Settings, data_dir: Path, servers: list[ManagedServer],
     if console_url:
         table.add_row("console", escape(console_url) + "  [dim](agents console)[/]")
     table.add_row("archive", escape(str(settings.resolved_archive_root())))
+    table.add_row(*_artifacts_row(settings))
     if servers:
         table.add_row("data dir", escape(str(data_dir)))
         for server in servers:
@@ -155,6 +156,16 @@ def _banner(settings: Settings, data_dir: Path, servers: list[ManagedServer],
     stops = "the workers, then the servers" if servers else "the workers"
     table.add_row("", f"[dim]Ctrl-C stops {stops}[/]")
     return Panel(table, title="agents up", border_style="green", expand=False)
+
+
+def _artifacts_row(settings: Settings) -> tuple[str, str]:
+    """Where reverts copy artifacts from, or plainly that they copy nothing."""
+    if settings.artifacts_root is None:
+        return ("[yellow]archiving off[/]", "[yellow]ARTIFACTS_ROOT is unset: a revert's "
+                "archive lists the artifacts in its manifest, copies none "
+                "(--artifacts-root DIR, the folder the agents write to)[/]")
+    return ("artifacts", escape(str(settings.artifacts_root)) +
+            "  [dim](ARTIFACTS_ROOT: agents write here, reverts archive copies from it)[/]")
 
 
 def _not_durable(settings: Settings, started: set[str]) -> list[str]:
@@ -248,6 +259,20 @@ def _start_servers(servers: list[ManagedServer], data_dir: Path, host: str,
         fail(failure)
 
 
+def _with_roots(base: Settings, data_dir: Path, artifacts_root: Path | None) -> Settings:
+    """The archive beside the servers' data (outside the agents' tree) unless
+    ARCHIVE_ROOT says otherwise; --artifacts-root unless ARTIFACTS_ROOT is set."""
+    changes: dict[str, Path] = {}
+    if base.archive_root is None:
+        changes["archive_root"] = data_dir / "archive"
+    if base.artifacts_root is None and artifacts_root is not None:
+        changes["artifacts_root"] = artifacts_root.expanduser().resolve()
+    try:
+        return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+    except ValueError as exc:
+        fail(f"bad value in the environment or the options: {exc}", USAGE_ERROR)
+
+
 def up(
     *,
     data_dir: Annotated[Path, typer.Option(
@@ -268,6 +293,10 @@ def up(
         "it listens on CONSOLE_HOST, 127.0.0.1 unless set.")] = None,
     no_console: Annotated[bool, typer.Option(
         "--no-console", help="Do not start the operator console.")] = False,
+    artifacts_root: Annotated[Path | None, typer.Option(
+        help="The folder the agents write their artifacts to (ARTIFACTS_ROOT wins): reverts "
+        "archive copies from it. Unset: archiving is off, a revert's archive is a manifest.",
+    )] = None,
 ) -> None:
     """Start the servers NATS_URL / MONGODB_URI do not point at, then run all workers."""
     logging.basicConfig(level=logging.INFO, format="%(message)s", force=True,
@@ -276,12 +305,7 @@ def up(
     need_nats = not os.environ.get("NATS_URL")
     need_mongo = not os.environ.get("MONGODB_URI")
     data_dir = data_dir.expanduser().resolve()
-    if base.archive_root is None:
-        # The servers' data and the archives live together, outside the agents' tree.
-        try:
-            base = dataclasses.replace(base, archive_root=data_dir / "archive")
-        except ValueError as exc:
-            fail(f"bad value in the environment: {exc}", USAGE_ERROR)
+    base = _with_roots(base, data_dir, artifacts_root)
 
     health_addr = base.health_addr or f"{host}:{health_port}"
     from cli.console import Background, config_from  # noqa: PLC0415
@@ -315,6 +339,8 @@ def up(
             exports = {"NATS_URL": started["nats"]} if "nats" in started else {}
             if "mongo" in started:
                 exports["MONGODB_URI"] = started["mongo"]
+            if settings.artifacts_root is not None and not os.environ.get("ARTIFACTS_ROOT"):
+                exports["ARTIFACTS_ROOT"] = str(settings.artifacts_root)  # for the agents
             if console_config is not None:
                 from cli.correct import requester  # noqa: PLC0415
 

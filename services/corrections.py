@@ -35,6 +35,7 @@ from enum import StrEnum
 
 from opentelemetry import propagate, trace
 
+from contracts.archive.manifest import not_copied
 from contracts.corrections import subjects
 from contracts.corrections.changes import AttemptChange, Changes, Versioned
 from contracts.corrections.driver import Step, next_step, next_to_drive
@@ -79,7 +80,7 @@ from contracts.shared.ids import new_id
 from contracts.shared.timestamps import utc_now
 from contracts.shared.unreadable import Unreadable
 from services import outbox
-from services.archive import Archive
+from services.archive.writer import Archive
 from services.ports import (
     CorrectionObserver,
     CorrectionStorePort,
@@ -280,12 +281,14 @@ class CorrectionService:
         walk = await self._store.impact.walk(request.decision_id, self.policy.max_decisions)
         durations = type_durations(timing_samples(walk.affected))
         impact = summarize(walk, durations)
+        archive = await self._archive.preview(impact.affected_artifacts) \
+            if request.mode is CorrectionMode.REVERT else None
         return build_dry_run_report(
             request, impact, target_superseded=replacement is not None,
             current_replacement=replacement,
             fallback_types=types_without_history(
                 (v.decision_type for v in walk.affected), durations),
-            max_decisions=self.policy.max_decisions)
+            max_decisions=self.policy.max_decisions, archive=archive)
 
     async def _current_replacement(self, target: Decision) -> str:
         """The decision that stands in for `target` now: its replacement's replacement,
@@ -499,7 +502,7 @@ class CorrectionService:
                 await self.flush(correction_id)
                 if c.status is S.FAILED and c.mode is CorrectionMode.REVERT:
                     # Failed under us (an operator's fail) maybe after we wrote the archive.
-                    await asyncio.to_thread(self._archive.remove, c.plan_id, c.correction_id)
+                    await self._archive.discard(c.plan_id, c.correction_id)
                 return c
             try:
                 with step_span(c):
@@ -636,10 +639,10 @@ class CorrectionService:
             assert impact is not None
             revert = revert_writes(request, target, impact, new_decision_id=new_id(),
                                  sequence_number=0, at=now)
-            path = await asyncio.to_thread(self._archive.write, revert)
+            path, lines = await self._archive.archive(revert)  # durable on return
             done = attempt.transition(A.COMPLETE, now, new_decision_id=revert.new_decision.
                                       decision_id, archived_artifacts_path=path)
-            applied = c.transition(S.APPLIED, now, **revert.applied_info(path))
+            applied = c.transition(S.APPLIED, now, **revert.applied_info(path, not_copied(lines)))
             return Changes(applied, v.version, lease_owner=owner, revert=revert,
                            announce=persisted_message,
                            attempts=[AttemptChange(done, A.EXECUTING)],
@@ -697,7 +700,7 @@ class CorrectionService:
         await self._commit(Changes(failed, v.version, lease_owner=owner, attempts=changes,
                                    events=events))
         if c.mode is CorrectionMode.REVERT:
-            await asyncio.to_thread(self._archive.remove, c.plan_id, c.correction_id)
+            await self._archive.discard(c.plan_id, c.correction_id)
         log.info("correction %s FAILED: %s", c.correction_id, error,
                  extra={"correction_id": c.correction_id, "plan_id": c.plan_id})
 

@@ -26,7 +26,7 @@ from contracts.decisions.subjects import DECISIONS_STREAM, RECORDER_DURABLE
 from contracts.shared.ids import new_id
 from contracts.shared.timestamps import utc_now
 from contracts.shared.urls import nats_servers, redact
-from services.archive import Archive
+from services.archive.writer import Archive
 from services.corrections import CorrectionPolicy, CorrectionService
 from services.invariants import InvariantService
 from services.recorder import RecorderPolicy, RecorderService
@@ -312,10 +312,14 @@ def open_services(runtime: Runtime, settings: Settings, broker: NatsBroker,
                        max_payload_bytes=settings.max_payload_bytes),
         waits=ParentWaits(db),
     )
+    if settings.artifacts_root is None:
+        log.warning("archiving is off: ARTIFACTS_ROOT is unset, so a revert's archive lists "
+                    "the artifacts in its manifest and copies none")
     runtime.corrections = CorrectionService(
         CorrectionStore.open(db, settings.corrections_lease_seconds),
         JetStreamPublisher(broker.connection),
-        Archive(settings.resolved_archive_root(), settings.artifacts_root),
+        Archive(settings.resolved_archive_root(), settings.artifacts_root,
+                settings.archive_limits),
         policy=CorrectionPolicy(max_attempts=settings.corrections_max_attempts,
                                 max_decisions=settings.corrections_max_decisions),
         crash=crash_hook(settings.crash_at), worker_id=worker_id,

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from clients.credentials import NatsCredentials
+from contracts.archive.rules import ArchiveLimits
 from contracts.shared.bounds import DEFAULT_MAX_PAYLOAD_BYTES
 from workers.health import parse_addr
 from workers.inbound import Retry
@@ -78,6 +79,21 @@ def _env_floats(name: str, default: tuple[float, ...]) -> tuple[float, ...]:
     return tuple(float(x) for x in raw.split(",") if x.strip()) if raw else default
 
 
+def _env_archive_limits() -> ArchiveLimits:
+    d = ArchiveLimits()
+    return ArchiveLimits(
+        max_artifact_bytes=_env_int("ARCHIVE_MAX_ARTIFACT_BYTES", d.max_artifact_bytes),
+        max_artifact_apparent_bytes=_env_int("ARCHIVE_MAX_ARTIFACT_APPARENT_BYTES",
+                                             d.max_artifact_apparent_bytes),
+        max_correction_bytes=_env_int("ARCHIVE_MAX_CORRECTION_BYTES", d.max_correction_bytes),
+        max_correction_apparent_bytes=_env_int("ARCHIVE_MAX_CORRECTION_APPARENT_BYTES",
+                                               d.max_correction_apparent_bytes),
+        hash_max_bytes=_env_int("ARCHIVE_HASH_MAX_BYTES", d.hash_max_bytes),
+        min_free_bytes=_env_int("ARCHIVE_MIN_FREE_BYTES", d.min_free_bytes),
+        stall_seconds=_env_float("ARCHIVE_STALL_SECONDS", d.stall_seconds),
+    )
+
+
 @dataclass(frozen=True)
 class Settings:
     nats_url: str = "nats://127.0.0.1:4222"
@@ -99,6 +115,9 @@ class Settings:
     archive_root: Path | None = None
     """Where revert archives go; default the user data dir (`agents up`: <data-dir>/archive).
     Never inside ARTIFACTS_ROOT, the tree agents write to (refused at start)."""
+    archive_limits: ArchiveLimits = field(default_factory=ArchiveLimits)
+    """ARCHIVE_MAX_* sizes, ARCHIVE_HASH_MAX_BYTES, ARCHIVE_MIN_FREE_BYTES and
+    ARCHIVE_STALL_SECONDS (contracts.archive.rules; docs/corrections.md, Settings)."""
     corrections_batch_size: int = 16
     corrections_ack_wait_seconds: float = 5.0
     corrections_retry_delay: float = 1.0
@@ -220,6 +239,7 @@ class Settings:
             max_payload_bytes=_env_int("MAX_PAYLOAD_BYTES", cls.max_payload_bytes),
             artifacts_root=Path(root) if root else None,
             archive_root=Path(archive) if (archive := os.environ.get("ARCHIVE_ROOT")) else None,
+            archive_limits=_env_archive_limits(),
             corrections_batch_size=_env_int("CORRECTIONS_BATCH_SIZE",
                                             cls.corrections_batch_size),
             corrections_ack_wait_seconds=_env_float("CORRECTIONS_ACK_WAIT_SECONDS",

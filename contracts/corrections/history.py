@@ -26,12 +26,8 @@ from datetime import datetime
 
 from pydantic import Field
 
-from contracts.corrections.model import (
-    INLINE_IDS_MAX,
-    Correction,
-    CorrectionMode,
-    CorrectionStatus,
-)
+from contracts.archive.rules import NotCopiedArtifact
+from contracts.corrections.model import INLINE_IDS_MAX, Correction, CorrectionMode, CorrectionStatus
 from contracts.corrections.write_sets import MANIFEST_NAME
 from contracts.decisions.model import Decision, DecisionType
 from contracts.shared.base import Frozen
@@ -196,6 +192,10 @@ class CorrectionDiff(Frozen):
         default=None, description="Archive folder of the artifacts it archived (revert).")
     manifest_path: str | None = Field(
         default=None, description="The archive's manifest, listing every artifact.")
+    archive_not_copied: list[NotCopiedArtifact] = Field(
+        default_factory=list, description="Artifacts the archive holds no copy of, and why "
+        "(the first ones; the manifest lists them all).")
+    archive_not_copied_count: int = Field(default=0, ge=0, description="How many.")
     lists_truncated: bool = Field(default=False, description="True when a list holds only "
                                   "its first entries.")
 
@@ -227,5 +227,8 @@ def correction_diff(correction: Correction, decisions: Mapping[str, Decision],
         child_plans_spawned=list(c.child_plans_spawned),
         archived_artifacts_path=archive,
         manifest_path=f"{archive.rstrip('/')}/{MANIFEST_NAME}" if archive else None,
-        lists_truncated=len(c.superseded_ids) > inline or len(rolled) > inline,
+        archive_not_copied=list(c.archive_not_copied),
+        archive_not_copied_count=c.archive_not_copied_count,
+        lists_truncated=len(c.superseded_ids) > inline or len(rolled) > inline
+        or c.archive_not_copied_count > len(c.archive_not_copied),
     )

@@ -23,6 +23,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from contracts.archive.rules import NotCopiedArtifact
 from contracts.decisions.model import NonEmptyStr
 from contracts.shared.base import Frozen
 from contracts.shared.ids import Ulid, new_id
@@ -298,13 +299,16 @@ class TransitionInfo(TypedDict, total=False):
     child_plans_rolled_back: Sequence[str]
     child_plans_spawned: Sequence[str]
     archived_artifacts_path: str | None
+    archive_not_copied: Sequence[NotCopiedArtifact]
+    archive_not_copied_count: int
     retry_id: str
     attempts_before: int
 
 
 _RESULT_FIELDS = (
     "new_decision_id", "superseded_ids", "child_plans_rolled_back",
-    "child_plans_spawned", "archived_artifacts_path",
+    "child_plans_spawned", "archived_artifacts_path", "archive_not_copied",
+    "archive_not_copied_count",
 )
 
 
@@ -342,6 +346,12 @@ class Correction(Frozen):
     archived_artifacts_path: str | None = Field(
         default=None, description="Archive folder of the affected artifacts (revert)."
     )
+    archive_not_copied: list[NotCopiedArtifact] = Field(
+        default_factory=list, description=f"Artifacts the archive lists without a copy, and "
+        f"why (revert; the first {INLINE_IDS_MAX}, the manifest has them all)."
+    )
+    archive_not_copied_count: int = Field(
+        default=0, ge=0, description="How many artifacts the archive holds no copy of.")
     error: str | None = Field(default=None, description="Why it FAILED.")
     trace_context: dict[str, str] = Field(
         default_factory=dict,

@@ -9,12 +9,15 @@ without a server, and the store only has to be atomic, not clever.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import PurePosixPath
 
 from pydantic import Field
 
+from contracts.archive.rules import NotCopiedArtifact
 from contracts.corrections.model import (
+    INLINE_IDS_MAX,
     REVERT_CHOSEN_PREFIX,
     CorrectionMode,
     CorrectionRequest,
@@ -121,13 +124,18 @@ class RevertWrites(Frozen):
     archive_folder: str = Field(description="Relative archive location for the artifacts.")
     manifest: list[ArchiveEntry] = Field(description="Every affected artifact.")
 
-    def applied_info(self, archived_artifacts_path: str | None) -> TransitionInfo:
-        """What the transition to APPLIED records, once the archive is written."""
+    def applied_info(self, archived_artifacts_path: str | None,
+                     not_copied: Sequence[NotCopiedArtifact] = ()) -> TransitionInfo:
+        """What the transition to APPLIED records, once the archive is written: its
+        folder, and the first INLINE_IDS_MAX artifacts it holds no copy of (with the count).
+        """
         return {
             "new_decision_id": self.new_decision.decision_id,
             "superseded_ids": list(self.supersede_ids),
             "child_plans_rolled_back": list(self.child_plans_to_roll_back),
             "archived_artifacts_path": archived_artifacts_path,
+            "archive_not_copied": list(not_copied[:INLINE_IDS_MAX]),
+            "archive_not_copied_count": len(not_copied),
         }
 
 

@@ -27,6 +27,7 @@ from typing import NamedTuple, Self
 
 from pydantic import Field, model_validator
 
+from contracts.archive.preview import ArchivePreview, archive_warnings
 from contracts.corrections.model import INLINE_IDS_MAX, CorrectionMode, CorrectionRequest
 from contracts.decisions.model import ArtifactRef, Decision, DecisionType
 from contracts.shared.base import Frozen
@@ -565,8 +566,12 @@ def build_dry_run_report(
     fallback_types: Collection[DecisionType] = (),
     max_decisions: int | None = None,
     inline: int = INLINE_IDS_MAX,
+    archive: ArchivePreview | None = None,
 ) -> DryRunReport:
     """The report, with every warning an operator should read before applying.
+
+    `archive` is what the archive would do with the artifacts, from a look at them
+    (its warnings replace the plain list of what would be archived).
 
     Its lists are cut to their first `inline` entries (with their counts), so the reply
     fits in one NATS message whatever the size of the subtree.
@@ -598,7 +603,9 @@ def build_dry_run_report(
     plans = impact.affected_child_plan_ids
     if revert and plans:
         warnings.append(f"{len(plans)} child plan(s) would be rolled back: {_listing(plans)}.")
-    if revert and impact.affected_files:
+    if revert and archive is not None:
+        warnings.extend(archive_warnings(archive))
+    elif revert and impact.affected_files:
         warnings.append(
             f"{len(impact.affected_files)} artifact(s) would be archived: "
             f"{_listing(impact.affected_files)}.")

@@ -9,7 +9,7 @@ import nats
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
-from services.archive import Archive
+from services.archive.writer import Archive
 from services.corrections import CorrectionPolicy, CorrectionService
 from services.ports import CorrectionStorePort
 from store.correction_store import CorrectionStore

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,3 +112,23 @@ def statuses_of(evs: list[dict[str, Any]], correction_id: str) -> list[str]:
 def body(data: bytes) -> dict[str, Any]:
     loaded: dict[str, Any] = json.loads(data)
     return loaded
+
+
+async def artifact_plan(db: AsyncDatabase[Document], paths: list[str]) -> tuple[str, str]:
+    """A root and a target decision that produced `paths`: (plan_id, target_id)."""
+    plan = new_id()
+    r = _d(plan, None)
+    t = _d(plan, r.decision_id, "tool_invocation", artifacts_produced=[
+        {"artifact_path": p, "artifact_type": "file"} for p in paths])
+    await load_plan(db, [r, t])
+    return plan, t.decision_id
+
+
+def release(fifo: Path) -> None:
+    """Let go every thread still waiting in the FIFO's open (a writer comes and goes)."""
+    for _ in range(100):
+        try:
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError as exc:
+            assert exc.errno == errno.ENXIO  # no reader waits any more
+            return

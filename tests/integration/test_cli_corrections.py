@@ -129,7 +129,7 @@ async def test_fail_a_stuck_correction_over_nats(cli_workers: Workers, agents: A
                                                  tmp_path: Path) -> None:
     from clients.operator import CorrectionClient  # noqa: PLC0415
     from contracts.corrections.model import CorrectionStatus  # noqa: PLC0415
-    from services.archive import Archive  # noqa: PLC0415
+    from services.archive.writer import Archive  # noqa: PLC0415
     from services.corrections import CorrectionService, correction_event  # noqa: PLC0415
     from store.correction_store import CorrectionStore  # noqa: PLC0415
     from store.correction_writes import Changes  # noqa: PLC0415

@@ -33,7 +33,8 @@ from contracts.corrections.write_sets import RevertWrites
 from contracts.decisions.model import STORED, Decision
 from contracts.shared.ids import new_id
 from contracts.shared.timestamps import utc_now
-from services.archive import Archive
+from services.archive.watch import Progress
+from services.archive.writer import Archive, ArchiveResult
 from services.corrections import CorrectionPolicy, CorrectionService
 from store.correction_store import CorrectionStore
 from store.database import Document
@@ -190,9 +191,9 @@ class SlowArchive(Archive):
         super().__init__(*args)
         self.seconds = seconds
 
-    def write(self, plan: RevertWrites) -> str:
+    def write(self, plan: RevertWrites, progress: Progress | None = None) -> ArchiveResult:
         time.sleep(self.seconds)
-        return super().write(plan)
+        return super().write(plan, progress)
 
 
 async def test_the_lease_is_renewed_while_a_slow_archive_is_written(
@@ -242,10 +243,10 @@ class HeldArchive(Archive):
         self.entered = threading.Event()
         self.release = threading.Event()
 
-    def write(self, writes: RevertWrites) -> str:
+    def write(self, writes: RevertWrites, progress: Progress | None = None) -> ArchiveResult:
         self.entered.set()
         self.release.wait(10)
-        return super().write(writes)
+        return super().write(writes, progress)
 
 
 async def test_operator_fails_an_executing_correction_and_its_attempt(
@@ -359,10 +360,10 @@ class ChangingArchive(Archive):
         self._client: MongoClient[Document] = MongoClient(mongo_uri)
         self._db = db_name
 
-    def write(self, plan: RevertWrites) -> str:
+    def write(self, plan: RevertWrites, progress: Progress | None = None) -> ArchiveResult:
         self._client[self._db].decisions.update_one(
             {"_id": plan.supersede_ids[-1]}, {"$set": {"superseded_by": new_id()}})
-        return super().write(plan)
+        return super().write(plan, progress)
 
 
 async def test_a_tree_that_keeps_changing_fails_the_attempts_not_a_loop(

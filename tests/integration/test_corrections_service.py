@@ -32,7 +32,7 @@ from contracts.shared.errors import (
     TargetSuperseded,
 )
 from contracts.shared.ids import new_id
-from services.archive import Archive
+from services.archive.writer import Archive
 from services.corrections import CorrectionService
 from store.correction_store import CorrectionStore
 from store.database import Document

@@ -27,7 +27,7 @@ from contracts.invariants.wire import ViolationEventType
 from contracts.recording.reading import Candidate
 from contracts.shared.ids import new_id
 from contracts.shared.outgoing import OutgoingEvent
-from services.archive import Archive
+from services.archive.writer import Archive
 from services.corrections import CorrectionService
 from services.invariants import InvariantService, violation_event
 from store.correction_store import CorrectionStore

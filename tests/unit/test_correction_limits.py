@@ -17,6 +17,7 @@ from pymongo.errors import (
     ServerSelectionTimeoutError,
 )
 
+from contracts.archive.rules import ArchiveLimits
 from contracts.corrections.events import CorrectionTransitioned
 from contracts.corrections.model import (
     INLINE_IDS_MAX,
@@ -212,3 +213,18 @@ def test_archive_root_inside_artifacts_root_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="inside ARTIFACTS_ROOT"):
         Settings(artifacts_root=tmp_path, archive_root=tmp_path)
     Settings(artifacts_root=tmp_path / "work", archive_root=tmp_path / "work-archive")
+
+
+def test_archive_limits_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert Settings.from_env().archive_limits == ArchiveLimits()
+    monkeypatch.setenv("ARCHIVE_MAX_ARTIFACT_BYTES", "1024")
+    monkeypatch.setenv("ARCHIVE_MAX_CORRECTION_APPARENT_BYTES", "4096")
+    monkeypatch.setenv("ARCHIVE_MIN_FREE_BYTES", "0")
+    monkeypatch.setenv("ARCHIVE_STALL_SECONDS", "2.5")
+    limits = Settings.from_env().archive_limits
+    assert (limits.max_artifact_bytes, limits.max_correction_apparent_bytes,
+            limits.min_free_bytes, limits.stall_seconds) == (1024, 4096, 0, 2.5)
+    assert limits.max_correction_bytes == ArchiveLimits().max_correction_bytes
+    monkeypatch.setenv("ARCHIVE_STALL_SECONDS", "0")
+    with pytest.raises(ValueError, match="ARCHIVE_STALL_SECONDS"):
+        Settings.from_env()

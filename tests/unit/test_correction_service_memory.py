@@ -27,7 +27,8 @@ from contracts.corrections.write_sets import RevertWrites
 from contracts.decisions.model import Decision
 from contracts.decisions.plans import PlanStatus
 from contracts.shared.ids import new_id
-from services.archive import Archive
+from services.archive.watch import Progress
+from services.archive.writer import Archive, ArchiveResult
 from services.corrections import CorrectionPolicy, CorrectionService
 from store.errors import LeaseLost, StoreFailure, StoreUnreachable
 from tests.factories import decision, root
@@ -276,11 +277,11 @@ class FlakyArchive(Archive):
         super().__init__(root)
         self.failures = failures
 
-    def write(self, plan: RevertWrites) -> str:
+    def write(self, plan: RevertWrites, progress: Progress | None = None) -> ArchiveResult:
         if self.failures:
             self.failures -= 1
             raise PermissionError(13, "read-only file system")
-        return super().write(plan)
+        return super().write(plan, progress)
 
 
 async def test_a_failed_archive_costs_one_attempt(tmp_path: Path) -> None:

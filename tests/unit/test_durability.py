@@ -4,6 +4,7 @@ the standalone-MongoDB refusal, settings and NATS_URL lists."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
@@ -223,3 +224,27 @@ def test_up_banner_says_what_is_not_durable() -> None:
     # Servers from the environment, production streams: nothing to confess.
     prod = Settings(stream_profile=StreamProfile.PRODUCTION)
     assert _not_durable(prod, set()) == []
+
+
+def test_up_banner_says_where_artifacts_are_archived_from_or_that_archiving_is_off(
+        tmp_path: Path) -> None:
+    from rich.console import Console  # noqa: PLC0415
+
+    from cli.run import _banner, _with_roots  # noqa: PLC0415
+
+    def shown(settings: Settings) -> str:
+        out = Console(record=True, width=250)
+        out.print(_banner(settings, tmp_path, [], {}))
+        return " ".join(out.export_text().split())
+
+    off = shown(_with_roots(Settings(), tmp_path / "data", None))
+    assert "archiving off ARTIFACTS_ROOT is unset: a revert's archive lists the artifacts in " \
+        "its manifest, copies none (--artifacts-root DIR" in off
+    on = _with_roots(Settings(), tmp_path / "data", tmp_path / "work")
+    assert on.artifacts_root == tmp_path / "work"
+    assert on.archive_root == tmp_path / "data" / "archive"
+    assert f"artifacts {tmp_path / 'work'} (ARTIFACTS_ROOT: agents write here" in shown(on)
+    # The environment wins over the option.
+    kept = _with_roots(Settings(artifacts_root=tmp_path / "env"), tmp_path / "data",
+                       tmp_path / "work")
+    assert kept.artifacts_root == tmp_path / "env"

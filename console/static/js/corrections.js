@@ -87,5 +87,8 @@ function diffView(d) {
     h("strong", {}, `added (${d.added.length})`), h("ul", {}, d.added.map((b) => line("+", b))),
     d.child_plans_rolled_back.length ? h("p", {}, "child plans rolled back: ", d.child_plans_rolled_back.map((p) => [link(`#/plan/${p}`, short(p)), " "])) : null,
     d.child_plans_spawned.length ? h("p", {}, "child plans spawned: ", d.child_plans_spawned.map((p) => [link(`#/plan/${p}`, short(p)), " "])) : null,
-    d.archived_artifacts_path ? h("p", {}, "archive: ", h("span", { class: "mono" }, d.archived_artifacts_path)) : null);
+    d.archived_artifacts_path ? h("p", {}, "archive: ", h("span", { class: "mono" }, d.archived_artifacts_path)) : null,
+    d.archive_not_copied_count ? h("div", { id: "not-copied" }, h("strong", {}, `not copied (${d.archive_not_copied_count})`),
+      h("ul", {}, d.archive_not_copied.map((n) => h("li", {}, h("span", { class: "mono" }, clip(n.artifact_path, 120)), ": ", n.skipped)),
+        d.archive_not_copied_count > d.archive_not_copied.length ? h("li", { class: "dim" }, `… ${d.archive_not_copied_count - d.archive_not_copied.length} more (the manifest lists them all)`) : null)) : null);
 }

@@ -1,0 +1,1 @@
+"""Archiving a revert's artifacts: bounded, sparse-keeping, durable, time-bounded copies."""
