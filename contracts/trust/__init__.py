@@ -1,0 +1,1 @@
+"""Who may do what: principals, their keys, and the checks on what they sign."""
