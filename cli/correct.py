@@ -21,16 +21,7 @@ from rich.markup import escape
 
 from cli.context import Ctx, parse_id, run
 from cli.errors import USAGE_ERROR, fail
-from cli.render import (
-    JsonFlag,
-    clip,
-    dump,
-    emit_json,
-    out,
-    risk_text,
-    short,
-    status_text,
-)
+from cli.render import JsonFlag, clip, dump, emit_json, out, risk_text, short, status_text
 from contracts.corrections.model import GUIDANCE_MAX_CHARS, CorrectionMode, CorrectionStatus
 
 if TYPE_CHECKING:
