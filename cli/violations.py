@@ -20,7 +20,7 @@ from cli.render import JsonFlag, clip, dump, emit_json, out, short, when
 
 if TYPE_CHECKING:
     from contracts.invariants.model import InvariantViolation
-    from services.invariants import InvariantService
+    from services.invariants import Backfilled, InvariantService
 
 
 def _violation_row(v: InvariantViolation) -> list[str]:
@@ -80,14 +80,14 @@ def resolve(
     run(body)
 
 
-def _backfilled_json(done: Any) -> dict[str, Any]:
+def _backfilled_json(done: Backfilled) -> dict[str, Any]:
     return {"plan_id": done.plan_id, "skipped": done.skipped,
             "published": [d.decision_id for d in done.published],
             "invariants": [(d.context_snapshot.hot_context_ref or "").removeprefix("invariant:")
                            for d in done.published]}
 
 
-def _print_backfilled(done: Any) -> None:
+def _print_backfilled(done: Backfilled) -> None:
     if done.skipped:
         out.print(f"plan {done.plan_id}: skipped, {escape(done.skipped)}")
     elif not done.published:
@@ -113,20 +113,20 @@ def reconcile(
     plan_id = parse_id(plan, "plan") if plan else None
 
     async def body(ctx: Ctx) -> None:
-        async def go(s: InvariantService) -> list[Any]:
+        async def go(s: InvariantService) -> list[Backfilled]:
             if plan_id is not None:
                 found = await s.backfill([plan_id])
                 if not as_json:
                     for done in found:
                         _print_backfilled(done)
                 return found
-            out: list[Any] = []
+            every: list[Backfilled] = []
             async for page in s.backfill_all():
                 for done in page:
                     if not as_json and (done.published or done.skipped):
                         _print_backfilled(done)
-                out += page
-            return out
+                every += page
+            return every
 
         found = await call(ctx, go, publishes=True)
         total = sum(len(d.published) for d in found)
