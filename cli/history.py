@@ -6,7 +6,7 @@ loads it and prints it. `plan tree` and `correction` register the entry points.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -28,16 +28,13 @@ BEFORE_HELP = "With --as-of CORRECTION_ID: the tree just before that correction 
 
 def parse_as_of(value: str) -> str | datetime:
     """A correction ID (upper-cased) or a UTC time; anything else is a usage error."""
-    from contracts.shared.ids import is_ulid
+    from services.tree_model import moment_of
 
-    if is_ulid(value):
-        return value.upper()
     try:
-        moment = datetime.fromisoformat(value)
+        return moment_of(value)
     except ValueError:
         fail(f"--as-of {value!r} is neither a correction ID nor an ISO time "
              "(e.g. 2026-11-30T12:00:00Z)", USAGE_ERROR)
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def resolve_cut(as_of: str | datetime, before: bool, decisions: list[Decision],

@@ -10,7 +10,7 @@ dataclasses of domain models: each front end renders them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from contracts.corrections.history import (
     Cut,
@@ -24,10 +24,20 @@ from contracts.corrections.model import Correction, CorrectionStatus
 from contracts.decisions.model import Decision
 from contracts.decisions.plans import PlanRecord
 from contracts.shared.counts import PlanCounts
+from contracts.shared.ids import is_ulid
 from services.read_model import plan_corrections, plan_records
 from services.read_ports import LedgerReads
 
 # --- the tree as it was ---------------------------------------------------------------
+
+
+def moment_of(raw: str) -> str | datetime:
+    """What `--as-of` and the console's `at` name: a correction ID (upper-cased) or a
+    time in UTC (an ISO time without an offset is taken as UTC). ValueError otherwise."""
+    if is_ulid(raw):
+        return raw.upper()
+    moment = datetime.fromisoformat(raw)
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def cut_as_of(decisions: list[Decision], corrections: list[Correction], cut: Cut

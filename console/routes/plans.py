@@ -3,7 +3,7 @@ was at a correction or a moment, and what an ID names."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -12,7 +12,6 @@ from console.deps import deps
 from console.shapes import brief, correction_brief
 from console.web import Refused, dump, ok, query_int, query_ulid, ulid_param
 from contracts.corrections.history import SequenceCut
-from contracts.shared.ids import is_ulid
 from services import read_model, tree_model
 
 PAGE_DEFAULT = 100
@@ -78,15 +77,11 @@ async def tree(request: Request) -> Response:
 
 
 def _moment(raw: str) -> str | datetime:
-    """A correction ID (upper-cased) or a UTC time."""
-    if is_ulid(raw):
-        return raw.upper()
     try:
-        moment = datetime.fromisoformat(raw)
+        return tree_model.moment_of(raw)
     except ValueError:
         raise Refused(400, f"at {raw[:40]!r} is neither a correction ID nor an ISO time "
                            "(e.g. 2026-11-30T12:00:00Z)") from None
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 async def as_of(request: Request) -> Response:

@@ -107,6 +107,11 @@ async def test_plans_and_a_tree_read_from_memory(memory: MemoryStore,
     assert found == {"kind": "decision", "plan_id": r.plan_id, "decision_id": b.decision_id,
                      "correction_id": None}
     assert (await http.get(f"/api/decisions/{new_id()}")).status_code == 404
+    then = await http.get(f"/api/plans/{r.plan_id}/as-of", params={"at": "2999-01-01T00:00"})
+    assert then.status_code == 200 and then.json()["count"] == 4
+    assert then.json()["cut"] == {"time": "2999-01-01T00:00:00+00:00"}
+    assert (await http.get(f"/api/plans/{r.plan_id}/as-of",
+                           params={"at": "yesterday"})).status_code == 400
 
 
 async def test_corrections_dead_letters_and_invariants_read_from_memory(
