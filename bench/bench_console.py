@@ -40,18 +40,17 @@ import nats
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from clients.operator import CorrectionClient  # noqa: E402
 from console.affected import AffectedSets  # noqa: E402
-from console.api import Deps  # noqa: E402
 from console.app import run_console  # noqa: E402
 from console.config import ConsoleConfig  # noqa: E402
-from console.live import Hub  # noqa: E402
+from console.deps import Deps  # noqa: E402
 from contracts.decisions.model import Decision  # noqa: E402
 from deploy.embedded import free_port, start_mongo, start_nats  # noqa: E402
 from store.database import DECISIONS, PLANS, connect, ensure_indexes  # noqa: E402
 from store.decisions import to_document  # noqa: E402
+from store.mongo_store import MongoStore  # noqa: E402
+from tests.console_deps import deps_over  # noqa: E402
 from tests.factories import decision, root  # noqa: E402
-from workers.publisher import JetStreamPublisher  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 HAVE_CHROMIUM = Path(CHROMIUM).exists()
@@ -171,8 +170,7 @@ async def run(args: argparse.Namespace, nats_url: str, mongo_url: str) -> None:
     whole = sum(len(d.model_dump_json()) for d in plan) + len(plan) + 1
 
     nc = await nats.connect(nats_url)
-    deps = Deps(db=db, ops=CorrectionClient(nc), hub=Hub(nc),
-                publisher=lambda: JetStreamPublisher(nc), operator_name="bench")
+    deps = deps_over(MongoStore(db), nc)
 
     @asynccontextmanager
     async def connected() -> Any:

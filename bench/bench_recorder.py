@@ -33,11 +33,11 @@ from pymongo import AsyncMongoClient
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bootstrap.settings import Settings  # noqa: E402
 from contracts.decisions.subjects import DECISIONS_STREAM, RECORDER_DURABLE  # noqa: E402
 from deploy.embedded import die_with_parent, free_port, start_mongo, start_nats  # noqa: E402
 from store.database import DECISIONS, connect, ensure_indexes  # noqa: E402
 from tests.factories import encode, headers, plan_tree, subject  # noqa: E402
-from workers.settings import Settings  # noqa: E402
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 

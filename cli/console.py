@@ -1,8 +1,9 @@
 """`agents console`: the operator console in the browser (docs/console.md).
 
-It reads MongoDB and listens on NATS with the same NATS_URL / MONGODB_URI / MONGODB_DB
-as the other commands, and writes only through the operator client (corrections) and
-the invariant service (resolve), as `agents` does. Bound to 127.0.0.1 unless told
+It opens the ledger once (console.wiring, through the bootstrap) with the same
+NATS_URL / MONGODB_URI / MONGODB_DB as the other commands, reads through the same read
+port, and writes only through the operator client (corrections), the invariant service
+(resolve) and the dead-letter service (retry), as `agents` does. Bound to 127.0.0.1 unless told
 otherwise; any other address needs CONSOLE_TOKEN.
 """
 
@@ -13,20 +14,21 @@ import contextlib
 import threading
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from cli.context import settings_from_env
 from cli.errors import USAGE_ERROR, fail
 
 if TYPE_CHECKING:
-    from console.api import Deps
+    from bootstrap.settings import Settings
     from console.config import ConsoleConfig
-    from workers.settings import Settings
+    from console.deps import Deps
 
 
 def config_from(host: str | None, port: int | None) -> ConsoleConfig:
-    from console.config import ConsoleConfig, ConsoleConfigError  # noqa: PLC0415
+    from console.config import ConsoleConfig, ConsoleConfigError
 
     try:
         return ConsoleConfig.from_env(host, port)
@@ -36,16 +38,10 @@ def config_from(host: str | None, port: int | None) -> ConsoleConfig:
 
 def connector(settings: Settings, operator_name: str
               ) -> Callable[[], AbstractAsyncContextManager[Deps]]:
-    from console.wiring import open_deps  # noqa: PLC0415
-    from workers.publisher import JetStreamPublisher  # noqa: PLC0415
+    """Opens the console's dependencies when the server starts, once."""
+    from console.wiring import open_deps
 
-    def publisher(nc: Any) -> JetStreamPublisher:
-        return JetStreamPublisher(nc, ack_timeout=5.0)
-
-    return lambda: open_deps(
-        nats_url=settings.nats_url, nats_options=settings.nats_credentials.options(),
-        mongodb_uri=settings.mongodb_uri, mongodb_db=settings.mongodb_db,
-        publisher=publisher, operator_name=operator_name)
+    return lambda: open_deps(settings, operator_name)
 
 
 def console(
@@ -56,17 +52,21 @@ def console(
         min=0, max=65535, help="Port (CONSOLE_PORT; default 8090).")] = None,
 ) -> None:
     """Serve the operator console: plans, live trees, corrections, dead letters, invariants."""
-    from cli.correct import requester  # noqa: PLC0415
-    from cli.run import _settings_from_env  # noqa: PLC0415
-    from console.app import run_console  # noqa: PLC0415
+    from bootstrap.nats_source import NatsUnavailable
+    from cli.correct import requester
+    from console.app import run_console
+    from contracts.shared.urls import redact
 
     config = config_from(host, port)
-    settings = _settings_from_env()
+    settings = settings_from_env()
     typer.echo(f"console on {config.url}" + ("  (token required)" if config.token else ""))
     try:
         asyncio.run(run_console(config, connector(settings, requester())))
     except KeyboardInterrupt:
         pass
+    except NatsUnavailable as exc:
+        fail(f"console stopped: cannot reach NATS at NATS_URL={redact(settings.nats_url)} "
+             f"({exc})")
     except OSError as exc:
         fail(f"console stopped: {exc}")
 
@@ -81,7 +81,7 @@ class Background:
         self.error: BaseException | None = None
 
         def main() -> None:
-            from console.app import run_console  # noqa: PLC0415
+            from console.app import run_console
 
             asyncio.set_event_loop(self._loop)
             try:

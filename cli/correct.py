@@ -21,16 +21,7 @@ from rich.markup import escape
 
 from cli.context import Ctx, parse_id, run
 from cli.errors import USAGE_ERROR, fail
-from cli.render import (
-    JsonFlag,
-    clip,
-    console,
-    dump,
-    emit_json,
-    risk_text,
-    short,
-    status_text,
-)
+from cli.render import JsonFlag, clip, dump, emit_json, out, risk_text, short, status_text
 from contracts.corrections.model import GUIDANCE_MAX_CHARS, CorrectionMode, CorrectionStatus
 
 if TYPE_CHECKING:
@@ -99,9 +90,7 @@ def correct(
         fail("--chosen-option is empty", USAGE_ERROR)
 
     async def body(ctx: Ctx) -> int:
-        from store.decisions import DecisionRepository  # noqa: PLC0415
-
-        target = await DecisionRepository(ctx.db).get(decision_id)
+        target = await ctx.reads.decisions.get(decision_id)
         if target is None:
             fail(f"no decision {decision_id} is recorded")
         ops = await ctx.operator(requester())
@@ -120,12 +109,12 @@ def correct(
                            "decision_id": decision_id, "mode": mode.value,
                            "status": "requested"})
             else:
-                console.print(f"correction {cid} requested ({mode.value} of "
-                              f"{short(decision_id)}); follow it with: "
-                              f"agents correction show {cid}")
+                out.print(f"correction {cid} requested ({mode.value} of "
+                          f"{short(decision_id)}); follow it with: "
+                          f"agents correction show {cid}")
             return 0
         if not as_json:
-            console.print(f"correction {cid} requested; waiting…")
+            out.print(f"correction {cid} requested; waiting…")
         return await follow_outcome(ops, cid, target.plan_id, timeout, as_json)
 
     code = run(body)
@@ -136,7 +125,7 @@ def correct(
 async def _dry_run(ops: CorrectionClient, plan_id: str, decision_id: str,
                    mode: CorrectionMode, guidance: str | None, *,
                    chosen_option: str | None) -> DryRunReport:
-    from clients.operator import DryRunRefused, LedgerUnavailable  # noqa: PLC0415
+    from clients.operator import DryRunRefused, LedgerUnavailable
 
     try:
         return await ops.dry_run(plan_id, decision_id, mode, guidance,
@@ -152,29 +141,29 @@ def _show_report(report: DryRunReport, as_json: bool) -> None:
         emit_json(dump(report))
         return
     impact = report.impact
-    console.print(f"[bold]dry run[/] {report.mode.value} of {impact.target_decision_id} "
-                  f"[dim](plan {report.plan_id}; nothing was changed)[/]")
-    console.print(f"risk: {risk_text(impact.risk_level.value)}")
+    out.print(f"[bold]dry run[/] {report.mode.value} of {impact.target_decision_id} "
+              f"[dim](plan {report.plan_id}; nothing was changed)[/]")
+    out.print(f"risk: {risk_text(impact.risk_level.value)}")
     more = "+" if impact.exceeds_limit else ""  # the walk stopped at the limit
-    console.print(f"affected decisions: {impact.affected_count}{more}")
+    out.print(f"affected decisions: {impact.affected_count}{more}")
     for d in impact.affected_decision_ids[:20]:
-        console.print(f"  {d}")
+        out.print(f"  {d}")
     if impact.affected_count > 20:
         # The reply lists at most the first 100 of each kind; the counts are whole.
-        console.print(f"  [dim]… and {impact.affected_count - 20} more[/]")
-    console.print(f"affected files: {impact.affected_files_count}{more}")
+        out.print(f"  [dim]… and {impact.affected_count - 20} more[/]")
+    out.print(f"affected files: {impact.affected_files_count}{more}")
     for f in impact.affected_files[:20]:
-        console.print(f"  {escape(f)}")
+        out.print(f"  {escape(f)}")
     if impact.affected_files_count > 20:
-        console.print(f"  [dim]… and {impact.affected_files_count - 20} more[/]")
-    console.print(f"child plans: {impact.affected_child_plan_count}{more}")
+        out.print(f"  [dim]… and {impact.affected_files_count - 20} more[/]")
+    out.print(f"child plans: {impact.affected_child_plan_count}{more}")
     for p in impact.affected_child_plan_ids[:20]:
-        console.print(f"  {p}")
+        out.print(f"  {p}")
     if impact.affected_child_plan_count > 20:
-        console.print(f"  [dim]… and {impact.affected_child_plan_count - 20} more[/]")
-    console.print(f"estimated recompute time: {report.estimated_recompute_time_seconds:g}s")
+        out.print(f"  [dim]… and {impact.affected_child_plan_count - 20} more[/]")
+    out.print(f"estimated recompute time: {report.estimated_recompute_time_seconds:g}s")
     for w in report.warnings:
-        console.print(f"[yellow]warning:[/] {escape(w)}")
+        out.print(f"[yellow]warning:[/] {escape(w)}")
 
 
 async def follow_outcome(ops: CorrectionClient, correction_id: str, plan_id: str,
@@ -188,8 +177,8 @@ async def follow_outcome(ops: CorrectionClient, correction_id: str, plan_id: str
             if not as_json:
                 extra = event.error or event.reason or (
                     f"new decision {event.new_decision_id}" if event.new_decision_id else "")
-                console.print(f"  {status_text(event.to_status.value)} "
-                              f"[dim]{escape(clip(extra, 100))}[/]")
+                out.print(f"  {status_text(event.to_status.value)} "
+                          f"[dim]{escape(clip(extra, 100))}[/]")
             if event.to_status in EXIT_CODES:
                 if as_json:
                     emit_json({"correction_id": correction_id,

@@ -15,7 +15,7 @@ from rich.markup import escape
 
 from cli.context import Ctx, run
 from cli.errors import fail
-from cli.render import JsonFlag, clip, console, emit_json, when
+from cli.render import JsonFlag, clip, emit_json, out, when
 
 if TYPE_CHECKING:
     from contracts.shared.dead_letter import DeadLetter
@@ -30,9 +30,7 @@ def _as_json(dl: DeadLetter) -> dict[str, Any]:
 
 
 async def _get(ctx: Ctx, dead_letter_id: str) -> DeadLetter:
-    from store.dead_letters import DeadLetterRepository  # noqa: PLC0415
-
-    found = await DeadLetterRepository(ctx.db).get(dead_letter_id)
+    found = await ctx.reads.dead_letters.get(dead_letter_id)
     if found is None:
         fail(f"no dead letter {dead_letter_id} (agents dead-letters list shows them)")
     return found
@@ -48,16 +46,14 @@ def list_(
     plan_id = plan.upper() if plan else None
 
     async def body(ctx: Ctx) -> None:
-        from store.dead_letters import DeadLetterRepository  # noqa: PLC0415
-
-        found = await DeadLetterRepository(ctx.db).list(plan_id, limit)
+        found = await ctx.reads.dead_letters.list(plan_id, limit)
         if as_json:
             emit_json([_as_json(d) for d in found])
             return
         if not found:
-            console.print("no dead letters")
+            out.print("no dead letters")
             return
-        from rich.table import Table  # noqa: PLC0415
+        from rich.table import Table
 
         table = Table("id", "subject", "rejected", "first reason")
         for d in found:
@@ -65,7 +61,7 @@ def list_(
             more = f" [dim](+{len(d.errors) - 1})[/]" if len(d.errors) > 1 else ""
             table.add_row(d.id, escape(d.subject), when(d.rejected_at),
                           escape(clip(reason, 70)) + more)
-        console.print(table)
+        out.print(table)
 
     run(body)
 
@@ -82,30 +78,30 @@ def show(
         if as_json:
             emit_json(_as_json(d))
             return
-        console.print(f"[bold]dead letter {escape(d.id)}[/]")
-        console.print(f"  subject: {escape(d.subject)}")
-        console.print(f"  rejected: {when(d.rejected_at)} (delivered {d.delivered}x)")
+        out.print(f"[bold]dead letter {escape(d.id)}[/]")
+        out.print(f"  subject: {escape(d.subject)}")
+        out.print(f"  rejected: {when(d.rejected_at)} (delivered {d.delivered}x)")
         if d.plan_id:
-            console.print(f"  plan: {d.plan_id}")
+            out.print(f"  plan: {d.plan_id}")
         if d.decision_id:
-            console.print(f"  decision: {d.decision_id}")
+            out.print(f"  decision: {d.decision_id}")
         for k, v in d.headers.items():
-            console.print(f"  header {escape(k)}: {escape(v)}")
+            out.print(f"  header {escape(k)}: {escape(v)}")
         if d.truncated:
-            console.print(f"  [yellow]{escape(d.kept_in_part())}[/]; it cannot be retried")
-        console.print(f"  payload size: {d.payload_size} bytes, sha256 {d.payload_sha256}")
-        console.print("  reasons:")
+            out.print(f"  [yellow]{escape(d.kept_in_part())}[/]; it cannot be retried")
+        out.print(f"  payload size: {d.payload_size} bytes, sha256 {d.payload_sha256}")
+        out.print("  reasons:")
         for e in d.errors:
             field = f" ({e.field})" if e.field else ""
-            console.print(f"    [red]{e.rule.value}[/]{escape(field)}: {escape(e.message)}")
+            out.print(f"    [red]{e.rule.value}[/]{escape(field)}: {escape(e.message)}")
         shown = d.payload_shown()
         if shown["payload_encoding"] == "utf-8":
-            console.print(f"  payload (first {len(d.payload)} bytes):" if d.payload_truncated
-                          else "  payload:")
-            console.print(escape(shown["payload"]), markup=True, soft_wrap=True)
+            out.print(f"  payload (first {len(d.payload)} bytes):" if d.payload_truncated
+                      else "  payload:")
+            out.print(escape(shown["payload"]), markup=True, soft_wrap=True)
         else:
-            console.print(f"  payload ({len(d.payload)} bytes kept, not UTF-8), hex:")
-            console.print(d.payload.hex(" ", 2), soft_wrap=True)
+            out.print(f"  payload ({len(d.payload)} bytes kept, not UTF-8), hex:")
+            out.print(d.payload.hex(" ", 2), soft_wrap=True)
 
     run(body)
 
@@ -118,16 +114,11 @@ def retry(
     """Republish it as it was first sent; delete the dead letter once JetStream stores it."""
 
     async def body(ctx: Ctx) -> None:
-        from services.dead_letters import (  # noqa: PLC0415
-            DeadLetterService,
-            RetryRefusal,
-            RetryRefused,
-        )
-        from store.dead_letters import DeadLetterRepository  # noqa: PLC0415
+        from services.dead_letters import RetryRefusal, RetryRefused
 
-        service = DeadLetterService(DeadLetterRepository(ctx.db), await ctx.publisher())
+        await ctx.connected()  # NATS down is said before anything is read
         try:
-            done = await service.retry(dead_letter_id)
+            done = await ctx.ledger.dead_letters.retry(dead_letter_id)
         except RetryRefused as exc:
             hint = " (agents dead-letters list shows them)" \
                 if exc.refusal is RetryRefusal.UNKNOWN else ""
@@ -137,8 +128,8 @@ def retry(
                        "stream": done.stream, "stream_sequence": done.stream_sequence,
                        "deleted": True})
         else:
-            console.print(f"republished {escape(done.dead_letter_id)} to "
-                          f"{escape(done.subject)} as {done.stream}:{done.stream_sequence}; "
-                          "dead letter deleted")
+            out.print(f"republished {escape(done.dead_letter_id)} to "
+                      f"{escape(done.subject)} as {done.stream}:{done.stream_sequence}; "
+                      "dead letter deleted")
 
     run(body)

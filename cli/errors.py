@@ -12,7 +12,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-err_console = Console(stderr=True)
+err = Console(stderr=True)
+"""The terminal's stderr, for errors and the log lines of `agents up`."""
 
 USAGE_ERROR = 2
 RUNTIME_ERROR = 1
@@ -20,6 +21,6 @@ RUNTIME_ERROR = 1
 
 def fail(message: str, code: int = RUNTIME_ERROR) -> NoReturn:
     """Exit with `message`; markup is escaped because messages quote paths and URLs."""
-    err_console.print(f"[bold red]error:[/] [red]{escape(message)}[/]", highlight=False,
+    err.print(f"[bold red]error:[/] [red]{escape(message)}[/]", highlight=False,
                       soft_wrap=True)
     raise typer.Exit(code)

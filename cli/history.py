@@ -6,7 +6,7 @@ loads it and prints it. `plan tree` and `correction` register the entry points.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -14,7 +14,7 @@ from rich.markup import escape
 
 from cli.context import Ctx, parse_id, run
 from cli.errors import USAGE_ERROR, fail
-from cli.render import JsonFlag, clip, console, dump, emit_json, short, status_text, when
+from cli.render import JsonFlag, clip, dump, emit_json, out, short, status_text, when
 
 if TYPE_CHECKING:
     from contracts.corrections.history import CorrectionDiff, Cut, DecisionBrief
@@ -28,22 +28,19 @@ BEFORE_HELP = "With --as-of CORRECTION_ID: the tree just before that correction 
 
 def parse_as_of(value: str) -> str | datetime:
     """A correction ID (upper-cased) or a UTC time; anything else is a usage error."""
-    from contracts.shared.ids import is_ulid  # noqa: PLC0415
+    from services.tree_model import moment_of
 
-    if is_ulid(value):
-        return value.upper()
     try:
-        moment = datetime.fromisoformat(value)
+        return moment_of(value)
     except ValueError:
         fail(f"--as-of {value!r} is neither a correction ID nor an ISO time "
              "(e.g. 2026-11-30T12:00:00Z)", USAGE_ERROR)
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def resolve_cut(as_of: str | datetime, before: bool, decisions: list[Decision],
                 corrections: list[Correction]) -> Cut:
     """The cut `--as-of` names, failing with one line when it names nothing here."""
-    from contracts.corrections.history import TimeCut, cut_of_correction  # noqa: PLC0415
+    from contracts.corrections.history import TimeCut, cut_of_correction
 
     if isinstance(as_of, datetime):
         if before:
@@ -61,13 +58,13 @@ def resolve_cut(as_of: str | datetime, before: bool, decisions: list[Decision],
 def as_of(decisions: list[Decision], corrections: list[Correction], cut: Cut
           ) -> tuple[list[Decision], list[Correction]]:
     """The decisions current at `cut` and the corrections applied by then."""
-    from store.read_model import cut_as_of  # noqa: PLC0415
+    from services.tree_model import cut_as_of
 
     return cut_as_of(decisions, corrections, cut)
 
 
 def cut_text(cut: Cut) -> str:
-    from contracts.corrections.history import SequenceCut  # noqa: PLC0415
+    from contracts.corrections.history import SequenceCut
 
     if isinstance(cut, SequenceCut):
         return f"as of sequence #{cut.sequence}"
@@ -75,7 +72,7 @@ def cut_text(cut: Cut) -> str:
 
 
 def cut_json(cut: Cut) -> dict[str, object]:
-    from contracts.corrections.history import SequenceCut  # noqa: PLC0415
+    from contracts.corrections.history import SequenceCut
 
     if isinstance(cut, SequenceCut):
         return {"sequence_number": cut.sequence}
@@ -104,9 +101,9 @@ def diff(
 
 
 async def load_diff(ctx: Ctx, correction_id: str) -> CorrectionDiff:
-    from store.read_model import correction_diff_of  # noqa: PLC0415
+    from services.read_model import correction_diff_of
 
-    found = await correction_diff_of(ctx.db, correction_id)
+    found = await correction_diff_of(ctx.reads, correction_id)
     if found is None:
         fail(f"no correction {correction_id} is recorded")
     return found
@@ -121,36 +118,36 @@ def _brief(sign: str, b: DecisionBrief) -> str:
 
 
 def print_diff(d: CorrectionDiff) -> None:
-    console.print(f"[bold]correction {d.correction_id}[/] {d.mode.value} of "
-                  f"{d.target_decision_id} in plan {d.plan_id}: {status_text(d.status.value)}"
-                  + (f" at {when(d.applied_at)}" if d.applied_at else ""))
+    out.print(f"[bold]correction {d.correction_id}[/] {d.mode.value} of "
+              f"{d.target_decision_id} in plan {d.plan_id}: {status_text(d.status.value)}"
+              + (f" at {when(d.applied_at)}" if d.applied_at else ""))
     if d.applied_at is None:
-        console.print("  [dim]not applied: it changed nothing[/]")
+        out.print("  [dim]not applied: it changed nothing[/]")
         return
-    console.print(f"[bold]superseded[/] ({d.superseded_count})")
+    out.print(f"[bold]superseded[/] ({d.superseded_count})")
     for b in d.superseded:
-        console.print(_brief("[red]-[/]", b))
+        out.print(_brief("[red]-[/]", b))
     if d.superseded_count > len(d.superseded):
-        console.print(f"  [dim]… {d.superseded_count - len(d.superseded)} more "
-                      "(agents correction show --json)[/]")
-    console.print(f"[bold]added[/] ({len(d.added)})")
+        out.print(f"  [dim]… {d.superseded_count - len(d.superseded)} more "
+                  "(agents correction show --json)[/]")
+    out.print(f"[bold]added[/] ({len(d.added)})")
     for b in d.added:
-        console.print(_brief("[green]+[/]", b))
+        out.print(_brief("[green]+[/]", b))
     for p in d.child_plans_rolled_back:
-        console.print(f"child plan rolled back: {p}")
+        out.print(f"child plan rolled back: {p}")
     if d.child_plans_rolled_back_count > len(d.child_plans_rolled_back):
-        console.print(f"  [dim]… {d.child_plans_rolled_back_count - len(d.child_plans_rolled_back)}"
-                      " more[/]")
+        out.print(f"  [dim]… {d.child_plans_rolled_back_count - len(d.child_plans_rolled_back)}"
+                  " more[/]")
     for p in d.child_plans_spawned:
-        console.print(f"child plan spawned: {p}")
+        out.print(f"child plan spawned: {p}")
     if d.archived_artifacts_path:
-        console.print(f"archive: {escape(d.archived_artifacts_path)}")
-        console.print(f"manifest: {escape(d.manifest_path or '')}")
+        out.print(f"archive: {escape(d.archived_artifacts_path)}")
+        out.print(f"manifest: {escape(d.manifest_path or '')}")
     if d.archive_not_copied_count:
-        console.print(f"[bold]not copied[/] ({d.archive_not_copied_count})")
+        out.print(f"[bold]not copied[/] ({d.archive_not_copied_count})")
     for n in d.archive_not_copied:
-        console.print(f"  [yellow]![/] {escape(clip(n.artifact_path, 100))}: "
-                      f"{escape(clip(n.skipped, 300))}")
+        out.print(f"  [yellow]![/] {escape(clip(n.artifact_path, 100))}: "
+                  f"{escape(clip(n.skipped, 300))}")
     if d.archive_not_copied_count > len(d.archive_not_copied):
-        console.print(f"  [dim]… {d.archive_not_copied_count - len(d.archive_not_copied)} "
-                      "more (the manifest lists them all)[/]")
+        out.print(f"  [dim]… {d.archive_not_copied_count - len(d.archive_not_copied)} "
+                  "more (the manifest lists them all)[/]")

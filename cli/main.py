@@ -1,8 +1,9 @@
-"""Root of the `agents` command (the console script in pyproject.toml points here).
+"""Root of the `agents` command (pyproject.toml's [project.scripts] entry points here).
 
 Each group of commands lives in its own module and is attached below, so adding a
-group is one import and one line. The group modules import the heavy stack (pymongo,
-nats, pydantic models) inside the commands, so `agents --help` stays instant.
+group is one import and one line. The group modules import the heavy stack (the
+bootstrap, nats, pydantic models) inside the commands, so `agents --help` stays instant.
+`cli.console` is the command that serves the web console.
 """
 
 from __future__ import annotations

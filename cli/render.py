@@ -17,7 +17,8 @@ from contracts.corrections.model import CorrectionStatus
 from contracts.decisions.plans import PlanStatus
 from contracts.impact.walk import RiskLevel
 
-console = Console(highlight=False)
+out = Console(highlight=False)
+"""The terminal's stdout, for what people read (Rich markup; never with --json)."""
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 

@@ -1,9 +1,9 @@
 """`agents up` and `agents workers`: the two ways to run the worker app.
 
 `up` is for one machine: it starts whatever servers the environment does not already
-point at, runs the workers in this process, and on Ctrl-C / SIGTERM stops the workers
-first (so in-flight batches are acked against live servers) and the servers last.
-`workers` is the production entry point and never starts a server.
+point at (cli.servers), runs the workers in this process, and on Ctrl-C / SIGTERM stops
+the workers first (so in-flight batches are acked against live servers) and the servers
+last. `workers` is the production entry point and never starts a server.
 """
 
 from __future__ import annotations
@@ -12,39 +12,26 @@ import asyncio
 import dataclasses
 import logging
 import os
-import shlex
-import signal
-import socket
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
-from types import FrameType
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 from rich.logging import RichHandler
-from rich.markup import escape
-from rich.panel import Panel
-from rich.table import Table
 
-from cli.errors import USAGE_ERROR, err_console, fail
+from cli import banner, servers
+from cli.context import settings_from_env
+from cli.errors import USAGE_ERROR, err, fail
 from contracts.shared.urls import redact
-from deploy.embedded import (
-    EmbeddedServerError,
-    ManagedServer,
-    ensure_port_free,
-    start_mongo,
-    start_nats,
-)
-from workers.settings import Settings
+from deploy.embedded import EmbeddedServerError, ManagedServer, ensure_port_free
+
+if TYPE_CHECKING:
+    from bootstrap.settings import Settings
+    from cli.console import Background
+    from console.config import ConsoleConfig
 
 log = logging.getLogger("cli")
-console = Console()
 
-NATS_FLAG = "--nats-port"
-MONGO_FLAG = "--mongo-port"
-HEALTH_FLAG = "--health-port"
 
 def register(app: typer.Typer) -> None:
     """Attach the run commands to the root app (kept here so cli.main stays a table of contents)."""
@@ -52,15 +39,8 @@ def register(app: typer.Typer) -> None:
     app.command("workers")(workers)
 
 
-def _settings_from_env() -> Settings:
-    try:
-        return Settings.from_env()
-    except ValueError as exc:
-        fail(f"bad value in the environment: {exc}", USAGE_ERROR)
-
-
 async def _run_app(settings: Settings, on_ready: Callable[[], None] | None = None) -> None:
-    from workers.app import build_app  # noqa: PLC0415 - see _run_workers
+    from workers.app import build_app
 
     app = build_app(settings)
     if on_ready is not None:
@@ -77,16 +57,16 @@ async def _run_app(settings: Settings, on_ready: Callable[[], None] | None = Non
 def _run_workers(settings: Settings, on_ready: Callable[[], None] | None = None) -> None:
     # Imported here, not at the top: the worker stack takes over a second to import, and
     # `agents --help`, a mistyped flag or a taken port should answer at once.
-    import nats.errors  # noqa: PLC0415
-    from pymongo.errors import PyMongoError  # noqa: PLC0415
+    import nats.errors
 
-    from workers.connections import StartupFailed, describe  # noqa: PLC0415
+    from bootstrap.reachability import StartupFailed, describe
+    from contracts.shared.persistence import StoreFailure
 
     try:
         asyncio.run(_run_app(settings, on_ready))
     except StartupFailed as exc:
         fail(str(exc))
-    except PyMongoError as exc:
+    except StoreFailure as exc:
         fail(f"workers stopped: MongoDB at {redact(settings.mongodb_uri)} (MONGODB_URI): "
              f"{describe(exc, settings.connect_timeout_seconds)}")
     except (nats.errors.Error, OSError) as exc:
@@ -94,169 +74,18 @@ def _run_workers(settings: Settings, on_ready: Callable[[], None] | None = None)
              f"{describe(exc, settings.connect_timeout_seconds)}")
 
 
-@contextmanager
-def _terminate_unwinds() -> Iterator[None]:
-    """Make SIGTERM unwind like Ctrl-C until the worker app takes over the signals.
+def _console_config(no_console: bool, console_port: int | None) -> ConsoleConfig | None:
+    """The web console's configuration, its port checked free; None with --no-console."""
+    from cli.console import config_from
 
-    The servers run in their own session, so the default SIGTERM action would kill only
-    this process and leave them orphaned, holding the ports and the data dir.
-    """
-
-    def interrupt(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    if no_console:
+        return None
+    config = config_from(None, console_port)
     try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _stop_servers(servers: list[ManagedServer]) -> None:
-    """Stop in reverse start order; a second Ctrl-C here must not orphan what is left."""
-    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        for server in reversed(servers):
-            log.info("stopping %s (pid %s)", server.name, server.process.pid)
-            server.stop()
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
-def _banner(settings: Settings, data_dir: Path, servers: list[ManagedServer],
-            exports: dict[str, str], console_url: str | None = None) -> Panel:
-    table = Table.grid(padding=(0, 2))
-    table.add_column(style="bold")
-    table.add_column()
-    started = {server.name: server for server in servers}
-
-    def origin(name: str) -> str:
-        return "started here" if name in started else "from the environment"
-
-    table.add_row("NATS", f"{escape(redact(settings.nats_url))}  [dim]({origin('nats')})[/]")
-    table.add_row("MongoDB", f"{escape(redact(settings.mongodb_uri))}  "
-                             f"[dim]({origin('mongo')})[/]")
-    table.add_row("database", escape(settings.mongodb_db))
-    if settings.health_addr:
-        table.add_row("health", escape(f"http://{settings.health_addr}/readyz") +
-                      "  [dim](and /healthz)[/]")
-    if console_url:
-        table.add_row("console", escape(console_url) + "  [dim](agents console)[/]")
-    table.add_row("archive", escape(str(settings.resolved_archive_root())))
-    table.add_row(*_artifacts_row(settings))
-    if servers:
-        table.add_row("data dir", escape(str(data_dir)))
-        for server in servers:
-            table.add_row(f"{server.name} log", escape(str(server.log_path)))
-    if exports:
-        table.add_row("other shells", "run the export line below")
-    for line in _not_durable(settings, set(started)):
-        table.add_row("[yellow]not durable[/]", f"[yellow]{escape(line)}[/]")
-    stops = "the workers, then the servers" if servers else "the workers"
-    table.add_row("", f"[dim]Ctrl-C stops {stops}[/]")
-    return Panel(table, title="agents up", border_style="green", expand=False)
-
-
-def _artifacts_row(settings: Settings) -> tuple[str, str]:
-    """Where reverts copy artifacts from, or plainly that they copy nothing."""
-    if settings.artifacts_root is None:
-        return ("[yellow]archiving off[/]", "[yellow]ARTIFACTS_ROOT is unset: a revert's "
-                "archive lists the artifacts in its manifest, copies none "
-                "(--artifacts-root DIR, the folder the agents write to)[/]")
-    return ("artifacts", escape(str(settings.artifacts_root)) +
-            "  [dim](ARTIFACTS_ROOT: agents write here, reverts archive copies from it)[/]")
-
-
-def _not_durable(settings: Settings, started: set[str]) -> list[str]:
-    """What this development run does not make durable, for the banner: honest about the
-    servers it started, silent about those the environment gave."""
-    from workers.stream_config import PRODUCTION_REPLICAS, StreamProfile  # noqa: PLC0415
-
-    lines: list[str] = []
-    limits = settings.stream_limits()
-    streams = f"streams R{limits.replicas}"
-    if settings.stream_profile is StreamProfile.DEVELOPMENT:
-        streams += ", no limits, discard old (STREAM_PROFILE=development)"
-    if "nats" in started:
-        lines.append(f"one NATS node without sync_interval: always (an ack may precede "
-                     f"the fsync by up to 2 min); {streams}")
-    elif limits.replicas < PRODUCTION_REPLICAS:
-        lines.append(streams)
-    if "mongo" in started or settings.allow_standalone_mongodb:
-        mongo = "one MongoDB node (no failover; majority = that node)" if "mongo" in \
-            started else "MongoDB may be standalone"
-        lines.append(f"{mongo}; ALLOW_STANDALONE_MONGODB=1")
-    return lines
-
-
-def _export_line(exports: dict[str, str]) -> str:
-    """Quoted, because a Mongo URI's `?` is a glob in zsh."""
-    return "export " + " ".join(f"{key}={shlex.quote(value)}" for key, value in exports.items())
-
-
-def _preflight(host: str, nats_port: int | None, mongo_port: int | None,
-               data_dir: Path, health_port: int | None = None) -> None:
-    """Check the ports and the data dir before starting anything, so a taken Mongo port
-    does not first cost a NATS start and stop. `None` means that port is not ours to use."""
-    if nats_port is None and mongo_port is None and health_port is None:
-        return
-    # ensure_port_free reports every bind failure as a taken port; a --host that is not
-    # an address of this machine deserves its own message, so probe it first.
-    try:
-        with socket.socket() as probe:
-            probe.bind((host, 0))
-    except OSError as exc:
-        fail(f"cannot listen on --host {host}: {exc.strerror or exc}", USAGE_ERROR)
-    try:
-        if nats_port is not None:
-            ensure_port_free(host, nats_port, "NATS", NATS_FLAG)
-        if mongo_port is not None:
-            ensure_port_free(host, mongo_port, "MongoDB (secantusd-py)", MONGO_FLAG)
-        if health_port is not None:
-            ensure_port_free(host, health_port, "the health endpoint", HEALTH_FLAG)
+        ensure_port_free(config.host, config.port, "the console", "--console-port")
     except EmbeddedServerError as exc:
         fail(str(exc), USAGE_ERROR)
-    if nats_port is None and mongo_port is None:
-        return
-    if data_dir.exists() and not data_dir.is_dir():
-        fail(f"--data-dir {data_dir} is a file, not a directory", USAGE_ERROR)
-    try:
-        data_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        fail(f"cannot use --data-dir {data_dir}: {exc.strerror or exc}", USAGE_ERROR)
-
-
-def _start_servers(servers: list[ManagedServer], data_dir: Path, host: str,
-                   nats_port: int | None, mongo_port: int | None) -> None:
-    """Start the needed servers, appending each to the caller's list so its `finally` can
-    stop the ones that came up when a later one fails.
-
-    Ctrl-C / SIGTERM are only noted while a server starts: interrupting start_nats or
-    start_mongo between spawning the process and returning its handle would leave that
-    server running with nobody to stop it. Starting takes seconds, so the wait is short.
-    """
-    received: list[int] = []
-
-    def note(signum: int, frame: FrameType | None) -> None:
-        received.append(signum)
-
-    previous = {sig: signal.signal(sig, note) for sig in (signal.SIGINT, signal.SIGTERM)}
-    failure: str | None = None
-    try:
-        if nats_port is not None:
-            servers.append(start_nats(data_dir, port=nats_port, host=host))
-        if mongo_port is not None and not received:
-            servers.append(start_mongo(data_dir, port=mongo_port, host=host))
-    except EmbeddedServerError as exc:
-        failure = str(exc)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    if received:
-        raise KeyboardInterrupt
-    if failure is not None:
-        fail(failure)
+    return config
 
 
 def _with_roots(base: Settings, data_dir: Path, artifacts_root: Path | None) -> Settings:
@@ -271,6 +100,48 @@ def _with_roots(base: Settings, data_dir: Path, artifacts_root: Path | None) -> 
         return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
     except ValueError as exc:
         fail(f"bad value in the environment or the options: {exc}", USAGE_ERROR)
+
+
+def _start_console(config: ConsoleConfig | None, settings: Settings) -> Background | None:
+    """The web console beside the workers, in its own thread; None with --no-console."""
+    if config is None:
+        return None
+    from cli.console import Background
+    from cli.correct import requester
+
+    background = Background(config, settings, requester())
+    background.start()
+    return background
+
+
+def _run_here(base: Settings, started: list[ManagedServer], data_dir: Path,
+              health_addr: str, console: ConsoleConfig | None) -> None:
+    """Settings pointed at what was started, the console, the banner; then the workers
+    run until they are stopped, and the console stops after them."""
+    urls = {server.name: server.url for server in started}
+    settings = dataclasses.replace(
+        base, nats_url=urls.get("nats", base.nats_url),
+        mongodb_uri=urls.get("mongo", base.mongodb_uri), health_addr=health_addr,
+        # Development: a plain mongod from MONGODB_URI is accepted here (the banner says
+        # so); `agents workers` refuses it without the flag.
+        allow_standalone_mongodb=True)
+    exports = {"NATS_URL": urls["nats"]} if "nats" in urls else {}
+    if "mongo" in urls:
+        exports["MONGODB_URI"] = urls["mongo"]
+    if settings.artifacts_root is not None and not os.environ.get("ARTIFACTS_ROOT"):
+        exports["ARTIFACTS_ROOT"] = str(settings.artifacts_root)  # for the agents
+    background = _start_console(console, settings)
+    try:
+        banner.terminal.print(banner.banner(settings, data_dir, started, exports,
+                                            console.url if console else None))
+        if exports:
+            # Outside the panel and never wrapped, so it copies as one shell line.
+            banner.terminal.print(banner.export_line(exports), soft_wrap=True,
+                                  highlight=False, markup=False)
+        _run_workers(settings, on_ready=lambda: log.info("workers running"))
+    finally:
+        if background is not None:
+            background.stop()
 
 
 def up(
@@ -300,74 +171,33 @@ def up(
 ) -> None:
     """Start the servers NATS_URL / MONGODB_URI do not point at, then run all workers."""
     logging.basicConfig(level=logging.INFO, format="%(message)s", force=True,
-                        handlers=[RichHandler(console=err_console, show_path=False)])
-    base = _settings_from_env()
-    need_nats = not os.environ.get("NATS_URL")
-    need_mongo = not os.environ.get("MONGODB_URI")
+                        handlers=[RichHandler(console=err, show_path=False)])
     data_dir = data_dir.expanduser().resolve()
-    base = _with_roots(base, data_dir, artifacts_root)
-
+    base = _with_roots(settings_from_env(), data_dir, artifacts_root)
+    nats_wanted = None if os.environ.get("NATS_URL") else nats_port
+    mongo_wanted = None if os.environ.get("MONGODB_URI") else mongo_port
     health_addr = base.health_addr or f"{host}:{health_port}"
-    from cli.console import Background, config_from  # noqa: PLC0415
-
-    console_config = None if no_console else config_from(None, console_port)
-    if console_config is not None:
-        try:
-            ensure_port_free(console_config.host, console_config.port, "the console",
-                             "--console-port")
-        except EmbeddedServerError as exc:
-            fail(str(exc), USAGE_ERROR)
-    background: Background | None = None
-    _preflight(host, nats_port if need_nats else None, mongo_port if need_mongo else None,
-               data_dir, None if base.health_addr else health_port)
-
-    servers: list[ManagedServer] = []
+    console = _console_config(no_console, console_port)
+    servers.preflight(host, nats_wanted, mongo_wanted, data_dir,
+                      None if base.health_addr else health_port)
+    started: list[ManagedServer] = []
     try:
-        with _terminate_unwinds():
-            _start_servers(servers, data_dir, host, nats_port if need_nats else None,
-                           mongo_port if need_mongo else None)
-            started = {server.name: server.url for server in servers}
-            settings = dataclasses.replace(
-                base,
-                nats_url=started.get("nats", base.nats_url),
-                mongodb_uri=started.get("mongo", base.mongodb_uri),
-                health_addr=health_addr,
-                # Development: a plain mongod from MONGODB_URI is accepted here (the
-                # banner says so); `agents workers` refuses it without the flag.
-                allow_standalone_mongodb=True,
-            )
-            exports = {"NATS_URL": started["nats"]} if "nats" in started else {}
-            if "mongo" in started:
-                exports["MONGODB_URI"] = started["mongo"]
-            if settings.artifacts_root is not None and not os.environ.get("ARTIFACTS_ROOT"):
-                exports["ARTIFACTS_ROOT"] = str(settings.artifacts_root)  # for the agents
-            if console_config is not None:
-                from cli.correct import requester  # noqa: PLC0415
-
-                background = Background(console_config, settings, requester())
-                background.start()
-            console.print(_banner(settings, data_dir, servers, exports,
-                                  console_config.url if console_config else None))
-            if exports:
-                # Outside the panel and never wrapped, so it copies as one shell line.
-                console.print(_export_line(exports), soft_wrap=True, highlight=False,
-                              markup=False)
-            _run_workers(settings, on_ready=lambda: log.info("workers running"))
+        with servers.terminate_unwinds():
+            servers.start_servers(started, data_dir, host, nats_wanted, mongo_wanted)
+            _run_here(base, started, data_dir, health_addr, console)
     except KeyboardInterrupt:
         # A signal before the worker app installed its handlers: still a clean stop.
         log.info("interrupted during startup")
     finally:
-        if background is not None:
-            background.stop()
-        _stop_servers(servers)
+        servers.stop_servers(started)
     log.info("stopped")
 
 
 def workers() -> None:
     """Run all workers against NATS_URL / MONGODB_URI; never starts a server."""
-    from workers.logs import configure  # noqa: PLC0415
+    from workers.logs import configure
 
-    settings = _settings_from_env()
+    settings = settings_from_env()
     configure(settings.log_format, settings.log_level)
     log.info("workers for %s and %s/%s", redact(settings.nats_url),
              redact(settings.mongodb_uri), settings.mongodb_db)

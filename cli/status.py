@@ -3,7 +3,8 @@
 What an operator on call asks first: are the workers up, are the consumers keeping up
 (pending, waiting for an ack, redelivered), is anything stuck (corrections not ended,
 and since when), and what needs a person (dead letters, open violations). JetStream
-answers the first two, MongoDB the rest (store/status.py); both are read-only.
+answers the first two, the ledger's read port the rest (`status`, from MongoDB's
+counts: store/status.py); both are read-only.
 
 Exit code 0 when the stack looks healthy, 1 when it could not be read, and 5 when it
 was read and something needs attention (no live worker, a dead letter, an open error
@@ -18,12 +19,12 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from cli.context import Ctx, run
-from cli.render import JsonFlag, console, emit_json, when
+from cli.render import JsonFlag, emit_json, out, when
 
 if TYPE_CHECKING:
     from nats.js import JetStreamContext
 
-    from store.status import LedgerStatus
+    from contracts.shared.counts import LedgerStatus
 
 EXIT_ATTENTION = 5
 
@@ -32,10 +33,8 @@ def status(as_json: JsonFlag = False) -> None:
     """Workers, streams and consumers (lag), corrections in flight, dead letters, violations."""
 
     async def body(ctx: Ctx) -> int:
-        from store.status import ledger_status  # noqa: PLC0415
-
-        streams = await _streams((await ctx.nats()).jetstream())
-        ledger = await ledger_status(ctx.db, datetime.now(UTC))
+        streams = await _streams(await ctx.jetstream())
+        ledger = await ctx.reads.status(datetime.now(UTC))
         attention = _attention(ledger)
         if as_json:
             emit_json({"streams": streams, **_ledger_json(ledger), "attention": attention})
@@ -90,15 +89,15 @@ def _ledger_json(ledger: LedgerStatus) -> dict[str, Any]:
 
 
 def _show(streams: list[dict[str, Any]], ledger: LedgerStatus, attention: list[str]) -> None:
-    from rich.table import Table  # noqa: PLC0415
+    from rich.table import Table
 
     alive = [w for w in ledger.workers if w.alive]
-    console.print(f"[bold]workers[/]: {len(alive)} alive"
-                  + (f", {len(ledger.workers) - len(alive)} expired"
+    out.print(f"[bold]workers[/]: {len(alive)} alive"
+              + (f", {len(ledger.workers) - len(alive)} expired"
                      if len(alive) < len(ledger.workers) else ""))
     for w in ledger.workers:
-        console.print(f"  {w.worker_id}  pid {w.pid} on {w.host}  since {when(w.started_at)}"
-                      f"  {'seen ' + when(w.seen_at) if w.alive else '[red]expired[/]'}")
+        out.print(f"  {w.worker_id}  pid {w.pid} on {w.host}  since {when(w.started_at)}"
+                  f"  {'seen ' + when(w.seen_at) if w.alive else '[red]expired[/]'}")
     table = Table("stream", "consumer", "pending", "ack pending", "redelivered", "waiting",
                   title="streams and consumers", title_justify="left")
     for s in streams:
@@ -107,15 +106,15 @@ def _show(streams: list[dict[str, Any]], ledger: LedgerStatus, attention: list[s
         for c in s["consumers"]:
             table.add_row("", str(c["name"]), str(c["pending"]), str(c["ack_pending"]),
                           str(c["redelivered"]), str(c["waiting"]))
-    console.print(table)
+    out.print(table)
     flight = ", ".join(f"{n} {s}" for s, n in sorted(ledger.corrections_in_flight.items()))
-    console.print(f"[bold]corrections in flight[/]: {flight or 'none'}"
-                  + (f" (oldest requested {when(ledger.oldest_in_flight_at)})"
+    out.print(f"[bold]corrections in flight[/]: {flight or 'none'}"
+              + (f" (oldest requested {when(ledger.oldest_in_flight_at)})"
                      if ledger.oldest_in_flight_at else ""))
     rules = ", ".join(f"{n} {r}" for r, n in sorted(ledger.dead_letters_by_rule.items()))
-    console.print(f"[bold]dead letters[/]: {ledger.dead_letters}"
-                  + (f" ({rules})" if rules else ""))
+    out.print(f"[bold]dead letters[/]: {ledger.dead_letters}"
+              + (f" ({rules})" if rules else ""))
     open_ = ", ".join(f"{n} {s}" for s, n in sorted(ledger.violations_open.items()))
-    console.print(f"[bold]open violations[/]: {open_ or 'none'}")
+    out.print(f"[bold]open violations[/]: {open_ or 'none'}")
     for line in attention:
-        console.print(f"[yellow]attention:[/] {line}")
+        out.print(f"[yellow]attention:[/] {line}")

@@ -1,9 +1,9 @@
 """The console application: routes, static assets, the guard, and its lifespan.
 
-`create_app` takes its dependencies ready-made (the database, the NATS connection, the
-operator client), so the CLI and the tests wire the same app; `run_console` is the
-process the CLI starts: it connects, serves until told to stop, and closes what it
-opened.
+`create_app` takes its dependencies ready-made (console.deps: the read port, the
+services, the operator client, the live hub), so the CLI and the tests wire the same
+app; `run_console` is the process the CLI starts: it opens the ledger once
+(console.wiring), serves until told to stop, and closes what it opened.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import asyncio
 import html
 import logging
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from urllib.parse import parse_qs
 
@@ -22,9 +22,11 @@ from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Redire
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from console.api import Deps, Refused, routes
+from console.api import routes
 from console.config import ConsoleConfig
+from console.deps import Deps
 from console.security import COOKIE, Guard, token_ok
+from console.web import Refused
 
 log = logging.getLogger("console")
 
@@ -78,14 +80,15 @@ def create_app(deps: Deps, config: ConsoleConfig) -> Starlette:
     return app
 
 
-async def run_console(config: ConsoleConfig, connect: Callable[[], object],
+async def run_console(config: ConsoleConfig,
+                      connect: Callable[[], AbstractAsyncContextManager[Deps]],
                       stop: asyncio.Event | None = None,
                       on_ready: Callable[[], None] | None = None) -> None:
     """Serve until `stop` is set (or uvicorn's own signal handling ends it, in the main
-    thread). `connect` is an async context manager factory yielding the Deps."""
-    import uvicorn  # noqa: PLC0415
+    thread). `connect()` opens the Deps for as long as the console serves."""
+    import uvicorn  # noqa: PLC0415 - the server is imported only when one is run
 
-    async with connect() as deps:  # type: ignore[attr-defined]
+    async with connect() as deps:
         app = create_app(deps, config)
         server = uvicorn.Server(uvicorn.Config(
             app, host=config.host, port=config.port, log_level="warning",

@@ -1,42 +1,24 @@
-"""Opening what the console needs (MongoDB, NATS, the operator client), once per process."""
+"""Opening what the console needs, once when it starts: the ledger (through the
+bootstrap), NATS connected from the start for the live stream, the operator client."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
-import nats
-
-from clients._publish import RetryPolicy
-from clients.operator import CorrectionClient
-from console.api import Deps, PublisherFactory
+from bootstrap.ledger import OPERATOR, open_ledger
+from bootstrap.nats_source import LazyNats
+from bootstrap.settings import Settings
+from console.deps import Deps
 from console.live import Hub
-from contracts.shared.urls import nats_servers
-from store.database import connect as mongo_connect
-
-MONGO_TIMEOUT_MS = 3000
 
 
 @asynccontextmanager
-async def open_deps(*, nats_url: str, nats_options: dict[str, Any], mongodb_uri: str,
-                    mongodb_db: str, publisher: Any, operator_name: str
-                    ) -> AsyncIterator[Deps]:
-    """`publisher(nc)` makes the EventPublisher the invariant service announces with (the
-    CLI passes the workers' JetStream publisher)."""
-    client = mongo_connect(mongodb_uri, serverSelectionTimeoutMS=MONGO_TIMEOUT_MS,
-                           connectTimeoutMS=MONGO_TIMEOUT_MS)
-    nc = await nats.connect(nats_servers(nats_url), connect_timeout=2.0,
-                            max_reconnect_attempts=-1, **nats_options)
+async def open_deps(settings: Settings, operator_name: str) -> AsyncIterator[Deps]:
+    """The routes' dependencies for as long as the console serves; closed after."""
+    ledger = open_ledger(settings, LazyNats(settings, reconnect=True), OPERATOR)
     try:
-        ops = CorrectionClient(nc, requested_by=operator_name,
-                               retry=RetryPolicy(attempts=3, ack_timeout=2.0))
-        factory: PublisherFactory = lambda: publisher(nc)  # noqa: E731
-        yield Deps(db=client[mongodb_db], ops=ops, publisher=factory,
-                   hub=Hub(nc), operator_name=operator_name)
+        nc = await ledger.nats.client()
+        yield Deps.of(ledger, await ledger.operator(operator_name), Hub(nc), operator_name)
     finally:
-        try:
-            await nc.drain()
-        except Exception:  # closing must not hide why the console stopped
-            await nc.close()
-        await client.close()
+        await ledger.close()

@@ -77,6 +77,13 @@ from contracts.recording.reading import persisted_body
 from contracts.shared.dead_letter import DeadLetter, dead_letter_id
 from contracts.shared.errors import CorrectionTooLarge, DomainError
 from contracts.shared.ids import new_id
+from contracts.shared.persistence import (
+    ConcurrentChange,
+    DuplicateRecord,
+    LeaseLost,
+    ResourceNotFoundError,
+    StoreFailure,
+)
 from contracts.shared.timestamps import utc_now
 from contracts.shared.unreadable import Unreadable
 from services import outbox
@@ -86,13 +93,6 @@ from services.ports import (
     CorrectionStorePort,
     EventPublisher,
     OutgoingEvent,
-)
-from store.errors import (
-    ConcurrentChange,
-    DuplicateRecord,
-    LeaseLost,
-    ResourceNotFoundError,
-    StoreFailure,
 )
 
 log = logging.getLogger(__name__)

@@ -42,6 +42,7 @@ from contracts.invariants.wire import (
 )
 from contracts.recording.reading import DecisionPersisted
 from contracts.shared.dead_letter import DeadLetter, dead_letter_id
+from contracts.shared.persistence import InvariantNotFound, ViolationNotFound
 from contracts.shared.timestamps import utc_now
 from contracts.shared.unreadable import Unreadable
 from services import outbox
@@ -56,7 +57,6 @@ from services.ports import (
     PlanRecords,
     ViolationRecords,
 )
-from store.errors import InvariantNotFound, ViolationNotFound
 
 log = logging.getLogger(__name__)
 
@@ -109,8 +109,8 @@ class InvariantService:
     @classmethod
     def from_store(cls, store: InvariantStorePort,
                    publisher: EventPublisher) -> InvariantService:
-        """Over a store that holds every repository (store.invariant_store.InvariantStore
-        for MongoDB: `InvariantService.from_store(InvariantStore.open(db), publisher)`)."""
+        """Over a store that holds every repository (store.mongo_store.MongoStore, which
+        the bootstrap opens; the in-memory store of the tests)."""
         return cls(publisher, invariants=store.invariants, violations=store.violations,
                    decisions=store.decisions, plans=store.plans, outbox=store.outbox,
                    dead_letters=store.dead_letters)

@@ -210,12 +210,13 @@ class RecorderService:
         await self._reject(read.letters, read.now)
 
     async def record_read(self, read: ReadBatch) -> dict[int, Disposition]:
-        """The second half: decide against the store, write, publish, report."""
-        return await self.announce(await self.store(read))
+        """The second half: decide against what is stored, write, publish, report."""
+        return await self.announce(await self.write_batch(read))
 
-    async def store(self, read: ReadBatch) -> Committed:
-        """Decide against the store and write, in one transaction: once this returns, a
-        later batch may read the store (`announce` does not change what it reads)."""
+    async def write_batch(self, read: ReadBatch) -> Committed:
+        """Decide against what is stored and write the batch, in one transaction: once
+        this returns, a later batch may read the decisions (`announce` does not change
+        what it reads)."""
         now, candidates = read.now, read.candidates
         by_seq = read.by_seq
         reject = read.reject

@@ -25,6 +25,7 @@ from pymongo.errors import BulkWriteError
 
 from store.database import DELIVERY_FAILURES, PARENT_WAITS, Document, find_by_ids
 from store.dead_letters import DUPLICATE_KEY
+from store.translate import translate_errors
 
 MAX_ATTEMPTS_KEPT = 25
 """Attempts kept per message (the most recent); MaxDeliver is normally below it."""
@@ -44,6 +45,7 @@ class Failure:
     attempt: Attempt
 
 
+@translate_errors
 class DeliveryFailures:
     def __init__(self, db: AsyncDatabase[Document]) -> None:
         self._coll = db[DELIVERY_FAILURES]
@@ -98,6 +100,7 @@ class DeliveryFailures:
         return res.deleted_count
 
 
+@translate_errors
 class ParentWaits:
     def __init__(self, db: AsyncDatabase[Document]) -> None:
         self._coll = db[PARENT_WAITS]

@@ -1,92 +1,27 @@
-"""Errors of the persistence layer, named after the seed's repository contract.
+"""The errors the store raises, for the store's own modules.
 
-They are not domain errors: they say what the database refused or could not find,
-so a caller (the CLI, a worker) can tell "your request broke a rule of the ledger"
-(contracts.shared.errors) from "the store said no" (these).
+They are defined in contracts.shared.persistence, below both sides of the ports: the
+services and everything above them import them from there, never from `store/`.
 """
 
 from __future__ import annotations
 
+from contracts.shared.persistence import (
+    ConcurrentChange,
+    DatabaseError,
+    DuplicateRecord,
+    ForeignKeyViolation,
+    InvariantNotFound,
+    LeaseLost,
+    ResourceNotFoundError,
+    RestrictViolation,
+    StoreFailure,
+    StoreUnreachable,
+    ViolationNotFound,
+)
 
-class DatabaseError(Exception):
-    """The store refused a write: the seed's DatabaseError (an FK or RESTRICT violation)."""
-
-
-class ForeignKeyViolation(DatabaseError):
-    """A record names a row that does not exist (e.g. an attempt of an unknown correction)."""
-
-    def __init__(self, what: str, field: str, missing: str) -> None:
-        self.what = what
-        self.field = field
-        self.missing = missing
-        super().__init__(f"{what}: {field} {missing} does not exist")
-
-
-class RestrictViolation(DatabaseError):
-    """A delete would orphan a record that keeps the audit trail (the seed's RESTRICT FK)."""
-
-    def __init__(self, what: str, referenced_by: list[str]) -> None:
-        self.what = what
-        self.referenced_by = referenced_by
-        shown = ", ".join(referenced_by[:5]) + (" ..." if len(referenced_by) > 5 else "")
-        super().__init__(
-            f"cannot delete {what}: it is named by correction attempt(s) {shown}; "
-            "the correction audit trail must keep it"
-        )
-
-
-class ConcurrentChange(DatabaseError):
-    """A conditional write found the record changed since it was read; nothing was written.
-
-    Raised inside a transaction, so the whole transaction aborts: the caller reads
-    again and decides anew (another replica, or a cancel, got there first).
-    """
-
-
-class LeaseLost(ConcurrentChange):
-    """The plan's lease is no longer ours: another driver took it after ours expired."""
-
-    def __init__(self, plan_id: str, owner: str) -> None:
-        self.plan_id = plan_id
-        self.owner = owner
-        super().__init__(f"lease on plan {plan_id} is no longer held by {owner}")
-
-
-class ResourceNotFoundError(LookupError):
-    """The seed's ResourceNotFoundError: no record with that ID."""
-
-    def __init__(self, what: str, record_id: str) -> None:
-        self.what = what
-        self.record_id = record_id
-        super().__init__(f"{what} {record_id} not found")
-
-
-class StoreFailure(Exception):
-    """The database failed an operation: unreachable, timed out, or refused for a reason
-    of its own. The driver's error is the `__cause__`.
-
-    Raised by every public repository method (store.translate), so the services decide
-    on it without importing the driver. The instance raised is also of the driver's
-    own exception type (a subclass of both), so code that already handles the driver's
-    errors (the CLI's one-line messages, the workers' retry of an unreachable server)
-    keeps doing so unchanged.
-    """
-
-
-class StoreUnreachable(StoreFailure):
-    """The database did not answer (no server selected, connection refused or lost)."""
-
-
-class DuplicateRecord(StoreFailure):
-    """A write met a unique key already taken (e.g. a correction_id recorded by a
-    concurrent delivery first); nothing of its transaction was written."""
-
-
-class InvariantNotFound(ResourceNotFoundError):
-    def __init__(self, invariant_id: str) -> None:
-        super().__init__("invariant", invariant_id)
-
-
-class ViolationNotFound(ResourceNotFoundError):
-    def __init__(self, violation_id: str) -> None:
-        super().__init__("violation", violation_id)
+__all__ = [
+    "ConcurrentChange", "DatabaseError", "DuplicateRecord", "ForeignKeyViolation",
+    "InvariantNotFound", "LeaseLost", "ResourceNotFoundError", "RestrictViolation",
+    "StoreFailure", "StoreUnreachable", "ViolationNotFound",
+]

@@ -8,12 +8,12 @@ and the workers whose heartbeat is current.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import datetime
 
 from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.corrections.model import CORRECTION_LIFECYCLE, CorrectionStatus
+from contracts.shared.counts import LedgerStatus, WorkerSeen
 from store.database import (
     CORRECTIONS,
     DEAD_LETTERS,
@@ -25,26 +25,6 @@ from store.database import (
 __all__ = ["LedgerStatus", "WorkerSeen", "ledger_status"]
 
 IN_FLIGHT = [s.value for s in CorrectionStatus if not CORRECTION_LIFECYCLE.is_terminal(s)]
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerSeen:
-    worker_id: str
-    host: str | None
-    pid: int | None
-    started_at: datetime | None
-    seen_at: datetime | None
-    alive: bool
-
-
-@dataclass(frozen=True, slots=True)
-class LedgerStatus:
-    dead_letters: int
-    dead_letters_by_rule: dict[str, int] = field(default_factory=dict)
-    corrections_in_flight: dict[str, int] = field(default_factory=dict)
-    oldest_in_flight_at: datetime | None = None
-    violations_open: dict[str, int] = field(default_factory=dict)
-    workers: list[WorkerSeen] = field(default_factory=list)
 
 
 async def ledger_status(db: AsyncDatabase[Document], now: datetime) -> LedgerStatus:

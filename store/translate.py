@@ -1,14 +1,17 @@
-"""Driver errors become the store's named errors (store.errors) at the repository edge.
+"""Driver errors become the store's named errors (contracts.shared.persistence) at the
+repository edge.
 
-`translate_errors` wraps every public coroutine method of a repository class. What it
-raises is a copy of the driver's exception whose class derives from both the driver's
-class and the store error, so `except StoreFailure` works in the services (which import
-nothing from pymongo) while `except ConnectionFailure` and friends, wherever they
-already are, behave exactly as before.
+`translate_errors` wraps every public coroutine method of a repository class: a
+`PyMongoError` leaves it as a `StoreFailure` (`DuplicateRecord` for a taken unique key,
+`StoreUnreachable` for a server that does not answer) whose message starts with the
+driver's error type and whose `__cause__` is the driver's exception. Nothing above
+`store/` catches a driver's exception: the services, the workers, the console and the
+CLI decide on these.
 
 A method that takes a `session` runs inside its caller's transaction and is left
 alone: `with_transaction` must see the driver's own error (its
-TransientTransactionError label is what makes it retry).
+TransientTransactionError label is what makes it retry). The public method that ran
+the transaction translates whatever finally leaves it.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Any, TypeVar
 
 from pymongo.errors import BulkWriteError, ConnectionFailure, DuplicateKeyError, PyMongoError
 
-from store.errors import DuplicateRecord, StoreFailure, StoreUnreachable
+from contracts.shared.persistence import DuplicateRecord, StoreFailure, StoreUnreachable
 
 T = TypeVar("T")
 
@@ -29,7 +32,6 @@ _OURS: tuple[tuple[type[PyMongoError], type[StoreFailure]], ...] = (
     (ConnectionFailure, StoreUnreachable),
     (PyMongoError, StoreFailure),
 )
-_classes: dict[tuple[type[PyMongoError], type[StoreFailure]], type[Exception]] = {}
 DUPLICATE_KEY = 11000
 
 
@@ -43,19 +45,11 @@ def _ours(exc: PyMongoError) -> type[StoreFailure]:
 
 
 def translated(exc: PyMongoError) -> StoreFailure:
-    """The same error, also a StoreFailure (DuplicateRecord, StoreUnreachable)."""
-    if isinstance(exc, StoreFailure):
-        return exc
-    kind, ours = type(exc), _ours(exc)
-    cls = _classes.get((kind, ours))
-    if cls is None:
-        # Named like the driver's class: error messages that print the type stay the same.
-        cls = _classes[kind, ours] = type(kind.__name__, (ours, kind),
-                                          {"__module__": __name__})
-    copy: Any = cls.__new__(cls, *exc.args)
-    copy.__dict__.update(exc.__dict__)
-    assert isinstance(copy, StoreFailure)
-    return copy
+    """The store's error for a driver's: its message names the driver's type first (so
+    a one-line report still says `ServerSelectionTimeoutError: ...`), its cause is it."""
+    ours = _ours(exc)(f"{type(exc).__name__}: {exc}")
+    ours.__cause__ = exc
+    return ours
 
 
 def _wrap(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:

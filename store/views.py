@@ -10,13 +10,13 @@ aggregations over the handful of plans on screen.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.corrections.model import CORRECTION_LIFECYCLE, CorrectionStatus
 from contracts.decisions.model import Decision, DecisionType
+from contracts.shared.counts import PlanCounts
 from store.database import (
     CORRECTIONS,
     DECISIONS,
@@ -26,6 +26,7 @@ from store.database import (
     Document,
 )
 from store.decisions import ROOT_QUERY, from_document
+from store.translate import translate_errors
 
 __all__ = ["PlanCounts", "TreeViews"]
 
@@ -34,18 +35,11 @@ MAX_PAGE = 500
 """Largest page any view returns: a request cannot make the server read a whole plan."""
 
 
-@dataclass(frozen=True, slots=True)
-class PlanCounts:
-    decisions: int = 0
-    current: int = 0
-    open_corrections: int = 0
-    open_violations: int = 0
-
-
 def _chunks(ids: list[str]) -> list[list[str]]:
     return [ids[i:i + ID_CHUNK] for i in range(0, len(ids), ID_CHUNK)]
 
 
+@translate_errors
 class TreeViews:
     def __init__(self, db: AsyncDatabase[Document]) -> None:
         self._decisions = db[DECISIONS]

@@ -33,6 +33,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import PyMongoError
 
 from store.database import WORKERS, Document
+from store.translate import translate_errors
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,7 @@ def lsid_of(session: AsyncClientSession) -> Binary:
     return value if isinstance(value, Binary) else Binary(bytes(value), 4)
 
 
+@translate_errors
 class WorkerRegistry:
     """This process's heartbeat and sessions, and the reaping of dead workers'."""
 

@@ -1,12 +1,13 @@
-"""An in-memory store: every port of services/ports.py, for service tests without servers.
+"""An in-memory store: every port of services/ports.py and services/read_ports.py, for
+service and front-end tests without servers.
 
 It keeps the rules the MongoDB store keeps inside its transactions, and raises the same
-named errors (store.errors): a conditional write that finds the record changed raises
-ConcurrentChange, a lost plan lease LeaseLost, a taken unique key DuplicateRecord, an
-attempt naming what does not exist ForeignKeyViolation. A transaction works on a copy
-of the state and swaps it in only when the whole step succeeded, so a failed step
-leaves nothing behind, as an aborted MongoDB transaction does. Nothing in a
-transaction awaits, so no other task ever sees half of one.
+named errors (contracts.shared.persistence): a conditional write that finds the record
+changed raises ConcurrentChange, a lost plan lease LeaseLost, a taken unique key
+DuplicateRecord, an attempt naming what does not exist ForeignKeyViolation. A
+transaction works on a copy of the state and swaps it in only when the whole step
+succeeded, so a failed step leaves nothing behind, as an aborted MongoDB transaction
+does. Nothing in a transaction awaits, so no other task ever sees half of one.
 
 The contract suite (tests/contract/) runs the same tests against this store and the
 real one: a rule this store forgets, or keeps differently, fails there.
@@ -50,8 +51,18 @@ from contracts.invariants.model import (
     ViolationConflict,
 )
 from contracts.recording.reading import Candidate, PlanClaim, Resume, Stored, StoredFacts
+from contracts.shared.counts import LedgerStatus
 from contracts.shared.dead_letter import DeadLetter
 from contracts.shared.outgoing import OutgoingEvent, Pending
+from contracts.shared.persistence import (
+    ConcurrentChange,
+    DuplicateRecord,
+    ForeignKeyViolation,
+    InvariantNotFound,
+    LeaseLost,
+    ResourceNotFoundError,
+    ViolationNotFound,
+)
 from contracts.shared.timestamps import utc_now
 from services.ports import (
     CorrectionStorePort,
@@ -61,15 +72,8 @@ from services.ports import (
     InvariantStorePort,
     RecordedDecisions,
 )
-from store.errors import (
-    ConcurrentChange,
-    DuplicateRecord,
-    ForeignKeyViolation,
-    InvariantNotFound,
-    LeaseLost,
-    ResourceNotFoundError,
-    ViolationNotFound,
-)
+from services.read_ports import LedgerReads
+from tests.memory_views import MemoryViews, memory_status
 
 T = TypeVar("T")
 
@@ -185,6 +189,16 @@ class MemoryDecisions:
 
     async def current_tree(self, plan_id: str) -> list[Decision]:
         return [d for d in await self.in_sequence(plan_id) if d.superseded_by is None]
+
+    async def full_tree(self, plan_id: str) -> list[Decision]:
+        return await self.in_sequence(plan_id)
+
+    async def children(self, decision_id: str, *, current_only: bool = True
+                       ) -> list[Decision]:
+        return sorted((d for d in self._db.state.decisions.values()
+                       if d.parent_decision_id == decision_id
+                       and not (current_only and d.superseded_by is not None)),
+                      key=lambda d: d.sequence_number or 0)
 
     # --- the recorder's batch ------------------------------------------------------
 
@@ -750,8 +764,9 @@ class MemoryViolations:
 
 
 class MemoryStore:
-    """Every repository over one Database: a CorrectionStorePort and an
-    InvariantStorePort, plus what the tests need to set a scene (`load_plan`)."""
+    """Every repository over one Database: a CorrectionStorePort, an InvariantStorePort
+    and the read port (LedgerReads; its views are tests/memory_views.py), plus what the
+    tests need to set a scene (`load_plan`)."""
 
     def __init__(self, lease_seconds: float = 10.0) -> None:
         self.db = Database()
@@ -766,6 +781,10 @@ class MemoryStore:
         self.dead_letters = MemoryDeadLetters(self.db)
         self.invariants = MemoryInvariants(self.db)
         self.violations = MemoryViolations(self.db)
+        self.views = MemoryViews(self.db)
+
+    async def status(self, now: datetime) -> LedgerStatus:
+        return memory_status(self.db.state, now)
 
     async def load_plan(self, decisions: Sequence[Decision],
                         now: datetime | None = None) -> list[Decision]:
@@ -797,6 +816,6 @@ __all__ = ["Database", "MemoryStore", "State"]
 
 def _offers_every_port(m: MemoryStore) -> tuple[CorrectionStorePort, InvariantStorePort,
                                                 RecordedDecisions, DeadLetterRecords,
-                                                DeadLetterShelf]:
+                                                DeadLetterShelf, LedgerReads]:
     """Never called: mypy checks here that the memory store offers every port."""
-    return m, m, m.decisions, m.dead_letters, m.dead_letters
+    return m, m, m.decisions, m.dead_letters, m.dead_letters, m

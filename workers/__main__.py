@@ -1,16 +1,16 @@
 """`python -m workers`: run every worker against NATS_URL / MONGODB_URI.
 
 A server that cannot be reached at start ends the process with exit code 1 and one
-line on stderr naming the variable to fix (see workers.connections).
+line on stderr naming the variable to fix (see bootstrap.reachability).
 """
 
 import asyncio
 import sys
 
+from bootstrap.reachability import StartupFailed
+from bootstrap.settings import Settings
 from workers.app import build_app
-from workers.connections import StartupFailed
 from workers.logs import configure
-from workers.settings import Settings
 from workers.telemetry import configure_tracing
 
 

@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bootstrap.settings import Settings
 from workers.app import build_app
-from workers.settings import Settings
 
 DOC_PATH = Path(__file__).resolve().parent.parent / "docs" / "asyncapi.json"
 

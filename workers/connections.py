@@ -1,10 +1,9 @@
-"""Connecting at startup within a deadline, staying connected after it, and saying so.
+"""The worker's connections: NATS within a deadline at startup, then staying connected
+and saying so.
 
 At startup a server that does not answer within CONNECT_TIMEOUT_SECONDS is a fatal
-`StartupFailed` whose message is one line naming the variable to fix: a worker that
-waits minutes for a mistyped URL (nats-py's default is 60 tries 2 s apart; pymongo's
-server selection waits 30 s) looks hung to whoever started it. Once running, the
-opposite holds: NATS is retried without limit (`NATS_OPTIONS`) and MongoDB is the
+`StartupFailed` (bootstrap.reachability) naming the variable to fix. Once running, the
+opposite holds: NATS is retried without limit (`nats_options`) and MongoDB is its
 driver's to reconnect, because an outage of either must end with the worker consuming
 again, not sitting idle. `NatsLink` and `MongoWatch` keep what the health endpoint
 reports and log each change of state once, never once per attempt.
@@ -15,61 +14,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import re
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import nats.errors
-import pymongo
 from faststream.nats.security import NatsCredentials as FastStreamCreds
 from faststream.nats.security import NatsNKey, NatsSecurity, NatsToken, NatsUserPassword
-from pymongo import AsyncMongoClient
-from pymongo.errors import PyMongoError
 
+from bootstrap.reachability import describe, unreachable
+from bootstrap.settings import Settings
 from clients.credentials import NatsCredentials
+from contracts.shared.persistence import StoreFailure
 from contracts.shared.urls import redact
-from store.database import Document, replica_set_name
-from workers.settings import Settings
+from store.mongo_store import MongoStore
 
 log = logging.getLogger(__name__)
-
-REASON_LIMIT = 200
-"""Longest reason quoted in the one-line error (a topology dump is kilobytes)."""
-
-
-class StartupFailed(Exception):
-    """The worker cannot start; `str()` is the one line printed before exiting non-zero."""
-
-
-def unreachable(what: str, variable: str, url: str, reason: str) -> StartupFailed:
-    return StartupFailed(f"cannot reach {what} at {redact(url)} ({variable}): {reason}")
-
-
-def describe(exc: BaseException | None, timeout: float) -> str:
-    """The cause of a failed connection, short: `connection refused`, not a traceback."""
-    if exc is None or isinstance(exc, TimeoutError):
-        return f"no answer within {timeout:g} s"
-    # asyncio words a refused connection "Connect call failed (host, port)"; the errno
-    # says it plainly. pymongo wraps the same socket error in a topology dump.
-    # (A name lookup failure has a negative errno and its own wording.)
-    if isinstance(exc, OSError) and exc.errno and exc.errno > 0:
-        return os.strerror(exc.errno).lower()
-    if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror.lower()
-    text = str(exc)
-    errno = re.search(r"\[Errno (-?\d+)\] ([^(,]+)", text)
-    if errno:
-        number = int(errno.group(1))
-        return (os.strerror(number) if number > 0 else errno.group(2).strip()).lower()
-    text = text.split(", Timeout:", maxsplit=1)[0]
-    text = re.sub(r" \(configured timeouts:[^)]*\)", "", text).removeprefix("nats: ")
-    text = text.strip().strip("'")
-    if isinstance(exc, nats.errors.Error) and type(exc) is nats.errors.Error:
-        return redact(text.lower())[:REASON_LIMIT]  # a server's -ERR: "authorization violation"
-    brief = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    return redact(brief)[:REASON_LIMIT]
 
 
 def nats_options(settings: Settings, link: NatsLink) -> dict[str, Any]:
@@ -178,55 +138,15 @@ async def connect_nats(connect: Callable[[], Awaitable[Any]], link: NatsLink,
     link.connected = link.ever_connected = True
 
 
-async def ping_mongo(client: AsyncMongoClient[Document], uri: str, timeout: float) -> None:
-    """One `ping` within `timeout` (server selection included), else fail naming MONGODB_URI."""
-    try:
-        with pymongo.timeout(timeout):
-            await client.admin.command("ping")
-    except PyMongoError as exc:
-        raise unreachable("MongoDB", "MONGODB_URI", uri, describe(exc, timeout)) from None
-
-
-STANDALONE_FLAG = "ALLOW_STANDALONE_MONGODB"
-
-
-def standalone_refusal(set_name: str | None, uri: str, *,
-                       allow_standalone: bool) -> StartupFailed | None:
-    """The one-line refusal to run against a server that is not a replica set, or None.
-
-    A standalone server has no failover and no majority to speak of: `w: majority`
-    means that one node, and a lost disk loses acknowledged decisions. Development may
-    say so knowingly (`agents up` and the tests set the flag).
-    """
-    if set_name is not None or allow_standalone:
-        return None
-    return StartupFailed(
-        f"MongoDB at {redact(uri)} (MONGODB_URI) is not a replica set (hello has no "
-        f"setName): acknowledged writes would not survive losing that server; point "
-        f"MONGODB_URI at a replica set, or set {STANDALONE_FLAG}=1 for development")
-
-
-async def require_replica_set(client: AsyncMongoClient[Document], uri: str, *,
-                              allow_standalone: bool) -> None:
-    set_name = await replica_set_name(client)
-    refusal = standalone_refusal(set_name, uri, allow_standalone=allow_standalone)
-    if refusal is not None:
-        raise refusal
-    if set_name is None:
-        log.warning("MongoDB at %s is not a replica set; running anyway (%s=1): "
-                    "development only", redact(uri), STANDALONE_FLAG)
-
-
 class MongoWatch:
     """Pings MongoDB every `interval` seconds; `ready` when the last ping answered recently.
 
-    The driver reconnects by itself; this only observes, so `/readyz` can say that the
+    The MongoDB driver reconnects by itself; this only observes, so `/readyz` can say that the
     database is gone and the log says once when it went and when it came back.
     """
 
-    def __init__(self, client: AsyncMongoClient[Document], uri: str, interval: float,
-                 timeout: float) -> None:
-        self._client = client
+    def __init__(self, store: MongoStore, uri: str, interval: float, timeout: float) -> None:
+        self._store = store
         self._uri = uri
         self._interval = interval
         self._timeout = timeout
@@ -255,9 +175,8 @@ class MongoWatch:
         while True:
             await asyncio.sleep(self._interval)
             try:
-                with pymongo.timeout(min(self._timeout, self._interval)):
-                    await self._client.admin.command("ping")
-            except PyMongoError as exc:
+                await self._store.ping(min(self._timeout, self._interval))
+            except StoreFailure as exc:
                 if self.last_error is None:
                     log.warning("MongoDB at %s does not answer: %s", redact(self._uri),
                                 describe(exc, self._timeout))

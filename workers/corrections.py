@@ -36,6 +36,7 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
 
+from bootstrap.settings import Settings
 from contracts.corrections import subjects
 from contracts.corrections.events import (
     AttemptTransitioned,
@@ -66,7 +67,6 @@ from services.corrections import CorrectionService, CrashHook, no_crash
 from store.deliveries import DeliveryFailures
 from workers.inbound import Batch
 from workers.pull import BatchPuller, durable_config
-from workers.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -54,14 +54,6 @@ class Readiness:
         return ready, body
 
 
-def parse_addr(addr: str) -> tuple[str, int]:
-    """`host:port` (or `:port` for every interface); ValueError names what is wrong."""
-    host, sep, port = addr.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"HEALTH_ADDR must be host:port, got {addr!r}")
-    return host.strip("[]") or "0.0.0.0", int(port)
-
-
 class HealthServer:
     def __init__(self, readiness: Readiness,
                  metrics: Callable[[], bytes] | None = None) -> None:

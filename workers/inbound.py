@@ -20,12 +20,12 @@ import contextlib
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Generic, Protocol, TypeVar
 
 from nats.aio.msg import Msg
 
+from bootstrap.setting_types import Retry
 from contracts.recording.reading import Inbound
 from contracts.shared.dead_letter import dead_letter_id
 from contracts.shared.rules import RuleViolation
@@ -45,28 +45,6 @@ PERSIST_TIMEOUT = 5.0
 """How long recording one batch's failures may take; they stay in memory regardless."""
 MEMORY_KEYS = 10_000
 """Messages whose failures this process keeps in memory (the oldest are forgotten)."""
-
-
-@dataclass(frozen=True)
-class Retry:
-    """One consumer's bounded retries: MaxDeliver, and the delay before each retry."""
-
-    max_deliver: int
-    backoff: tuple[float, ...]
-
-    def __post_init__(self) -> None:
-        if self.max_deliver < 1 or not self.backoff:
-            raise ValueError("a consumer needs max_deliver >= 1 and at least one backoff delay")
-
-    def delay(self, delivered: int) -> float:
-        """The nak delay after a failed delivery number `delivered` (1-based)."""
-        return self.backoff[min(max(delivered, 1), len(self.backoff)) - 1]
-
-    def consumer_backoff(self, ack_wait: float) -> list[float]:
-        """The consumer's BackOff (redelivery after an ack timeout: a worker died or hung).
-        JetStream takes its first value as the ack wait, so none is shorter than ack_wait,
-        and it must be shorter than MaxDeliver."""
-        return [max(ack_wait, b) for b in self.backoff][:max(1, self.max_deliver - 1)]
 
 
 def to_inbound(m: Msg) -> Inbound:

@@ -25,6 +25,7 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import DeliverPolicy
 
+from bootstrap.settings import Settings
 from contracts.decisions.subjects import DECISIONS_STREAM, PERSISTED_PREFIX, plan_of_subject
 from contracts.invariants import subjects
 from contracts.invariants.model import InvariantViolation, ViolationConflict
@@ -36,16 +37,15 @@ from contracts.invariants.wire import (
 from contracts.recording.reading import DecisionPersisted, Inbound, read_persisted_root
 from contracts.shared.dead_letter import DeadLetter, dead_letter_id
 from contracts.shared.ids import is_ulid
+from contracts.shared.persistence import InvariantNotFound
 from contracts.shared.rules import Rule, RuleViolation
 from contracts.shared.timestamps import utc_now
 from contracts.shared.unreadable import Unreadable
 from services.invariants import InvariantService
 from store.dead_letters import DeadLetterRepository
 from store.deliveries import DeliveryFailures
-from store.errors import InvariantNotFound
 from workers.inbound import Batch
 from workers.pull import BatchPuller, durable_config
-from workers.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,9 @@ import json
 import logging
 import sys
 from datetime import UTC, datetime
-from enum import StrEnum
 from typing import Any
+
+from bootstrap.setting_types import LogFormat
 
 __all__ = ["BROKER_LOGGER", "ID_FIELDS", "MAX_LINE_CHARS", "JsonFormatter", "LogFormat",
            "configure", "set_worker_id"]
@@ -31,11 +32,6 @@ ID_FIELDS = ("plan_id", "decision_id", "correction_id", "attempt_id", "dead_lett
 """Record attributes copied into a JSON line when a log call names them."""
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
-
-
-class LogFormat(StrEnum):
-    TEXT = "text"
-    JSON = "json"
 
 
 def _cut(text: str) -> str:

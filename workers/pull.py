@@ -46,10 +46,10 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
-from pymongo.errors import ConnectionFailure
 
 from contracts.recording.reading import Inbound
 from contracts.shared.dead_letter import dead_letter_id
+from contracts.shared.persistence import StoreUnreachable
 from contracts.shared.rules import Rule, RuleViolation
 from contracts.shared.timestamps import utc_now
 from contracts.shared.unreadable import describe
@@ -77,7 +77,7 @@ DEAD_LETTER_TRIES = (0.5, 1.0, 2.0, 4.0, 8.0)
 """Waits between tries at dead-lettering an exhausted message (the database may be down)."""
 STALE_FAILURES = timedelta(days=1)
 """Failure records this old belong to messages another worker settled since."""
-UNREACHABLE: tuple[type[Exception], ...] = (ConnectionFailure, nats.errors.Error, TimeoutError,
+UNREACHABLE: tuple[type[Exception], ...] = (StoreUnreachable, nats.errors.Error, TimeoutError,
                                           OSError)
 """A server that does not answer: every message would fail alike, so a failed batch is
 retried whole rather than message by message."""

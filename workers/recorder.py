@@ -23,6 +23,7 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig
 
+from bootstrap.settings import Settings
 from contracts.decisions.model import Decision
 from contracts.decisions.subjects import (
     DECISIONS_STREAM,
@@ -50,7 +51,6 @@ from services.recorder import (
 from store.deliveries import DeliveryFailures
 from workers.inbound import Batch, Retry, to_inbound
 from workers.pull import BatchPuller, durable_config
-from workers.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ class RecorderConsumer:
         one's events go out and its messages are settled."""
         svc = self._service()
         inbound = [to_inbound(m) for m in batch.msgs]
-        stored = await svc.store(svc.collect(inbound, batch.now, batch.reads))
+        stored = await svc.write_batch(svc.collect(inbound, batch.now, batch.reads))
         batch.hand_off()
         async with self._announcing:
             verdicts = await svc.announce(stored)

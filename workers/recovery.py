@@ -26,10 +26,10 @@ import asyncio
 import logging
 from collections.abc import Callable
 
+from bootstrap.settings import Settings
 from contracts.shared.timestamps import utc_now
 from services.corrections import CorrectionService
 from store.workers import WorkerRegistry
-from workers.settings import Settings
 
 log = logging.getLogger(__name__)
 

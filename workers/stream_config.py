@@ -22,22 +22,15 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
 
+from bootstrap.setting_types import StreamProfile
+from bootstrap.settings import Settings
+
 GIB = 1024**3
 DAY = 86_400.0
-
-
-class StreamProfile(StrEnum):
-    """STREAM_PROFILE: how the streams are created."""
-
-    DEVELOPMENT = "development"
-    """One replica, no limits, the oldest message dropped first: today's `agents up`."""
-    PRODUCTION = "production"
-    """Three replicas, size and age limits, `discard: new`, deny delete and purge."""
 
 
 PRODUCTION_REPLICAS = 3
@@ -80,6 +73,14 @@ class StreamLimits:
                    max_age=max_age_seconds or PRODUCTION_MAX_AGE,
                    max_msg_size=max_payload_bytes + MSG_SIZE_HEADROOM,
                    deny_delete=True, deny_purge=True)
+
+
+def limits_for(settings: Settings) -> StreamLimits:
+    """What the streams are created with, from STREAM_PROFILE and its overrides."""
+    return StreamLimits.of(settings.stream_profile, replicas=settings.stream_replicas,
+                           max_bytes=settings.stream_max_bytes,
+                           max_age_seconds=settings.stream_max_age_seconds,
+                           max_payload_bytes=settings.max_payload_bytes)
 
 
 def stream_config(name: str, subjects: list[str], duplicate_window: float,

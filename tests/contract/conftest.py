@@ -1,8 +1,10 @@
 """One store contract, two backends: every test here runs against the in-memory store
-(tests/memory_store.py) and against the real MongoDB-compatible server.
+(tests/memory_store.py) and against the real MongoDB-compatible server (the
+`MongoStore` the bootstrap opens).
 
 The fixture yields a `Backend`: the store the services would be handed (it offers every
-port of services/ports.py) and a loader for scenes. A rule the memory store keeps
+port of services/ports.py), the read port the console and the CLI read through
+(services/read_ports.py), and a loader for scenes. A rule the memory store keeps
 differently from the real one fails here, which is what lets the service tests trust it.
 """
 
@@ -18,6 +20,7 @@ from contracts.corrections.model import CorrectionMode, CorrectionRequest
 from contracts.decisions.model import Decision
 from contracts.shared.ids import new_id
 from services.ports import CorrectionStorePort, InvariantStorePort, RecordedDecisions
+from services.read_ports import LedgerReads
 from tests.factories import decision, root
 from tests.memory_store import MemoryStore
 
@@ -30,6 +33,7 @@ class Backend:
     store: CorrectionStorePort
     invariant_store: InvariantStorePort
     recorded: RecordedDecisions
+    reads: LedgerReads
     raw: Any
     """The concrete store, for the reads beyond the ports (in_sequence, holder, count)."""
     load: Callable[[Sequence[Decision]], Awaitable[list[Decision]]]
@@ -41,19 +45,18 @@ def b(request: pytest.FixtureRequest) -> Backend:
     """The backend under test (short: every test of the suite takes it)."""
     if request.param == "memory":
         m = MemoryStore(lease_seconds=LEASE_SECONDS)
-        return Backend("memory", m, m, m.decisions, m, m.load_plan)
-    # Only the mongo half starts a server.
-    from store.correction_store import CorrectionStore  # noqa: PLC0415
-    from store.invariant_store import InvariantStore  # noqa: PLC0415
+        return Backend("memory", m, m, m.decisions, m, m, m.load_plan)
+    # Only the mongo half starts a server (and imports the driver).
+    from store.mongo_store import MongoStore  # noqa: PLC0415
     from tests.bulk import load_plan  # noqa: PLC0415
 
     db = request.getfixturevalue("db")
-    cs = CorrectionStore.open(db, lease_seconds=LEASE_SECONDS)
+    ms = MongoStore(db, lease_seconds=LEASE_SECONDS)
 
     async def load(decisions: Sequence[Decision]) -> list[Decision]:
         return await load_plan(db, decisions)
 
-    return Backend("mongo", cs, InvariantStore.open(db), cs.decisions, cs, load)
+    return Backend("mongo", ms, ms, ms.decisions, ms, ms, load)
 
 
 def d(plan_id: str, parent: str | None, kind: str = "strategy_choice",

@@ -35,15 +35,15 @@ from contracts.shared.dead_letter import DeadLetter
 from contracts.shared.errors import TargetNotFound
 from contracts.shared.ids import MSG_ID_HEADER, new_id
 from contracts.shared.outgoing import OutgoingEvent
-from contracts.shared.rules import Rule, RuleViolation
-from services.ports import DeadLetterShelf
-from store.errors import (
+from contracts.shared.persistence import (
     ConcurrentChange,
     DuplicateRecord,
     ForeignKeyViolation,
     InvariantNotFound,
     LeaseLost,
 )
+from contracts.shared.rules import Rule, RuleViolation
+from services.ports import DeadLetterShelf
 from tests.contract.conftest import Backend, chain, d, request
 from tests.factories import decision, plan_tree, root
 

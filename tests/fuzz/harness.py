@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from nats.js import JetStreamContext
 from pymongo.asynchronous.database import AsyncDatabase
 
+from bootstrap.settings import Settings
 from store.database import Document
 from tests.factories import decision, encode, headers, root, subject
 from tests.fuzz.hostile import (
@@ -31,7 +32,6 @@ from tests.fuzz.hostile import (
     hostile_persisted,
     request_body,
 )
-from workers.settings import Settings
 
 STREAMS = ("DECISIONS", "CORRECTIONS", "INVARIANTS")
 DEAD_LETTER_BOUND = 256 * 1024

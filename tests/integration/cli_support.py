@@ -20,7 +20,7 @@ from nats.js import JetStreamContext
 from pymongo.asynchronous.database import AsyncDatabase
 from typer.testing import CliRunner
 
-from cli import errors, render, run
+from cli import banner, errors, render
 from cli.main import app
 from deploy.embedded import ManagedServer
 from store.database import Document
@@ -45,11 +45,11 @@ class Result:
 def _invoke(args: tuple[str, ...], env: dict[str, str]) -> Result:
     """One `agents` command in this process. It runs in a thread of its own (the test's
     event loop is busy awaiting it), where the command's own `asyncio.run` gets a loop."""
-    # The CLI's consoles fix their width when first imported (from COLUMNS if set then,
-    # as pytest-xdist workers do); a command run as a process of its own reads this env.
+    # The CLI's Rich terminals fix their width when first imported (from COLUMNS if set
+    # then, as pytest-xdist workers do); a command run as a process of its own reads this env.
     width = int(env.get("COLUMNS", "200"))
-    for console in (render.console, errors.err_console, run.console):
-        console.width = width
+    for terminal in (render.out, errors.err, banner.terminal):
+        terminal.width = width
     result = CliRunner().invoke(app, list(args), env=env, catch_exceptions=False)
     return Result(result.exit_code, result.stdout, result.stderr)
 

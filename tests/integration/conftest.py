@@ -9,12 +9,12 @@ import nats
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
+from bootstrap.publisher import JetStreamPublisher
 from services.archive.writer import Archive
 from services.corrections import CorrectionPolicy, CorrectionService
 from services.ports import CorrectionStorePort
 from store.correction_store import CorrectionStore
 from store.database import Document
-from workers.publisher import JetStreamPublisher
 from workers.streams import ensure_streams
 
 FAST = CorrectionPolicy(attempt_backoff_seconds=0.05)

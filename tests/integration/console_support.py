@@ -14,21 +14,19 @@ import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
 from clients.operator import CorrectionClient
-from console.api import Deps
 from console.app import run_console
 from console.config import ConsoleConfig
-from console.live import Hub
+from console.deps import Deps
 from contracts.decisions.model import Decision
 from deploy.embedded import free_port
 from store.database import Document
+from store.mongo_store import MongoStore
 from tests.bulk import load_plan
 from tests.conftest import Workers
+from tests.console_deps import deps_over
 from tests.factories import decision, root
 from tests.integration.cli_support import seed_plan
 from tests.integration.recovery_support import env
-from workers.publisher import JetStreamPublisher
-
-OPERATOR = "tester"
 
 
 @dataclass
@@ -40,9 +38,7 @@ class Console:
 @asynccontextmanager
 async def serve_console(db: AsyncDatabase[Document], nc: nats.NATS,
                         token: str | None = None) -> AsyncIterator[Console]:
-    deps = Deps(db=db, ops=CorrectionClient(nc, requested_by=OPERATOR),
-                publisher=lambda: JetStreamPublisher(nc, ack_timeout=5.0), hub=Hub(nc),
-                operator_name=OPERATOR)
+    deps = deps_over(MongoStore(db), nc)
 
     @asynccontextmanager
     async def connect() -> AsyncIterator[Deps]:

@@ -49,6 +49,8 @@ from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError, ServiceUnavailableError
 from pymongo.asynchronous.database import AsyncDatabase
 
+from bootstrap.setting_types import StreamProfile
+from bootstrap.settings import Settings
 from clients._connect import connect_bounded
 from clients.building import build_child, build_root, wire_message
 from clients.credentials import NatsCredentials
@@ -62,8 +64,7 @@ from store.database import Document
 from tests.conftest import Workers, worker_env
 from tests.integration.access_support import ROLES, password
 from tests.integration.test_nats_cluster_config import DEFAULTS, TEMPLATE, env_file, until_streams
-from workers.settings import Settings
-from workers.stream_config import StreamLimits, StreamProfile
+from workers.stream_config import StreamLimits
 
 CORRECTIONS_STREAM = "CORRECTIONS"
 TERMINAL = ("applied", "failed", "cancelled")

@@ -23,8 +23,9 @@ from contracts.corrections.model import Correction, CorrectionAttemptState, Corr
 from services.archive.fs import Sources
 from services.archive.writer import Archive
 from services.corrections import CorrectionPolicy, CorrectionService
+from services.read_model import correction_diff_of
 from store.database import Document
-from store.read_model import correction_diff_of
+from store.mongo_store import MongoStore
 from tests.integration.correction_support import artifact_plan, release, request
 
 pytestmark = pytest.mark.store
@@ -130,7 +131,7 @@ async def test_an_artifact_over_a_limit_is_listed_with_why_and_the_dry_run_said_
     assert "sha256" not in sparse  # 3 GiB: past the 1 GiB hashing budget
     assert [(n.artifact_path, n.skipped) for n in c.archive_not_copied] == [
         ("big.log", over), ("sparse.img", apparent)]
-    diff = await correction_diff_of(db, c.correction_id)
+    diff = await correction_diff_of(MongoStore(db), c.correction_id)
     assert diff is not None and diff.archive_not_copied_count == 2
     assert [n.skipped for n in diff.archive_not_copied] == [over, apparent]
 

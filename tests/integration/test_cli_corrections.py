@@ -10,6 +10,7 @@ import nats
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
+from bootstrap.publisher import JetStreamPublisher
 from contracts.shared.ids import new_id
 from store.database import Document
 from tests.conftest import Workers
@@ -20,7 +21,6 @@ from tests.integration.cli_support import (
     cli_workers,
     seed_plan,
 )
-from workers.publisher import JetStreamPublisher
 
 __all__ = ["agents", "cli_workers"]
 

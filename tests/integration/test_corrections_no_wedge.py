@@ -32,13 +32,13 @@ from contracts.corrections.model import (
 from contracts.corrections.write_sets import RevertWrites
 from contracts.decisions.model import STORED, Decision
 from contracts.shared.ids import new_id
+from contracts.shared.persistence import LeaseLost
 from contracts.shared.timestamps import utc_now
 from services.archive.watch import Progress
 from services.archive.writer import Archive, ArchiveResult
 from services.corrections import CorrectionPolicy, CorrectionService
 from store.correction_store import CorrectionStore
 from store.database import Document
-from store.errors import LeaseLost
 from tests.bulk import load_plan
 from tests.factories import decision, root
 from tests.integration.correction_support import (

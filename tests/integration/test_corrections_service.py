@@ -17,6 +17,7 @@ import nats
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
+from bootstrap.publisher import JetStreamPublisher
 from contracts.corrections.events import CancelRefused
 from contracts.corrections.model import (
     CorrectionAttemptRecord,
@@ -32,11 +33,15 @@ from contracts.shared.errors import (
     TargetSuperseded,
 )
 from contracts.shared.ids import new_id
+from contracts.shared.persistence import (
+    ForeignKeyViolation,
+    ResourceNotFoundError,
+    RestrictViolation,
+)
 from services.archive.writer import Archive
 from services.corrections import CorrectionService
 from store.correction_store import CorrectionStore
 from store.database import Document
-from store.errors import ForeignKeyViolation, ResourceNotFoundError, RestrictViolation
 from tests.integration.correction_support import (
     chain_plan,
     dump,
@@ -47,7 +52,6 @@ from tests.integration.correction_support import (
     transition_events,
 )
 from tests.port_wrappers import ImpactThen
-from workers.publisher import JetStreamPublisher
 from workers.streams import ensure_streams
 
 pytestmark = pytest.mark.store

@@ -17,13 +17,14 @@ from nats.js.api import DiscardPolicy
 from nats.js.errors import ServerError
 from pymongo import AsyncMongoClient
 
+from bootstrap.setting_types import StreamProfile
 from clients.recorder import DecisionRecorder, PublishFailed
 from contracts.decisions.subjects import DECISIONS_STREAM
 from deploy.embedded import ManagedServer
 from store.database import Document, replica_set_name
 from store.transactions import run_in_transaction
 from tests.conftest import ROOT, Workers, worker_env
-from workers.stream_config import StreamLimits, StreamProfile
+from workers.stream_config import StreamLimits
 from workers.streams import StreamRefused, ensure_streams, stream_configs
 
 WINDOW = "the agent's context window"

@@ -16,6 +16,8 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 
+from bootstrap.publisher import JetStreamPublisher
+from bootstrap.settings import Settings
 from contracts.corrections import subjects as csubjects
 from contracts.decisions.subjects import DECISIONS_STREAM, RECORDED_PREFIX, RECORDER_DURABLE
 from contracts.invariants import subjects as isubjects
@@ -28,9 +30,7 @@ from tests.conftest import Workers, worker_env
 from tests.factories import decision, encode, headers, plan_tree, root, subject
 from tests.integration.correction_support import request
 from tests.integration.wire import publish_all, until, wait_for_count
-from workers.publisher import JetStreamPublisher
 from workers.recorder import recorder_retry
-from workers.settings import Settings
 from workers.streams import ensure_streams
 
 pytestmark = pytest.mark.e2e

@@ -12,6 +12,7 @@ import nats
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
+from bootstrap.publisher import JetStreamPublisher
 from contracts.invariants.model import InvariantScope, Severity
 from contracts.invariants.reconciliation import enforced_decision_id
 from contracts.shared.ids import new_id
@@ -21,7 +22,6 @@ from store.invariant_store import InvariantStore
 from tests.conftest import Workers
 from tests.factories import decision, root
 from tests.integration.wire import events, publish_all, publish_raw, until, wait_for_count
-from workers.publisher import JetStreamPublisher
 
 pytestmark = pytest.mark.e2e
 

@@ -12,6 +12,7 @@ import nats
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
+from bootstrap.publisher import JetStreamPublisher
 from contracts.corrections.model import CorrectionMode, CorrectionRequest
 from contracts.invariants.model import InvariantScope
 from contracts.invariants.reconciliation import enforced_decision_id
@@ -29,7 +30,6 @@ from tests.integration.cli_support import (
     seed_plan,
 )
 from tests.integration.wire import events, publish_all, until, wait_for_count
-from workers.publisher import JetStreamPublisher
 
 __all__ = ["agents", "cli_workers"]
 

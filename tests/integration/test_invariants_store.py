@@ -11,6 +11,7 @@ import nats
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
+from bootstrap.publisher import JetStreamPublisher
 from contracts.decisions.model import Decision
 from contracts.invariants.model import (
     SCOPE_RANK,
@@ -44,7 +45,6 @@ from store.outbox import OutboxRepository
 from tests.bulk import load_plan
 from tests.factories import root
 from tests.integration.wire import events
-from workers.publisher import JetStreamPublisher
 from workers.streams import ensure_streams
 
 pytestmark = pytest.mark.store

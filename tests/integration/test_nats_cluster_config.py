@@ -17,6 +17,8 @@ import nats
 import pytest
 from nats.js.errors import ServiceUnavailableError
 
+from bootstrap.setting_types import StreamProfile
+from bootstrap.settings import Settings
 from clients._connect import connect_bounded
 from clients.building import build_root
 from clients.credentials import NatsCredentials
@@ -26,8 +28,7 @@ from deploy.embedded import ManagedServer, free_port, start_nats_with_config
 from tests.integration.access_support import ROLES, password
 from workers.pull import ensure_consumer
 from workers.recorder import consumer_config
-from workers.settings import Settings
-from workers.stream_config import StreamLimits, StreamProfile
+from workers.stream_config import StreamLimits
 from workers.streams import StreamRefused, ensure_streams
 
 ROOT = Path(__file__).resolve().parents[2]

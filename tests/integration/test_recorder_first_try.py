@@ -11,6 +11,7 @@ import nats
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
+from bootstrap.publisher import JetStreamPublisher
 from contracts.recording.reading import Inbound
 from services.recorder import RecorderService, Verdict
 from store.database import Document
@@ -18,7 +19,6 @@ from store.dead_letters import DeadLetterRepository
 from store.decisions import DecisionRepository
 from tests.factories import decision, encode, headers, root, subject
 from tests.integration.wire import events
-from workers.publisher import JetStreamPublisher
 from workers.streams import ensure_streams
 
 pytestmark = pytest.mark.store

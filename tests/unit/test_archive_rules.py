@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from cli.history import print_diff
-from cli.render import console
+from cli.render import out as console
 from contracts.archive.manifest import ManifestLine, not_copied
 from contracts.archive.preview import ArchivePreview, archive_warnings
 from contracts.archive.rules import (

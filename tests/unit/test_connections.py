@@ -10,9 +10,10 @@ import socket
 import pytest
 from pymongo.errors import ServerSelectionTimeoutError
 
+from bootstrap.reachability import describe
+from bootstrap.setting_types import parse_addr
 from contracts.shared.urls import redact
-from workers.connections import describe
-from workers.health import MAX_REQUEST, HealthServer, Readiness, parse_addr
+from workers.health import MAX_REQUEST, HealthServer, Readiness
 
 pytestmark = pytest.mark.unit
 

@@ -14,9 +14,11 @@ from pymongo.errors import (
     DocumentTooLarge,
     DuplicateKeyError,
     OperationFailure,
+    PyMongoError,
     ServerSelectionTimeoutError,
 )
 
+from bootstrap.settings import Settings
 from contracts.archive.rules import ArchiveLimits
 from contracts.corrections.events import CorrectionTransitioned
 from contracts.corrections.model import (
@@ -30,18 +32,17 @@ from contracts.corrections.model import (
 )
 from contracts.corrections.write_sets import revert_writes
 from contracts.impact.walk import ImpactWalk, RiskLevel, build_dry_run_report, summarize
-from services.corrections import CorrectionPolicy, Outcome, outcome_of
-from store.errors import (
+from contracts.shared.persistence import (
     ConcurrentChange,
     DuplicateRecord,
     LeaseLost,
     StoreFailure,
     StoreUnreachable,
 )
+from services.corrections import CorrectionPolicy, Outcome, outcome_of
 from store.translate import translated
 from tests.impact_graph import ImpactGraph, compute_impact, walk_graph
 from tests.unit.test_impact import PLAN, dec, uid
-from workers.settings import Settings
 
 pytestmark = pytest.mark.unit
 
@@ -70,16 +71,18 @@ def test_how_a_failed_step_ends(exc: Exception, committing: bool, outcome: Outco
     assert outcome_of(exc, committing=committing) is outcome
 
 
-def test_a_translated_driver_error_is_still_the_drivers() -> None:
-    """Handlers above the services (the CLI, the workers' pull loop) keep catching the
-    driver's types; the services catch the store's."""
-    down = translated(ServerSelectionTimeoutError("[Errno 111] Connection refused"))
-    assert isinstance(down, ServerSelectionTimeoutError) and isinstance(down, StoreUnreachable)
-    assert type(down).__name__ == "ServerSelectionTimeoutError" and str(down).endswith("refused")
+def test_a_driver_error_leaves_the_store_as_the_stores_own() -> None:
+    """Nothing above the store catches a driver's type: a translated error is only the
+    store's, names the driver's error first and keeps it as its cause."""
+    driver = ServerSelectionTimeoutError("[Errno 111] Connection refused")
+    down = translated(driver)
+    assert type(down) is StoreUnreachable and not isinstance(down, PyMongoError)
+    assert str(down) == "ServerSelectionTimeoutError: [Errno 111] Connection refused"
+    assert down.__cause__ is driver
     taken = translated(DuplicateKeyError("E11000", 11000, {"keyValue": {"_id": "x"}}))
-    assert isinstance(taken, DuplicateKeyError) and isinstance(taken, DuplicateRecord)
-    assert taken.code == 11000 and taken.details == {"keyValue": {"_id": "x"}}
-    assert not isinstance(translated(OperationFailure("boom")), StoreUnreachable)
+    assert type(taken) is DuplicateRecord and not isinstance(taken, PyMongoError)
+    refused = translated(OperationFailure("boom"))
+    assert type(refused) is StoreFailure and not isinstance(refused, StoreUnreachable)
 
 
 def test_conflict_backoff_grows_and_is_bounded() -> None:

@@ -27,10 +27,10 @@ from contracts.corrections.write_sets import RevertWrites
 from contracts.decisions.model import Decision
 from contracts.decisions.plans import PlanStatus
 from contracts.shared.ids import new_id
+from contracts.shared.persistence import LeaseLost, StoreFailure, StoreUnreachable
 from services.archive.watch import Progress
 from services.archive.writer import Archive, ArchiveResult
 from services.corrections import CorrectionPolicy, CorrectionService
-from store.errors import LeaseLost, StoreFailure, StoreUnreachable
 from tests.factories import decision, root
 from tests.memory_store import MemoryStore
 from tests.port_wrappers import ImpactThen, Published

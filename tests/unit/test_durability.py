@@ -9,17 +9,18 @@ from pathlib import Path
 import pytest
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
 
+from bootstrap.reachability import standalone_refusal
+from bootstrap.setting_types import StreamProfile
+from bootstrap.settings import Settings
 from contracts.shared.bounds import DEFAULT_MAX_PAYLOAD_BYTES
 from contracts.shared.urls import nats_servers
 from store.database import DURABLE_OPTIONS, connect
-from workers.connections import standalone_refusal
-from workers.settings import Settings
 from workers.stream_config import (
     MSG_SIZE_HEADROOM,
     PRODUCTION_MAX_AGE,
     PRODUCTION_MAX_BYTES,
     StreamLimits,
-    StreamProfile,
+    limits_for,
     plan_update,
     stream_config,
 )
@@ -79,14 +80,14 @@ def test_settings_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
     plain = Settings.from_env()
     assert plain.stream_profile is StreamProfile.DEVELOPMENT
-    assert plain.stream_limits().replicas == 1
+    assert limits_for(plain).replicas == 1
     assert not plain.allow_standalone_mongodb
     monkeypatch.setenv("STREAM_PROFILE", "Production")
     monkeypatch.setenv("STREAM_MAX_BYTES", "4096")
     monkeypatch.setenv("ALLOW_STANDALONE_MONGODB", "1")
     prod = Settings.from_env()
-    assert prod.stream_limits().replicas == 3
-    assert prod.stream_limits().max_bytes == 4096
+    assert limits_for(prod).replicas == 3
+    assert limits_for(prod).max_bytes == 4096
     assert prod.allow_standalone_mongodb
 
 
@@ -213,28 +214,29 @@ def test_nats_url_may_list_servers() -> None:
 # --- agents up ----------------------------------------------------------------------------
 
 def test_up_banner_says_what_is_not_durable() -> None:
-    from cli.run import _not_durable  # noqa: PLC0415
+    from cli.banner import not_durable  # noqa: PLC0415
 
     dev = dataclasses.replace(Settings(), allow_standalone_mongodb=True)
-    lines = _not_durable(dev, {"nats", "mongo"})
+    lines = not_durable(dev, {"nats", "mongo"})
     assert len(lines) == 2
     assert "one NATS node without sync_interval: always" in lines[0]
     assert "streams R1, no limits, discard old" in lines[0]
     assert "one MongoDB node" in lines[1] and "ALLOW_STANDALONE_MONGODB=1" in lines[1]
     # Servers from the environment, production streams: nothing to confess.
     prod = Settings(stream_profile=StreamProfile.PRODUCTION)
-    assert _not_durable(prod, set()) == []
+    assert not_durable(prod, set()) == []
 
 
 def test_up_banner_says_where_artifacts_are_archived_from_or_that_archiving_is_off(
         tmp_path: Path) -> None:
     from rich.console import Console  # noqa: PLC0415
 
-    from cli.run import _banner, _with_roots  # noqa: PLC0415
+    from cli.banner import banner  # noqa: PLC0415
+    from cli.run import _with_roots  # noqa: PLC0415
 
     def shown(settings: Settings) -> str:
         out = Console(record=True, width=250)
-        out.print(_banner(settings, tmp_path, [], {}))
+        out.print(banner(settings, tmp_path, [], {}))
         return " ".join(out.export_text().split())
 
     off = shown(_with_roots(Settings(), tmp_path / "data", None))

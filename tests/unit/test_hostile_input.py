@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bootstrap.settings import Settings
 from contracts.corrections import subjects as correction_subjects
 from contracts.corrections.events import CorrectionRejected
 from contracts.corrections.model import CancelRequest, CorrectionRequest, FailRequest, RetryRequest
@@ -50,7 +51,6 @@ from contracts.shared.rules import Rule, RuleViolation, Violations
 from contracts.shared.unreadable import Unreadable
 from store.dead_letters import _from_doc, _to_doc
 from tests.factories import root
-from workers.settings import Settings
 
 pytestmark = pytest.mark.unit
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from bootstrap.settings import Settings
 from clients.credentials import NatsCredentials
 from workers.connections import broker_security
-from workers.settings import Settings
 
 
 def test_from_env_reads_every_variable_and_repr_hides_the_secrets(tmp_path: Path) -> None:

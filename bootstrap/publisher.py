@@ -1,20 +1,35 @@
-"""JetStream side of `services.ports.EventPublisher` and `MessagePublisher`."""
+"""JetStream side of `services.ports.EventPublisher` and `MessagePublisher`.
+
+`JetStreamPublisher` publishes over a connection it is given; `PublisherOnDemand` is
+the one an opened ledger hands its services, which takes the connection from its
+source only when something is first published (a CLI command that only reads never
+connects to NATS).
+"""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 import nats.errors
 import nats.js.errors
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
+from bootstrap.nats_source import NatsSource
 from contracts.shared.ids import MSG_ID_HEADER
 from contracts.shared.outgoing import StreamAck
-from services.ports import NotStored, OutgoingEvent
+from services.ports import EventPublisher, MessagePublisher, NotStored, OutgoingEvent
+
+__all__ = ["JetStreamPublisher", "Publisher", "PublisherOnDemand"]
 
 SLICE = 50
+
+
+class Publisher(EventPublisher, MessagePublisher, Protocol):
+    """Both publishing ports: events for the services, one message as given for a dead
+    letter's retry."""
 
 
 class JetStreamPublisher:
@@ -48,3 +63,24 @@ class JetStreamPublisher:
         except nats.errors.Error as exc:  # APIError (a refusal), a closed connection
             raise NotStored(f"{type(exc).__name__}: {exc}") from None
         return StreamAck(ack.stream, ack.seq, bool(ack.duplicate))
+
+
+class PublisherOnDemand:
+    """A JetStreamPublisher made over the source's connection at the first publish."""
+
+    def __init__(self, nats: NatsSource, ack_timeout: float) -> None:
+        self._nats = nats
+        self._ack_timeout = ack_timeout
+        self._publisher: JetStreamPublisher | None = None
+
+    async def _made(self) -> JetStreamPublisher:
+        if self._publisher is None:
+            self._publisher = JetStreamPublisher(await self._nats.client(), self._ack_timeout)
+        return self._publisher
+
+    async def publish_all(self, events: Sequence[OutgoingEvent]) -> None:
+        await (await self._made()).publish_all(events)
+
+    async def publish_message(self, subject: str, payload: bytes,
+                              headers: Mapping[str, str]) -> StreamAck:
+        return await (await self._made()).publish_message(subject, payload, headers)

@@ -1,0 +1,111 @@
+"""The composition root: `open_ledger` opens the ledger from its settings, once per process.
+
+The workers call it at startup, the web console at startup, each CLI command when it
+runs (never at import, so `agents --help` touches nothing). It makes the clients (a
+MongoDB client; NATS from the source the caller gives, connected on first use), every
+repository once (store.mongo_store.MongoStore), one publisher, and the services over
+them, and returns them as one typed `Ledger`. Nothing else in the product builds a
+repository or a service.
+
+Opening does no I/O: the MongoDB client connects on its first command and NATS on the
+first publish or `nats.client()`, so what a process checks at startup, and when, stays
+its own (the workers ping MongoDB and connect NATS within a deadline; a CLI command
+that only reads works with NATS down).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bootstrap.nats_source import NatsSource
+from bootstrap.publisher import Publisher, PublisherOnDemand
+from bootstrap.settings import Settings
+from clients._publish import RetryPolicy
+from clients.operator import CorrectionClient
+from services.archive.writer import Archive
+from services.corrections import CorrectionPolicy, CorrectionService, CrashHook, no_crash
+from services.dead_letters import DeadLetterService
+from services.invariants import InvariantService
+from services.ports import CorrectionObserver
+from services.read_ports import LedgerReads
+from services.recorder import RecorderPolicy, RecorderService
+from store.mongo_store import MongoStore
+
+__all__ = ["OPERATOR", "Ledger", "Role", "open_ledger"]
+
+OPERATOR_RETRY = RetryPolicy(attempts=3, ack_timeout=2.0)
+"""An operator's command that cannot be published says so within seconds (3 tries,
+about 5 s) rather than riding out a leader election as an agent would."""
+
+
+@dataclass(frozen=True)
+class Role:
+    """What differs between the processes that open the ledger."""
+
+    mongo_timeout_ms: int | None
+    """Server selection and connect timeout; None: the driver's (the workers ping
+    within CONNECT_TIMEOUT_SECONDS at startup and then ride out an outage)."""
+    publish_ack_timeout: float
+    worker_id: str | None = None
+    """The correction lease owner; None: a fresh ID (a process that never drives)."""
+    observer: CorrectionObserver | None = None
+    crash: CrashHook = no_crash
+
+
+OPERATOR = Role(mongo_timeout_ms=3000, publish_ack_timeout=5.0)
+"""The CLI and the web console: a server that is not there is reported within seconds."""
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """Everything a process uses, opened once: close it with `close()`."""
+
+    settings: Settings
+    store: MongoStore
+    nats: NatsSource
+    publisher: Publisher
+    recorder: RecorderService
+    corrections: CorrectionService
+    invariants: InvariantService
+    dead_letters: DeadLetterService
+
+    @property
+    def reads(self) -> LedgerReads:
+        """What the console and the CLI read (services/read_ports.py)."""
+        return self.store
+
+    async def operator(self, requested_by: str) -> CorrectionClient:
+        """The operator client over this ledger's NATS connection: every correction
+        command (request, dry run, cancel, fail, retry) is sent by it, as by any client."""
+        return CorrectionClient(await self.nats.client(), requested_by=requested_by,
+                                retry=OPERATOR_RETRY)
+
+    async def close(self) -> None:
+        """NATS first (its drain may still publish), then MongoDB."""
+        try:
+            await self.nats.close()
+        finally:
+            await self.store.close()
+
+
+def open_ledger(settings: Settings, nats: NatsSource, role: Role = OPERATOR) -> Ledger:
+    """The ledger over the settings' MongoDB and `nats` (see the module's docstring)."""
+    store = MongoStore.connect(settings.mongodb_uri, settings.mongodb_db,
+                               lease_seconds=settings.corrections_lease_seconds,
+                               timeout_ms=role.mongo_timeout_ms)
+    publisher = PublisherOnDemand(nats, role.publish_ack_timeout)
+    recorder = RecorderService(
+        store.decisions, store.dead_letters, publisher,
+        RecorderPolicy(parent_wait_seconds=settings.recorder_parent_wait_seconds,
+                       max_payload_bytes=settings.max_payload_bytes),
+        waits=store.parent_waits)
+    corrections = CorrectionService(
+        store, publisher, Archive(settings.resolved_archive_root(), settings.artifacts_root,
+                                  settings.archive_limits),
+        policy=CorrectionPolicy(max_attempts=settings.corrections_max_attempts,
+                                max_decisions=settings.corrections_max_decisions),
+        crash=role.crash, worker_id=role.worker_id, observer=role.observer)
+    return Ledger(settings=settings, store=store, nats=nats, publisher=publisher,
+                  recorder=recorder, corrections=corrections,
+                  invariants=InvariantService.from_store(store, publisher),
+                  dead_letters=DeadLetterService(store.dead_letters, publisher))

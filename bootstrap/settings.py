@@ -1,0 +1,147 @@
+"""The configuration of every process that opens the ledger (the workers, the web
+console, the CLI) and of the tests: one record read from the environment.
+
+Values only: reading them touches no server, so a mistyped variable is refused before
+anything starts (the names and defaults are in docs/operations.md). How the environment
+is read is bootstrap/environment.py's.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bootstrap.environment import read_settings
+from bootstrap.setting_types import LogFormat, Retry, StreamProfile
+from clients.credentials import NatsCredentials
+from contracts.archive.rules import ArchiveLimits
+from contracts.shared.bounds import DEFAULT_MAX_PAYLOAD_BYTES
+
+__all__ = ["Settings"]
+
+
+@dataclass(frozen=True)
+class Settings:
+    nats_url: str = "nats://127.0.0.1:4222"
+    mongodb_uri: str = "mongodb://127.0.0.1:27017/?directConnection=true"
+    mongodb_db: str = "decisions"
+    recorder_batch_size: int = 1000
+    """Most messages the recorder pulls and writes in one transaction. A batch fills only
+    under a backlog; there each batch costs a few round trips whatever its size, so 1,000
+    recorded ~10-35% more per second than 500 on the 2-core bench machine (README,
+    Benchmarks), while a bare insert_many is as fast in either size."""
+    recorder_batch_timeout: float = 0.02
+    recorder_parent_wait_seconds: float = 60.0
+    recorder_ack_wait_seconds: float = 5.0
+    graceful_timeout: float = 15.0
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+    """Largest message body a consumer reads; a larger one is dead-lettered unread
+    (rule payload_too_large). Why 256 KiB: contracts.shared.bounds."""
+    artifacts_root: Path | None = None
+    archive_root: Path | None = None
+    """Where revert archives go; default the user data dir (`agents up`: <data-dir>/archive).
+    Never inside ARTIFACTS_ROOT, the tree agents write to (refused at start)."""
+    archive_limits: ArchiveLimits = field(default_factory=ArchiveLimits)
+    """ARCHIVE_MAX_* sizes, ARCHIVE_HASH_MAX_BYTES, ARCHIVE_MIN_FREE_BYTES and
+    ARCHIVE_STALL_SECONDS (contracts.archive.rules; docs/corrections.md, Settings)."""
+    corrections_batch_size: int = 16
+    corrections_ack_wait_seconds: float = 5.0
+    corrections_retry_delay: float = 1.0
+    """Nak delay of a cancel waiting for its request, and of a request whose recording
+    failed."""
+    corrections_lease_seconds: float = 5.0
+    """How long a plan's lease outlives its driver's last renewal, i.e. how soon the recovery
+    sweep takes a dead driver's plan over. Renewed every third of it while held."""
+    corrections_sweep_interval: float = 1.0
+    """How often every worker renews its heartbeat, ends dead workers' transactions and
+    looks for unfinished corrections whose driver is gone."""
+    worker_lease_seconds: float = 5.0
+    """A worker whose heartbeat is older than this is taken for dead: its open
+    transactions are ended (store.workers) so they stop blocking the documents they hold."""
+    recorder_lease_seconds: float = 5.0
+    """One replica records at a time (workers.leading): how long the recorder's lease
+    outlives its holder's last renewal, i.e. how soon a standby takes over from a worker
+    that died (one that stops gracefully hands it over at once)."""
+    corrections_max_attempts: int = 3
+    corrections_max_decisions: int = 10_000
+    """Most decisions one correction may touch; beyond it the dry run warns and a revert
+    FAILS before writing anything (docs/corrections.md, Limits)."""
+    corrections_cancel_wait_seconds: float = 5.0
+    """How long a cancel naming an unknown correction waits for its request to arrive."""
+    outbox_relay_interval: float = 5.0
+    outbox_relay_grace: float = 2.0
+    """The relay republishes only events older than this, leaving fresh ones to their step."""
+    reconciler_batch_size: int = 500
+    """Persisted events the reconciliation worker pulls at once (it skips all but roots)."""
+    invariants_batch_size: int = 100
+    invariants_ack_wait_seconds: float = 5.0
+    invariants_retry_delay: float = 1.0
+    """Unused since failures are retried with `consumer_backoff` (kept so an existing
+    environment still parses)."""
+    connect_timeout_seconds: float = 10.0
+    """How long a starting worker tries to reach NATS and MongoDB before it exits."""
+    nats_reconnect_wait_seconds: float = 2.0
+    """Pause between reconnect attempts once running (attempts never stop)."""
+    mongo_ping_interval_seconds: float = 5.0
+    """How often a running worker pings MongoDB for its readiness."""
+    health_addr: str | None = None
+    """HEALTH_ADDR `host:port` of the /healthz and /readyz endpoint; unset: none."""
+    consumer_max_deliver: int = 20
+    """MaxDeliver of every durable consumer: deliveries that may fail before a message is
+    dead-lettered (rule max_deliveries). The recorder adds the deliveries its parent wait
+    takes."""
+    consumer_backoff: tuple[float, ...] = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+    """Nak delay after the 1st, 2nd, ... failed delivery (the last repeats): with the
+    defaults, 20 deliveries span about an hour of database outage."""
+    metrics_sample_seconds: float = 15.0
+    """METRICS_SAMPLE_SECONDS: how often the consumer and ledger gauges of /metrics are
+    read from NATS and MongoDB (one consumer_info per consumer, three counts)."""
+    log_format: LogFormat = LogFormat.TEXT
+    """LOG_FORMAT: `text` for a person, `json` (one object per line, with the IDs a line
+    is about) for a log pipeline; neither has colour codes (workers.logs)."""
+    log_level: str = "INFO"
+    """LOG_LEVEL: DEBUG, INFO, WARNING or ERROR."""
+    allow_standalone_mongodb: bool = False
+    """ALLOW_STANDALONE_MONGODB=1: start against a MongoDB that is not a replica set
+    (development only: no failover, and transactions need a replica set anyway)."""
+    stream_profile: StreamProfile = StreamProfile.DEVELOPMENT
+    """STREAM_PROFILE: `development` (no limits, one replica) or `production` (limits,
+    discard new, deny delete/purge, three replicas): workers.stream_config."""
+    stream_replicas: int | None = None
+    """STREAM_REPLICAS; unset: the profile's (1 in development, 3 in production)."""
+    stream_max_bytes: int | None = None
+    """STREAM_MAX_BYTES per stream in the production profile; unset: the profile's."""
+    stream_max_age_seconds: float | None = None
+    """STREAM_MAX_AGE_SECONDS in the production profile; unset: the profile's."""
+    nats_credentials: NatsCredentials = field(default_factory=NatsCredentials)
+    """NATS_USER/NATS_PASSWORD, NATS_TOKEN, NATS_CREDS, NATS_NKEY_SEED and NATS_TLS_CA/
+    _CERT/_KEY (clients.credentials); a password in NATS_URL works too. MongoDB's user
+    and TLS options belong in MONGODB_URI (docs/operations.md, Access control)."""
+    crash_at: str | None = None
+    """TEST ONLY (CORRECTIONS_CRASH_AT): SIGKILL the worker at this step (docs/corrections.md)."""
+
+    def __post_init__(self) -> None:
+        if self.artifacts_root is None:
+            return
+        archive, artifacts = self.resolved_archive_root().resolve(), self.artifacts_root.resolve()
+        if archive.is_relative_to(artifacts):
+            raise ValueError(
+                f"ARCHIVE_ROOT {archive} is inside ARTIFACTS_ROOT {artifacts}, the tree agents "
+                "write to; set ARCHIVE_ROOT to a folder outside it")
+
+    def retry(self, extra_deliveries: int = 0) -> Retry:
+        """The bounded retries of a durable consumer (`extra_deliveries` for waits that
+        are not failures, e.g. the recorder's parent wait)."""
+        return Retry(self.consumer_max_deliver + extra_deliveries, self.consumer_backoff)
+
+    def resolved_archive_root(self) -> Path:
+        if self.archive_root is not None:
+            return self.archive_root
+        data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+        return Path(data) / "decision-ledger" / "archive"
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        """ValueError naming the variable when one does not parse."""
+        return read_settings(cls)

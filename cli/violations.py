@@ -1,0 +1,141 @@
+"""`agents invariant violations | resolve | reconcile`: reported violations, resolving
+one, and back-filling the invariant_enforced decisions a plan lacks.
+
+A resolve and a back-fill publish (the resolution's event, the decisions), so they
+connect to NATS before they act; the listing only reads.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from cli.context import Ctx, parse_id, run
+from cli.correct import requester
+from cli.errors import USAGE_ERROR, fail
+from cli.invariant_calls import PlanOpt, call
+from cli.render import JsonFlag, clip, dump, emit_json, out, short, when
+
+if TYPE_CHECKING:
+    from contracts.invariants.model import InvariantViolation
+    from services.invariants import Backfilled, InvariantService
+
+
+def _violation_row(v: InvariantViolation) -> list[str]:
+    state = (f"resolved by {escape(v.resolved_by or '?')}" if v.is_resolved
+             else "[red]blocking[/]" if v.blocks else "open")
+    return [v.violation_id, short(v.invariant_id), short(v.plan_id), v.severity.value, state,
+            when(v.reported_at), escape(clip(v.details, 50))]
+
+
+def violations(
+    plan: PlanOpt = None,
+    unresolved: Annotated[bool, typer.Option(
+        "--unresolved", help="Only violations not resolved yet.")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Reported violations, oldest first."""
+    plan_id = parse_id(plan, "plan") if plan else None
+
+    async def body(ctx: Ctx) -> None:
+        found = await ctx.reads.violations.find(plan_id, unresolved_only=unresolved)
+        if as_json:
+            emit_json([dump(v) for v in found])
+            return
+        if not found:
+            out.print("no violations")
+            return
+        from rich.table import Table
+
+        table = Table("violation", "invariant", "plan", "severity", "state", "reported",
+                      "details")
+        for v in found:
+            table.add_row(*_violation_row(v))
+        out.print(table)
+
+    run(body)
+
+
+def resolve(
+    violation_id: Annotated[str, typer.Argument(help="The violation (ULID).")],
+    by: Annotated[str | None, typer.Option(help="Who resolved it (default: $USER).")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Resolve a violation; its plan is unblocked once no unresolved error remains."""
+    violation_id = parse_id(violation_id, "violation")
+    who = by if by is not None else requester()
+    if not who.strip():
+        fail("--by is empty", USAGE_ERROR)
+
+    async def body(ctx: Ctx) -> None:
+        done = await call(ctx, lambda s: s.resolve_violation(violation_id, who),
+                           publishes=True)
+        if as_json:
+            emit_json(dump(done))
+        else:
+            out.print(f"violation {done.violation_id} resolved by {escape(who)}")
+
+    run(body)
+
+
+def _backfilled_json(done: Backfilled) -> dict[str, Any]:
+    return {"plan_id": done.plan_id, "skipped": done.skipped,
+            "published": [d.decision_id for d in done.published],
+            "invariants": [(d.context_snapshot.hot_context_ref or "").removeprefix("invariant:")
+                           for d in done.published]}
+
+
+def _print_backfilled(done: Backfilled) -> None:
+    if done.skipped:
+        out.print(f"plan {done.plan_id}: skipped, {escape(done.skipped)}")
+    elif not done.published:
+        out.print(f"plan {done.plan_id}: nothing to publish")
+    else:
+        out.print(f"plan {done.plan_id}: published {len(done.published)} "
+                  "invariant_enforced decision(s)")
+        for d in done.published:
+            out.print(f"  {d.decision_id}  {escape(d.question)}")
+
+
+def reconcile(
+    plan: PlanOpt = None,
+    all_plans: Annotated[bool, typer.Option(
+        "--all", help="Every plan with a root, a page at a time.")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Back-fill: publish the invariant_enforced decisions a plan lacks (the invariants
+    in force now), through the recorder like the reconciler's. Running it again
+    publishes nothing new."""
+    if (plan is None) == (not all_plans):
+        fail("give --plan ID or --all", USAGE_ERROR)
+    plan_id = parse_id(plan, "plan") if plan else None
+
+    async def body(ctx: Ctx) -> None:
+        async def go(s: InvariantService) -> list[Backfilled]:
+            if plan_id is not None:
+                found = await s.backfill([plan_id])
+                if not as_json:
+                    for done in found:
+                        _print_backfilled(done)
+                return found
+            every: list[Backfilled] = []
+            async for page in s.backfill_all():
+                for done in page:
+                    if not as_json and (done.published or done.skipped):
+                        _print_backfilled(done)
+                every += page
+            return every
+
+        found = await call(ctx, go, publishes=True)
+        total = sum(len(d.published) for d in found)
+        if as_json:
+            # --all lists only the plans it did something for (or skipped).
+            shown = [d for d in found if plan_id or d.published or d.skipped]
+            emit_json({"plans": [_backfilled_json(d) for d in shown],
+                       "checked": len(found), "published": total})
+        elif plan_id is None:
+            out.print(f"{len(found)} plan(s) checked, {total} decision(s) published")
+
+    run(body)

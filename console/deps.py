@@ -1,0 +1,43 @@
+"""What the console's routes use, built once when the console starts.
+
+`Deps.of` takes them from the opened ledger (console.wiring); a test may build them over
+the in-memory store instead, since every read goes through the read port
+(services/read_ports.py) and every write through a service or the operator client.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from starlette.requests import Request
+
+from bootstrap.ledger import Ledger
+from clients.operator import CorrectionClient
+from console.affected import AffectedSets
+from console.live import Hub
+from services.dead_letters import DeadLetterService
+from services.invariants import InvariantService
+from services.read_ports import LedgerReads
+
+
+@dataclass
+class Deps:
+    reads: LedgerReads
+    invariants: InvariantService
+    dead_letters: DeadLetterService
+    ops: CorrectionClient
+    """Corrections are requested, cancelled, failed and retried over NATS, as by any client."""
+    hub: Hub
+    operator_name: str = "operator"
+    affected: AffectedSets = field(default_factory=AffectedSets)
+
+    @classmethod
+    def of(cls, ledger: Ledger, ops: CorrectionClient, hub: Hub, operator_name: str) -> Deps:
+        return cls(reads=ledger.reads, invariants=ledger.invariants,
+                   dead_letters=ledger.dead_letters, ops=ops, hub=hub,
+                   operator_name=operator_name)
+
+
+def deps(request: Request) -> Deps:
+    found: Deps = request.app.state.deps
+    return found

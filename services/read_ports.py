@@ -1,0 +1,148 @@
+"""What the operator's front ends read, as one port: `LedgerReads`.
+
+The web console and the CLI read the same things (plans, a tree a level at a time,
+decisions, corrections and their attempts, dead letters, invariants, violations, the
+status counts), so they read them through this one protocol, and the read models built
+on it (services/read_model.py, services/tree_model.py) are computed once for both.
+The MongoDB store (store.mongo_store.MongoStore) and the in-memory store of the tests
+(tests/memory_store.py) both implement it, and the contract suite (tests/contract/)
+holds them to the same answers; so the console's and the CLI's read paths also run
+without a database server.
+
+Reads only: nothing here writes. Errors are the stores' (contracts.shared.persistence):
+a database that fails or does not answer raises `StoreFailure`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Protocol
+
+from contracts.corrections.changes import Versioned
+from contracts.corrections.model import Correction, CorrectionStatus
+from contracts.decisions.model import Decision
+from contracts.decisions.plans import PlanRecord
+from contracts.impact.walk import ImpactWalk
+from contracts.invariants.model import Invariant, InvariantScope, InvariantViolation
+from contracts.shared.counts import LedgerStatus, PlanCounts
+from contracts.shared.dead_letter import DeadLetter
+from services.ports import AttemptRecords
+
+__all__ = ["CorrectionReads", "DeadLetterReads", "DecisionReads", "InvariantReads",
+           "LedgerReads", "PlanReads", "StatusReads", "TreeReads", "ViolationReads",
+           "WalkReads"]
+
+
+class DecisionReads(Protocol):
+    async def get(self, decision_id: str) -> Decision | None: ...
+
+    async def get_many(self, decision_ids: Iterable[str]) -> dict[str, Decision]: ...
+
+    async def children(self, decision_id: str, *, current_only: bool = True
+                       ) -> list[Decision]:
+        """In sequence order."""
+        ...
+
+    async def full_tree(self, plan_id: str) -> list[Decision]:
+        """Every decision of the plan, superseded ones too, in sequence order."""
+        ...
+
+    async def current_tree(self, plan_id: str) -> list[Decision]:
+        """The decisions not superseded, in sequence order."""
+        ...
+
+
+class PlanReads(Protocol):
+    async def get(self, plan_id: str) -> PlanRecord | None: ...
+
+
+class CorrectionReads(Protocol):
+    async def get(self, correction_id: str) -> Versioned | None: ...
+
+    async def find(self, plan_id: str | None = None, status: CorrectionStatus | None = None,
+                   limit: int = 100) -> list[Correction]:
+        """In arrival order."""
+        ...
+
+
+class DeadLetterReads(Protocol):
+    async def get(self, dead_letter_id: str) -> DeadLetter | None: ...
+
+    async def list(self, plan_id: str | None = None, limit: int = 100) -> list[DeadLetter]:
+        """Newest first."""
+        ...
+
+
+class InvariantReads(Protocol):
+    async def find(self, scope: InvariantScope | None = None,
+                   scope_target: str | None = None) -> list[Invariant]:
+        """By name."""
+        ...
+
+
+class ViolationReads(Protocol):
+    async def find(self, plan_id: str | None = None, *, unresolved_only: bool = False,
+                   limit: int = 1000) -> list[InvariantViolation]:
+        """Oldest first."""
+        ...
+
+
+class WalkReads(Protocol):
+    async def walk(self, target_decision_id: str, limit: int | None = None) -> ImpactWalk:
+        """The impact BFS from the target; past `limit` decisions it stops (`exceeded`)."""
+        ...
+
+
+class TreeReads(Protocol):
+    """Pages of a plan's tree, never the whole ledger: each answers what is on screen."""
+
+    async def recent_roots(self, limit: int, before: str | None = None) -> list[Decision]:
+        """Plan roots (not corrections), newest first, those before `before`."""
+        ...
+
+    async def level(self, plan_id: str, parent: str | None, *, after: int | None,
+                    limit: int, superseded: bool) -> list[Decision]:
+        """The children of `parent` (None: the plan's root and a reverted root's
+        replacements), in sequence order, after sequence number `after`."""
+        ...
+
+    async def child_counts(self, parents: Iterable[str], *, superseded: bool
+                           ) -> dict[str, int]:
+        """parent decision_id -> its children (current ones unless `superseded`)."""
+        ...
+
+    async def counts(self, plan_ids: Iterable[str]) -> dict[str, PlanCounts]:
+        """Every plan asked for, with zeros for one that holds nothing."""
+        ...
+
+    async def plan_exists(self, plan_id: str) -> bool: ...
+
+
+class StatusReads(Protocol):
+    async def status(self, now: datetime) -> LedgerStatus:
+        """What needs attention as of `now` (a worker is alive until its lease expires)."""
+        ...
+
+
+class LedgerReads(StatusReads, Protocol):
+    """Everything the console and the CLI read."""
+
+    @property
+    def decisions(self) -> DecisionReads: ...
+    @property
+    def plans(self) -> PlanReads: ...
+    @property
+    def corrections(self) -> CorrectionReads: ...
+    @property
+    def attempts(self) -> AttemptRecords: ...
+    @property
+    def dead_letters(self) -> DeadLetterReads: ...
+    @property
+    def invariants(self) -> InvariantReads: ...
+    @property
+    def violations(self) -> ViolationReads: ...
+    @property
+    def impact(self) -> WalkReads: ...
+    @property
+    def views(self) -> TreeReads: ...

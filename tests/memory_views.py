@@ -1,0 +1,115 @@
+"""The in-memory store's side of the read port (services/read_ports.py): the tree views
+and the status counts, computed from what the memory store holds.
+
+They answer as store/views.py and store/status.py do (the read contract in
+tests/contract/ runs the same tests on both): pages never larger than `MAX_PAGE`,
+decisions of a page without their raw reasoning (MongoDB's views leave it out), counts
+for every plan asked about.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from contracts.corrections.model import CORRECTION_LIFECYCLE, CorrectionStatus
+from contracts.decisions.model import Decision, DecisionType
+from contracts.shared.counts import LedgerStatus, PlanCounts
+
+if TYPE_CHECKING:  # tests/memory_store.py builds these views over its Database
+    from tests.memory_store import Database, State
+
+MAX_PAGE = 500
+"""As store/views.py: the largest page any view returns."""
+
+
+def _brief(d: Decision) -> Decision:
+    return d.model_copy(update={"actor_reasoning": None})
+
+
+def _is_plan_root(d: Decision) -> bool:
+    return d.decision_type is DecisionType.PROMPT_DEFINITION and not d.is_correction
+
+
+class MemoryViews:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def recent_roots(self, limit: int, before: str | None = None) -> list[Decision]:
+        roots = sorted((d for d in self._db.state.decisions.values()
+                        if _is_plan_root(d) and (before is None or d.decision_id < before)),
+                       key=lambda d: d.decision_id, reverse=True)
+        return [_brief(d) for d in roots[:min(limit, MAX_PAGE)]]
+
+    async def level(self, plan_id: str, parent: str | None, *, after: int | None,
+                    limit: int, superseded: bool) -> list[Decision]:
+        if parent is None:
+            return self._roots(plan_id, superseded)
+        found = sorted((d for d in self._db.state.decisions.values()
+                        if d.parent_decision_id == parent and d.plan_id == plan_id
+                        and (superseded or d.superseded_by is None)
+                        and (after is None or (d.sequence_number or 0) > after)),
+                       key=lambda d: d.sequence_number or 0)
+        return [_brief(d) for d in found[:min(limit, MAX_PAGE)]]
+
+    def _roots(self, plan_id: str, superseded: bool) -> list[Decision]:
+        """The root, then its replacements by `superseded_by`, as store/views.py."""
+        held = self._db.state.decisions
+        d = next((x for x in held.values() if x.plan_id == plan_id and _is_plan_root(x)), None)
+        chain: list[Decision] = []
+        seen: set[str] = set()
+        while d is not None and d.decision_id not in seen and len(chain) < MAX_PAGE:
+            seen.add(d.decision_id)
+            if d.parent_decision_id is None and d.plan_id == plan_id:
+                chain.append(_brief(d))
+            if d.superseded_by is None:
+                break
+            d = held.get(d.superseded_by)
+        return chain if superseded else [x for x in chain if x.superseded_by is None]
+
+    async def child_counts(self, parents: Iterable[str], *, superseded: bool
+                           ) -> dict[str, int]:
+        wanted = set(parents)
+        return dict(Counter(d.parent_decision_id for d in self._db.state.decisions.values()
+                            if d.parent_decision_id in wanted
+                            and (superseded or d.superseded_by is None)))
+
+    async def counts(self, plan_ids: Iterable[str]) -> dict[str, PlanCounts]:
+        st = self._db.state
+        return {p: _plan_counts(st, p) for p in dict.fromkeys(plan_ids)}
+
+    async def plan_exists(self, plan_id: str) -> bool:
+        st = self._db.state
+        return plan_id in st.plans or any(d.plan_id == plan_id for d in st.decisions.values())
+
+
+def _plan_counts(st: State, plan_id: str) -> PlanCounts:
+    doc = st.plans.get(plan_id) or {}
+    counter = doc.get("next_sequence")
+    decisions = counter if isinstance(counter, int) else sum(
+        d.plan_id == plan_id for d in st.decisions.values())
+    mine = [v.correction for v in st.corrections.values() if v.correction.plan_id == plan_id]
+    superseded = sum(len(c.superseded_ids) for c in mine
+                     if c.status is CorrectionStatus.APPLIED)
+    return PlanCounts(
+        decisions=decisions, current=max(0, decisions - superseded),
+        open_corrections=sum(not CORRECTION_LIFECYCLE.is_terminal(c.status) for c in mine),
+        open_violations=sum(v.plan_id == plan_id and v.resolved_at is None
+                            for v in st.violations.values()))
+
+
+def memory_status(st: State, now: datetime) -> LedgerStatus:
+    """As store/status.py; the memory store has no workers' heartbeats."""
+    by_rule = Counter((d.errors[0].rule.value if d.errors else "unknown")
+                      for d in st.dead_letters.values())
+    flying = [v.correction for v in st.corrections.values()
+              if not CORRECTION_LIFECYCLE.is_terminal(v.correction.status)]
+    return LedgerStatus(
+        dead_letters=sum(by_rule.values()), dead_letters_by_rule=dict(by_rule),
+        corrections_in_flight=dict(Counter(c.status.value for c in flying)),
+        oldest_in_flight_at=min((c.requested_at for c in flying), default=None),
+        violations_open=dict(Counter(v.severity.value for v in st.violations.values()
+                                     if v.resolved_at is None)),
+        workers=[])
