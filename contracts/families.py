@@ -13,13 +13,20 @@ from contracts.invariants.families import FAMILIES as INVARIANT_FAMILIES
 from contracts.invariants.families import INVARIANTS
 from contracts.recording.families import DECISIONS
 from contracts.recording.families import FAMILIES as RECORDING_FAMILIES
-from contracts.shared.families import MessageFamily, Reader, Role, Stream, stream_subjects
+from contracts.shared.families import MessageFamily, Stream, stream_subjects
+from contracts.shared.roles import Grant, Reader, Role
 
 FAMILIES: tuple[MessageFamily, ...] = (*RECORDING_FAMILIES, *CORRECTION_FAMILIES,
                                        *INVARIANT_FAMILIES)
 STREAMS: tuple[Stream, ...] = (DECISIONS, CORRECTIONS, INVARIANTS)
 
-ROLES = tuple(Role)
+GRANTS: dict[Role, tuple[Grant, ...]] = {
+    Role.WORKER: (Grant.MANAGE_STREAMS,),
+    Role.AGENT: (),
+    Role.OPERATOR: (Grant.INSPECT_STREAMS, Grant.TEND_CONSUMERS),
+    Role.SUBSCRIBER: (),
+}
+"""What each role may do beyond the families it publishes and reads."""
 
 
 def captured(stream: Stream) -> list[str]:

@@ -22,16 +22,8 @@ from contracts.corrections.events import (
 from contracts.corrections.model import CancelRequest, CorrectionRequest, FailRequest, RetryRequest
 from contracts.corrections.resume import ResumeInstruction
 from contracts.impact.walk import DryRunReport
-from contracts.shared.families import (
-    ConsumerSpec,
-    Direction,
-    MessageFamily,
-    Publisher,
-    Reader,
-    Role,
-    Stream,
-    Via,
-)
+from contracts.shared.families import Direction, MessageFamily, Stream
+from contracts.shared.roles import ConsumerSpec, Publisher, Reader, Role, Via
 
 CORRECTIONS = Stream(
     subjects.CORRECTIONS_STREAM, "corrections",

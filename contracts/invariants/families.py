@@ -5,16 +5,8 @@ from __future__ import annotations
 from contracts.invariants import subjects
 from contracts.invariants.model import InvariantViolation
 from contracts.invariants.wire import ViolationEvent, ViolationRejected
-from contracts.shared.families import (
-    ConsumerSpec,
-    Direction,
-    MessageFamily,
-    Publisher,
-    Reader,
-    Role,
-    Stream,
-    Via,
-)
+from contracts.shared.families import Direction, MessageFamily, Stream
+from contracts.shared.roles import ConsumerSpec, Publisher, Reader, Role, Via
 
 INVARIANTS = Stream(
     subjects.INVARIANTS_STREAM, "invariants",

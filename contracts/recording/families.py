@@ -6,17 +6,8 @@ from contracts.decisions import subjects
 from contracts.decisions.model import Decision
 from contracts.invariants.subjects import RECONCILER_DURABLE
 from contracts.recording.reading import DecisionPersisted, DecisionRejected
-from contracts.shared.families import (
-    ConsumerSpec,
-    Deliver,
-    Direction,
-    MessageFamily,
-    Publisher,
-    Reader,
-    Role,
-    Stream,
-    Via,
-)
+from contracts.shared.families import Direction, MessageFamily, Stream
+from contracts.shared.roles import ConsumerSpec, Deliver, Publisher, Reader, Role, Via
 
 DECISIONS = Stream(
     subjects.DECISIONS_STREAM, "decisions", duplicate_window=120.0,
