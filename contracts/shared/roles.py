@@ -17,29 +17,39 @@ from enum import StrEnum
 
 PRINCIPAL = "principal"
 """The durable-name token a permission can fill in: the reader's own principal."""
+
+
 class Role(StrEnum):
     """Who connects to NATS; nats-server gives each role its own permissions."""
 
     WORKER = "worker"
-    """Trusted: runs the consumers, publishes the events, manages the streams."""
     AGENT = "agent"
-    """Semi-trusted: records decisions, reports violations, follows its plans."""
     OPERATOR = "operator"
-    """Trusted within its scope: corrects plans, inspects the streams."""
     SUBSCRIBER = "subscriber"
-    """Reads outcomes, nothing else."""
+
+
+ROLE_DOCS: dict[Role, str] = {
+    Role.WORKER: "trusted: runs the consumers, publishes the events, manages the streams",
+    Role.AGENT: "semi-trusted: records decisions, reports violations, follows its plans",
+    Role.OPERATOR: "trusted within its scope: corrects plans, inspects the streams",
+    Role.SUBSCRIBER: "reads outcomes, nothing else",
+}
 
 
 class Grant(StrEnum):
     """What a role may do beyond the families it publishes and reads."""
 
     MANAGE_STREAMS = "manage_streams"
-    """Create, update, purge and delete the streams and any consumer: the workers."""
     INSPECT_STREAMS = "inspect_streams"
-    """List the streams and their consumers with their lag, read one message by its
-    sequence (what a dead letter or an exhausted feed names): `agents status`."""
     TEND_CONSUMERS = "tend_consumers"
-    """Delete a consumer someone left behind (never one of the workers')."""
+
+
+GRANT_DOCS: dict[Grant, str] = {
+    Grant.MANAGE_STREAMS: "create, update, purge and delete the streams and any consumer",
+    Grant.INSPECT_STREAMS: "list the streams and their consumers with their lag, read one "
+    "message by its sequence (agents status; what a dead letter names)",
+    Grant.TEND_CONSUMERS: "delete a consumer someone left behind (never the workers')",
+}
 
 
 class Via(StrEnum):
