@@ -4,10 +4,8 @@
   its plan, then ack. Once recorded, the correction no longer needs its message: the
   plan's lease holder or the recovery sweep (workers.recovery) drives it to the end, so
   a request waiting behind a long correction is never redelivered again and again.
-- cancels (`corrections.cancel.*`).
-- operator fails (`corrections.fail.*`): end a stuck correction.
-- operator retries (`corrections.retry.*`): a FAILED correction goes back to PENDING and
-  its plan is driven again.
+- cancels (`corrections.cancel.*`); operator fails (`corrections.fail.*`) end a stuck
+  correction; operator retries (`corrections.retry.*`) put a FAILED one back to PENDING.
 
 Each is a durable pull consumer declared with its family (contracts.corrections.families)
 running the inbound pipeline (workers.inbound): an unreadable message is dead-lettered
@@ -20,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -71,6 +69,17 @@ class _Commands:
                                      delivered=meta.num_delivered, unreadable=why)
         await batch.term(m)
 
+    async def _each(self, batch: Batch[Any], act: Callable[[Msg, Any], Awaitable[None]]
+                    ) -> None:
+        """`act` on each readable command in order; an unreadable one is rejected."""
+        async def one(m: Msg, r: Any) -> None:
+            if isinstance(r, Unreadable):
+                await self._reject(batch, m, r)
+            else:
+                await act(m, r)
+
+        await batch.each(one)
+
 
 async def _drive(svc: CorrectionService, plan_ids: Sequence[str]) -> None:
     """Drive each plan once, together; a failure is logged (the sweep takes it up)."""
@@ -101,15 +110,12 @@ class RequestConsumer(_Commands):
         svc = self._service()
         recorded: list[tuple[Msg, CorrectionRequest]] = []
 
-        async def record(m: Msg, r: CorrectionRequest | Unreadable) -> None:
-            if isinstance(r, Unreadable):
-                await self._reject(batch, m, r)
-            else:
-                await svc.request_correction(r, arrival=m.metadata.sequence.stream,
-                                             trace=m.headers)
-                recorded.append((m, r))
+        async def record(m: Msg, r: CorrectionRequest) -> None:
+            await svc.request_correction(r, arrival=m.metadata.sequence.stream,
+                                         trace=m.headers)
+            recorded.append((m, r))
 
-        await batch.each(record)
+        await self._each(batch, record)
         await _drive(svc, [req.plan_id for _, req in recorded])
         self._crash("before_ack")
         for m, _ in recorded:
@@ -133,10 +139,7 @@ class CancelConsumer(_Commands):
     async def decide(self, batch: Batch[CancelRequest | Unreadable]) -> None:
         svc = self._service()
 
-        async def cancel(m: Msg, r: CancelRequest | Unreadable) -> None:
-            if isinstance(r, Unreadable):
-                await self._reject(batch, m, r)
-                return
+        async def cancel(m: Msg, r: CancelRequest) -> None:
             settings = self._settings
             waited = (m.metadata.num_delivered - 1) * settings.corrections_retry_delay
             if await svc.get_correction(r.correction_id) is None and \
@@ -150,7 +153,7 @@ class CancelConsumer(_Commands):
                 log.info("cancel refused: %s", outcome.reason)
             await batch.ack(m)
 
-        await batch.each(cancel)
+        await self._each(batch, cancel)
 
 
 class FailConsumer(_Commands):
@@ -165,16 +168,13 @@ class FailConsumer(_Commands):
     async def decide(self, batch: Batch[FailRequest | Unreadable]) -> None:
         svc = self._service()
 
-        async def fail(m: Msg, r: FailRequest | Unreadable) -> None:
-            if isinstance(r, Unreadable):
-                await self._reject(batch, m, r)
-                return
+        async def fail(m: Msg, r: FailRequest) -> None:
             outcome = await svc.fail_correction(r.correction_id, r.reason, plan_id=r.plan_id)
             if isinstance(outcome, FailRefused):
                 log.info("fail refused: %s", outcome.reason)
             await batch.ack(m)
 
-        await batch.each(fail)
+        await self._each(batch, fail)
 
 
 class RetryConsumer(_Commands):
@@ -191,10 +191,7 @@ class RetryConsumer(_Commands):
         svc = self._service()
         retried: list[str] = []
 
-        async def retry(m: Msg, r: RetryRequest | Unreadable) -> None:
-            if isinstance(r, Unreadable):
-                await self._reject(batch, m, r)
-                return
+        async def retry(m: Msg, r: RetryRequest) -> None:
             outcome = await svc.retry_correction(
                 r.correction_id, r.retry_id, plan_id=r.plan_id, reason=r.reason,
                 requested_by=r.requested_by)
@@ -204,7 +201,7 @@ class RetryConsumer(_Commands):
                 retried.append(r.plan_id)
             await batch.ack(m)
 
-        await batch.each(retry)
+        await self._each(batch, retry)
         await _drive(svc, retried)
 
 

@@ -19,7 +19,6 @@ VIOLATIONS_DURABLE = "invariant-violations"
 RECONCILER_DURABLE = "reconciler"
 """On the DECISIONS stream: reads decisions.persisted.* for new roots."""
 
-ALL_VIOLATIONS = f"{VIOLATIONS_PREFIX}.*"
 ALL_EVENTS = f"{EVENTS_PREFIX}.>"
 
 VIOLATED = "violated"
