@@ -69,7 +69,7 @@ class MessageFamily:
     def __post_init__(self) -> None:
         unknown = [t for t in self.tokens if t not in TOKENS]
         if unknown or not self.tokens:
-            raise ValueError(f"{self.subject}: tokens {unknown or 'none'} (known: {TOKENS})")
+            raise ValueError(f"{self.subject}: tokens {unknown or 'none'} (known: {list(TOKENS)})")
         if self.stream is not None and not self.subject.startswith(self.stream.namespace + "."):
             raise ValueError(f"{self.subject} is outside stream {self.stream.name}'s namespace")
         if self.stream is None and (not self.replies or any(

@@ -123,7 +123,7 @@ class Reader:
 
     def __post_init__(self) -> None:
         if (self.via is Via.DURABLE) != (self.durable is not None):
-            raise ValueError("a durable reader, and only one, names its durable")
+            raise ValueError("a reader through a durable names it, and no other reader does")
         if self.consumer is not None and (self.role is not Role.WORKER
                                           or self.via is not Via.DURABLE):
             raise ValueError("only the workers' durables carry a consumer spec")

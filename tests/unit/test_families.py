@@ -8,9 +8,11 @@ from typing import Any
 
 import pytest
 
+from contracts.corrections.model import CorrectionRequest
 from contracts.families import FAMILIES, STREAMS, captured, family, worker_consumers
-from contracts.shared.families import Direction
-from contracts.shared.roles import Role, Via
+from contracts.recording.families import DECISIONS
+from contracts.shared.families import Direction, MessageFamily
+from contracts.shared.roles import Publisher, Reader, Role, Via
 from services.corrections import no_crash
 from workers.deps import Deps
 from workers.durables import consumer_config
@@ -101,3 +103,30 @@ def test_a_family_builds_its_subjects_and_refuses_a_token_that_is_no_plan() -> N
     for bad in ("a.b", "*", ">"):
         with pytest.raises(ValueError, match="ULID"):
             events.subject_for(bad, status="applied")
+
+
+@pytest.mark.parametrize(("subject", "stream", "readers", "publisher", "error"), [
+    ("decisions.x.{who}", DECISIONS, (), None, "tokens"),
+    ("decisions.x", DECISIONS, (), None, "tokens"),
+    ("corrections.x.{plan_id}", DECISIONS, (), None, "outside stream"),
+    ("decisions.x.{plan_id}", None, (Reader(Role.WORKER, Via.CORE, "t"),), None,
+     "request-reply"),
+    ("decisions.x.{plan_id}", DECISIONS, (), "decisions.y.{plan_id}", "does not narrow"),
+])
+def test_a_declaration_that_contradicts_itself_is_refused(
+        subject: str, stream: Any, readers: tuple[Reader, ...], publisher: str | None,
+        error: str) -> None:
+    with pytest.raises(ValueError, match=error):
+        MessageFamily(subject, CorrectionRequest, Direction.INBOUND, stream, msg_id=None,
+                      description="", readers=readers,
+                      publishers=(Publisher(Role.OPERATOR, "t", subject=publisher),))
+
+
+def test_a_reader_says_how_it_reads() -> None:
+    with pytest.raises(ValueError, match="durable"):
+        Reader(Role.AGENT, Via.DURABLE, "t")
+    with pytest.raises(ValueError, match="queue group"):
+        Reader(Role.WORKER, Via.RESPONDER, "t")
+    with pytest.raises(ValueError, match="consumer spec"):
+        Reader(Role.AGENT, Via.DURABLE, "t", durable="x",
+               consumer=family("decisions.recorded").worker_consumers()[0].consumer)

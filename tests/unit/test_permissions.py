@@ -7,7 +7,8 @@ import pytest
 from contracts.families import FAMILIES
 from contracts.shared.families import Direction
 from contracts.shared.roles import Role
-from deploy.permissions import CONF_PATH, grants, render, workers_own
+from deploy.grants import grants, workers_own
+from deploy.permissions import CONF_PATH, render
 
 pytestmark = pytest.mark.unit
 
