@@ -1,8 +1,8 @@
 """The worker app: the FastStream broker, its documented subscribers and its lifecycle hooks.
 
 The ledger is opened in the app's startup hook (workers.runtime, through the bootstrap),
-never at import, so importing this module (e.g. to generate the AsyncAPI document)
-touches no server.
+never at import, so importing this module touches no server. The AsyncAPI document
+comes from the declared message families (workers.asyncapi), not from this app.
 """
 
 from __future__ import annotations
@@ -13,53 +13,31 @@ import logging
 
 from faststream import FastStream
 from faststream.nats import NatsBroker
-from faststream.specification import AsyncAPI
 
 from bootstrap.settings import Settings
-from contracts.decisions.subjects import DECISIONS_STREAM, RECORDER_DURABLE
 from contracts.shared.urls import nats_servers
 from store.locks import PlanLocks
 from workers.connections import NatsLink, nats_options
-from workers.corrections import (
-    correction_pullers,
-    crash_hook,
-    document_corrections,
-    relay_loop,
-    start_dry_run,
-)
-from workers.invariants import document_invariants, invariant_pullers
-from workers.leading import RECORDER_ROLE, LeadingPuller
+from workers.deps import Deps, crash_hook
+from workers.dry_run import start_dry_run
+from workers.handlers import pullers
 from workers.logs import BROKER_LOGGER
-from workers.recorder import document_recorder, recorder_puller
 from workers.recovery import Sweeper
+from workers.relay import relay_loop
 from workers.runtime import Runtime, close_runtime, open_runtime
 
 log = logging.getLogger(__name__)
 
-TITLE = "Decision ledger"
-VERSION = "0.1.0"
-
-
-def build_app(settings: Settings | None = None, *, for_docs: bool = False) -> FastStream:
-    """The worker app; `for_docs` builds it only to generate the AsyncAPI document."""
+def build_app(settings: Settings | None = None) -> FastStream:
+    """The worker app: the broker, the ledger opened at startup, the consumers after."""
     settings = settings or Settings.from_env()
     link = NatsLink(settings.nats_url)
     broker = NatsBroker(nats_servers(settings.nats_url), graceful_timeout=settings.graceful_timeout,
                         logger=logging.getLogger(BROKER_LOGGER),
                         **nats_options(settings, link))
     runtime = Runtime()
-    document_recorder(broker, for_docs=for_docs)
-    document_corrections(broker, for_docs=for_docs)
-    document_invariants(broker, for_docs=for_docs)
 
-    app = FastStream(
-        broker,
-        logger=logging.getLogger(BROKER_LOGGER),
-        specification=AsyncAPI(
-            title=TITLE, version=VERSION,
-            description="Agents record decisions; operators correct them; subscribers react.",
-        ),
-    )
+    app = FastStream(broker, logger=logging.getLogger(BROKER_LOGGER))
 
     @app.on_startup
     async def start() -> None:
@@ -100,22 +78,13 @@ async def start_consumers(runtime: Runtime, settings: Settings, broker: NatsBrok
     start_background(runtime, settings)
     runtime.dry_run = await start_dry_run(broker.connection, runtime.get_corrections,
                                           settings.max_payload_bytes)
-    failures = runtime.failures
     assert runtime.mongo is not None
-    # The recorder last: tests (and `agents up`) take its waiting pull as "ready".
-    runtime.pullers = [
-        *correction_pullers(js, settings, runtime.get_corrections,
-                            crash_hook(settings.crash_at), failures=failures),
-        # Before the recorder, so the reconciler's consumer exists before any root.
-        *invariant_pullers(js, settings, runtime.get_invariants,
-                           runtime.get_dead_letters, failures=failures),
-        LeadingPuller(lambda: recorder_puller(js, settings, runtime.get_recorder,
-                                              failures=failures),
-                      PlanLocks(runtime.mongo[settings.mongodb_db],
-                                settings.recorder_lease_seconds),
-                      role=RECORDER_ROLE, owner=runtime.worker_id, stream=DECISIONS_STREAM,
-                      durable=RECORDER_DURABLE, graceful_timeout=settings.graceful_timeout),
-    ]
+    deps = Deps(settings, recorder=runtime.get_recorder, corrections=runtime.get_corrections,
+                invariants=runtime.get_invariants, dead_letters=runtime.get_dead_letters,
+                failures=runtime.failures, crash=crash_hook(settings.crash_at))
+    runtime.pullers = pullers(js, deps, locks=PlanLocks(runtime.mongo[settings.mongodb_db],
+                                                        settings.recorder_lease_seconds),
+                              owner=runtime.worker_id)
     for puller in runtime.pullers:
         puller.metrics = runtime.metrics
         await puller.start()

@@ -20,32 +20,24 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from faststream.nats import NatsBroker
 from nats.aio.msg import Msg
-from nats.js import JetStreamContext
-from nats.js.api import DeliverPolicy
 
-from bootstrap.settings import Settings
 from contracts.decisions.subjects import DECISIONS_STREAM, PERSISTED_PREFIX, plan_of_subject
 from contracts.invariants import subjects
+from contracts.invariants.families import VIOLATIONS
 from contracts.invariants.model import InvariantViolation, ViolationConflict
-from contracts.invariants.wire import (
-    ViolationEvent,
-    ViolationRejected,
-    read_violation,
-)
+from contracts.invariants.wire import read_violation
+from contracts.recording.families import PERSISTED
 from contracts.recording.reading import DecisionPersisted, Inbound, read_persisted_root
 from contracts.shared.dead_letter import DeadLetter, dead_letter_id
 from contracts.shared.ids import is_ulid
-from contracts.shared.persistence import InvariantNotFound
 from contracts.shared.rules import Rule, RuleViolation
 from contracts.shared.timestamps import utc_now
 from contracts.shared.unreadable import Unreadable
 from services.invariants import InvariantService
-from store.dead_letters import DeadLetterRepository
-from store.deliveries import DeliveryFailures
-from workers.inbound import Batch
-from workers.pull import BatchPuller, durable_config
+from store.errors import InvariantNotFound
+from workers.batch import Batch
+from workers.deps import Deps, HandlerClass
 
 log = logging.getLogger(__name__)
 
@@ -56,11 +48,10 @@ class ReconcilerConsumer:
     """decisions.persisted.*: reconcile the roots of a batch together (one read of the
     roots, one of the invariants, one pipelined publish), then ack the whole batch."""
 
-    def __init__(self, service: Service, settings: Settings,
-                 dead_letters: Callable[[], DeadLetterRepository] | None = None) -> None:
-        self._service = service
-        self._settings = settings
-        self._dead_letters = dead_letters
+    def __init__(self, deps: Deps) -> None:
+        self._service: Service = deps.invariants
+        self._settings = deps.settings
+        self._dead_letters = deps.dead_letters
 
     def read(self, m: Msg, now: datetime) -> DecisionPersisted | None:
         read = read_persisted_root(m.data, self._settings.max_payload_bytes)
@@ -97,13 +88,14 @@ class ReconcilerConsumer:
         plan = plan_of_subject(msg.subject, PERSISTED_PREFIX)
         log.error("plan %s was never reconciled with its invariants: %s", plan,
                   "; ".join(v.message for v in violations[:1]))
-        if self._dead_letters is None:
-            return
         await self._dead_letters().keep([DeadLetter.of_message(
             id=dead_letter_id(DECISIONS_STREAM, msg.stream_sequence), subject=msg.subject,
             headers=dict(msg.headers), data=msg.data,
             plan_id=plan.upper() if plan and is_ulid(plan) else None, decision_id=None,
             errors=list(violations), rejected_at=utc_now(), delivered=msg.delivered)])
+
+    def extra_deliveries(self) -> int:
+        return 0
 
 
 def _rejection(plan_id: str | None, violation_id: str | None, rule: Rule, field: str,
@@ -115,9 +107,12 @@ def _rejection(plan_id: str | None, violation_id: str | None, rule: Rule, field:
 class ViolationConsumer:
     """invariants.violations.*: store and announce each report, or dead-letter it."""
 
-    def __init__(self, service: Service, settings: Settings) -> None:
-        self._service = service
-        self._settings = settings
+    def __init__(self, deps: Deps) -> None:
+        self._service: Service = deps.invariants
+        self._settings = deps.settings
+
+    def extra_deliveries(self) -> int:
+        return 0
 
     def read(self, m: Msg, now: datetime) -> InvariantViolation | Unreadable:
         return read_violation(m.subject, dict(m.headers or {}), m.data, now,
@@ -168,58 +163,6 @@ def _subject_plan(subject: str) -> str | None:
     return plan.upper() if plan and is_ulid(plan) else None
 
 
-def invariant_pullers(js: JetStreamContext, settings: Settings, service: Service,
-                      dead_letters: Callable[[], DeadLetterRepository] | None = None,
-                      failures: DeliveryFailures | None = None) -> list[BatchPuller[Any]]:
-    persisted = f"{PERSISTED_PREFIX}.*"
-    return [
-        # NEW: the first start over an existing ledger does not reconcile old plans with
-        # today's invariants; from then on the durable consumer misses nothing.
-        BatchPuller(js, stream=DECISIONS_STREAM, subject=persisted,
-                    config=durable_config(subjects.RECONCILER_DURABLE, persisted,
-                                          ack_wait=settings.invariants_ack_wait_seconds,
-                                          max_ack_pending=20_000,
-                                          deliver=DeliverPolicy.NEW),
-                    batch_size=settings.reconciler_batch_size, max_wait=1.0,
-                    consumer=ReconcilerConsumer(service, settings, dead_letters),
-                    retry=settings.retry(), failures=failures),
-        BatchPuller(js, stream=subjects.INVARIANTS_STREAM, subject=subjects.ALL_VIOLATIONS,
-                    config=durable_config(subjects.VIOLATIONS_DURABLE, subjects.ALL_VIOLATIONS,
-                                          ack_wait=settings.invariants_ack_wait_seconds,
-                                          max_ack_pending=20_000),
-                    batch_size=settings.invariants_batch_size, max_wait=1.0,
-                    consumer=ViolationConsumer(service, settings),
-                    retry=settings.retry(), failures=failures),
-    ]
-
-
-VIOLATIONS_DOC = (
-    "Agents report an InvariantViolation with header Nats-Msg-Id = violation_id (a retry "
-    "is the same report). Leave out resolved_at and resolved_by. The report is stored "
-    "once and announced on invariants.events.<plan_id>.violated; an unresolved 'error' "
-    "blocks the plan's Execute-phase decisions (rule reconciliation_blocked) until an "
-    "operator resolves it. Unreadable reports, reports naming an unknown invariant and "
-    "reused violation_ids are dead-lettered and reported on invariants.rejected.<plan_id>."
-)
-
-
-def document_invariants(broker: NatsBroker, *, for_docs: bool) -> None:
-    """Describe the invariant subjects in the AsyncAPI document (our own pull loops do
-    the work, as for the recorder)."""
-    if for_docs:
-        @broker.subscriber(f"{subjects.VIOLATIONS_PREFIX}.{{plan_id}}",
-                           title="invariants.violations", description=VIOLATIONS_DOC)
-        async def report(body: InvariantViolation) -> None:  # pragma: no cover - docs only
-            raise NotImplementedError
-
-    broker.publisher(
-        f"{subjects.EVENTS_PREFIX}.{{plan_id}}.{{what}}", title="invariants.events",
-        schema=ViolationEvent,
-        description="INVARIANT_VIOLATED on .violated when a report is stored, "
-        "INVARIANT_VIOLATION_RESOLVED on .resolved when an operator resolves it; exactly "
-        "once each. Nats-Msg-Id: violation:<violation_id>:<what>.")
-    broker.publisher(
-        f"{subjects.REJECTED_PREFIX}.{{plan_id}}", title="invariants.rejected",
-        schema=ViolationRejected,
-        description="A violation report that will never be stored, kept in dead_letters; "
-        "plan_id 'unknown' when unreadable. Nats-Msg-Id: rejected:<stream seq>.")
+HANDLERS: dict[str, HandlerClass[Any]] = {PERSISTED.name: ReconcilerConsumer,
+                                          VIOLATIONS.name: ViolationConsumer}
+"""The families the invariant workers consume, and the handler of each."""

@@ -17,29 +17,13 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import Any
 
-from faststream.nats import NatsBroker
 from nats.aio.msg import Msg
-from nats.js import JetStreamContext
-from nats.js.api import ConsumerConfig
 
 from bootstrap.settings import Settings
-from contracts.decisions.model import Decision
-from contracts.decisions.subjects import (
-    DECISIONS_STREAM,
-    PERSISTED_PREFIX,
-    RECORDED_PREFIX,
-    RECORDER_DURABLE,
-    REJECTED_PREFIX,
-)
-from contracts.recording.reading import (
-    Candidate,
-    DecisionPersisted,
-    DecisionRejected,
-    Inbound,
-    Invalid,
-    read_message,
-)
+from contracts.recording.families import RECORDED
+from contracts.recording.reading import Candidate, Inbound, Invalid, read_message
 from contracts.shared.rules import RuleViolation
 from services.recorder import (
     Disposition,
@@ -48,33 +32,16 @@ from services.recorder import (
     Verdict,
     subject_plan,
 )
-from store.deliveries import DeliveryFailures
-from workers.inbound import Batch, Retry, to_inbound
-from workers.pull import BatchPuller, durable_config
+from workers.batch import Batch
+from workers.deps import Deps, HandlerClass
+from workers.inbound import to_inbound
 
 log = logging.getLogger(__name__)
 
-RECORDED_DOC = (
-    "Agents publish one Decision per message, with header Nats-Msg-Id = decision_id "
-    "(JetStream drops a retry within the 2-minute duplicate window). Leave out "
-    "sequence_number, superseded_by and the correction fields: the recorder assigns the "
-    "first, the correction workflow the others. The recorder validates each message, "
-    "writes each pulled batch with one bulk write, and acks after the write."
-)
-
-
-def consumer_config(settings: Settings) -> ConsumerConfig:
-    """MaxDeliver and BackOff are set by the puller from `recorder_retry`."""
-    return durable_config(RECORDER_DURABLE, f"{RECORDED_PREFIX}.*",
-                          ack_wait=settings.recorder_ack_wait_seconds,
-                          max_ack_pending=max(20_000, settings.recorder_batch_size * 4))
-
-
-def recorder_retry(settings: Settings) -> Retry:
-    """CONSUMER_MAX_DELIVER failures, plus the deliveries a wait for a parent may take
-    (those naks are waits, not failures)."""
+def parent_waits(settings: Settings) -> int:
+    """The deliveries a wait for a parent may take (those naks are waits, not failures)."""
     policy = RecorderPolicy(parent_wait_seconds=settings.recorder_parent_wait_seconds)
-    return settings.retry(extra_deliveries=policy.deliveries_to_wait())
+    return policy.deliveries_to_wait()
 
 
 Read = Candidate | Invalid
@@ -82,10 +49,21 @@ SETTLE_SLICE = 50
 
 
 class RecorderConsumer:
-    """Maps a pulled batch onto the service and its verdicts onto ack / nak / term."""
+    """Maps a pulled batch onto the service and its verdicts onto ack / nak / term.
 
-    def __init__(self, service: Callable[[], RecorderService]) -> None:
-        self._service = service
+    Its durable has no consumer BackOff (the declaration's backoff_after_ack_wait):
+    JetStream indexes it by delivery count, and a decision's deliveries count its waits
+    for a parent (naks), so one that had waited a few times and was then held by a
+    worker that died came back only after 120 to 300 s, and its children, waiting
+    meanwhile, outlasted their parent wait: the three-worker fault run with six SIGKILLs
+    dead-lettered 94 acknowledged decisions as parent_exists that way. Failed deliveries
+    still back off by their failures (the worker's nak delay, CONSUMER_BACKOFF); a
+    worker that died hands its messages back after the ack wait, MaxDeliver times at
+    most."""
+
+    def __init__(self, deps: Deps) -> None:
+        self._service: Callable[[], RecorderService] = deps.recorder
+        self._settings = deps.settings
         # Batches announce in the order they committed (asyncio's lock is first come,
         # first served, and each batch asks for it as soon as it hands off).
         self._announcing = asyncio.Lock()
@@ -124,45 +102,9 @@ class RecorderConsumer:
     async def dead_letter(self, msg: Inbound, violations: Sequence[RuleViolation]) -> None:
         await self._service().dead_letter(msg, violations)
 
-
-def recorder_puller(js: JetStreamContext, settings: Settings,
-                    service: Callable[[], RecorderService],
-                    failures: DeliveryFailures | None = None) -> BatchPuller[Read]:
-    """No consumer BackOff: JetStream indexes it by delivery count, and a decision's
-    deliveries count its waits for a parent (naks), so one that had waited a few times
-    and was then held by a worker that died came back only after 120 to 300 s, and
-    its children, waiting meanwhile, outlasted their parent wait: the three-worker
-    fault run with six SIGKILLs dead-lettered 94 acknowledged decisions as
-    parent_exists that way. Failed deliveries still back off by their failures (the
-    worker's nak delay, CONSUMER_BACKOFF); a worker that died hands its messages back
-    after the ack wait, MaxDeliver times at most."""
-    return BatchPuller(js, stream=DECISIONS_STREAM, subject=f"{RECORDED_PREFIX}.*",
-                       config=consumer_config(settings),
-                       batch_size=settings.recorder_batch_size,
-                       max_wait=settings.recorder_batch_timeout,
-                       consumer=RecorderConsumer(service), retry=recorder_retry(settings),
-                       failures=failures, backoff_after_ack_wait=False)
+    def extra_deliveries(self) -> int:
+        return parent_waits(self._settings)
 
 
-def document_recorder(broker: NatsBroker, *, for_docs: bool) -> None:
-    """Describe the recorder's subjects in the AsyncAPI document.
-
-    The running consumer is our own pull loop (see workers.pull for why), so the
-    subscriber that describes it is registered only when building the document; the
-    publishers are the events it emits.
-    """
-    if for_docs:
-        @broker.subscriber(f"{RECORDED_PREFIX}.{{plan_id}}", title="decisions.recorded",
-                           description=RECORDED_DOC)
-        async def record(decision: Decision) -> None:  # pragma: no cover - documentation only
-            raise NotImplementedError
-
-    broker.publisher(
-        f"{PERSISTED_PREFIX}.{{plan_id}}", title="decisions.persisted", schema=DecisionPersisted,
-        description="One per recorded decision, after its write committed (also for the "
-        "decisions a correction writes, from its outbox). "
-        "Nats-Msg-Id: persisted:<decision_id>.")
-    broker.publisher(
-        f"{REJECTED_PREFIX}.{{plan_id}}", title="decisions.rejected", schema=DecisionRejected,
-        description="One per rejected message (plan_id 'unknown' when unreadable); the "
-        "message is kept in the dead_letters collection. Nats-Msg-Id: rejected:<stream seq>.")
+HANDLERS: dict[str, HandlerClass[Any]] = {RECORDED.name: RecorderConsumer}
+"""The recording families the workers consume, and the handler of each."""

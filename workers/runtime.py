@@ -39,7 +39,7 @@ from store.dead_letters import DeadLetterRepository
 from store.deliveries import DeliveryFailures
 from store.workers import WorkerRegistry
 from workers.connections import MongoWatch, NatsLink, connect_nats
-from workers.corrections import crash_hook
+from workers.deps import crash_hook
 from workers.health import HealthServer
 from workers.leading import LeadingPuller
 from workers.logs import set_worker_id

@@ -1,5 +1,6 @@
-"""Every JetStream stream the system uses, declared in one place, and created or
-brought toward that declaration without clobbering what an operator set.
+"""Every JetStream stream the system uses (declared with its message families in
+contracts.families), created or brought toward that declaration without clobbering
+what an operator set.
 
 The development profile (default) suits one machine: file storage, one replica, no
 limits. Production (STREAM_PROFILE=production) adds R3, limits, `discard: new` and
@@ -15,21 +16,7 @@ from nats.js import JetStreamContext
 from nats.js.api import StreamConfig
 from nats.js.errors import APIError, NotFoundError, ServiceUnavailableError
 
-from contracts.corrections.subjects import (
-    CORRECTIONS_DUPLICATE_WINDOW_SECONDS,
-    CORRECTIONS_STREAM,
-    CORRECTIONS_STREAM_SUBJECTS,
-)
-from contracts.decisions.subjects import (
-    DECISIONS_DUPLICATE_WINDOW_SECONDS,
-    DECISIONS_STREAM,
-    DECISIONS_SUBJECTS,
-)
-from contracts.invariants.subjects import (
-    INVARIANTS_DUPLICATE_WINDOW_SECONDS,
-    INVARIANTS_STREAM,
-    INVARIANTS_SUBJECTS,
-)
+from contracts.families import STREAMS, captured
 from workers.stream_config import Drift, StreamLimits, plan_update, stream_config
 
 log = logging.getLogger(__name__)
@@ -41,21 +28,10 @@ class StreamRefused(Exception):
 
 
 def stream_configs(limits: StreamLimits | None = None) -> list[StreamConfig]:
+    """Each declared stream (contracts.families) with the subjects its families need."""
     limits = limits or StreamLimits()
-    return [
-        stream_config(DECISIONS_STREAM, [DECISIONS_SUBJECTS], DECISIONS_DUPLICATE_WINDOW_SECONDS,
-                      "Decisions recorded by agents, and the recorder's persisted/rejected "
-                      "events.", limits),
-        stream_config(CORRECTIONS_STREAM, list(CORRECTIONS_STREAM_SUBJECTS),
-                      CORRECTIONS_DUPLICATE_WINDOW_SECONDS,
-                      "Correction requests and cancels from operators, and every lifecycle "
-                      "and attempt transition (corrections.dryrun.* is request-reply, not "
-                      "captured).", limits),
-        stream_config(INVARIANTS_STREAM, [INVARIANTS_SUBJECTS],
-                      INVARIANTS_DUPLICATE_WINDOW_SECONDS,
-                      "Invariant violations reported by agents, their violated/resolved "
-                      "events and the rejected reports.", limits),
-    ]
+    return [stream_config(s.name, captured(s), s.duplicate_window, s.description, limits)
+            for s in STREAMS]
 
 
 async def ensure_streams(js: JetStreamContext, limits: StreamLimits | None = None

@@ -24,39 +24,12 @@ ATTEMPTS_PREFIX = "corrections.attempts"
 CANCEL_REFUSED_PREFIX = "corrections.cancel_refused"
 REJECTED_PREFIX = "corrections.rejected"
 RESUME_PREFIX = "corrections.resume"
-CORRECTIONS_DUPLICATE_WINDOW_SECONDS = 600.0
-"""Ten minutes: longer than the relay ever leaves an event in the outbox after a crash,
-so a republished event is always recognised as a duplicate."""
-
 CORRECTOR_DURABLE = "corrector"
 CANCELLER_DURABLE = "correction-canceller"
 FAILER_DURABLE = "correction-failer"
 RETRIER_DURABLE = "correction-retrier"
 DRYRUN_QUEUE = "corrections-dryrun"
 
-CORRECTIONS_STREAM_SUBJECTS: tuple[str, ...] = (
-    f"{REQUESTED_PREFIX}.*",
-    f"{CANCEL_PREFIX}.*",
-    f"{EVENTS_PREFIX}.*.*",
-    f"{ATTEMPTS_PREFIX}.*.*",
-    f"{CANCEL_REFUSED_PREFIX}.*",
-    f"{REJECTED_PREFIX}.*",
-    f"{FAIL_PREFIX}.*",
-    f"{FAIL_REFUSED_PREFIX}.*",
-    f"{RETRY_PREFIX}.*",
-    f"{RETRY_REFUSED_PREFIX}.*",
-    f"{RESUME_PREFIX}.*",
-)
-"""What the stream captures. `corrections.dryrun.*` is deliberately absent: a dry run is
-core request-reply, and a stream capturing it would answer the requester with a PubAck."""
-
-ALL_REQUESTED = f"{REQUESTED_PREFIX}.*"
-ALL_CANCELS = f"{CANCEL_PREFIX}.*"
-ALL_FAILS = f"{FAIL_PREFIX}.*"
-ALL_RETRIES = f"{RETRY_PREFIX}.*"
-ALL_DRYRUNS = f"{DRYRUN_PREFIX}.*"
-ALL_EVENTS = f"{EVENTS_PREFIX}.>"
-ALL_ATTEMPTS = f"{ATTEMPTS_PREFIX}.>"
 ALL_RESUMES = f"{RESUME_PREFIX}.*"
 
 

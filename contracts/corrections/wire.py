@@ -24,10 +24,11 @@ from contracts.shared.unreadable import Unreadable, ulid_or_none
 M = TypeVar("M", bound=BaseModel)
 
 
-def _read(model: type[M], subject: str, prefix: str, data: bytes,
-          max_payload_bytes: int) -> M | Unreadable:
-    """Never raises: a body over the limit is refused unread, and whatever else reading
-    throws is the message's `unreadable` violation."""
+def read_command(model: type[M], subject: str, prefix: str, data: bytes,
+                 max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> M | Unreadable:
+    """Any correction command (`model`) from `<prefix>.<plan_id>`: a command family's
+    handler reads through it. Never raises: a body over the limit is refused unread,
+    and whatever else reading throws is the message's `unreadable` violation."""
     subject_plan = ulid_or_none(plan_of(subject, prefix))
     big = too_large(data, max_payload_bytes)
     if big is not None:
@@ -69,21 +70,21 @@ def read_request(subject: str, data: bytes, prefix: str = subjects.REQUESTED_PRE
                  max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
                  ) -> CorrectionRequest | Unreadable:
     """A request from corrections.requested.<plan_id> (or .dryrun., with that prefix)."""
-    return _read(CorrectionRequest, subject, prefix, data, max_payload_bytes)
+    return read_command(CorrectionRequest, subject, prefix, data, max_payload_bytes)
 
 
 def read_cancel(subject: str, data: bytes, *,
                 max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> CancelRequest | Unreadable:
-    return _read(CancelRequest, subject, subjects.CANCEL_PREFIX, data, max_payload_bytes)
+    return read_command(CancelRequest, subject, subjects.CANCEL_PREFIX, data, max_payload_bytes)
 
 
 def read_fail(subject: str, data: bytes, *,
               max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> FailRequest | Unreadable:
     """An operator's fail from corrections.fail.<plan_id>."""
-    return _read(FailRequest, subject, subjects.FAIL_PREFIX, data, max_payload_bytes)
+    return read_command(FailRequest, subject, subjects.FAIL_PREFIX, data, max_payload_bytes)
 
 
 def read_retry(subject: str, data: bytes, *,
                max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> RetryRequest | Unreadable:
     """An operator's retry from corrections.retry.<plan_id>."""
-    return _read(RetryRequest, subject, subjects.RETRY_PREFIX, data, max_payload_bytes)
+    return read_command(RetryRequest, subject, subjects.RETRY_PREFIX, data, max_payload_bytes)

@@ -5,8 +5,6 @@ from __future__ import annotations
 from contracts.shared.subject_tokens import plan_of, plan_token, plan_token_or_unknown
 
 DECISIONS_STREAM = "DECISIONS"
-DECISIONS_SUBJECTS = "decisions.>"
-DECISIONS_DUPLICATE_WINDOW_SECONDS = 120.0
 
 RECORDED_PREFIX = "decisions.recorded"
 PERSISTED_PREFIX = "decisions.persisted"

@@ -10,9 +10,6 @@ from contracts.shared.subject_tokens import plan_of as _plan_of
 from contracts.shared.subject_tokens import plan_token, plan_token_or_unknown
 
 INVARIANTS_STREAM = "INVARIANTS"
-INVARIANTS_SUBJECTS = "invariants.>"
-INVARIANTS_DUPLICATE_WINDOW_SECONDS = 600.0
-"""Ten minutes, as for corrections: longer than the outbox relay leaves an event behind."""
 
 VIOLATIONS_PREFIX = "invariants.violations"
 EVENTS_PREFIX = "invariants.events"
@@ -22,7 +19,6 @@ VIOLATIONS_DURABLE = "invariant-violations"
 RECONCILER_DURABLE = "reconciler"
 """On the DECISIONS stream: reads decisions.persisted.* for new roots."""
 
-ALL_VIOLATIONS = f"{VIOLATIONS_PREFIX}.*"
 ALL_EVENTS = f"{EVENTS_PREFIX}.>"
 
 VIOLATED = "violated"

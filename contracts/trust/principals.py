@@ -29,12 +29,12 @@ from __future__ import annotations
 import tomllib
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from enum import StrEnum
 from typing import Annotated, Self
 
 from pydantic import AfterValidator, Field, ValidationError, model_validator
 
 from contracts.shared.base import Frozen
+from contracts.shared.roles import Role
 from contracts.shared.timestamps import UtcTime
 from contracts.trust.keys import BadKey, raw_public_key
 
@@ -42,19 +42,6 @@ ALL_PROJECTS = "*"
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,39}$"
 """Lower case, digits, `-` and `_`: a principal's name is also a NATS subject token (its
 inbox prefix `_INBOX_<name>`) and part of consumer names, so no dots or wildcards."""
-
-
-class Role(StrEnum):
-    AGENT = "agent"
-    """Records decisions into the plans it owns and reports violations against them;
-    reads its own plans' outcomes and resume instructions."""
-    OPERATOR = "operator"
-    """Requests, cancels, fails and retries corrections, resolves violations, on the
-    plans of the projects in its scope."""
-    SUBSCRIBER = "subscriber"
-    """Reads events through the durable consumers it owns."""
-    WORKER = "worker"
-    """Runs the ledger's workers: the only role that manages streams and consumers."""
 
 
 def _public_key(value: str) -> str:

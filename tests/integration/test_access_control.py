@@ -175,7 +175,31 @@ def status() -> Callable[[Client], Awaitable[object]]:
     return act
 
 
+def consumer_info(stream: str, durable: str) -> Callable[[Client], Awaitable[object]]:
+    async def act(nc: Client) -> object:
+        return await nc.jetstream(timeout=1.0).consumer_info(stream, durable)
+    return act
+
+
+def delete_consumer(stream: str, durable: str) -> Callable[[Client], Awaitable[object]]:
+    async def act(nc: Client) -> object:
+        return await nc.jetstream(timeout=1.0).delete_consumer(stream, durable)
+    return act
+
+
+def ordered(subject: str) -> Callable[[Client], Awaitable[object]]:
+    async def act(nc: Client) -> object:
+        return await nc.jetstream(timeout=1.0).subscribe(subject, ordered_consumer=True)
+    return act
+
+
 EVENT = f"corrections.events.{PLAN}.applied"
+WORKERS_OWN = [consumer_info("CORRECTIONS", "corrector"), delete_consumer("DECISIONS", "recorder"),
+               request("$JS.API.CONSUMER.MSG.NEXT.CORRECTIONS.correction-canceller"),
+               request("$JS.API.CONSUMER.CREATE.DECISIONS.reconciler.decisions.persisted.*"),
+               delete_consumer("INVARIANTS", "invariant-violations")]
+"""The workers' own durables are theirs alone: a client that could delete or pull one
+would silence (or swallow) a whole family of messages."""
 STREAM_OPS = [purge("DECISIONS"), delete("CORRECTIONS"), update("DECISIONS"),
               create("STOLEN", ["stolen.>"])]
 FORGERIES = [publish(EVENT), js_publish(EVENT), publish(f"decisions.persisted.{PLAN}"),
@@ -183,19 +207,23 @@ FORGERIES = [publish(EVENT), js_publish(EVENT), publish(f"decisions.persisted.{P
              publish(f"invariants.events.{PLAN}.violated"), publish(f"corrections.resume.{PLAN}")]
 
 FORBIDDEN: dict[str, list[Callable[[Client], Awaitable[object]]]] = {
-    "agent": [*STREAM_OPS, *FORGERIES, publish(f"corrections.requested.{PLAN}"),
+    "agent": [*STREAM_OPS, *FORGERIES, *WORKERS_OWN, publish(f"corrections.requested.{PLAN}"),
+              publish(f"decisions.recorded.{PLAN}.extra"),
               publish(f"corrections.cancel.{PLAN}"), request(f"corrections.dryrun.{PLAN}"),
               subscribe("corrections.dryrun.>", "corrections-dryrun"),
               subscribe("decisions.>"), subscribe(">")],
-    "operator": [*STREAM_OPS, *FORGERIES, publish(f"decisions.rejected.{PLAN}"),
+    "operator": [*STREAM_OPS, *FORGERIES, *WORKERS_OWN, publish(f"decisions.rejected.{PLAN}"),
+                 ordered(f"decisions.persisted.{PLAN}"),
                  subscribe("corrections.dryrun.>", "corrections-dryrun"),
                  subscribe("corrections.>")],
-    "subscriber": [*STREAM_OPS, *FORGERIES, publish(f"decisions.recorded.{PLAN}"),
+    "subscriber": [*STREAM_OPS, *FORGERIES, *WORKERS_OWN, publish(f"decisions.recorded.{PLAN}"),
                    publish(f"invariants.violations.{PLAN}"),
                    publish(f"corrections.requested.{PLAN}"),
                    request(f"corrections.dryrun.{PLAN}"),
                    subscribe("corrections.dryrun.>", "corrections-dryrun"),
                    subscribe("corrections.events.>")],
+    # The workers publish events, never a command.
+    "worker": [publish(f"corrections.requested.{PLAN}"), publish(f"corrections.cancel.{PLAN}")],
 }
 
 ALLOWED: dict[str, list[Callable[[Client], Awaitable[object]]]] = {
@@ -213,6 +241,8 @@ ALLOWED: dict[str, list[Callable[[Client], Awaitable[object]]]] = {
                  subscribe(f"corrections.cancel_refused.{PLAN}"),
                  subscribe(f"corrections.fail_refused.{PLAN}"),
                  subscribe(f"corrections.retry_refused.{PLAN}"),
+                 # the console's live view (console.live)
+                 subscribe("decisions.persisted.>"), subscribe("invariants.events.>"),
                  status()],
     "worker": [js_publish(EVENT), js_publish(f"decisions.persisted.{PLAN}"),
                subscribe("corrections.dryrun.>", "corrections-dryrun"),

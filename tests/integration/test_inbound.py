@@ -17,6 +17,7 @@ from pymongo import AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 
 from bootstrap.publisher import JetStreamPublisher
+from bootstrap.setting_types import Retry
 from bootstrap.settings import Settings
 from contracts.corrections import subjects as csubjects
 from contracts.decisions.subjects import DECISIONS_STREAM, RECORDED_PREFIX, RECORDER_DURABLE
@@ -30,7 +31,7 @@ from tests.conftest import Workers, worker_env
 from tests.factories import decision, encode, headers, plan_tree, root, subject
 from tests.integration.correction_support import request
 from tests.integration.wire import publish_all, until, wait_for_count
-from workers.recorder import recorder_retry
+from workers.recorder import parent_waits
 from workers.streams import ensure_streams
 
 pytestmark = pytest.mark.e2e
@@ -212,8 +213,8 @@ async def test_a_message_failing_every_delivery_is_dead_lettered_with_each_attem
 
     await nc.subscribe(f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{DECISIONS_STREAM}."
                        f"{RECORDER_DURABLE}", cb=heard)
-    expected = recorder_retry(Settings(recorder_parent_wait_seconds=3,
-                                       consumer_max_deliver=3)).max_deliver
+    expected = _retry(Settings(recorder_parent_wait_seconds=3,
+                               consumer_max_deliver=3)).max_deliver
     r = root()
     await fail_point(mongo_client, ["insert"])
     try:
@@ -244,6 +245,11 @@ async def test_a_message_failing_every_delivery_is_dead_lettered_with_each_attem
         w.stop()
 
 
+def _retry(settings: Settings) -> Retry:
+    """The recorder durable's retries: CONSUMER_MAX_DELIVER plus its parent waits."""
+    return settings.retry(parent_waits(settings))
+
+
 async def _none(coll: Any) -> bool:
     return bool(await coll.count_documents({}) == 0)
 
@@ -272,9 +278,9 @@ async def test_an_existing_consumer_is_brought_to_the_codes_settings_on_start(
         assert rec.config.max_deliver == 7 and rec.config.deliver_policy == DeliverPolicy.ALL
         assert "cannot update: deliver_policy" in w.log()
         info = await js.consumer_info(DECISIONS_STREAM, RECORDER_DURABLE)
-        want = recorder_retry(Settings(recorder_parent_wait_seconds=3, consumer_max_deliver=7))
+        want = _retry(Settings(recorder_parent_wait_seconds=3, consumer_max_deliver=7))
         assert info.config.max_deliver == want.max_deliver
-        # No BackOff on the recorder (workers.recorder.recorder_puller says why): the
+        # No BackOff on the recorder (workers.recorder.RecorderConsumer says why): the
         # one an older version set is removed.
         assert not info.config.backoff
         assert info.config.ack_wait == Settings().recorder_ack_wait_seconds
@@ -314,7 +320,7 @@ async def test_a_database_outage_longer_than_the_parent_wait_rejects_no_child(
         # The child's failures are forgotten once it was recorded.
         await until(lambda: _none(db.delivery_failures))
         # Many more deliveries than a 3 s wait takes: the outage's did not count.
-        assert info.delivered.consumer_seq > recorder_retry(
+        assert info.delivered.consumer_seq > _retry(
             Settings(recorder_parent_wait_seconds=3, consumer_max_deliver=0)).max_deliver
     finally:
         w.stop()

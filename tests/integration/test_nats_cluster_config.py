@@ -17,24 +17,24 @@ import nats
 import pytest
 from nats.js.errors import ServiceUnavailableError
 
-from bootstrap.setting_types import StreamProfile
 from bootstrap.settings import Settings
 from clients._connect import connect_bounded
 from clients.building import build_root
 from clients.credentials import NatsCredentials
 from clients.recorder import DecisionRecorder
 from contracts.decisions.subjects import DECISIONS_STREAM, RECORDER_DURABLE
+from contracts.recording.families import RECORDED
 from deploy.embedded import ManagedServer, free_port, start_nats_with_config
 from tests.integration.access_support import ROLES, password
-from workers.pull import ensure_consumer
-from workers.recorder import consumer_config
-from workers.stream_config import StreamLimits
+from workers.durables import consumer_config, ensure_consumer
+from workers.stream_config import StreamLimits, StreamProfile
 from workers.streams import StreamRefused, ensure_streams
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "deploy" / "nats-server.conf"
 DEFAULTS = ROOT / "deploy" / "nats-server.env"
 FORM_TIMEOUT = 30.0
+RECORDER_CONFIG = consumer_config(RECORDED, RECORDED.worker_consumers()[0], Settings())
 
 
 def env_file(path: Path) -> dict[str, str]:
@@ -142,7 +142,7 @@ async def test_three_nodes_form_a_jetstream_cluster_from_the_template(
         assert peers == {"ledger-nats-1", "ledger-nats-2", "ledger-nats-3"}
 
         # The workers' durable consumers set no replica count: they follow the stream.
-        await ensure_consumer(js, DECISIONS_STREAM, consumer_config(Settings()))
+        await ensure_consumer(js, DECISIONS_STREAM, RECORDER_CONFIG)
         consumer = await js.consumer_info(DECISIONS_STREAM, RECORDER_DURABLE)
         assert consumer.cluster is not None and len(consumer.cluster.replicas or []) == 2
 
@@ -150,7 +150,7 @@ async def test_three_nodes_form_a_jetstream_cluster_from_the_template(
         drift = await ensure_streams(js)
         assert ("num_replicas", False) in {(d.field, d.updated) for d in drift}
         assert (await js.stream_info(DECISIONS_STREAM)).config.num_replicas == 3
-        await ensure_consumer(js, DECISIONS_STREAM, consumer_config(Settings()))
+        await ensure_consumer(js, DECISIONS_STREAM, RECORDER_CONFIG)
         consumer = await js.consumer_info(DECISIONS_STREAM, RECORDER_DURABLE)
         assert consumer.cluster is not None and len(consumer.cluster.replicas or []) == 2
     finally:

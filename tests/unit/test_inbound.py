@@ -16,8 +16,9 @@ from contracts.shared.unreadable import ERROR_TEXT_LIMIT, describe, guarded, unr
 from services.recorder import RecorderPolicy, read_guarded
 from store.deliveries import Attempt
 from tests.factories import encode, headers, root, subject
+from workers.durables import config_changes
+from workers.exhaustion import exhausted_violations
 from workers.inbound import Batch, FailureLog, Retry, read_batch
-from workers.pull import config_changes, exhausted_violations
 
 pytestmark = pytest.mark.unit
 

@@ -20,6 +20,7 @@ from contracts.corrections.events import (
     CorrectionTransitioned,
     RetryRefused,
 )
+from contracts.corrections.families import CORRECTIONS
 from contracts.corrections.model import (
     ATTEMPT_LIFECYCLE,
     ATTEMPT_TRANSITIONS,
@@ -36,6 +37,7 @@ from contracts.corrections.model import (
     CorrectionStatus,
     TransitionInfo,
 )
+from contracts.families import captured
 from contracts.shared.errors import DomainError, IllegalTransition
 from contracts.shared.lifecycle import Lifecycle, check_transition, is_allowed, terminal_states
 from contracts.shared.subject_tokens import plan_of
@@ -48,6 +50,7 @@ T0 = datetime(2025, 1, 1, tzinfo=UTC)
 PLAN = "01JD7X4Q9R8N2V5K3M6P1T0W7Y"
 TARGET = "01JD7X4Q9R8N2V5K3M6P1T0W7Z"
 NEW = "01JD7X4Q9R8N2V5K3M6P1T0W80"
+CORRECTIONS_STREAM_SUBJECTS = captured(CORRECTIONS)
 
 # Written out from the seeds (plus the two documented FAILED edges and the operator's
 # retry), not read back from the table under test.
@@ -380,7 +383,7 @@ def test_subjects() -> None:
     assert plan_of("decisions.recorded.X", subjects.REQUESTED_PREFIX) is None
     assert subjects.request_msg_id(NEW) == NEW
     assert not any(s.startswith(subjects.DRYRUN_PREFIX)
-                   for s in subjects.CORRECTIONS_STREAM_SUBJECTS)
+                   for s in CORRECTIONS_STREAM_SUBJECTS)
     for bad in ["a.b", "*", ">", ""]:
         with pytest.raises(ValueError, match="ULID"):
             subjects.requested(bad)
@@ -464,8 +467,8 @@ def test_retry_refused() -> None:
     assert "superseded" in gone.reason and gone.msg_id.endswith(":failed:2")
     assert RetryRefused.for_status(NEW, PLAN, None).msg_id != r.msg_id
     assert subjects.retry(PLAN) == f"corrections.retry.{PLAN}"
-    assert f"{subjects.RETRY_PREFIX}.*" in subjects.CORRECTIONS_STREAM_SUBJECTS
-    assert f"{subjects.RETRY_REFUSED_PREFIX}.*" in subjects.CORRECTIONS_STREAM_SUBJECTS
+    assert f"{subjects.RETRY_PREFIX}.*" in CORRECTIONS_STREAM_SUBJECTS
+    assert f"{subjects.RETRY_REFUSED_PREFIX}.*" in CORRECTIONS_STREAM_SUBJECTS
     assert subjects.retry_msg_id(TARGET, NEW) == f"retry:{TARGET}:{NEW}"
 
 

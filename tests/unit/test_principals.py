@@ -7,13 +7,13 @@ from datetime import UTC, datetime
 import nkeys
 import pytest
 
+from contracts.shared.roles import Role
 from contracts.trust.keys import BadKey, new_user_seed, public_of_seed, raw_public_key, verify
 from contracts.trust.principals import (
     Directory,
     KeyRefused,
     Principal,
     PrincipalKey,
-    Role,
     load_directory,
     render_directory,
 )

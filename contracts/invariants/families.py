@@ -1,0 +1,67 @@
+"""Invariants' message families and their stream (contracts.shared.families)."""
+
+from __future__ import annotations
+
+from contracts.invariants import subjects
+from contracts.invariants.model import InvariantViolation
+from contracts.invariants.wire import ViolationEvent, ViolationRejected
+from contracts.shared.families import Direction, MessageFamily, Stream
+from contracts.shared.roles import ConsumerSpec, Publisher, Reader, Role, Via
+
+INVARIANTS = Stream(
+    subjects.INVARIANTS_STREAM, "invariants",
+    # Ten minutes, as for corrections: longer than the outbox relay leaves an event behind.
+    duplicate_window=600.0,
+    description="Invariant violations reported by agents, their violated/resolved events "
+    "and the rejected reports.")
+
+VIOLATIONS = MessageFamily(
+    f"{subjects.VIOLATIONS_PREFIX}.{{plan_id}}", InvariantViolation, Direction.INBOUND,
+    INVARIANTS, msg_id="<violation_id> (a retry is the same report)",
+    description="Agents report an InvariantViolation. Leave out resolved_at and "
+    "resolved_by. The report is stored once and announced on "
+    "invariants.events.<plan_id>.violated; an unresolved 'error' blocks the plan's "
+    "Execute-phase decisions (rule reconciliation_blocked) until an operator resolves it. "
+    "Unreadable reports, reports naming an unknown invariant and reused violation_ids are "
+    "dead-lettered and reported on invariants.rejected.<plan_id>.",
+    publishers=(
+        Publisher(Role.AGENT, "DecisionRecorder.report_violation (clients.recorder)"),
+        Publisher(Role.OPERATOR, "agents dead-letters retry: a dead letter republished to "
+                  "the subject it was first sent to"),
+    ),
+    readers=(Reader(Role.WORKER, Via.DURABLE, "the violations consumer (workers.invariants)",
+                    durable=subjects.VIOLATIONS_DURABLE,
+                    consumer=ConsumerSpec(ack_wait="invariants_ack_wait_seconds",
+                                          batch_size="invariants_batch_size",
+                                          max_ack_pending=20_000)),),
+)
+
+EVENTS = MessageFamily(
+    f"{subjects.EVENTS_PREFIX}.{{plan_id}}.{{what}}", ViolationEvent, Direction.EVENT,
+    INVARIANTS, msg_id="violation:<violation_id>:<what>",
+    description="INVARIANT_VIOLATED on .violated when a report is stored, "
+    "INVARIANT_VIOLATION_RESOLVED on .resolved when an operator resolves it; exactly once "
+    "each.",
+    publishers=(
+        Publisher(Role.WORKER, "the violations consumer; the outbox relay"),
+        Publisher(Role.OPERATOR, "agents invariant resolve announces the resolution it "
+                  "wrote (the workers' relay republishes it if this publish fails)",
+                  subject=f"{subjects.EVENTS_PREFIX}.{{plan_id}}.{subjects.RESOLVED}"),
+    ),
+    readers=(
+        Reader(Role.OPERATOR, Via.CORE, "the console's live view (console.live)"),
+        Reader(Role.SUBSCRIBER, Via.DURABLE, "a subscriber's own durable feed",
+               durable="{name}"),
+    ),
+)
+
+REJECTED = MessageFamily(
+    f"{subjects.REJECTED_PREFIX}.{{plan_id}}", ViolationRejected, Direction.EVENT,
+    INVARIANTS, msg_id="rejected:<stream seq>",
+    description="A violation report that will never be stored, kept in dead_letters; "
+    "plan_id 'unknown' when unreadable.",
+    publishers=(Publisher(Role.WORKER, "the violations consumer"),),
+    readers=(),
+)
+
+FAMILIES = (VIOLATIONS, EVENTS, REJECTED)

@@ -1,0 +1,141 @@
+"""Who may publish a message family and who may read it, and how (contracts.shared.families).
+
+Roles are what nats-server enforces today (one user per role). Each reader says how it
+reads (its own durable consumer, an ordered consumer, a core subscription, or as the
+responder of a request) and, for a durable, the consumer's name: a fixed name (the
+workers' `recorder`), or a pattern whose tokens the reader fills in. A `{principal}`
+token is known when permissions are written, so a permission can name that principal's
+consumers alone; any other token (`{plan_id}`, `{name}`) is chosen at run time, so the
+permission can only say "any name" (`*`). Pure data: no I/O.
+"""
+
+from __future__ import annotations
+
+import string
+from dataclasses import dataclass
+from enum import StrEnum
+
+PRINCIPAL = "principal"
+"""The durable-name token a permission can fill in: the reader's own principal."""
+
+
+class Role(StrEnum):
+    """Who connects to NATS; nats-server gives each role its own permissions."""
+
+    WORKER = "worker"
+    AGENT = "agent"
+    OPERATOR = "operator"
+    SUBSCRIBER = "subscriber"
+
+
+ROLE_DOCS: dict[Role, str] = {
+    Role.WORKER: "trusted: runs the consumers, publishes the events, manages the streams",
+    Role.AGENT: "semi-trusted: records decisions, reports violations, follows its plans",
+    Role.OPERATOR: "trusted within its scope: corrects plans, inspects the streams",
+    Role.SUBSCRIBER: "reads outcomes, nothing else",
+}
+
+
+class Grant(StrEnum):
+    """What a role may do beyond the families it publishes and reads."""
+
+    MANAGE_STREAMS = "manage_streams"
+    INSPECT_STREAMS = "inspect_streams"
+    TEND_CONSUMERS = "tend_consumers"
+
+
+GRANT_DOCS: dict[Grant, str] = {
+    Grant.MANAGE_STREAMS: "create, update, purge and delete the streams and any consumer",
+    Grant.INSPECT_STREAMS: "list the streams and their consumers with their lag, read one "
+    "message by its sequence (agents status; what a dead letter names)",
+    Grant.TEND_CONSUMERS: "delete a consumer someone left behind (never the workers')",
+}
+
+
+class Via(StrEnum):
+    """How a reader reads a family."""
+
+    DURABLE = "durable"
+    """A durable pull consumer the reader owns: it creates, reads, acks and deletes it."""
+    ORDERED = "ordered"
+    """An ephemeral ordered consumer (a replay, then what follows), gone when done."""
+    CORE = "core"
+    """A core subscription: what is published while it listens, no acknowledgement."""
+    RESPONDER = "responder"
+    """A core subscription in a queue group answering each request (request-reply)."""
+
+
+class Deliver(StrEnum):
+    ALL = "all"
+    """From the first message the stream holds."""
+    NEW = "new"
+    """From the messages published after the consumer is created."""
+
+
+Setting = str | float
+"""A consumer value: a `str` names a worker setting (bootstrap.settings.Settings), a
+number is the value itself."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerSpec:
+    """How the workers configure and pull one of their durable consumers."""
+
+    ack_wait: Setting
+    batch_size: Setting
+    max_wait: Setting = 1.0
+    """Seconds an idle pull waits for a first message."""
+    max_ack_pending: int = 1000
+    pending_batches: int = 0
+    """max_ack_pending is at least this many full batches (0: no such floor)."""
+    deliver: Deliver = Deliver.ALL
+    waits: str | None = None
+    """Deliveries that are waits, not failures, and what they wait for: the handler
+    counts them (`extra_deliveries`) on top of CONSUMER_MAX_DELIVER. None: MaxDeliver
+    and the backoff are CONSUMER_MAX_DELIVER and CONSUMER_BACKOFF alone."""
+    backoff_after_ack_wait: bool = True
+    """False: a message whose worker died comes back after the ack wait every time,
+    not after the consumer's BackOff at its delivery count."""
+    one_replica: bool = False
+    """Pulled only by the replica holding this consumer's lease (workers.leading)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Publisher:
+    role: Role
+    used_by: str
+    """What publishes it (a client call, a command, a worker)."""
+    subject: str | None = None
+    """A narrower pattern than the family's (a literal in place of a token), if any."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reader:
+    role: Role
+    via: Via
+    used_by: str
+    durable: str | None = None
+    """Via.DURABLE: the consumer's name, or its pattern (module doc)."""
+    queue: str | None = None
+    """Via.RESPONDER: the queue group, so one worker answers each request."""
+    consumer: ConsumerSpec | None = None
+    """The workers' own durables: how they are configured and pulled."""
+
+    def __post_init__(self) -> None:
+        if (self.via is Via.DURABLE) != (self.durable is not None):
+            raise ValueError("a reader through a durable names it, and no other reader does")
+        if self.consumer is not None and (self.role is not Role.WORKER
+                                          or self.via is not Via.DURABLE):
+            raise ValueError("only the workers' durables carry a consumer spec")
+        if self.via is Via.RESPONDER and not self.queue:
+            raise ValueError("a responder answers in a queue group")
+
+    @property
+    def fixed_durable(self) -> bool:
+        """The durable has one name, known now (no token in it)."""
+        return self.durable is not None and not tokens(self.durable)
+
+
+def tokens(pattern: str) -> list[str]:
+    """The `{token}`s of a subject pattern or durable name, in order."""
+    return [name for _, name, _, _ in string.Formatter().parse(pattern) if name]

@@ -1,0 +1,62 @@
+"""What a handler reaches: the settings and each service, through getters filled in at
+startup (so building the handlers touches no server)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+from bootstrap.settings import Settings
+from services.corrections import CorrectionService, CrashHook, no_crash
+from services.invariants import InvariantService
+from services.recorder import RecorderService
+from store.dead_letters import DeadLetterRepository
+from store.deliveries import DeliveryFailures
+from workers.inbound import Handler
+
+R = TypeVar("R")
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Deps:
+    settings: Settings
+    recorder: Callable[[], RecorderService]
+    corrections: Callable[[], CorrectionService]
+    invariants: Callable[[], InvariantService]
+    dead_letters: Callable[[], DeadLetterRepository]
+    failures: DeliveryFailures | None = None
+    """Where every consumer records its failed deliveries (None: in memory only)."""
+    crash: CrashHook = no_crash
+
+
+class DeclaredHandler(Handler[R], Protocol[R]):
+    """The handler of a durable the workers declare (contracts.families)."""
+
+    def extra_deliveries(self) -> int:
+        """Deliveries that are waits, not failures (the declaration's `waits`), on top
+        of CONSUMER_MAX_DELIVER; 0 when it never waits."""
+        ...
+
+
+HandlerClass = Callable[[Deps], DeclaredHandler[R]]
+"""A handler class: built from `Deps`."""
+
+
+def crash_hook(step: str | None) -> CrashHook:
+    """TEST ONLY: CORRECTIONS_CRASH_AT=<step> makes the worker SIGKILL itself at that step,
+    so tests can show nothing is lost or doubled when a process dies there."""
+    if not step:
+        return no_crash
+
+    def crash(at: str) -> None:
+        if at == step:
+            log.warning("CORRECTIONS_CRASH_AT=%s: killing the worker (test hook)", at)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return crash
