@@ -14,6 +14,7 @@ from contracts.shared.bounds import DEFAULT_MAX_PAYLOAD_BYTES
 from workers.health import parse_addr
 from workers.inbound import Retry
 from workers.logs import LogFormat
+from workers.required_secrets import require_secrets
 from workers.stream_config import StreamLimits, StreamProfile
 
 
@@ -159,6 +160,9 @@ class Settings:
     allow_standalone_mongodb: bool = False
     """ALLOW_STANDALONE_MONGODB=1: start against a MongoDB that is not a replica set
     (development only: no failover, and transactions need a replica set anyway)."""
+    allow_unauthenticated: bool = False
+    """ALLOW_UNAUTHENTICATED=1: start the production profile without credentials for
+    NATS or MongoDB (test rigs only; otherwise refused at start: workers.required_secrets)."""
     stream_profile: StreamProfile = StreamProfile.DEVELOPMENT
     """STREAM_PROFILE: `development` (no limits, one replica) or `production` (limits,
     discard new, deny delete/purge, three replicas): workers.stream_config."""
@@ -204,6 +208,16 @@ class Settings:
 
     @classmethod
     def from_env(cls) -> Settings:
+        """The settings the environment gives; ValueError (one line) for a bad value or,
+        in the production profile, a missing secret."""
+        settings = cls._read_env()
+        if settings.stream_profile is StreamProfile.PRODUCTION \
+                and not settings.allow_unauthenticated:
+            require_secrets(settings.nats_url, settings.nats_credentials, settings.mongodb_uri)
+        return settings
+
+    @classmethod
+    def _read_env(cls) -> Settings:
         root = os.environ.get("ARTIFACTS_ROOT")
         return cls(
             nats_url=os.environ.get("NATS_URL", cls.nats_url),
@@ -257,6 +271,7 @@ class Settings:
             consumer_max_deliver=_env_int("CONSUMER_MAX_DELIVER", cls.consumer_max_deliver),
             consumer_backoff=_env_floats("CONSUMER_BACKOFF", cls.consumer_backoff),
             allow_standalone_mongodb=_env_bool("ALLOW_STANDALONE_MONGODB"),
+            allow_unauthenticated=_env_bool("ALLOW_UNAUTHENTICATED"),
             metrics_sample_seconds=_env_float("METRICS_SAMPLE_SECONDS",
                                               cls.metrics_sample_seconds),
             log_format=_env_choice("LOG_FORMAT", LogFormat, cls.log_format),
