@@ -143,6 +143,7 @@ def read_settings(kind: type[Settings]) -> Settings:
         consumer_max_deliver=_env_int("CONSUMER_MAX_DELIVER", kind.consumer_max_deliver),
         consumer_backoff=_env_floats("CONSUMER_BACKOFF", kind.consumer_backoff),
         allow_standalone_mongodb=_env_bool("ALLOW_STANDALONE_MONGODB"),
+        allow_unauthenticated=_env_bool("ALLOW_UNAUTHENTICATED"),
         metrics_sample_seconds=_env_float("METRICS_SAMPLE_SECONDS",
                                           kind.metrics_sample_seconds),
         log_format=_env_choice("LOG_FORMAT", LogFormat, kind.log_format),

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bootstrap.environment import read_settings
+from bootstrap.required_secrets import require_secrets
 from bootstrap.setting_types import LogFormat, Retry, StreamProfile
 from clients.credentials import NatsCredentials
 from contracts.archive.rules import ArchiveLimits
@@ -102,6 +103,9 @@ class Settings:
     is about) for a log pipeline; neither has colour codes (workers.logs)."""
     log_level: str = "INFO"
     """LOG_LEVEL: DEBUG, INFO, WARNING or ERROR."""
+    allow_unauthenticated: bool = False
+    """ALLOW_UNAUTHENTICATED=1: start the production profile without credentials for
+    NATS or MongoDB (test rigs only; otherwise refused at start: bootstrap.required_secrets)."""
     allow_standalone_mongodb: bool = False
     """ALLOW_STANDALONE_MONGODB=1: start against a MongoDB that is not a replica set
     (development only: no failover, and transactions need a replica set anyway)."""
@@ -143,5 +147,10 @@ class Settings:
 
     @classmethod
     def from_env(cls) -> Settings:
-        """ValueError naming the variable when one does not parse."""
-        return read_settings(cls)
+        """The settings the environment gives; ValueError (one line) naming the variable
+        for a bad value or, in the production profile, a missing secret."""
+        settings = read_settings(cls)
+        if settings.stream_profile is StreamProfile.PRODUCTION \
+                and not settings.allow_unauthenticated:
+            require_secrets(settings.nats_url, settings.nats_credentials, settings.mongodb_uri)
+        return settings

@@ -156,11 +156,28 @@ def start_nats_with_config(config: Path, env: dict[str, str], log_path: Path, *,
     return ManagedServer("nats", f"nats://{host}:{port}", proc, log_path, args)
 
 
+@dataclass(frozen=True)
+class MongoTls:
+    """TLS for secantusd-py: its certificate and key, and the CA its clients'
+    certificates must chain to when it requires them (mutual TLS)."""
+
+    cert: Path
+    key: Path
+    client_ca: Path | None = None
+
+    def args(self) -> list[str]:
+        args = ["--tls-cert-file", str(self.cert), "--tls-key-file", str(self.key)]
+        if self.client_ca is not None:
+            args += ["--tls-ca-file", str(self.client_ca), "--tls-require-client-cert"]
+        return args
+
+
 def start_mongo(data_dir: Path, port: int = 27017, host: str = "127.0.0.1",
                 test_commands: bool = False, timeout: float = 30.0, *,
-                auth: bool = False) -> ManagedServer:
+                auth: bool = False, tls: MongoTls | None = None) -> ManagedServer:
     """secantusd-py (MongoDB wire protocol, WiredTiger) with data under data_dir/mongo;
-    `auth` requires SCRAM users (created beforehand by a run without it)."""
+    `auth` requires SCRAM users (created beforehand by a run without it); `tls` makes it
+    speak TLS only (clients then add `tls=true&tlsCAFile=...` to the URI)."""
     ensure_port_free(host, port, "MongoDB (secantusd-py)", "--mongo-port")
     store = data_dir / "mongo"
     store.mkdir(parents=True, exist_ok=True)
@@ -170,6 +187,8 @@ def start_mongo(data_dir: Path, port: int = 27017, host: str = "127.0.0.1",
         args.append("--enable-test-commands")
     if auth:
         args.append("--auth")
+    if tls is not None:
+        args += tls.args()
     log = data_dir / "logs" / "secantusd.log"
     proc = _spawn("mongo", args, log)
     _wait_for_port(host, port, proc, log, timeout)

@@ -17,6 +17,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import nats
 import nats.errors
@@ -142,13 +143,14 @@ class Workers:
     proc: subprocess.Popen[bytes] | None = None
     starts: list[int] = field(default_factory=list)
 
-    async def start(self, nats_url: str) -> None:
+    async def start(self, nats_url: str, **connect: Any) -> None:
+        """`connect`: what the readiness probe needs beyond the URL (`tls=` a context)."""
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen([sys.executable, "-m", "workers"], cwd=ROOT, env=self.env,
                                      stdout=log, stderr=subprocess.STDOUT,
                                      preexec_fn=die_with_parent)
         self.starts.append(self.proc.pid)
-        await wait_for_consumer(nats_url, self.proc, self.log_path)
+        await wait_for_consumer(nats_url, self.proc, self.log_path, **connect)
 
     def kill(self) -> None:
         assert self.proc is not None
@@ -174,11 +176,11 @@ class Workers:
 
 
 async def wait_for_consumer(nats_url: str, proc: subprocess.Popen[bytes], log: Path,
-                            timeout: float = 30.0) -> None:
+                            timeout: float = 30.0, **connect: Any) -> None:
     """Ready when the recorder's durable consumer has a pull waiting (an idle worker), or
     has delivered more than before this start (a worker busy with a backlog: its pulls
     are answered at once, so none is ever seen waiting)."""
-    client = await nats.connect(nats_url)
+    client = await nats.connect(nats_url, **connect)
     try:
         js = client.jetstream()
 

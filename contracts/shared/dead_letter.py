@@ -5,6 +5,12 @@ can retry it as it was sent. A hostile one is kept in part, so the document stay
 under MongoDB's 16 MB whatever arrives (`contracts.shared.bounds.DEAD_LETTER_MAX_BYTES`): the
 payload's first `DEAD_LETTER_PAYLOAD_BYTES` with its full size and SHA-256, headers
 and subject cut to size. `truncated` says what was cut; such a letter cannot be retried.
+
+Only the headers the ledger reads are kept (`KEPT_HEADERS`): a sender's other headers
+may carry credentials (`Authorization`, a `Cookie`, W3C `baggage` with a user's
+token), and a dead letter is shown to every operator by the CLI and the console. The
+names of the headers dropped are kept (`dropped_headers`), never their values. A retry
+republishes what was kept, which is all the ledger reads.
 """
 
 from __future__ import annotations
@@ -29,6 +35,38 @@ from contracts.shared.bounds import (
 )
 from contracts.shared.rules import ERRORS_DOC, BoundedViolations, EchoText, RuleViolation
 
+KEPT_HEADERS = frozenset({
+    "nats-msg-id", "traceparent", "tracestate", "content-type",
+    # The signing headers of a signed message (docs/security.md): a retry must carry
+    # them, or a signed message comes back unsigned.
+    "ledger-key", "ledger-sig", "ledger-salt", "ledger-signed-at",
+})
+"""Headers a dead letter keeps, by lower-cased name: what the ledger itself reads."""
+KEPT_HEADER_PREFIXES = ("nats-expected-",)
+"""JetStream's publish expectations (Nats-Expected-Stream, -Last-Msg-Id, ...)."""
+DROPPED_NAME_BYTES = 128
+"""A dropped header's name is kept cut at this many bytes (32 names: 4 KiB at most,
+within `DEAD_LETTER_MAX_BYTES`)."""
+
+
+def kept_header(name: str) -> bool:
+    """Whether a dead letter keeps this header (case-insensitive, as HTTP's and W3C's
+    header names are)."""
+    lowered = name.lower()
+    return lowered in KEPT_HEADERS or lowered.startswith(KEPT_HEADER_PREFIXES)
+
+
+def split_headers(headers: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+    """(the headers a dead letter keeps, the names of the others, cut to size)."""
+    kept: dict[str, str] = {}
+    dropped: list[str] = []
+    for name, value in headers.items():
+        if kept_header(name):
+            kept[name] = value
+        elif len(dropped) < DEAD_LETTER_MAX_HEADERS:
+            dropped.append(clip(name, DROPPED_NAME_BYTES))
+    return kept, dropped
+
 
 def dead_letter_id(stream: str, stream_sequence: int) -> str:
     """Derived from the stream position, so a redelivered rejection is kept once."""
@@ -52,7 +90,13 @@ class DeadLetter(BaseModel):
 
     id: str = Field(description="'<stream>:<stream sequence>' of the rejected message.")
     subject: str = Field(description="Subject it was published on.")
-    headers: dict[str, str] = Field(description="Its NATS headers.")
+    headers: dict[str, str] = Field(
+        description="Its NATS headers that the ledger reads (Nats-Msg-Id, Nats-Expected-*, "
+        "traceparent, tracestate, content-type, Ledger-Key/-Sig/-Salt/-Signed-At).")
+    dropped_headers: list[str] = Field(
+        default_factory=list,
+        description="Names of its other headers, dropped unread: they may carry credentials "
+        f"(at most {DEAD_LETTER_MAX_HEADERS} names).")
     payload: bytes = Field(description="The raw payload byte for byte, or its first "
                            f"{DEAD_LETTER_PAYLOAD_BYTES} bytes when 'payload' is truncated.")
     payload_size: int = Field(description="Size of the payload as received, in bytes.")
@@ -79,6 +123,17 @@ class DeadLetter(BaseModel):
             data = {**data, "payload_size": len(payload), "payload_sha256": sha256_hex(payload)}
         return data
 
+    @model_validator(mode="before")
+    @classmethod
+    def _filtered(cls, data: Any) -> Any:
+        """Letters kept before headers were filtered held them all: they are filtered
+        as they are read, so no reader shows a credential an old letter kept."""
+        if isinstance(data, dict) and "dropped_headers" not in data \
+                and isinstance(data.get("headers"), dict):
+            kept, dropped = split_headers(data["headers"])
+            data = {**data, "headers": kept, "dropped_headers": dropped}
+        return data
+
     @classmethod
     def of_message(cls, *, id: str, subject: str, headers: Mapping[str, str], data: bytes,
                    plan_id: str | None, decision_id: str | None,
@@ -90,13 +145,15 @@ class DeadLetter(BaseModel):
         if len(data) > DEAD_LETTER_PAYLOAD_BYTES:
             payload = data[:DEAD_LETTER_PAYLOAD_BYTES]
             cut.append(Truncated.PAYLOAD)
-        kept_headers = _bounded_headers(headers)
-        if kept_headers != headers:
+        wanted, dropped = split_headers(headers)
+        kept_headers = _bounded_headers(wanted)
+        if kept_headers != wanted:
             cut.append(Truncated.HEADERS)
         kept_subject = clip(subject, DEAD_LETTER_SUBJECT_BYTES)
         if kept_subject != subject:
             cut.append(Truncated.SUBJECT)
-        return cls(id=id, subject=kept_subject, headers=kept_headers, payload=payload,
+        return cls(id=id, subject=kept_subject, headers=kept_headers,
+                   dropped_headers=dropped, payload=payload,
                    payload_size=len(data), payload_sha256=sha256_hex(data), truncated=cut,
                    plan_id=plan_id, decision_id=decision_id, errors=list(errors),
                    rejected_at=rejected_at, delivered=delivered)

@@ -233,6 +233,8 @@ def workers_env(cluster_url: str, mongo_uri: str, db_name: str, base: Path,
     return worker_env(cluster_url, mongo_uri, db_name,
                       NATS_USER="worker", NATS_PASSWORD=password("worker"),
                       STREAM_PROFILE="production", STREAM_MAX_BYTES=str(512 * 1024**2),
+                      # The session's MongoDB has no users (NATS has: NATS_USER above).
+                      ALLOW_UNAUTHENTICATED="1",
                       ARTIFACTS_ROOT=str(base / "artifacts"),
                       ARCHIVE_ROOT=str(base / "archive"),
                       # Children of a killed worker's in-flight parents wait for them.

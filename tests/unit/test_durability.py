@@ -85,6 +85,7 @@ def test_settings_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STREAM_PROFILE", "Production")
     monkeypatch.setenv("STREAM_MAX_BYTES", "4096")
     monkeypatch.setenv("ALLOW_STANDALONE_MONGODB", "1")
+    monkeypatch.setenv("ALLOW_UNAUTHENTICATED", "1")  # no credentials in this test
     prod = Settings.from_env()
     assert limits_for(prod).replicas == 3
     assert limits_for(prod).max_bytes == 4096

@@ -359,7 +359,8 @@ def test_a_dead_letter_keeps_a_small_payload_whole() -> None:
 
 def test_a_dead_letter_keeps_the_head_size_and_hash_of_a_large_payload() -> None:
     data = bytes(range(256)) * 4096  # 1 MiB
-    dl = letter(data, subject="s" * 10_000, headers={f"h{i}": "v" * 5000 for i in range(50)})
+    dl = letter(data, subject="s" * 10_000,
+                headers={f"Nats-Expected-H{i}": "v" * 5000 for i in range(50)})
     assert dl.payload == data[:DEAD_LETTER_PAYLOAD_BYTES] and dl.payload_size == len(data)
     assert dl.truncated == [Truncated.PAYLOAD, Truncated.HEADERS, Truncated.SUBJECT]
     assert dl.payload_truncated
@@ -382,7 +383,8 @@ def test_the_worst_report_of_each_kind_is_within_its_stated_bound() -> None:
                             message=emoji * 1000)] * 30
     dl = DeadLetter.of_message(
         id="DECISIONS:18446744073709551615", subject=emoji * 5000,
-        headers={f"{i}{emoji * 600}": emoji * 600 for i in range(40)}, data=b"x" * 10**6,
+        headers={**{f"nats-expected-{i}{emoji * 600}": emoji * 600 for i in range(40)},
+                 **{f"{i}{emoji * 600}": emoji * 600 for i in range(40)}}, data=b"x" * 10**6,
         plan_id="p" * 1000, decision_id="d" * 1000, errors=errors, rejected_at=NOW,
         delivered=10**9)
     assert len(bson.encode(_to_doc(dl))) <= DEAD_LETTER_MAX_BYTES
