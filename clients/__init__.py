@@ -38,7 +38,7 @@ from contracts.decisions.model import (
 )
 from contracts.impact.walk import DryRunReport
 from contracts.invariants.model import InvariantViolation, Severity
-from contracts.recording.reading import DecisionPersisted, DecisionRejected
+from contracts.recording.events import DecisionPersisted, DecisionRejected
 
 __all__ = [
     "DEFAULT_NATS_URL",

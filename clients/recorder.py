@@ -41,7 +41,7 @@ from contracts.decisions import subjects
 from contracts.decisions.model import Decision, DecisionType
 from contracts.invariants import subjects as invariant_subjects
 from contracts.invariants.model import InvariantViolation, Severity
-from contracts.recording.reading import DecisionPersisted, DecisionRejected
+from contracts.recording.events import DecisionPersisted, DecisionRejected
 from contracts.shared.ids import is_ulid, new_id
 from contracts.shared.rules import Rule
 

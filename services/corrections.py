@@ -72,7 +72,7 @@ from contracts.impact.walk import (
     type_durations,
     types_without_history,
 )
-from contracts.recording.reading import persisted_body
+from contracts.recording.events import persisted_body
 from contracts.shared.dead_letter import DeadLetter, dead_letter_id
 from contracts.shared.errors import CorrectionTooLarge, DomainError
 from contracts.shared.ids import new_id

@@ -40,7 +40,7 @@ from contracts.invariants.wire import (
     ViolationEventType,
     ViolationRejected,
 )
-from contracts.recording.reading import DecisionPersisted
+from contracts.recording.events import DecisionPersisted
 from contracts.shared.dead_letter import DeadLetter, dead_letter_id
 from contracts.shared.timestamps import utc_now
 from contracts.shared.unreadable import Unreadable

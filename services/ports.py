@@ -25,7 +25,8 @@ from contracts.decisions.model import Decision
 from contracts.decisions.plans import PlanRecord, PlanStatus
 from contracts.impact.walk import CorrectionImpact, ImpactWalk
 from contracts.invariants.model import Invariant, InvariantScope, InvariantViolation
-from contracts.recording.reading import Candidate, StoredFacts
+from contracts.recording.facts import StoredFacts
+from contracts.recording.message import Candidate
 from contracts.shared.dead_letter import DeadLetter
 from contracts.shared.outgoing import OutgoingEvent, Pending, StreamAck
 

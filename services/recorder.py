@@ -33,19 +33,14 @@ from contracts.decisions.subjects import (
     rejected,
     rejected_msg_id,
 )
-from contracts.recording.reading import (
-    Candidate,
-    DecisionRejected,
-    Inbound,
-    Invalid,
-    Resume,
-    persisted_body,
-    read_message,
-    triage_batch,
-)
+from contracts.recording.events import DecisionRejected, persisted_body
+from contracts.recording.facts import Resume
+from contracts.recording.message import Candidate, Invalid, read_message
+from contracts.recording.triage import triage_batch
 from contracts.shared.bounds import DEFAULT_MAX_PAYLOAD_BYTES
 from contracts.shared.dead_letter import DeadLetter, dead_letter_id
 from contracts.shared.ids import is_ulid
+from contracts.shared.inbound import Inbound
 from contracts.shared.rules import Rule, RuleViolation
 from contracts.shared.timestamps import utc_now
 from contracts.shared.tracing import trace_headers

@@ -20,7 +20,8 @@ from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from contracts.decisions.model import STORED, Decision
 from contracts.decisions.plans import PlanStatus, ancestry
-from contracts.recording.reading import Candidate, PlanClaim, Resume, Stored, StoredFacts
+from contracts.recording.facts import PlanClaim, Resume, Stored, StoredFacts
+from contracts.recording.message import Candidate
 from store.cache import LRUCache
 from store.database import CORRECTION_ATTEMPTS, DECISIONS, PLANS, Document, find_by_ids
 from store.errors import ResourceNotFoundError, RestrictViolation

@@ -49,7 +49,8 @@ from contracts.invariants.model import (
     ViolationAlreadyResolved,
     ViolationConflict,
 )
-from contracts.recording.reading import Candidate, PlanClaim, Resume, Stored, StoredFacts
+from contracts.recording.facts import PlanClaim, Resume, Stored, StoredFacts
+from contracts.recording.message import Candidate
 from contracts.shared.dead_letter import DeadLetter
 from contracts.shared.outgoing import OutgoingEvent, Pending
 from contracts.shared.timestamps import utc_now

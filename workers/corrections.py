@@ -55,9 +55,9 @@ from contracts.corrections.wire import (
     read_retry,
 )
 from contracts.impact.walk import DryRunReport
-from contracts.recording.reading import Inbound
 from contracts.shared.bounds import DEFAULT_MAX_PAYLOAD_BYTES
 from contracts.shared.errors import TargetInOtherPlan, TargetNotFound, TargetSuperseded
+from contracts.shared.inbound import Inbound
 from contracts.shared.rules import RuleViolation
 from contracts.shared.subject_tokens import plan_of
 from contracts.shared.timestamps import utc_now

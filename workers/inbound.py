@@ -26,8 +26,8 @@ from typing import Generic, Protocol, TypeVar
 
 from nats.aio.msg import Msg
 
-from contracts.recording.reading import Inbound
 from contracts.shared.dead_letter import dead_letter_id
+from contracts.shared.inbound import Inbound
 from contracts.shared.rules import RuleViolation
 from contracts.shared.timestamps import utc_now
 from contracts.shared.unreadable import describe, guarded, unreadable

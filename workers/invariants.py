@@ -33,9 +33,10 @@ from contracts.invariants.wire import (
     ViolationRejected,
     read_violation,
 )
-from contracts.recording.reading import DecisionPersisted, Inbound, read_persisted_root
+from contracts.recording.events import DecisionPersisted, read_persisted_root
 from contracts.shared.dead_letter import DeadLetter, dead_letter_id
 from contracts.shared.ids import is_ulid
+from contracts.shared.inbound import Inbound
 from contracts.shared.rules import Rule, RuleViolation
 from contracts.shared.timestamps import utc_now
 from contracts.shared.unreadable import Unreadable

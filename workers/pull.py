@@ -48,8 +48,8 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 from pymongo.errors import ConnectionFailure
 
-from contracts.recording.reading import Inbound
 from contracts.shared.dead_letter import dead_letter_id
+from contracts.shared.inbound import Inbound
 from contracts.shared.rules import Rule, RuleViolation
 from contracts.shared.timestamps import utc_now
 from contracts.shared.unreadable import describe

@@ -31,14 +31,9 @@ from contracts.decisions.subjects import (
     RECORDER_DURABLE,
     REJECTED_PREFIX,
 )
-from contracts.recording.reading import (
-    Candidate,
-    DecisionPersisted,
-    DecisionRejected,
-    Inbound,
-    Invalid,
-    read_message,
-)
+from contracts.recording.events import DecisionPersisted, DecisionRejected
+from contracts.recording.message import Candidate, Invalid, read_message
+from contracts.shared.inbound import Inbound
 from contracts.shared.rules import RuleViolation
 from services.recorder import (
     Disposition,

@@ -3,7 +3,7 @@
 Field names, types and rules follow `decision_model.md`. The model validates one
 decision on its own; rules that need other decisions (the parent exists and is in
 the same plan, one root per plan, not under a superseded parent) are the recorder's,
-planned in `contracts.recording.reading` against what the store says.
+decided in `contracts.recording.triage` against what the store says.
 """
 
 from __future__ import annotations

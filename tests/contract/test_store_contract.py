@@ -30,7 +30,7 @@ from contracts.invariants.model import (
     ViolationAlreadyResolved,
     ViolationConflict,
 )
-from contracts.recording.reading import Candidate, content_hash
+from contracts.recording.message import Candidate, content_hash
 from contracts.shared.dead_letter import DeadLetter
 from contracts.shared.errors import TargetNotFound
 from contracts.shared.ids import MSG_ID_HEADER, new_id

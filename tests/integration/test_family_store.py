@@ -10,7 +10,8 @@ import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.decisions.model import Decision
-from contracts.recording.reading import Candidate, content_hash, triage_batch
+from contracts.recording.message import Candidate, content_hash
+from contracts.recording.triage import triage_batch
 from contracts.shared.ids import new_id
 from contracts.shared.rules import Rule
 from store.database import Document

@@ -24,7 +24,7 @@ from contracts.invariants.model import (
     ViolationConflict,
 )
 from contracts.invariants.wire import ViolationEventType
-from contracts.recording.reading import Candidate
+from contracts.recording.message import Candidate
 from contracts.shared.ids import new_id
 from contracts.shared.outgoing import OutgoingEvent
 from services.archive import Archive

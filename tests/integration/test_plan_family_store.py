@@ -10,7 +10,7 @@ import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.invariants.model import InvariantViolation, Severity
-from contracts.recording.reading import triage_batch
+from contracts.recording.triage import triage_batch
 from contracts.shared.ids import new_id
 from contracts.shared.outgoing import OutgoingEvent
 from contracts.shared.rules import Rule

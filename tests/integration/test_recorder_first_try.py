@@ -11,7 +11,7 @@ import nats
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.recording.reading import Inbound
+from contracts.shared.inbound import Inbound
 from services.recorder import RecorderService, Verdict
 from store.database import Document
 from store.dead_letters import DeadLetterRepository

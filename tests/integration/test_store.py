@@ -10,7 +10,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
 from contracts.decisions.model import Decision
-from contracts.recording.reading import Candidate, content_hash
+from contracts.recording.message import Candidate, content_hash
 from store.database import Document
 from store.decisions import DecisionRepository, to_document
 from tests.factories import decision, root

@@ -7,16 +7,11 @@ from typing import Any
 
 import pytest
 
-from contracts.recording.reading import (
-    Candidate,
-    Inbound,
-    PlanClaim,
-    StoredFacts,
-    content_hash,
-    read_message,
-    triage_batch,
-)
+from contracts.recording.facts import PlanClaim, StoredFacts
+from contracts.recording.message import Candidate, content_hash, read_message
+from contracts.recording.triage import triage_batch
 from contracts.shared.ids import new_id
+from contracts.shared.inbound import Inbound
 from contracts.shared.rules import Rule
 from tests.factories import decision, encode, headers, root, subject
 

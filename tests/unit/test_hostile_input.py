@@ -26,14 +26,8 @@ from contracts.decisions.subjects import rejected
 from contracts.invariants import subjects as invariant_subjects
 from contracts.invariants.model import InvariantViolation
 from contracts.invariants.wire import ViolationRejected, read_violation
-from contracts.recording.reading import (
-    Candidate,
-    DecisionPersisted,
-    DecisionRejected,
-    Inbound,
-    read_message,
-    read_persisted_root,
-)
+from contracts.recording.events import DecisionPersisted, DecisionRejected, read_persisted_root
+from contracts.recording.message import Candidate, read_message
 from contracts.shared.bounds import (
     DEAD_LETTER_MAX_BYTES,
     DEAD_LETTER_PAYLOAD_BYTES,
@@ -46,6 +40,7 @@ from contracts.shared.bounds import (
 )
 from contracts.shared.dead_letter import DeadLetter, Truncated
 from contracts.shared.ids import is_ulid, new_id
+from contracts.shared.inbound import Inbound
 from contracts.shared.rules import Rule, RuleViolation, Violations
 from contracts.shared.unreadable import Unreadable
 from store.dead_letters import _from_doc, _to_doc

@@ -22,7 +22,9 @@ from contracts.invariants.model import (
     check_not_blocked,
     effective_invariants,
 )
-from contracts.recording.reading import StoredFacts, persisted_body, triage_batch
+from contracts.recording.events import persisted_body
+from contracts.recording.facts import StoredFacts
+from contracts.recording.triage import triage_batch
 from contracts.shared.ids import new_id
 from contracts.shared.rules import Rule
 from tests.factories import decision, root

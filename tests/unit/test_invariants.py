@@ -28,8 +28,11 @@ from contracts.invariants.model import (
 )
 from contracts.invariants.reconciliation import enforced_decision_id, enforced_decisions, wire_body
 from contracts.invariants.wire import read_violation
-from contracts.recording.reading import Candidate, Inbound, StoredFacts, read_message, triage_batch
+from contracts.recording.facts import StoredFacts
+from contracts.recording.message import Candidate, read_message
+from contracts.recording.triage import triage_batch
 from contracts.shared.ids import new_id
+from contracts.shared.inbound import Inbound
 from contracts.shared.rules import Rule
 from contracts.shared.unreadable import Unreadable
 from tests.factories import decision, root

@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 import pytest
 
 from contracts.invariants.model import InvariantViolation, Severity
-from contracts.recording.reading import Inbound
 from contracts.shared.ids import new_id
+from contracts.shared.inbound import Inbound
 from services.invariants import InvariantService
 from services.recorder import RecorderService, Verdict
 from tests.factories import encode, headers, plan_tree, subject
