@@ -35,7 +35,7 @@ from contracts.corrections.model import GUIDANCE_MAX_CHARS, CorrectionMode, Corr
 
 if TYPE_CHECKING:
     from clients.operator import CorrectionClient
-    from contracts.impact.walk import DryRunReport
+    from contracts.corrections.dry_run import DryRunReport
 
 EXIT_FAILED = 3
 EXIT_CANCELLED = 4

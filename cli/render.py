@@ -15,7 +15,7 @@ from rich.console import Console
 
 from contracts.corrections.model import CorrectionStatus
 from contracts.decisions.plans import PlanStatus
-from contracts.impact.walk import RiskLevel
+from contracts.impact.risk import RiskLevel
 
 console = Console(highlight=False)
 

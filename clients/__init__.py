@@ -26,6 +26,7 @@ from clients.operator import (
 from clients.recorder import DecisionRecorder, DecisionRejectedError, StaleBranchError
 from clients.resume import ResumeSubscription, parse_instruction
 from clients.subscriber import Outcomes, event_subjects, outcomes, parse_event
+from contracts.corrections.dry_run import DryRunReport
 from contracts.corrections.events import AttemptTransitioned, CancelRefused, CorrectionTransitioned
 from contracts.corrections.model import CorrectionMode, CorrectionStatus
 from contracts.corrections.resume import ResumeInstruction, ResumePoint, ResumeTarget
@@ -36,7 +37,6 @@ from contracts.decisions.model import (
     DecisionType,
     ResourceRef,
 )
-from contracts.impact.walk import DryRunReport
 from contracts.invariants.model import InvariantViolation, Severity
 from contracts.recording.events import DecisionPersisted, DecisionRejected
 

@@ -27,6 +27,7 @@ from clients._durable import replay_from
 from clients._publish import DEFAULT_RETRY, RetryPolicy, publish_acked
 from clients.credentials import NatsCredentials
 from contracts.corrections import subjects
+from contracts.corrections.dry_run import DryRunReport
 from contracts.corrections.events import CorrectionTransitioned, DryRunError
 from contracts.corrections.model import (
     CORRECTION_LIFECYCLE,
@@ -37,7 +38,6 @@ from contracts.corrections.model import (
     FailRequest,
     RetryRequest,
 )
-from contracts.impact.walk import DryRunReport
 from contracts.shared.ids import is_ulid, new_id
 from contracts.shared.rules import RuleViolation, violations_from
 

@@ -38,6 +38,7 @@ from opentelemetry import propagate, trace
 from contracts.corrections import subjects
 from contracts.corrections.changes import AttemptChange, Changes, Versioned
 from contracts.corrections.driver import Step, next_step, next_to_drive
+from contracts.corrections.dry_run import DryRunReport, build_dry_run_report
 from contracts.corrections.events import (
     AttemptTransitioned,
     CancelRefused,
@@ -63,15 +64,8 @@ from contracts.corrections.write_sets import append_writes, revert_writes, valid
 from contracts.decisions.model import Decision
 from contracts.decisions.plans import PlanRecord
 from contracts.decisions.subjects import persisted, persisted_msg_id
-from contracts.impact.walk import (
-    CorrectionImpact,
-    DryRunReport,
-    build_dry_run_report,
-    summarize,
-    timing_samples,
-    type_durations,
-    types_without_history,
-)
+from contracts.impact.estimate import timing_samples, type_durations, types_without_history
+from contracts.impact.summary import CorrectionImpact, summarize
 from contracts.recording.events import persisted_body
 from contracts.shared.dead_letter import DeadLetter, dead_letter_id
 from contracts.shared.errors import CorrectionTooLarge, DomainError

@@ -23,7 +23,8 @@ from contracts.corrections.changes import Changes, Versioned, Written
 from contracts.corrections.model import Correction, CorrectionAttemptRecord, CorrectionStatus
 from contracts.decisions.model import Decision
 from contracts.decisions.plans import PlanRecord, PlanStatus
-from contracts.impact.walk import CorrectionImpact, ImpactWalk
+from contracts.impact.summary import CorrectionImpact
+from contracts.impact.walk import ImpactWalk
 from contracts.invariants.model import Invariant, InvariantScope, InvariantViolation
 from contracts.recording.facts import StoredFacts
 from contracts.recording.message import Candidate

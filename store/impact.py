@@ -20,7 +20,9 @@ from typing import Any
 from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.decisions.model import STORED, ArtifactRef, DecisionType
-from contracts.impact.walk import CorrectionImpact, DecisionView, ImpactWalk, PlanLink, summarize
+from contracts.impact.summary import CorrectionImpact, summarize
+from contracts.impact.views import DecisionView, PlanLink
+from contracts.impact.walk import ImpactWalk
 from store.database import DECISIONS, ID_CHUNK, PLANS, Document, find_by_ids
 from store.translate import translate_errors
 
@@ -32,7 +34,7 @@ VIEW_FIELDS = {
 
 
 def _order(doc: Document) -> tuple[bool, int, str]:
-    # The same order as contracts.impact.walk.child_order: sequence, unnumbered last, then ID.
+    # The same order as contracts.impact.views.child_order: sequence, unnumbered last, then ID.
     seq = doc.get("sequence_number")
     return (seq is None, seq or 0, str(doc["_id"]))
 

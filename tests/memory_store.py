@@ -32,14 +32,9 @@ from contracts.corrections.model import (
 from contracts.corrections.write_sets import AppendWrites, RevertWrites
 from contracts.decisions.model import Decision, DecisionType
 from contracts.decisions.plans import PLAN_LIFECYCLE, PlanRecord, PlanStatus, ancestry
-from contracts.impact.walk import (
-    CorrectionImpact,
-    DecisionView,
-    ImpactWalk,
-    PlanLink,
-    child_order,
-    summarize,
-)
+from contracts.impact.summary import CorrectionImpact, summarize
+from contracts.impact.views import DecisionView, PlanLink, child_order
+from contracts.impact.walk import ImpactWalk
 from contracts.invariants.model import (
     BLOCKING_SEVERITIES,
     DuplicateInvariant,

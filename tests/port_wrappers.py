@@ -9,7 +9,8 @@ import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from contracts.impact.walk import CorrectionImpact, ImpactWalk
+from contracts.impact.summary import CorrectionImpact
+from contracts.impact.walk import ImpactWalk
 from contracts.shared.ids import MSG_ID_HEADER
 from contracts.shared.outgoing import OutgoingEvent, StreamAck
 from services.ports import ImpactReads, NotStored

@@ -37,6 +37,7 @@ from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
 
 from contracts.corrections import subjects
+from contracts.corrections.dry_run import DryRunReport
 from contracts.corrections.events import (
     AttemptTransitioned,
     CancelRefused,
@@ -54,7 +55,6 @@ from contracts.corrections.wire import (
     read_request,
     read_retry,
 )
-from contracts.impact.walk import DryRunReport
 from contracts.shared.bounds import DEFAULT_MAX_PAYLOAD_BYTES
 from contracts.shared.errors import TargetInOtherPlan, TargetNotFound, TargetSuperseded
 from contracts.shared.inbound import Inbound

@@ -22,7 +22,7 @@ from contracts.corrections.model import (
 )
 from contracts.decisions.model import ContextSnapshot, Decision, DecisionType
 from contracts.decisions.plans import PlanRecord, PlanStatus
-from contracts.impact.walk import CorrectionImpact
+from contracts.impact.summary import CorrectionImpact
 from contracts.shared.base import Frozen
 from contracts.shared.errors import TargetInOtherPlan, TargetNotFound, TargetSuperseded
 from contracts.shared.ids import Ulid

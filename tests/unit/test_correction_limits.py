@@ -17,6 +17,7 @@ from pymongo.errors import (
     ServerSelectionTimeoutError,
 )
 
+from contracts.corrections.dry_run import build_dry_run_report
 from contracts.corrections.events import CorrectionTransitioned
 from contracts.corrections.model import (
     INLINE_IDS_MAX,
@@ -28,7 +29,9 @@ from contracts.corrections.model import (
     bounded_text,
 )
 from contracts.corrections.write_sets import revert_writes
-from contracts.impact.walk import ImpactWalk, RiskLevel, build_dry_run_report, summarize
+from contracts.impact.risk import RiskLevel
+from contracts.impact.summary import summarize
+from contracts.impact.walk import ImpactWalk
 from services.corrections import CorrectionPolicy, Outcome, outcome_of
 from store.errors import (
     ConcurrentChange,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from contracts.impact.walk import summarize
+from contracts.impact.summary import summarize
 from tests.impact_graph import ImpactGraph, compute_impact, walk_graph
 from tests.unit.test_impact import PLAN, PLAN2, PLAN3, dec, ids, uid
 
