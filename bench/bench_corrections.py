@@ -37,7 +37,8 @@ from pymongo import AsyncMongoClient
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from contracts.corrections.model import CorrectionMode, CorrectionRequest  # noqa: E402
+from contracts.corrections.requests import CorrectionRequest  # noqa: E402
+from contracts.corrections.states import CorrectionMode  # noqa: E402
 from contracts.decisions.model import ArtifactRef, ContextSnapshot, Decision, DecisionType  # noqa: E402
 from contracts.decisions.subjects import DECISIONS_STREAM, RECORDER_DURABLE  # noqa: E402
 from contracts.shared.ids import new_id  # noqa: E402

@@ -31,7 +31,8 @@ from cli.render import (
     short,
     status_text,
 )
-from contracts.corrections.model import GUIDANCE_MAX_CHARS, CorrectionMode, CorrectionStatus
+from contracts.corrections.states import CorrectionMode, CorrectionStatus
+from contracts.decisions.guidance import GUIDANCE_MAX_CHARS
 
 if TYPE_CHECKING:
     from clients.operator import CorrectionClient
@@ -47,7 +48,7 @@ DRY_RUN_TIMEOUT = 30.0
 
 
 def _guidance(guidance: str | None, mode: CorrectionMode, dry_run: bool) -> str | None:
-    """None lets a revert take its default guidance (contracts.corrections.model.
+    """None lets a revert take its default guidance (contracts.corrections.requests.
     default_revert_guidance: it names the target and the operator, and the replacement's
     chosen option becomes `Revert: <original choice>`), as the seeds' `agents plan
     correct --mode=revert ID` expects. An append's guidance is the child plan's prompt,

@@ -19,13 +19,13 @@ from cli import history
 from cli.context import Ctx, parse_id, run
 from cli.errors import USAGE_ERROR, fail
 from cli.render import JsonFlag, clip, console, dump, emit_json, short, status_text, when
-from contracts.corrections.model import CorrectionStatus
+from contracts.corrections.states import CorrectionStatus
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Collection
 
     from clients.operator import CorrectionClient
-    from contracts.corrections.model import Correction
+    from contracts.corrections.record import Correction
 
 app = typer.Typer(help="Inspect, cancel, fail and retry corrections.", no_args_is_help=True)
 
@@ -162,7 +162,7 @@ def cancel(
 
     async def body(ctx: Ctx) -> None:
         from contracts.corrections.events import CancelRefused  # noqa: PLC0415
-        from contracts.corrections.model import CANCELLABLE  # noqa: PLC0415
+        from contracts.corrections.states import CANCELLABLE  # noqa: PLC0415
 
         _, _, outcome = await _command(
             ctx, correction_id, verb="cancel", allowed=CANCELLABLE,
@@ -193,7 +193,7 @@ def fail_(
 
     async def body(ctx: Ctx) -> None:
         from contracts.corrections.events import FailRefused  # noqa: PLC0415
-        from contracts.corrections.model import OPERATOR_FAILABLE  # noqa: PLC0415
+        from contracts.corrections.states import OPERATOR_FAILABLE  # noqa: PLC0415
 
         _, _, outcome = await _command(
             ctx, correction_id, verb="fail", allowed=OPERATOR_FAILABLE,

@@ -18,7 +18,7 @@ from cli.render import JsonFlag, clip, console, dump, emit_json, short, status_t
 
 if TYPE_CHECKING:
     from contracts.corrections.history import CorrectionDiff, Cut, DecisionBrief
-    from contracts.corrections.model import Correction
+    from contracts.corrections.record import Correction
     from contracts.decisions.model import Decision
 
 AS_OF_HELP = ("Show the tree as it was then: an ISO time (UTC if no offset), or a correction "

@@ -18,7 +18,7 @@ from cli.errors import USAGE_ERROR, fail
 from cli.render import JsonFlag, clip, console, dump, emit_json, short, status_text, when
 
 if TYPE_CHECKING:
-    from contracts.corrections.model import Correction
+    from contracts.corrections.record import Correction
     from contracts.decisions.model import Decision
     from contracts.decisions.plans import PlanRecord
 

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from contracts.corrections.model import CorrectionStatus
+from contracts.corrections.states import CorrectionStatus
 from contracts.decisions.plans import PlanStatus
 from contracts.impact.risk import RiskLevel
 

@@ -28,8 +28,8 @@ from clients.resume import ResumeSubscription, parse_instruction
 from clients.subscriber import Outcomes, event_subjects, outcomes, parse_event
 from contracts.corrections.dry_run import DryRunReport
 from contracts.corrections.events import AttemptTransitioned, CancelRefused, CorrectionTransitioned
-from contracts.corrections.model import CorrectionMode, CorrectionStatus
 from contracts.corrections.resume import ResumeInstruction, ResumePoint, ResumeTarget
+from contracts.corrections.states import CorrectionMode, CorrectionStatus
 from contracts.decisions.model import (
     ArtifactRef,
     ContextSnapshot,

@@ -56,8 +56,8 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 from clients.building import Artifact, Context, snapshot
 from clients.recorder import DecisionRecorder, StaleBranchError
 from clients.resume import ResumeSubscription
-from contracts.corrections.model import CorrectionMode
 from contracts.corrections.resume import ResumeInstruction, ResumePoint
+from contracts.corrections.states import CorrectionMode
 from contracts.decisions.model import ContextSnapshot, Decision, DecisionType, ResourceRef
 from contracts.shared.ids import new_id
 

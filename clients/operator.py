@@ -29,15 +29,13 @@ from clients.credentials import NatsCredentials
 from contracts.corrections import subjects
 from contracts.corrections.dry_run import DryRunReport
 from contracts.corrections.events import CorrectionTransitioned, DryRunError
-from contracts.corrections.model import (
-    CORRECTION_LIFECYCLE,
+from contracts.corrections.requests import (
     CancelRequest,
-    CorrectionMode,
     CorrectionRequest,
-    CorrectionStatus,
     FailRequest,
     RetryRequest,
 )
+from contracts.corrections.states import CORRECTION_LIFECYCLE, CorrectionMode, CorrectionStatus
 from contracts.shared.ids import is_ulid, new_id
 from contracts.shared.rules import RuleViolation, violations_from
 
@@ -111,7 +109,7 @@ class CorrectionClient(ConnectionOwner):
         """The CorrectionRequest `dry_run` and `request` send; InvalidCorrection if unfit.
 
         `guidance` None: a revert gets the default the contract fills in
-        (contracts.corrections.model.default_revert_guidance); an append is refused."""
+        (contracts.corrections.requests.default_revert_guidance); an append is refused."""
         fields: dict[str, object] = {
             "plan_id": plan_id, "decision_id": decision_id, "mode": mode,
             "guidance": guidance, "requested_by": requested_by or self._requested_by,

@@ -27,7 +27,7 @@ from clients._durable import (
 )
 from contracts.corrections import subjects
 from contracts.corrections.events import AttemptTransitioned, CancelRefused, CorrectionTransitioned
-from contracts.corrections.model import CorrectionStatus
+from contracts.corrections.states import CorrectionStatus
 from contracts.shared.ids import is_ulid
 
 __all__ = [

@@ -30,15 +30,15 @@ from clients.operator import (
 from console.affected import AffectedSets
 from console.live import Hub
 from contracts.corrections.history import SequenceCut
-from contracts.corrections.model import (
+from contracts.corrections.record import Correction
+from contracts.corrections.states import (
     CANCELLABLE,
-    GUIDANCE_MAX_CHARS,
     OPERATOR_FAILABLE,
     RETRYABLE,
-    Correction,
     CorrectionMode,
     CorrectionStatus,
 )
+from contracts.decisions.guidance import GUIDANCE_MAX_CHARS
 from contracts.decisions.model import Decision
 from contracts.invariants.model import SCOPE_RANK
 from contracts.shared.errors import DomainError

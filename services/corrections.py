@@ -36,9 +36,11 @@ from enum import StrEnum
 from opentelemetry import propagate, trace
 
 from contracts.corrections import subjects
+from contracts.corrections.attempts import CorrectionAttemptRecord
 from contracts.corrections.changes import AttemptChange, Changes, Versioned
 from contracts.corrections.driver import Step, next_step, next_to_drive
 from contracts.corrections.dry_run import DryRunReport, build_dry_run_report
+from contracts.corrections.errors import CorrectionTooLarge
 from contracts.corrections.events import (
     AttemptTransitioned,
     CancelRefused,
@@ -47,18 +49,17 @@ from contracts.corrections.events import (
     FailRefused,
     RetryRefused,
 )
-from contracts.corrections.model import (
+from contracts.corrections.record import Correction
+from contracts.corrections.requests import CorrectionRequest
+from contracts.corrections.resume import ResumeInstruction
+from contracts.corrections.states import (
     CANCELLABLE,
     OPERATOR_FAILABLE,
     RETRYABLE,
-    Correction,
-    CorrectionAttemptRecord,
     CorrectionAttemptState,
     CorrectionMode,
-    CorrectionRequest,
     CorrectionStatus,
 )
-from contracts.corrections.resume import ResumeInstruction
 from contracts.corrections.subjects import CORRECTIONS_STREAM
 from contracts.corrections.write_sets import append_writes, revert_writes, validate_target
 from contracts.decisions.model import Decision
@@ -68,7 +69,7 @@ from contracts.impact.estimate import timing_samples, type_durations, types_with
 from contracts.impact.summary import CorrectionImpact, summarize
 from contracts.recording.events import persisted_body
 from contracts.shared.dead_letter import DeadLetter, dead_letter_id
-from contracts.shared.errors import CorrectionTooLarge, DomainError
+from contracts.shared.errors import DomainError
 from contracts.shared.ids import new_id
 from contracts.shared.timestamps import utc_now
 from contracts.shared.unreadable import Unreadable

@@ -19,8 +19,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol
 
+from contracts.corrections.attempts import CorrectionAttemptRecord
 from contracts.corrections.changes import Changes, Versioned, Written
-from contracts.corrections.model import Correction, CorrectionAttemptRecord, CorrectionStatus
+from contracts.corrections.record import Correction
+from contracts.corrections.states import CorrectionStatus
 from contracts.decisions.model import Decision
 from contracts.decisions.plans import PlanRecord, PlanStatus
 from contracts.impact.summary import CorrectionImpact

@@ -14,7 +14,8 @@ from typing import Any
 from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.corrections.changes import Versioned
-from contracts.corrections.model import CORRECTION_LIFECYCLE, Correction, CorrectionStatus
+from contracts.corrections.record import Correction
+from contracts.corrections.states import CORRECTION_LIFECYCLE, CorrectionStatus
 from store.database import CORRECTIONS, Document
 from store.translate import translate_errors
 

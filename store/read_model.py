@@ -24,9 +24,11 @@ from contracts.corrections.history import (
     cut_of_correction,
     tree_as_of,
 )
-from contracts.corrections.model import INLINE_IDS_MAX, Correction, CorrectionStatus
+from contracts.corrections.record import Correction
+from contracts.corrections.states import CorrectionStatus
 from contracts.decisions.model import Decision
 from contracts.decisions.plans import PlanRecord
+from contracts.shared.bounds import INLINE_IDS_MAX
 from contracts.shared.ids import is_ulid
 from store.corrections import CorrectionRepository
 from store.database import Document

@@ -13,7 +13,7 @@ from datetime import datetime
 
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.corrections.model import CORRECTION_LIFECYCLE, CorrectionStatus
+from contracts.corrections.states import CORRECTION_LIFECYCLE, CorrectionStatus
 from store.database import (
     CORRECTIONS,
     DEAD_LETTERS,

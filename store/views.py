@@ -15,7 +15,7 @@ from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.corrections.model import CORRECTION_LIFECYCLE, CorrectionStatus
+from contracts.corrections.states import CORRECTION_LIFECYCLE, CorrectionStatus
 from contracts.decisions.model import Decision, DecisionType
 from store.database import (
     CORRECTIONS,

@@ -20,12 +20,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
+from contracts.corrections.attempts import CorrectionAttemptRecord
 from contracts.corrections.changes import Changes, Versioned, Written
-from contracts.corrections.model import (
+from contracts.corrections.record import Correction
+from contracts.corrections.states import (
     ATTEMPT_LIFECYCLE,
     CORRECTION_LIFECYCLE,
-    Correction,
-    CorrectionAttemptRecord,
     CorrectionAttemptState,
     CorrectionStatus,
 )

@@ -38,6 +38,7 @@ from nats.js import JetStreamContext
 
 from contracts.corrections import subjects
 from contracts.corrections.dry_run import DryRunReport
+from contracts.corrections.errors import TargetInOtherPlan, TargetSuperseded
 from contracts.corrections.events import (
     AttemptTransitioned,
     CancelRefused,
@@ -47,7 +48,12 @@ from contracts.corrections.events import (
     FailRefused,
     RetryRefused,
 )
-from contracts.corrections.model import CancelRequest, CorrectionRequest, FailRequest, RetryRequest
+from contracts.corrections.requests import (
+    CancelRequest,
+    CorrectionRequest,
+    FailRequest,
+    RetryRequest,
+)
 from contracts.corrections.resume import ResumeInstruction
 from contracts.corrections.wire import (
     read_cancel,
@@ -55,8 +61,8 @@ from contracts.corrections.wire import (
     read_request,
     read_retry,
 )
+from contracts.impact.errors import TargetNotFound
 from contracts.shared.bounds import DEFAULT_MAX_PAYLOAD_BYTES
-from contracts.shared.errors import TargetInOtherPlan, TargetNotFound, TargetSuperseded
 from contracts.shared.inbound import Inbound
 from contracts.shared.rules import RuleViolation
 from contracts.shared.subject_tokens import plan_of

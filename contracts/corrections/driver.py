@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from enum import StrEnum
 
-from contracts.corrections.model import CORRECTION_LIFECYCLE, CorrectionStatus
+from contracts.corrections.states import CORRECTION_LIFECYCLE, CorrectionStatus
 
 __all__ = ["Step", "next_step", "next_to_drive"]
 

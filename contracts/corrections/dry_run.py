@@ -7,12 +7,14 @@ from collections.abc import Collection, Sequence
 
 from pydantic import Field
 
-from contracts.corrections.model import INLINE_IDS_MAX, CorrectionMode, CorrectionRequest
+from contracts.corrections.requests import CorrectionRequest
+from contracts.corrections.states import CorrectionMode
 from contracts.decisions.model import DecisionType
 from contracts.impact.estimate import DEFAULT_DECISION_SECONDS
 from contracts.impact.risk import MEDIUM_RISK_MAX, RiskLevel
 from contracts.impact.summary import CorrectionImpact
 from contracts.shared.base import Frozen
+from contracts.shared.bounds import INLINE_IDS_MAX
 from contracts.shared.ids import Ulid
 
 

@@ -1,5 +1,5 @@
 """Events of the correction path: what subscribers of `corrections.events.>` and
-`corrections.attempts.>` receive. Commands live in `contracts.corrections.model`.
+`corrections.attempts.>` receive. Commands live in `contracts.corrections.requests`.
 
 Events are built from the stored aggregate, never assembled by hand in a worker, so
 a republished event is identical to the first one.
@@ -12,18 +12,17 @@ from typing import Self
 from pydantic import Field, model_validator
 
 from contracts.corrections import subjects
-from contracts.corrections.model import (
+from contracts.corrections.attempts import CorrectionAttemptRecord
+from contracts.corrections.record import Correction
+from contracts.corrections.states import (
     ATTEMPT_LIFECYCLE,
     CORRECTION_LIFECYCLE,
-    INLINE_IDS_MAX,
-    Correction,
-    CorrectionAttemptRecord,
     CorrectionAttemptState,
     CorrectionMode,
     CorrectionStatus,
 )
 from contracts.shared.base import Frozen
-from contracts.shared.bounds import MAX_TEXT_BYTES
+from contracts.shared.bounds import INLINE_IDS_MAX, MAX_TEXT_BYTES
 from contracts.shared.ids import Ulid, new_id
 from contracts.shared.rules import ERRORS_DOC, BoundedViolations, EchoText
 from contracts.shared.timestamps import UtcTime

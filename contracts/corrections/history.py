@@ -26,15 +26,12 @@ from datetime import datetime
 
 from pydantic import Field
 
-from contracts.corrections.model import (
-    INLINE_IDS_MAX,
-    Correction,
-    CorrectionMode,
-    CorrectionStatus,
-)
+from contracts.corrections.record import Correction
+from contracts.corrections.states import CorrectionMode, CorrectionStatus
 from contracts.corrections.write_sets import MANIFEST_NAME
 from contracts.decisions.model import Decision, DecisionType
 from contracts.shared.base import Frozen
+from contracts.shared.bounds import INLINE_IDS_MAX
 from contracts.shared.ids import Ulid
 from contracts.shared.rules import EchoText
 

@@ -24,10 +24,12 @@ from typing import Protocol, Self
 from pydantic import Field, model_validator
 
 from contracts.corrections import subjects
-from contracts.corrections.model import INLINE_IDS_MAX, Correction, CorrectionMode, CorrectionStatus
+from contracts.corrections.record import Correction
+from contracts.corrections.states import CorrectionMode, CorrectionStatus
 from contracts.corrections.write_sets import AppendWrites, RevertWrites
 from contracts.decisions.model import Decision, DecisionType
 from contracts.shared.base import Frozen
+from contracts.shared.bounds import INLINE_IDS_MAX
 from contracts.shared.ids import Ulid
 from contracts.shared.timestamps import UtcTime
 

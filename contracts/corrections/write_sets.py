@@ -14,17 +14,15 @@ from pathlib import PurePosixPath
 
 from pydantic import Field
 
-from contracts.corrections.model import (
-    REVERT_CHOSEN_PREFIX,
-    CorrectionMode,
-    CorrectionRequest,
-    TransitionInfo,
-)
+from contracts.corrections.errors import TargetInOtherPlan, TargetSuperseded
+from contracts.corrections.requests import REVERT_CHOSEN_PREFIX, CorrectionRequest
+from contracts.corrections.states import CorrectionMode
+from contracts.corrections.transition import TransitionInfo
 from contracts.decisions.model import ContextSnapshot, Decision, DecisionType
 from contracts.decisions.plans import PlanRecord, PlanStatus
+from contracts.impact.errors import TargetNotFound
 from contracts.impact.summary import CorrectionImpact
 from contracts.shared.base import Frozen
-from contracts.shared.errors import TargetInOtherPlan, TargetNotFound, TargetSuperseded
 from contracts.shared.ids import Ulid
 
 __all__ = [

@@ -14,7 +14,7 @@ from typing import Protocol, Self
 
 from pydantic import Field, model_validator
 
-from contracts.corrections.model import Guidance
+from contracts.decisions.guidance import Guidance
 from contracts.shared.base import Frozen
 from contracts.shared.ids import Ulid
 from contracts.shared.lifecycle import Lifecycle

@@ -8,14 +8,14 @@ from typing import Self
 
 from pydantic import Field, model_validator
 
-from contracts.corrections.model import INLINE_IDS_MAX
 from contracts.decisions.model import DecisionType
+from contracts.impact.errors import TargetNotFound
 from contracts.impact.estimate import estimate_recompute_seconds, timing_samples, type_durations
 from contracts.impact.risk import RiskLevel, risk_level_for
 from contracts.impact.views import DecisionView
 from contracts.impact.walk import ImpactWalk
 from contracts.shared.base import Frozen
-from contracts.shared.errors import TargetNotFound
+from contracts.shared.bounds import INLINE_IDS_MAX
 from contracts.shared.ids import Ulid
 
 

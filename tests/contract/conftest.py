@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from contracts.corrections.model import CorrectionMode, CorrectionRequest
+from contracts.corrections.requests import CorrectionRequest
+from contracts.corrections.states import CorrectionMode
 from contracts.decisions.model import Decision
 from contracts.shared.ids import new_id
 from services.ports import CorrectionStorePort, InvariantStorePort, RecordedDecisions

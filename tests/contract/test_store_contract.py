@@ -11,16 +11,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from contracts.corrections.attempts import CorrectionAttemptRecord
 from contracts.corrections.changes import AttemptChange, Changes
-from contracts.corrections.model import (
-    Correction,
-    CorrectionAttemptRecord,
-    CorrectionAttemptState,
-    CorrectionStatus,
-)
+from contracts.corrections.record import Correction
+from contracts.corrections.states import CorrectionAttemptState, CorrectionStatus
 from contracts.corrections.write_sets import append_writes, revert_writes
 from contracts.decisions.model import Decision
 from contracts.decisions.plans import PlanStatus
+from contracts.impact.errors import TargetNotFound
 from contracts.invariants.model import (
     DuplicateInvariant,
     Invariant,
@@ -32,7 +30,6 @@ from contracts.invariants.model import (
 )
 from contracts.recording.message import Candidate, content_hash
 from contracts.shared.dead_letter import DeadLetter
-from contracts.shared.errors import TargetNotFound
 from contracts.shared.ids import MSG_ID_HEADER, new_id
 from contracts.shared.outgoing import OutgoingEvent
 from contracts.shared.rules import Rule, RuleViolation

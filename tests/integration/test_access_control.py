@@ -25,8 +25,8 @@ from pymongo.asynchronous.database import AsyncDatabase
 from clients.operator import CorrectionClient
 from clients.recorder import DecisionRecorder
 from clients.subscriber import outcomes
-from contracts.corrections.model import CorrectionStatus
 from contracts.corrections.resume import ResumeInstruction
+from contracts.corrections.states import CorrectionStatus
 from contracts.decisions.model import DecisionType
 from contracts.shared.ids import new_id
 from store.database import Document

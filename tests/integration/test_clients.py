@@ -13,7 +13,7 @@ from clients.building import build_root
 from clients.operator import CorrectionClient, DryRunRefused, InvalidCorrection
 from clients.recorder import DecisionRecorder, DecisionRejectedError
 from clients.subscriber import outcomes
-from contracts.corrections.model import CorrectionStatus
+from contracts.corrections.states import CorrectionStatus
 from contracts.decisions.model import Decision, DecisionType
 from contracts.shared.ids import new_id
 from contracts.shared.rules import Rule

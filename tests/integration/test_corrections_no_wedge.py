@@ -23,14 +23,11 @@ from pymongo import MongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.corrections.events import FailRefused
-from contracts.corrections.model import (
-    INLINE_IDS_MAX,
-    Correction,
-    CorrectionAttemptState,
-    CorrectionStatus,
-)
+from contracts.corrections.record import Correction
+from contracts.corrections.states import CorrectionAttemptState, CorrectionStatus
 from contracts.corrections.write_sets import RevertWrites
 from contracts.decisions.model import STORED, Decision
+from contracts.shared.bounds import INLINE_IDS_MAX
 from contracts.shared.ids import new_id
 from contracts.shared.timestamps import utc_now
 from services.archive import Archive

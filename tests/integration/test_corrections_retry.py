@@ -15,7 +15,8 @@ import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.corrections.events import RetryRefused
-from contracts.corrections.model import Correction, CorrectionAttemptState, CorrectionStatus
+from contracts.corrections.record import Correction
+from contracts.corrections.states import CorrectionAttemptState, CorrectionStatus
 from contracts.shared.ids import new_id
 from store.database import Document
 from tests.integration.correction_support import (

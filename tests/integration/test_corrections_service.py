@@ -17,20 +17,14 @@ import nats
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
+from contracts.corrections.attempts import CorrectionAttemptRecord
+from contracts.corrections.errors import TargetInOtherPlan, TargetSuperseded
 from contracts.corrections.events import CancelRefused
-from contracts.corrections.model import (
-    CorrectionAttemptRecord,
-    CorrectionAttemptState,
-    CorrectionStatus,
-)
+from contracts.corrections.states import CorrectionAttemptState, CorrectionStatus
 from contracts.corrections.write_sets import validate_target
 from contracts.decisions.model import DecisionType
-from contracts.shared.errors import (
-    IllegalTransition,
-    TargetInOtherPlan,
-    TargetNotFound,
-    TargetSuperseded,
-)
+from contracts.impact.errors import TargetNotFound
+from contracts.shared.errors import IllegalTransition
 from contracts.shared.ids import new_id
 from services.archive import Archive
 from services.corrections import CorrectionService

@@ -12,7 +12,8 @@ import nats
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.corrections.model import CorrectionMode, CorrectionRequest
+from contracts.corrections.requests import CorrectionRequest
+from contracts.corrections.states import CorrectionMode
 from contracts.invariants.model import InvariantScope
 from contracts.invariants.reconciliation import enforced_decision_id
 from contracts.shared.ids import new_id

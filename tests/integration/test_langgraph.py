@@ -36,8 +36,8 @@ from clients.langgraph import (
 from clients.operator import CorrectionClient
 from clients.recorder import DecisionRecorder, StaleBranchError
 from contracts.corrections.events import CorrectionTransitioned
-from contracts.corrections.model import CorrectionStatus
 from contracts.corrections.resume import ResumePoint
+from contracts.corrections.states import CorrectionStatus
 from contracts.decisions.model import Decision, DecisionType
 from deploy.embedded import ManagedServer
 from store.database import Document

@@ -14,8 +14,8 @@ from clients.building import new_plan_id, snapshot
 from clients.operator import CorrectionClient
 from clients.recorder import DecisionRecorder, StaleBranchError
 from clients.resume import ResumeSubscription
-from contracts.corrections.model import CorrectionMode, CorrectionStatus
 from contracts.corrections.resume import ResumeInstruction
+from contracts.corrections.states import CorrectionMode, CorrectionStatus
 from contracts.decisions.model import Decision, DecisionType
 from deploy.embedded import ManagedServer
 from tests.conftest import Workers

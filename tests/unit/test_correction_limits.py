@@ -19,19 +19,15 @@ from pymongo.errors import (
 
 from contracts.corrections.dry_run import build_dry_run_report
 from contracts.corrections.events import CorrectionTransitioned
-from contracts.corrections.model import (
-    INLINE_IDS_MAX,
-    OPERATOR_FAILABLE,
-    Correction,
-    CorrectionMode,
-    CorrectionRequest,
-    CorrectionStatus,
-    bounded_text,
-)
+from contracts.corrections.record import Correction
+from contracts.corrections.requests import CorrectionRequest
+from contracts.corrections.states import OPERATOR_FAILABLE, CorrectionMode, CorrectionStatus
+from contracts.corrections.transition import bounded_text
 from contracts.corrections.write_sets import revert_writes
 from contracts.impact.risk import RiskLevel
 from contracts.impact.summary import summarize
 from contracts.impact.walk import ImpactWalk
+from contracts.shared.bounds import INLINE_IDS_MAX
 from services.corrections import CorrectionPolicy, Outcome, outcome_of
 from store.errors import (
     ConcurrentChange,

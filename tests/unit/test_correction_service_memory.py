@@ -16,13 +16,9 @@ from typing import Any
 import pytest
 
 from contracts.corrections.events import CancelRefused
-from contracts.corrections.model import (
-    Correction,
-    CorrectionAttemptState,
-    CorrectionMode,
-    CorrectionRequest,
-    CorrectionStatus,
-)
+from contracts.corrections.record import Correction
+from contracts.corrections.requests import CorrectionRequest
+from contracts.corrections.states import CorrectionAttemptState, CorrectionMode, CorrectionStatus
 from contracts.corrections.write_sets import RevertWrites
 from contracts.decisions.model import Decision
 from contracts.decisions.plans import PlanStatus

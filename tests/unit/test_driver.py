@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from contracts.corrections.driver import Step, next_step
-from contracts.corrections.model import CORRECTION_LIFECYCLE, CorrectionStatus
+from contracts.corrections.states import CORRECTION_LIFECYCLE, CorrectionStatus
 
 pytestmark = pytest.mark.unit
 

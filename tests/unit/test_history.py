@@ -15,12 +15,9 @@ from contracts.corrections.history import (
     superseded_time,
     tree_as_of,
 )
-from contracts.corrections.model import (
-    Correction,
-    CorrectionMode,
-    CorrectionRequest,
-    CorrectionStatus,
-)
+from contracts.corrections.record import Correction
+from contracts.corrections.requests import CorrectionRequest
+from contracts.corrections.states import CorrectionMode, CorrectionStatus
 from contracts.decisions.model import Decision
 from tests.unit.test_impact import PLAN, PLAN2, T0, dec, uid
 

@@ -15,7 +15,12 @@ from hypothesis import strategies as st
 
 from contracts.corrections import subjects as correction_subjects
 from contracts.corrections.events import CorrectionRejected
-from contracts.corrections.model import CancelRequest, CorrectionRequest, FailRequest, RetryRequest
+from contracts.corrections.requests import (
+    CancelRequest,
+    CorrectionRequest,
+    FailRequest,
+    RetryRequest,
+)
 from contracts.corrections.wire import (
     read_cancel,
     read_fail,

@@ -13,8 +13,10 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from contracts.corrections.dry_run import build_dry_run_report
-from contracts.corrections.model import CorrectionMode, CorrectionRequest
+from contracts.corrections.requests import CorrectionRequest
+from contracts.corrections.states import CorrectionMode
 from contracts.decisions.model import STORED, ArtifactRef, ContextSnapshot, Decision, DecisionType
+from contracts.impact.errors import TargetNotFound
 from contracts.impact.estimate import (
     DEFAULT_DECISION_SECONDS,
     TimingSample,
@@ -27,7 +29,6 @@ from contracts.impact.risk import LOW_RISK_MAX, MEDIUM_RISK_MAX, RiskLevel, risk
 from contracts.impact.summary import CorrectionImpact, summarize
 from contracts.impact.views import DecisionView
 from contracts.impact.walk import ImpactWalk
-from contracts.shared.errors import TargetNotFound
 from tests.impact_graph import ImpactGraph, compute_impact, walk_graph
 
 pytestmark = pytest.mark.unit

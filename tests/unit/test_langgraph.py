@@ -25,8 +25,8 @@ from clients.langgraph import (
     parse_checkpoint_ref,
 )
 from clients.recorder import DecisionRecorder
-from contracts.corrections.model import CorrectionMode
 from contracts.corrections.resume import ResumeInstruction
+from contracts.corrections.states import CorrectionMode
 from contracts.decisions.model import ContextSnapshot
 from tests.conftest import ROOT
 from tests.unit.test_impact import PLAN

@@ -14,28 +14,27 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from contracts.corrections import subjects
+from contracts.corrections.attempts import CorrectionAttemptRecord
 from contracts.corrections.events import (
     AttemptTransitioned,
     CancelRefused,
     CorrectionTransitioned,
     RetryRefused,
 )
-from contracts.corrections.model import (
+from contracts.corrections.record import Correction
+from contracts.corrections.requests import CancelRequest, CorrectionRequest
+from contracts.corrections.states import (
     ATTEMPT_LIFECYCLE,
     ATTEMPT_TRANSITIONS,
     CANCELLABLE,
     CORRECTION_LIFECYCLE,
     CORRECTION_TRANSITIONS,
     RETRYABLE,
-    CancelRequest,
-    Correction,
-    CorrectionAttemptRecord,
     CorrectionAttemptState,
     CorrectionMode,
-    CorrectionRequest,
     CorrectionStatus,
-    TransitionInfo,
 )
+from contracts.corrections.transition import TransitionInfo
 from contracts.shared.errors import DomainError, IllegalTransition
 from contracts.shared.lifecycle import Lifecycle, check_transition, is_allowed, terminal_states
 from contracts.shared.subject_tokens import plan_of

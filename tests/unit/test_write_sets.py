@@ -15,12 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from contracts.corrections.model import (
-    Correction,
-    CorrectionMode,
-    CorrectionRequest,
-    CorrectionStatus,
-)
+from contracts.corrections.errors import TargetInOtherPlan, TargetSuperseded
+from contracts.corrections.record import Correction
+from contracts.corrections.requests import CorrectionRequest
+from contracts.corrections.states import CorrectionMode, CorrectionStatus
 from contracts.corrections.write_sets import (
     AppendWrites,
     PlanRecord,
@@ -32,13 +30,8 @@ from contracts.corrections.write_sets import (
     validate_target,
 )
 from contracts.decisions.model import Decision, DecisionType
-from contracts.shared.errors import (
-    DomainError,
-    IllegalTransition,
-    TargetInOtherPlan,
-    TargetNotFound,
-    TargetSuperseded,
-)
+from contracts.impact.errors import TargetNotFound
+from contracts.shared.errors import DomainError, IllegalTransition
 from tests.impact_graph import ImpactGraph, compute_impact
 from tests.unit.test_impact import PLAN, PLAN2, dec, graphs, uid
 
