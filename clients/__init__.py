@@ -30,13 +30,10 @@ from contracts.corrections.dry_run import DryRunReport
 from contracts.corrections.events import AttemptTransitioned, CancelRefused, CorrectionTransitioned
 from contracts.corrections.resume import ResumeInstruction, ResumePoint, ResumeTarget
 from contracts.corrections.states import CorrectionMode, CorrectionStatus
-from contracts.decisions.model import (
-    ArtifactRef,
-    ContextSnapshot,
-    Decision,
-    DecisionType,
-    ResourceRef,
-)
+from contracts.decisions.artifacts import ArtifactRef
+from contracts.decisions.context import ContextSnapshot, ResourceRef
+from contracts.decisions.model import Decision
+from contracts.decisions.types import DecisionType
 from contracts.invariants.model import InvariantViolation, Severity
 from contracts.recording.events import DecisionPersisted, DecisionRejected
 

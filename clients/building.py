@@ -16,13 +16,10 @@ from pydantic import ValidationError
 
 from contracts.corrections.resume import DecisionRef
 from contracts.decisions import subjects
-from contracts.decisions.model import (
-    ArtifactRef,
-    ContextSnapshot,
-    Decision,
-    DecisionType,
-    ResourceRef,
-)
+from contracts.decisions.artifacts import ArtifactRef
+from contracts.decisions.context import ContextSnapshot, ResourceRef
+from contracts.decisions.model import Decision
+from contracts.decisions.types import DecisionType
 from contracts.recording.message import Invalid, read_message
 from contracts.shared.ids import MSG_ID_HEADER, new_id
 from contracts.shared.inbound import Inbound

@@ -58,7 +58,9 @@ from clients.recorder import DecisionRecorder, StaleBranchError
 from clients.resume import ResumeSubscription
 from contracts.corrections.resume import ResumeInstruction, ResumePoint
 from contracts.corrections.states import CorrectionMode
-from contracts.decisions.model import ContextSnapshot, Decision, DecisionType, ResourceRef
+from contracts.decisions.context import ContextSnapshot, ResourceRef
+from contracts.decisions.model import Decision
+from contracts.decisions.types import DecisionType
 from contracts.shared.ids import new_id
 
 __all__ = [

@@ -38,7 +38,8 @@ from clients.credentials import NatsCredentials
 from clients.resume import ResumeCallback, ResumeSubscription
 from contracts.corrections.resume import DecisionRef, ResumePoint
 from contracts.decisions import subjects
-from contracts.decisions.model import Decision, DecisionType
+from contracts.decisions.model import Decision
+from contracts.decisions.types import DecisionType
 from contracts.invariants import subjects as invariant_subjects
 from contracts.invariants.model import InvariantViolation, Severity
 from contracts.recording.events import DecisionPersisted, DecisionRejected

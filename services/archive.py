@@ -26,7 +26,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from contracts.corrections.write_sets import MANIFEST_NAME, RevertWrites, archive_folder
-from contracts.decisions.model import artifact_path_problem
+from contracts.decisions.artifacts import artifact_path_problem
 
 COPY_CHUNK = 1 << 20
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC

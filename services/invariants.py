@@ -19,9 +19,10 @@ from datetime import datetime
 
 from pydantic import ValidationError
 
-from contracts.decisions.model import Decision, DecisionType
+from contracts.decisions.model import Decision
 from contracts.decisions.plans import PlanStatus
 from contracts.decisions.subjects import recorded
+from contracts.decisions.types import DecisionType
 from contracts.invariants import subjects
 from contracts.invariants.model import (
     DuplicateInvariant,

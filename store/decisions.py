@@ -18,7 +18,8 @@ from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
-from contracts.decisions.model import STORED, Decision
+from contracts.decisions.artifacts import STORED
+from contracts.decisions.model import Decision
 from contracts.decisions.plans import PlanStatus, ancestry
 from contracts.recording.facts import PlanClaim, Resume, Stored, StoredFacts
 from contracts.recording.message import Candidate

@@ -19,7 +19,8 @@ from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.decisions.model import STORED, ArtifactRef, DecisionType
+from contracts.decisions.artifacts import STORED, ArtifactRef
+from contracts.decisions.types import DecisionType
 from contracts.impact.summary import CorrectionImpact, summarize
 from contracts.impact.views import DecisionView, PlanLink
 from contracts.impact.walk import ImpactWalk

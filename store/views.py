@@ -16,7 +16,8 @@ from typing import Any
 from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.corrections.states import CORRECTION_LIFECYCLE, CorrectionStatus
-from contracts.decisions.model import Decision, DecisionType
+from contracts.decisions.model import Decision
+from contracts.decisions.types import DecisionType
 from store.database import (
     CORRECTIONS,
     DECISIONS,

@@ -14,7 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from contracts.decisions.model import Decision, DecisionType
+from contracts.decisions.model import Decision
+from contracts.decisions.types import DecisionType
 from contracts.impact.lineage import Lineage
 from contracts.impact.summary import CorrectionImpact, _impact
 from contracts.impact.views import DecisionView, NodeKind, PlanLink, Ref, child_order

@@ -30,8 +30,9 @@ from contracts.corrections.states import (
     CorrectionStatus,
 )
 from contracts.corrections.write_sets import AppendWrites, RevertWrites
-from contracts.decisions.model import Decision, DecisionType
+from contracts.decisions.model import Decision
 from contracts.decisions.plans import PLAN_LIFECYCLE, PlanRecord, PlanStatus, ancestry
+from contracts.decisions.types import DecisionType
 from contracts.impact.summary import CorrectionImpact, summarize
 from contracts.impact.views import DecisionView, PlanLink, child_order
 from contracts.impact.walk import ImpactWalk

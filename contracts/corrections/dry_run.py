@@ -9,7 +9,7 @@ from pydantic import Field
 
 from contracts.corrections.requests import CorrectionRequest
 from contracts.corrections.states import CorrectionMode
-from contracts.decisions.model import DecisionType
+from contracts.decisions.types import DecisionType
 from contracts.impact.estimate import DEFAULT_DECISION_SECONDS
 from contracts.impact.risk import MEDIUM_RISK_MAX, RiskLevel
 from contracts.impact.summary import CorrectionImpact

@@ -19,9 +19,9 @@ from contracts.corrections.requests import CorrectionRequest
 from contracts.corrections.states import CORRECTION_LIFECYCLE, CorrectionMode, CorrectionStatus
 from contracts.corrections.transition import Transition, TransitionInfo, bounded_text
 from contracts.decisions.guidance import Guidance
-from contracts.decisions.model import NonEmptyStr
 from contracts.shared.base import Frozen
 from contracts.shared.ids import Ulid, new_id
+from contracts.shared.text import NonEmptyStr
 from contracts.shared.timestamps import UtcTime
 from contracts.shared.tracing import trace_headers
 

@@ -9,9 +9,9 @@ from pydantic import Field, model_validator
 
 from contracts.corrections.states import CorrectionMode
 from contracts.decisions.guidance import Guidance
-from contracts.decisions.model import NonEmptyStr
 from contracts.shared.base import Frozen
 from contracts.shared.ids import Ulid, new_id
+from contracts.shared.text import NonEmptyStr
 from contracts.shared.timestamps import UtcTime, utc_now
 
 REASON_MAX_CHARS = 1_000

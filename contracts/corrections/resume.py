@@ -27,7 +27,8 @@ from contracts.corrections import subjects
 from contracts.corrections.record import Correction
 from contracts.corrections.states import CorrectionMode, CorrectionStatus
 from contracts.corrections.write_sets import AppendWrites, RevertWrites
-from contracts.decisions.model import Decision, DecisionType
+from contracts.decisions.model import Decision
+from contracts.decisions.types import DecisionType
 from contracts.shared.base import Frozen
 from contracts.shared.bounds import INLINE_IDS_MAX
 from contracts.shared.ids import Ulid

@@ -18,8 +18,10 @@ from contracts.corrections.errors import TargetInOtherPlan, TargetSuperseded
 from contracts.corrections.requests import REVERT_CHOSEN_PREFIX, CorrectionRequest
 from contracts.corrections.states import CorrectionMode
 from contracts.corrections.transition import TransitionInfo
-from contracts.decisions.model import ContextSnapshot, Decision, DecisionType
+from contracts.decisions.context import ContextSnapshot
+from contracts.decisions.model import Decision
 from contracts.decisions.plans import PlanRecord, PlanStatus
+from contracts.decisions.types import DecisionType
 from contracts.impact.errors import TargetNotFound
 from contracts.impact.summary import CorrectionImpact
 from contracts.shared.base import Frozen

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import NamedTuple
 
-from contracts.decisions.model import DecisionType
+from contracts.decisions.types import DecisionType
 from contracts.impact.views import DecisionView
 
 DEFAULT_DECISION_SECONDS = 30.0

@@ -8,7 +8,7 @@ from typing import Self
 
 from pydantic import Field, model_validator
 
-from contracts.decisions.model import DecisionType
+from contracts.decisions.types import DecisionType
 from contracts.impact.errors import TargetNotFound
 from contracts.impact.estimate import estimate_recompute_seconds, timing_samples, type_durations
 from contracts.impact.risk import RiskLevel, risk_level_for

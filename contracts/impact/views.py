@@ -9,7 +9,9 @@ from datetime import datetime
 from enum import StrEnum
 from typing import NamedTuple
 
-from contracts.decisions.model import ArtifactRef, Decision, DecisionType
+from contracts.decisions.artifacts import ArtifactRef
+from contracts.decisions.model import Decision
+from contracts.decisions.types import DecisionType
 
 
 class NodeKind(StrEnum):

@@ -20,10 +20,11 @@ from pydantic import (
     model_validator,
 )
 
-from contracts.decisions.model import PHASE_OF, DecisionType, NonEmptyStr, Phase
+from contracts.decisions.types import PHASE_OF, DecisionType, Phase
 from contracts.shared.base import Frozen
 from contracts.shared.errors import DomainError
 from contracts.shared.ids import Ulid, is_ulid, new_id
+from contracts.shared.text import NonEmptyStr
 from contracts.shared.timestamps import UtcTime, utc_now
 
 MAX_NAME = 100

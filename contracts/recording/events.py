@@ -7,7 +7,8 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from contracts.decisions.model import Decision, DecisionType
+from contracts.decisions.model import Decision
+from contracts.decisions.types import DecisionType
 from contracts.recording.facts import Resume
 from contracts.shared.bounds import DEFAULT_MAX_PAYLOAD_BYTES, MAX_TEXT_BYTES
 from contracts.shared.payload import json_object, too_large, unreadable

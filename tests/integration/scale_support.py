@@ -54,8 +54,9 @@ from clients.building import build_child, build_root, wire_message
 from clients.credentials import NatsCredentials
 from clients.operator import CorrectionClient
 from clients.recorder import DecisionRecorder, PublishFailed
-from contracts.decisions.model import Decision, DecisionType
+from contracts.decisions.model import Decision
 from contracts.decisions.subjects import DECISIONS_STREAM, RECORDER_DURABLE
+from contracts.decisions.types import DecisionType
 from contracts.shared.ids import MSG_ID_HEADER
 from deploy.embedded import ManagedServer, free_port, start_nats_with_config
 from store.database import Document

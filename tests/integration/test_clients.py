@@ -14,7 +14,8 @@ from clients.operator import CorrectionClient, DryRunRefused, InvalidCorrection
 from clients.recorder import DecisionRecorder, DecisionRejectedError
 from clients.subscriber import outcomes
 from contracts.corrections.states import CorrectionStatus
-from contracts.decisions.model import Decision, DecisionType
+from contracts.decisions.model import Decision
+from contracts.decisions.types import DecisionType
 from contracts.shared.ids import new_id
 from contracts.shared.rules import Rule
 from deploy.embedded import ManagedServer

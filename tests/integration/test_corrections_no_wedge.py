@@ -26,7 +26,8 @@ from contracts.corrections.events import FailRefused
 from contracts.corrections.record import Correction
 from contracts.corrections.states import CorrectionAttemptState, CorrectionStatus
 from contracts.corrections.write_sets import RevertWrites
-from contracts.decisions.model import STORED, Decision
+from contracts.decisions.artifacts import STORED
+from contracts.decisions.model import Decision
 from contracts.shared.bounds import INLINE_IDS_MAX
 from contracts.shared.ids import new_id
 from contracts.shared.timestamps import utc_now

@@ -22,7 +22,7 @@ from contracts.corrections.errors import TargetInOtherPlan, TargetSuperseded
 from contracts.corrections.events import CancelRefused
 from contracts.corrections.states import CorrectionAttemptState, CorrectionStatus
 from contracts.corrections.write_sets import validate_target
-from contracts.decisions.model import DecisionType
+from contracts.decisions.types import DecisionType
 from contracts.impact.errors import TargetNotFound
 from contracts.shared.errors import IllegalTransition
 from contracts.shared.ids import new_id

@@ -38,7 +38,8 @@ from clients.recorder import DecisionRecorder, StaleBranchError
 from contracts.corrections.events import CorrectionTransitioned
 from contracts.corrections.resume import ResumePoint
 from contracts.corrections.states import CorrectionStatus
-from contracts.decisions.model import Decision, DecisionType
+from contracts.decisions.model import Decision
+from contracts.decisions.types import DecisionType
 from deploy.embedded import ManagedServer
 from store.database import Document
 from store.decisions import DecisionRepository

@@ -16,7 +16,8 @@ from clients.recorder import DecisionRecorder, StaleBranchError
 from clients.resume import ResumeSubscription
 from contracts.corrections.resume import ResumeInstruction
 from contracts.corrections.states import CorrectionMode, CorrectionStatus
-from contracts.decisions.model import Decision, DecisionType
+from contracts.decisions.model import Decision
+from contracts.decisions.types import DecisionType
 from deploy.embedded import ManagedServer
 from tests.conftest import Workers
 from tests.integration.wire import events, until

@@ -15,7 +15,10 @@ from pydantic import ValidationError
 from contracts.corrections.dry_run import build_dry_run_report
 from contracts.corrections.requests import CorrectionRequest
 from contracts.corrections.states import CorrectionMode
-from contracts.decisions.model import STORED, ArtifactRef, ContextSnapshot, Decision, DecisionType
+from contracts.decisions.artifacts import STORED, ArtifactRef
+from contracts.decisions.context import ContextSnapshot
+from contracts.decisions.model import Decision
+from contracts.decisions.types import DecisionType
 from contracts.impact.errors import TargetNotFound
 from contracts.impact.estimate import (
     DEFAULT_DECISION_SECONDS,

@@ -12,8 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from contracts.decisions.model import Decision, DecisionType
+from contracts.decisions.model import Decision
 from contracts.decisions.plans import MAX_PLAN_DEPTH, ancestry
+from contracts.decisions.types import DecisionType
 from contracts.invariants.model import (
     BLOCKED_TYPES,
     Invariant,

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from contracts.decisions.model import DecisionType
+from contracts.decisions.types import DecisionType
 from contracts.invariants.model import (
     BLOCKED_TYPES,
     SCOPE_RANK,

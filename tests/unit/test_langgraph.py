@@ -27,7 +27,7 @@ from clients.langgraph import (
 from clients.recorder import DecisionRecorder
 from contracts.corrections.resume import ResumeInstruction
 from contracts.corrections.states import CorrectionMode
-from contracts.decisions.model import ContextSnapshot
+from contracts.decisions.context import ContextSnapshot
 from tests.conftest import ROOT
 from tests.unit.test_impact import PLAN
 from tests.unit.test_resume_contract import applied

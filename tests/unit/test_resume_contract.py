@@ -10,7 +10,7 @@ from contracts.corrections.record import Correction
 from contracts.corrections.resume import TARGET_TEXT_MAX, ResumeInstruction, ResumePoint
 from contracts.corrections.states import CorrectionMode, CorrectionStatus
 from contracts.corrections.write_sets import AppendWrites, RevertWrites
-from contracts.decisions.model import ContextSnapshot
+from contracts.decisions.context import ContextSnapshot
 from contracts.shared.bounds import INLINE_IDS_MAX
 from tests.unit.test_impact import PLAN, PLAN2, uid
 from tests.unit.test_write_sets import (

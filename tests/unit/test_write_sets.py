@@ -29,7 +29,8 @@ from contracts.corrections.write_sets import (
     revert_writes,
     validate_target,
 )
-from contracts.decisions.model import Decision, DecisionType
+from contracts.decisions.model import Decision
+from contracts.decisions.types import DecisionType
 from contracts.impact.errors import TargetNotFound
 from contracts.shared.errors import DomainError, IllegalTransition
 from tests.impact_graph import ImpactGraph, compute_impact
