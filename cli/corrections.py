@@ -161,7 +161,7 @@ def cancel(
     correction_id = parse_id(correction_id, "correction")
 
     async def body(ctx: Ctx) -> None:
-        from contracts.corrections.events import CancelRefused  # noqa: PLC0415
+        from contracts.corrections.refusals import CancelRefused  # noqa: PLC0415
         from contracts.corrections.states import CANCELLABLE  # noqa: PLC0415
 
         _, _, outcome = await _command(
@@ -192,7 +192,7 @@ def fail_(
         fail("--reason must hold 1 to 1,000 characters, not all blank", USAGE_ERROR)
 
     async def body(ctx: Ctx) -> None:
-        from contracts.corrections.events import FailRefused  # noqa: PLC0415
+        from contracts.corrections.refusals import FailRefused  # noqa: PLC0415
         from contracts.corrections.states import OPERATOR_FAILABLE  # noqa: PLC0415
 
         _, _, outcome = await _command(
@@ -228,7 +228,7 @@ def retry(
 
     async def body(ctx: Ctx) -> int:
         from cli.correct import follow_outcome  # noqa: PLC0415
-        from contracts.corrections.events import RetryRefused  # noqa: PLC0415
+        from contracts.corrections.refusals import RetryRefused  # noqa: PLC0415
 
         ops, c, outcome = await _command(
             ctx, correction_id, verb="retry", allowed={CorrectionStatus.FAILED},

@@ -22,7 +22,8 @@ from cli.errors import USAGE_ERROR, fail
 from cli.render import JsonFlag, clip, console, dump, emit_json, short, when
 
 if TYPE_CHECKING:
-    from contracts.invariants.model import Invariant, InvariantViolation
+    from contracts.invariants.model import Invariant
+    from contracts.invariants.violations import InvariantViolation
     from services.invariants import InvariantService
 
 T = TypeVar("T")

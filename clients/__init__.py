@@ -27,14 +27,16 @@ from clients.recorder import DecisionRecorder, DecisionRejectedError, StaleBranc
 from clients.resume import ResumeSubscription, parse_instruction
 from clients.subscriber import Outcomes, event_subjects, outcomes, parse_event
 from contracts.corrections.dry_run import DryRunReport
-from contracts.corrections.events import AttemptTransitioned, CancelRefused, CorrectionTransitioned
-from contracts.corrections.resume import ResumeInstruction, ResumePoint, ResumeTarget
+from contracts.corrections.events import AttemptTransitioned, CorrectionTransitioned
+from contracts.corrections.refusals import CancelRefused
+from contracts.corrections.resume import ResumeInstruction
+from contracts.corrections.resume_points import ResumePoint, ResumeTarget
 from contracts.corrections.states import CorrectionMode, CorrectionStatus
 from contracts.decisions.artifacts import ArtifactRef
 from contracts.decisions.context import ContextSnapshot, ResourceRef
 from contracts.decisions.model import Decision
 from contracts.decisions.types import DecisionType
-from contracts.invariants.model import InvariantViolation, Severity
+from contracts.invariants.violations import InvariantViolation, Severity
 from contracts.recording.events import DecisionPersisted, DecisionRejected
 
 __all__ = [

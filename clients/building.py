@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 from pydantic import ValidationError
 
-from contracts.corrections.resume import DecisionRef
+from contracts.corrections.resume_points import DecisionRef
 from contracts.decisions import subjects
 from contracts.decisions.artifacts import ArtifactRef
 from contracts.decisions.context import ContextSnapshot, ResourceRef

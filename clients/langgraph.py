@@ -56,7 +56,8 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 from clients.building import Artifact, Context, snapshot
 from clients.recorder import DecisionRecorder, StaleBranchError
 from clients.resume import ResumeSubscription
-from contracts.corrections.resume import ResumeInstruction, ResumePoint
+from contracts.corrections.resume import ResumeInstruction
+from contracts.corrections.resume_points import ResumePoint
 from contracts.corrections.states import CorrectionMode
 from contracts.decisions.context import ContextSnapshot, ResourceRef
 from contracts.decisions.model import Decision

@@ -28,7 +28,8 @@ from clients._publish import DEFAULT_RETRY, RetryPolicy, publish_acked
 from clients.credentials import NatsCredentials
 from contracts.corrections import subjects
 from contracts.corrections.dry_run import DryRunReport
-from contracts.corrections.events import CorrectionTransitioned, DryRunError
+from contracts.corrections.events import CorrectionTransitioned
+from contracts.corrections.refusals import DryRunError
 from contracts.corrections.requests import (
     CancelRequest,
     CorrectionRequest,

@@ -36,12 +36,12 @@ from clients.building import (
 )
 from clients.credentials import NatsCredentials
 from clients.resume import ResumeCallback, ResumeSubscription
-from contracts.corrections.resume import DecisionRef, ResumePoint
+from contracts.corrections.resume_points import DecisionRef, ResumePoint
 from contracts.decisions import subjects
 from contracts.decisions.model import Decision
 from contracts.decisions.types import DecisionType
 from contracts.invariants import subjects as invariant_subjects
-from contracts.invariants.model import InvariantViolation, Severity
+from contracts.invariants.violations import InvariantViolation, Severity
 from contracts.recording.events import DecisionPersisted, DecisionRejected
 from contracts.shared.ids import is_ulid, new_id
 from contracts.shared.rules import Rule

@@ -26,7 +26,8 @@ from clients._durable import (
     settle_quietly,
 )
 from contracts.corrections import subjects
-from contracts.corrections.events import AttemptTransitioned, CancelRefused, CorrectionTransitioned
+from contracts.corrections.events import AttemptTransitioned, CorrectionTransitioned
+from contracts.corrections.refusals import CancelRefused
 from contracts.corrections.states import CorrectionStatus
 from contracts.shared.ids import is_ulid
 

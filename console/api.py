@@ -29,7 +29,7 @@ from clients.operator import (
 )
 from console.affected import AffectedSets
 from console.live import Hub
-from contracts.corrections.history import SequenceCut
+from contracts.corrections.as_of import SequenceCut
 from contracts.corrections.record import Correction
 from contracts.corrections.states import (
     CANCELLABLE,

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from contracts.corrections.write_sets import MANIFEST_NAME, RevertWrites, archive_folder
+from contracts.corrections.revert import MANIFEST_NAME, RevertWrites, archive_folder
 from contracts.decisions.artifacts import artifact_path_problem
 
 COPY_CHUNK = 1 << 20

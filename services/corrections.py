@@ -36,22 +36,24 @@ from enum import StrEnum
 from opentelemetry import propagate, trace
 
 from contracts.corrections import subjects
+from contracts.corrections.append import append_writes
 from contracts.corrections.attempts import CorrectionAttemptRecord
 from contracts.corrections.changes import AttemptChange, Changes, Versioned
 from contracts.corrections.driver import Step, next_step, next_to_drive
 from contracts.corrections.dry_run import DryRunReport, build_dry_run_report
 from contracts.corrections.errors import CorrectionTooLarge
-from contracts.corrections.events import (
-    AttemptTransitioned,
+from contracts.corrections.events import AttemptTransitioned, CorrectionTransitioned
+from contracts.corrections.planning import validate_target
+from contracts.corrections.record import Correction
+from contracts.corrections.refusals import (
     CancelRefused,
     CorrectionRejected,
-    CorrectionTransitioned,
     FailRefused,
     RetryRefused,
 )
-from contracts.corrections.record import Correction
 from contracts.corrections.requests import CorrectionRequest
 from contracts.corrections.resume import ResumeInstruction
+from contracts.corrections.revert import revert_writes
 from contracts.corrections.states import (
     CANCELLABLE,
     OPERATOR_FAILABLE,
@@ -61,7 +63,6 @@ from contracts.corrections.states import (
     CorrectionStatus,
 )
 from contracts.corrections.subjects import CORRECTIONS_STREAM
-from contracts.corrections.write_sets import append_writes, revert_writes, validate_target
 from contracts.decisions.model import Decision
 from contracts.decisions.plans import PlanRecord
 from contracts.decisions.subjects import persisted, persisted_msg_id

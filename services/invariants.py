@@ -24,18 +24,17 @@ from contracts.decisions.plans import PlanStatus
 from contracts.decisions.subjects import recorded
 from contracts.decisions.types import DecisionType
 from contracts.invariants import subjects
-from contracts.invariants.model import (
+from contracts.invariants.blocking import ReconciliationBlocked
+from contracts.invariants.errors import (
     DuplicateInvariant,
     InvalidInvariant,
-    Invariant,
-    InvariantScope,
-    InvariantViolation,
-    ReconciliationBlocked,
     ViolationAlreadyResolved,
     ViolationConflict,
-    effective_invariants,
 )
+from contracts.invariants.model import Invariant, InvariantScope
+from contracts.invariants.precedence import effective_invariants
 from contracts.invariants.reconciliation import enforced_decisions, wire_body
+from contracts.invariants.violations import InvariantViolation
 from contracts.invariants.wire import (
     ViolationEvent,
     ViolationEventType,

@@ -27,7 +27,8 @@ from contracts.decisions.model import Decision
 from contracts.decisions.plans import PlanRecord, PlanStatus
 from contracts.impact.summary import CorrectionImpact
 from contracts.impact.walk import ImpactWalk
-from contracts.invariants.model import Invariant, InvariantScope, InvariantViolation
+from contracts.invariants.model import Invariant, InvariantScope
+from contracts.invariants.violations import InvariantViolation
 from contracts.recording.facts import StoredFacts
 from contracts.recording.message import Candidate
 from contracts.shared.dead_letter import DeadLetter

@@ -4,8 +4,8 @@
 the version it was read at), attempt changes (conditional on their previous state),
 the tree changes of a revert or an append, and the events announcing all of it,
 which go to the outbox in the same transaction. The service builds a `Changes`
-(contracts.corrections.changes) from pure decisions (contracts.corrections.write_sets); this
-module only makes it atomic.
+(contracts.corrections.changes) from pure decisions (contracts.corrections.revert,
+contracts.corrections.append); this module only makes it atomic.
 The transaction callback keeps no state, so the driver may run it again after a
 transient error.
 """
@@ -17,8 +17,9 @@ from datetime import datetime
 from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.asynchronous.database import AsyncDatabase
 
+from contracts.corrections.append import AppendWrites
 from contracts.corrections.changes import AttemptChange, Changes, Versioned, Written
-from contracts.corrections.write_sets import AppendWrites, RevertWrites
+from contracts.corrections.revert import RevertWrites
 from contracts.decisions.model import Decision
 from store.attempts import CorrectionAttemptRepository
 from store.corrections import to_fields

@@ -18,15 +18,13 @@ from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
-from contracts.invariants.model import (
-    BLOCKING_SEVERITIES,
+from contracts.invariants.errors import (
     DuplicateInvariant,
-    Invariant,
-    InvariantScope,
-    InvariantViolation,
     ViolationAlreadyResolved,
     ViolationConflict,
 )
+from contracts.invariants.model import Invariant, InvariantScope
+from contracts.invariants.violations import BLOCKING_SEVERITIES, InvariantViolation
 from contracts.shared.outgoing import OutgoingEvent
 from store.database import ID_CHUNK, INVARIANT_VIOLATIONS, INVARIANTS, Document
 from store.errors import InvariantNotFound, ViolationNotFound

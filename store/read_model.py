@@ -14,16 +14,15 @@ from typing import Literal
 
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.corrections.history import (
-    CorrectionDiff,
+from contracts.corrections.as_of import (
     Cut,
     SequenceCut,
     TimeCut,
     applied_at,
-    correction_diff,
     cut_of_correction,
     tree_as_of,
 )
+from contracts.corrections.diff import CorrectionDiff, correction_diff
 from contracts.corrections.record import Correction
 from contracts.corrections.states import CorrectionStatus
 from contracts.decisions.model import Decision

@@ -20,31 +20,30 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
+from contracts.corrections.append import AppendWrites
 from contracts.corrections.attempts import CorrectionAttemptRecord
 from contracts.corrections.changes import Changes, Versioned, Written
 from contracts.corrections.record import Correction
+from contracts.corrections.revert import RevertWrites
 from contracts.corrections.states import (
     ATTEMPT_LIFECYCLE,
     CORRECTION_LIFECYCLE,
     CorrectionAttemptState,
     CorrectionStatus,
 )
-from contracts.corrections.write_sets import AppendWrites, RevertWrites
 from contracts.decisions.model import Decision
 from contracts.decisions.plans import PLAN_LIFECYCLE, PlanRecord, PlanStatus, ancestry
 from contracts.decisions.types import DecisionType
 from contracts.impact.summary import CorrectionImpact, summarize
 from contracts.impact.views import DecisionView, PlanLink, child_order
 from contracts.impact.walk import ImpactWalk
-from contracts.invariants.model import (
-    BLOCKING_SEVERITIES,
+from contracts.invariants.errors import (
     DuplicateInvariant,
-    Invariant,
-    InvariantScope,
-    InvariantViolation,
     ViolationAlreadyResolved,
     ViolationConflict,
 )
+from contracts.invariants.model import Invariant, InvariantScope
+from contracts.invariants.violations import BLOCKING_SEVERITIES, InvariantViolation
 from contracts.recording.facts import PlanClaim, Resume, Stored, StoredFacts
 from contracts.recording.message import Candidate
 from contracts.shared.dead_letter import DeadLetter

@@ -39,11 +39,10 @@ from nats.js import JetStreamContext
 from contracts.corrections import subjects
 from contracts.corrections.dry_run import DryRunReport
 from contracts.corrections.errors import TargetInOtherPlan, TargetSuperseded
-from contracts.corrections.events import (
-    AttemptTransitioned,
+from contracts.corrections.events import AttemptTransitioned, CorrectionTransitioned
+from contracts.corrections.refusals import (
     CancelRefused,
     CorrectionRejected,
-    CorrectionTransitioned,
     DryRunError,
     FailRefused,
     RetryRefused,

@@ -27,7 +27,8 @@ from nats.js.api import DeliverPolicy
 
 from contracts.decisions.subjects import DECISIONS_STREAM, PERSISTED_PREFIX, plan_of_subject
 from contracts.invariants import subjects
-from contracts.invariants.model import InvariantViolation, ViolationConflict
+from contracts.invariants.errors import ViolationConflict
+from contracts.invariants.violations import InvariantViolation
 from contracts.invariants.wire import (
     ViolationEvent,
     ViolationRejected,

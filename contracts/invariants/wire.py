@@ -16,7 +16,7 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from contracts.invariants import subjects
-from contracts.invariants.model import InvariantViolation
+from contracts.invariants.violations import InvariantViolation
 from contracts.shared.bounds import DEFAULT_MAX_PAYLOAD_BYTES, MAX_TEXT_BYTES
 from contracts.shared.ids import MSG_ID_HEADER
 from contracts.shared.payload import json_object, too_large, unreadable

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from contracts.decisions.model import Decision
-from contracts.invariants.model import ReconciliationBlocked, check_not_blocked
+from contracts.invariants.blocking import ReconciliationBlocked, check_not_blocked
 from contracts.recording.claims import ClaimRules
 from contracts.recording.facts import Resume, StoredFacts
 from contracts.recording.message import Candidate

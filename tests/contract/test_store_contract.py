@@ -11,23 +11,22 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from contracts.corrections.append import append_writes
 from contracts.corrections.attempts import CorrectionAttemptRecord
 from contracts.corrections.changes import AttemptChange, Changes
 from contracts.corrections.record import Correction
+from contracts.corrections.revert import revert_writes
 from contracts.corrections.states import CorrectionAttemptState, CorrectionStatus
-from contracts.corrections.write_sets import append_writes, revert_writes
 from contracts.decisions.model import Decision
 from contracts.decisions.plans import PlanStatus
 from contracts.impact.errors import TargetNotFound
-from contracts.invariants.model import (
+from contracts.invariants.errors import (
     DuplicateInvariant,
-    Invariant,
-    InvariantScope,
-    InvariantViolation,
-    Severity,
     ViolationAlreadyResolved,
     ViolationConflict,
 )
+from contracts.invariants.model import Invariant, InvariantScope
+from contracts.invariants.violations import InvariantViolation, Severity
 from contracts.recording.message import Candidate, content_hash
 from contracts.shared.dead_letter import DeadLetter
 from contracts.shared.ids import MSG_ID_HEADER, new_id

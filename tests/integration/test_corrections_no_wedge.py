@@ -22,10 +22,10 @@ import pytest
 from pymongo import MongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.corrections.events import FailRefused
 from contracts.corrections.record import Correction
+from contracts.corrections.refusals import FailRefused
+from contracts.corrections.revert import RevertWrites
 from contracts.corrections.states import CorrectionAttemptState, CorrectionStatus
-from contracts.corrections.write_sets import RevertWrites
 from contracts.decisions.artifacts import STORED
 from contracts.decisions.model import Decision
 from contracts.shared.bounds import INLINE_IDS_MAX

@@ -14,8 +14,8 @@ import nats
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.corrections.events import RetryRefused
 from contracts.corrections.record import Correction
+from contracts.corrections.refusals import RetryRefused
 from contracts.corrections.states import CorrectionAttemptState, CorrectionStatus
 from contracts.shared.ids import new_id
 from store.database import Document

@@ -19,9 +19,9 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.corrections.attempts import CorrectionAttemptRecord
 from contracts.corrections.errors import TargetInOtherPlan, TargetSuperseded
-from contracts.corrections.events import CancelRefused
+from contracts.corrections.planning import validate_target
+from contracts.corrections.refusals import CancelRefused
 from contracts.corrections.states import CorrectionAttemptState, CorrectionStatus
-from contracts.corrections.write_sets import validate_target
 from contracts.decisions.types import DecisionType
 from contracts.impact.errors import TargetNotFound
 from contracts.shared.errors import IllegalTransition

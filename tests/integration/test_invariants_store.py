@@ -12,17 +12,14 @@ import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.decisions.model import Decision
-from contracts.invariants.model import (
-    SCOPE_RANK,
+from contracts.invariants.errors import (
     DuplicateInvariant,
     InvalidInvariant,
-    Invariant,
-    InvariantScope,
-    InvariantViolation,
-    Severity,
     ViolationAlreadyResolved,
     ViolationConflict,
 )
+from contracts.invariants.model import SCOPE_RANK, Invariant, InvariantScope
+from contracts.invariants.violations import InvariantViolation, Severity
 from contracts.invariants.wire import ViolationEventType
 from contracts.recording.message import Candidate
 from contracts.shared.ids import new_id

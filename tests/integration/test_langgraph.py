@@ -36,7 +36,7 @@ from clients.langgraph import (
 from clients.operator import CorrectionClient
 from clients.recorder import DecisionRecorder, StaleBranchError
 from contracts.corrections.events import CorrectionTransitioned
-from contracts.corrections.resume import ResumePoint
+from contracts.corrections.resume_points import ResumePoint
 from contracts.corrections.states import CorrectionStatus
 from contracts.decisions.model import Decision
 from contracts.decisions.types import DecisionType

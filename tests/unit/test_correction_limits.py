@@ -21,9 +21,9 @@ from contracts.corrections.dry_run import build_dry_run_report
 from contracts.corrections.events import CorrectionTransitioned
 from contracts.corrections.record import Correction
 from contracts.corrections.requests import CorrectionRequest
+from contracts.corrections.revert import revert_writes
 from contracts.corrections.states import OPERATOR_FAILABLE, CorrectionMode, CorrectionStatus
 from contracts.corrections.transition import bounded_text
-from contracts.corrections.write_sets import revert_writes
 from contracts.impact.risk import RiskLevel
 from contracts.impact.summary import summarize
 from contracts.impact.walk import ImpactWalk

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from contracts.corrections.events import CancelRefused
 from contracts.corrections.record import Correction
+from contracts.corrections.refusals import CancelRefused
 from contracts.corrections.requests import CorrectionRequest
+from contracts.corrections.revert import RevertWrites
 from contracts.corrections.states import CorrectionAttemptState, CorrectionMode, CorrectionStatus
-from contracts.corrections.write_sets import RevertWrites
 from contracts.decisions.model import Decision
 from contracts.decisions.plans import PlanStatus
 from contracts.shared.ids import new_id

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contracts.corrections import subjects as correction_subjects
-from contracts.corrections.events import CorrectionRejected
+from contracts.corrections.refusals import CorrectionRejected
 from contracts.corrections.requests import (
     CancelRequest,
     CorrectionRequest,
@@ -29,7 +29,7 @@ from contracts.corrections.wire import (
 )
 from contracts.decisions.subjects import rejected
 from contracts.invariants import subjects as invariant_subjects
-from contracts.invariants.model import InvariantViolation
+from contracts.invariants.violations import InvariantViolation
 from contracts.invariants.wire import ViolationRejected, read_violation
 from contracts.recording.events import DecisionPersisted, DecisionRejected, read_persisted_root
 from contracts.recording.message import Candidate, read_message

@@ -15,14 +15,10 @@ from hypothesis import strategies as st
 from contracts.decisions.model import Decision
 from contracts.decisions.plans import MAX_PLAN_DEPTH, ancestry
 from contracts.decisions.types import DecisionType
-from contracts.invariants.model import (
-    BLOCKED_TYPES,
-    Invariant,
-    InvariantScope,
-    ReconciliationBlocked,
-    check_not_blocked,
-    effective_invariants,
-)
+from contracts.invariants.blocking import ReconciliationBlocked, check_not_blocked
+from contracts.invariants.model import Invariant, InvariantScope
+from contracts.invariants.precedence import effective_invariants
+from contracts.invariants.violations import BLOCKED_TYPES
 from contracts.recording.events import persisted_body
 from contracts.recording.facts import StoredFacts
 from contracts.recording.triage import triage_batch

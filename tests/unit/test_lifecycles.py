@@ -15,13 +15,9 @@ from pydantic import ValidationError
 
 from contracts.corrections import subjects
 from contracts.corrections.attempts import CorrectionAttemptRecord
-from contracts.corrections.events import (
-    AttemptTransitioned,
-    CancelRefused,
-    CorrectionTransitioned,
-    RetryRefused,
-)
+from contracts.corrections.events import AttemptTransitioned, CorrectionTransitioned
 from contracts.corrections.record import Correction
+from contracts.corrections.refusals import CancelRefused, RetryRefused
 from contracts.corrections.requests import CancelRequest, CorrectionRequest
 from contracts.corrections.states import (
     ATTEMPT_LIFECYCLE,
