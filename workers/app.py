@@ -27,7 +27,8 @@ from contracts.shared.ids import new_id
 from contracts.shared.timestamps import utc_now
 from contracts.shared.urls import nats_servers, redact
 from services.archive import Archive
-from services.corrections import CorrectionPolicy, CorrectionService
+from services.corrections.policy import CorrectionPolicy
+from services.corrections.service import CorrectionService
 from services.invariants import InvariantService
 from services.recorder import RecorderPolicy, RecorderService
 from store.correction_store import CorrectionStore

@@ -67,7 +67,8 @@ from contracts.shared.rules import RuleViolation
 from contracts.shared.subject_tokens import plan_of
 from contracts.shared.timestamps import utc_now
 from contracts.shared.unreadable import Unreadable, describe, guarded, truncate
-from services.corrections import CorrectionService, CrashHook, no_crash
+from services.corrections.policy import CrashHook, no_crash
+from services.corrections.service import CorrectionService
 from store.deliveries import DeliveryFailures
 from workers.inbound import Batch
 from workers.pull import BatchPuller, durable_config

@@ -27,7 +27,7 @@ import logging
 from collections.abc import Callable
 
 from contracts.shared.timestamps import utc_now
-from services.corrections import CorrectionService
+from services.corrections.service import CorrectionService
 from store.workers import WorkerRegistry
 from workers.settings import Settings
 

@@ -10,7 +10,8 @@ import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
 from services.archive import Archive
-from services.corrections import CorrectionPolicy, CorrectionService
+from services.corrections.policy import CorrectionPolicy
+from services.corrections.service import CorrectionService
 from services.ports import CorrectionStorePort
 from store.correction_store import CorrectionStore
 from store.database import Document

@@ -32,7 +32,8 @@ from contracts.shared.bounds import INLINE_IDS_MAX
 from contracts.shared.ids import new_id
 from contracts.shared.timestamps import utc_now
 from services.archive import Archive
-from services.corrections import CorrectionPolicy, CorrectionService
+from services.corrections.policy import CorrectionPolicy
+from services.corrections.service import CorrectionService
 from store.correction_store import CorrectionStore
 from store.database import Document
 from store.errors import LeaseLost

@@ -27,7 +27,7 @@ from contracts.impact.errors import TargetNotFound
 from contracts.shared.errors import IllegalTransition
 from contracts.shared.ids import new_id
 from services.archive import Archive
-from services.corrections import CorrectionService
+from services.corrections.service import CorrectionService
 from store.correction_store import CorrectionStore
 from store.database import Document
 from store.errors import ForeignKeyViolation, ResourceNotFoundError, RestrictViolation

@@ -25,7 +25,7 @@ from contracts.recording.message import Candidate
 from contracts.shared.ids import new_id
 from contracts.shared.outgoing import OutgoingEvent
 from services.archive import Archive
-from services.corrections import CorrectionService
+from services.corrections.service import CorrectionService
 from services.invariants import InvariantService, violation_event
 from store.correction_store import CorrectionStore
 from store.database import Document

@@ -28,7 +28,7 @@ from contracts.impact.risk import RiskLevel
 from contracts.impact.summary import summarize
 from contracts.impact.walk import ImpactWalk
 from contracts.shared.bounds import INLINE_IDS_MAX
-from services.corrections import CorrectionPolicy, Outcome, outcome_of
+from services.corrections.policy import CorrectionPolicy, Outcome, outcome_of
 from store.errors import (
     ConcurrentChange,
     DuplicateRecord,

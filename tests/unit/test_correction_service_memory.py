@@ -24,7 +24,8 @@ from contracts.decisions.model import Decision
 from contracts.decisions.plans import PlanStatus
 from contracts.shared.ids import new_id
 from services.archive import Archive
-from services.corrections import CorrectionPolicy, CorrectionService
+from services.corrections.policy import CorrectionPolicy
+from services.corrections.service import CorrectionService
 from store.errors import LeaseLost, StoreFailure, StoreUnreachable
 from tests.factories import decision, root
 from tests.memory_store import MemoryStore
