@@ -23,12 +23,13 @@ from contracts.corrections.revert import RevertWrites
 from contracts.decisions.model import Decision
 from store.attempts import CorrectionAttemptRepository
 from store.corrections import to_fields
-from store.database import CORRECTIONS, DECISIONS, ID_CHUNK, Document
-from store.decisions import DecisionRepository, to_document
+from store.database import CORRECTIONS, DECISIONS, ID_CHUNK, PLANS, Document
+from store.decisions import to_document
 from store.errors import ConcurrentChange
 from store.locks import PlanLocks
 from store.outbox import OutboxRepository
 from store.plans import PlanRepository
+from store.sequences import reserve_sequences
 from store.transactions import run_in_transaction
 from store.translate import translate_errors
 
@@ -39,7 +40,7 @@ class CorrectionWriter:
         self._client = db.client
         self._corrections = db[CORRECTIONS]
         self._decisions = db[DECISIONS]
-        self._decision_repo = DecisionRepository(db)
+        self._plan_docs = db[PLANS]
         self._attempts = CorrectionAttemptRepository(db)
         self._plans = PlanRepository(db)
         self._outbox = OutboxRepository(db)
@@ -90,8 +91,8 @@ class CorrectionWriter:
 
     async def _revert(self, writes: RevertWrites, now: datetime,
                       s: AsyncClientSession) -> list[Decision]:
-        seq = await self._decision_repo.reserve_sequences(writes.plan_id, 1, now, s,
-                                                          bump_epoch=True)
+        seq = await reserve_sequences(self._plan_docs, writes.plan_id, 1, now, s,
+                                      bump_epoch=True)
         new = writes.new_decision.model_copy(update={"sequence_number": seq})
         await self._decisions.insert_one(to_document(new), session=s)
         ids = writes.supersede_ids
@@ -137,7 +138,7 @@ class CorrectionWriter:
 
     async def _append(self, writes: AppendWrites, now: datetime,
                       s: AsyncClientSession) -> list[Decision]:
-        seq = await self._decision_repo.reserve_sequences(writes.plan_id, 1, now, s)
+        seq = await reserve_sequences(self._plan_docs, writes.plan_id, 1, now, s)
         intervention = writes.intervention.model_copy(update={"sequence_number": seq})
         # The child plan's root is its sequence 0, so its counter starts at 1.
         await self._plans.insert_child(writes.child_plan, 1, s)

@@ -130,7 +130,7 @@ class PlanRepository:
                         session: AsyncClientSession) -> None:
         """Mark plans rolled_back; a child plan never recorded gets a record saying so.
         Bumps each plan's epoch: a recorder batch that read the plan before this commits
-        conflicts with it or plans again (store.decisions.facts_for)."""
+        conflicts with it or plans again (store.batch_facts)."""
         # Only from a state the plan lifecycle allows it from (contracts.decisions.plans): a plan
         # already rolled back keeps who did it and when. A document without a status (a
         # plan known only by its counter) is active: `None` in `$in` matches it.

@@ -137,7 +137,7 @@ def _insert_decision(st: State, d: Decision) -> None:
 
 def _reserve(st: State, plan_id: str, count: int, now: datetime, *,
              bump_epoch: bool = False) -> dict[str, Any] | None:
-    """As DecisionRepository._reserve: the counter as it was (None: a new plan)."""
+    """As store.sequences.reserve: the counter as it was (None: a new plan)."""
     before = st.plans.get(plan_id)
     doc: dict[str, Any] = dict(before) if before else {"created_at": now,
                                                        "status": PlanStatus.ACTIVE.value}

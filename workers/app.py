@@ -34,10 +34,10 @@ from services.recorder import RecorderPolicy, RecorderService
 from store.correction_store import CorrectionStore
 from store.database import Document, connect, ensure_indexes
 from store.dead_letters import DeadLetterRepository
-from store.decisions import DecisionRepository
 from store.deliveries import DeliveryFailures, ParentWaits
 from store.invariant_store import InvariantStore
 from store.locks import PlanLocks
+from store.recorder import RecorderRepository
 from store.transactions import on_new_session
 from store.workers import WorkerRegistry
 from workers.connections import (
@@ -307,7 +307,7 @@ def open_services(runtime: Runtime, settings: Settings, broker: NatsBroker,
     runtime.dead_letters = DeadLetterRepository(db)
     runtime.failures = DeliveryFailures(db)
     runtime.recorder = RecorderService(
-        DecisionRepository(db), runtime.dead_letters,
+        RecorderRepository(db), runtime.dead_letters,
         JetStreamPublisher(broker.connection),
         RecorderPolicy(parent_wait_seconds=settings.recorder_parent_wait_seconds,
                        max_payload_bytes=settings.max_payload_bytes),

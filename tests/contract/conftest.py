@@ -46,6 +46,7 @@ def b(request: pytest.FixtureRequest) -> Backend:
     # Only the mongo half starts a server.
     from store.correction_store import CorrectionStore  # noqa: PLC0415
     from store.invariant_store import InvariantStore  # noqa: PLC0415
+    from store.recorder import RecorderRepository  # noqa: PLC0415
     from tests.bulk import load_plan  # noqa: PLC0415
 
     db = request.getfixturevalue("db")
@@ -54,7 +55,7 @@ def b(request: pytest.FixtureRequest) -> Backend:
     async def load(decisions: Sequence[Decision]) -> list[Decision]:
         return await load_plan(db, decisions)
 
-    return Backend("mongo", cs, InvariantStore.open(db), cs.decisions, cs, load)
+    return Backend("mongo", cs, InvariantStore.open(db), RecorderRepository(db), cs, load)
 
 
 def d(plan_id: str, parent: str | None, kind: str = "strategy_choice",

@@ -15,7 +15,8 @@ from contracts.recording.triage import triage_batch
 from contracts.shared.ids import new_id
 from contracts.shared.rules import Rule
 from store.database import Document
-from store.decisions import DecisionRepository
+from store.recorder import RecorderRepository
+from store.sequences import reserve_sequences
 from store.transactions import run_in_transaction
 from tests.factories import decision, root
 
@@ -32,7 +33,7 @@ def cand(d: dict[str, object], seq: int = 0) -> Candidate:
     return Candidate(seq, model, content_hash(model))
 
 
-async def two_plans(repo: DecisionRepository) -> tuple[dict[str, object], dict[str, object]]:
+async def two_plans(repo: RecorderRepository) -> tuple[dict[str, object], dict[str, object]]:
     a, b = root(created_at=at(0)), root(created_at=at(0))
     assert await repo.insert_recorded([cand(a), cand(b)], T0) is not None
     return a, b
@@ -40,7 +41,7 @@ async def two_plans(repo: DecisionRepository) -> tuple[dict[str, object], dict[s
 
 async def test_two_claims_of_one_plan_read_together_cannot_both_commit(
         db: AsyncDatabase[Document]) -> None:
-    repo, other = DecisionRepository(db), DecisionRepository(db)
+    repo, other = RecorderRepository(db), RecorderRepository(db)
     a, b = await two_plans(repo)
     child = new_id()
     claim_a = cand(decision(a["plan_id"], a["decision_id"], downstream_plan_ids=[child],
@@ -60,7 +61,7 @@ async def test_two_claims_of_one_plan_read_together_cannot_both_commit(
 
 async def test_a_root_older_than_a_claim_committed_since_is_not_written(
         db: AsyncDatabase[Document]) -> None:
-    repo = DecisionRepository(db)
+    repo = RecorderRepository(db)
     a, _ = await two_plans(repo)
     child = new_id()
     old_root = cand(root(child, created_at=at(1)), 1)
@@ -75,13 +76,13 @@ async def test_a_root_older_than_a_claim_committed_since_is_not_written(
 
 async def test_a_revert_committed_after_the_facts_makes_the_batch_plan_again(
         db: AsyncDatabase[Document]) -> None:
-    repo = DecisionRepository(db)
+    repo = RecorderRepository(db)
     a, _ = await two_plans(repo)
     late = cand(decision(a["plan_id"], a["decision_id"]), 1)
     facts = await repo.facts_for([late])
     assert triage_batch([late], facts).accept
     # What a revert's transaction does to the plan's counter document.
-    await run_in_transaction(db.client, lambda s: repo.reserve_sequences(
-        str(a["plan_id"]), 1, T0, s, bump_epoch=True))
+    await run_in_transaction(db.client, lambda s: reserve_sequences(
+        db["plans"], str(a["plan_id"]), 1, T0, s, bump_epoch=True))
     assert await repo.insert_recorded([late], T0, facts.epochs) is None
     assert await db.decisions.find_one({"_id": late.decision.decision_id}) is None

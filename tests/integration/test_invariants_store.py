@@ -29,7 +29,6 @@ from services.corrections.service import CorrectionService
 from services.invariants import InvariantService, violation_event
 from store.correction_store import CorrectionStore
 from store.database import Document
-from store.decisions import DecisionRepository
 from store.invariant_store import InvariantStore
 from store.invariants import (
     InvariantNotFound,
@@ -38,6 +37,7 @@ from store.invariants import (
     ViolationRepository,
 )
 from store.outbox import OutboxRepository
+from store.recorder import RecorderRepository
 from tests.bulk import load_plan
 from tests.factories import root
 from tests.integration.wire import events
@@ -103,7 +103,7 @@ async def test_violations_recorded_once_resolved_once_and_block_only_when_error(
     pending = await outbox.pending_for(err.violation_id)
     assert [p.message.payload for p in pending] == [b"True"]
     assert await repo.blocked_plans([blocked, warned, new_id()]) == {blocked}
-    facts = await DecisionRepository(db).facts_for([
+    facts = await RecorderRepository(db).facts_for([
         Candidate(1, Decision.model_validate(root(p)), "h") for p in (blocked, warned)])
     assert facts.blocked_plans == {blocked: (err.violation_id,)}
 

@@ -15,9 +15,9 @@ from contracts.shared.ids import new_id
 from contracts.shared.outgoing import OutgoingEvent
 from contracts.shared.rules import Rule
 from store.database import Document
-from store.decisions import DecisionRepository
 from store.invariants import ViolationRepository
 from store.plans import PlanRepository, plan_ancestors
+from store.recorder import RecorderRepository
 from store.transactions import run_in_transaction
 from tests.factories import decision, root
 from tests.unit.test_recording import candidate
@@ -63,7 +63,7 @@ async def test_facts_block_a_grandchild_of_a_plan_with_an_error_violation(
     v = InvariantViolation(invariant_id=new_id(), plan_id=top, severity=Severity.ERROR,
                            details="dropped a table", reported_at=NOW)
     await violations.record(v, event, NOW)
-    repo = DecisionRepository(db)
+    repo = RecorderRepository(db)
     r = root(leaf)
     execute = decision(leaf, r["decision_id"], "tool_invocation")
     for _ in range(2):  # the second batch walks the remembered chain
