@@ -45,7 +45,7 @@ from contracts.shared.errors import DomainError
 from contracts.shared.ids import is_ulid
 from services.dead_letters import DeadLetterService, RetryRefusal, RetryRefused
 from services.invariants import InvariantService
-from services.ports import EventPublisher, MessagePublisher
+from services.ports.publishing import EventPublisher, MessagePublisher
 from store import read_model
 from store.attempts import CorrectionAttemptRepository
 from store.corrections import CorrectionRepository

@@ -42,20 +42,13 @@ from contracts.invariants.wire import (
 )
 from contracts.recording.events import DecisionPersisted
 from contracts.shared.dead_letter import DeadLetter, dead_letter_id
+from contracts.shared.outgoing import OutgoingEvent
 from contracts.shared.timestamps import utc_now
 from contracts.shared.unreadable import Unreadable
 from services import outbox
-from services.ports import (
-    DeadLetterRecords,
-    DecisionRecords,
-    EventPublisher,
-    InvariantRecords,
-    InvariantStorePort,
-    OutboxRecords,
-    OutgoingEvent,
-    PlanRecords,
-    ViolationRecords,
-)
+from services.ports.invariants import InvariantRecords, InvariantStorePort, ViolationRecords
+from services.ports.publishing import EventPublisher
+from services.ports.records import DeadLetterRecords, DecisionRecords, OutboxRecords, PlanRecords
 from store.errors import InvariantNotFound, ViolationNotFound
 
 log = logging.getLogger(__name__)

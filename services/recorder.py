@@ -41,11 +41,13 @@ from contracts.shared.bounds import DEFAULT_MAX_PAYLOAD_BYTES
 from contracts.shared.dead_letter import DeadLetter, dead_letter_id
 from contracts.shared.ids import is_ulid
 from contracts.shared.inbound import Inbound
+from contracts.shared.outgoing import OutgoingEvent
 from contracts.shared.rules import Rule, RuleViolation
 from contracts.shared.timestamps import utc_now
 from contracts.shared.tracing import trace_headers
 from contracts.shared.unreadable import guarded
-from services.ports import DeadLetterRecords, EventPublisher, OutgoingEvent, RecordedDecisions
+from services.ports.publishing import EventPublisher
+from services.ports.records import DeadLetterRecords, RecordedDecisions
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""An in-memory store: every port of services/ports.py, for service tests without servers.
+"""An in-memory store: every port of services/ports/, for service tests without servers.
 
 It keeps the rules the MongoDB store keeps inside its transactions, and raises the same
 named errors (store.errors): a conditional write that finds the record changed raises
@@ -49,14 +49,9 @@ from contracts.recording.message import Candidate
 from contracts.shared.dead_letter import DeadLetter
 from contracts.shared.outgoing import OutgoingEvent, Pending
 from contracts.shared.timestamps import utc_now
-from services.ports import (
-    CorrectionStorePort,
-    DeadLetterRecords,
-    DeadLetterShelf,
-    EventFor,
-    InvariantStorePort,
-    RecordedDecisions,
-)
+from services.ports.corrections import CorrectionStorePort
+from services.ports.invariants import EventFor, InvariantStorePort
+from services.ports.records import DeadLetterRecords, DeadLetterShelf, RecordedDecisions
 from store.errors import (
     ConcurrentChange,
     DuplicateRecord,

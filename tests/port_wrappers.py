@@ -13,7 +13,8 @@ from contracts.impact.summary import CorrectionImpact
 from contracts.impact.walk import ImpactWalk
 from contracts.shared.ids import MSG_ID_HEADER
 from contracts.shared.outgoing import OutgoingEvent, StreamAck
-from services.ports import ImpactReads, NotStored
+from services.ports.publishing import NotStored
+from services.ports.records import ImpactReads
 
 
 class ImpactThen:

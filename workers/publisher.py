@@ -1,4 +1,4 @@
-"""JetStream side of `services.ports.EventPublisher` and `MessagePublisher`."""
+"""JetStream side of `services.ports.publishing.EventPublisher` and `MessagePublisher`."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 
 from contracts.shared.ids import MSG_ID_HEADER
-from contracts.shared.outgoing import StreamAck
-from services.ports import NotStored, OutgoingEvent
+from contracts.shared.outgoing import OutgoingEvent, StreamAck
+from services.ports.publishing import NotStored
 
 SLICE = 50
 

@@ -20,7 +20,8 @@ from contracts.shared.errors import DomainError
 from contracts.shared.outgoing import OutgoingEvent
 from services.corrections.committing import Committer
 from services.corrections.messages import correction_event
-from services.ports import CorrectionStorePort, EventPublisher
+from services.ports.corrections import CorrectionStorePort
+from services.ports.publishing import EventPublisher
 from store.errors import ConcurrentChange, ResourceNotFoundError
 
 Refusal = TypeVar("Refusal", CancelRefused, FailRefused, RetryRefused)

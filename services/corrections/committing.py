@@ -24,7 +24,8 @@ from services import outbox
 from services.archive import Archive
 from services.corrections.messages import attempt_event, correction_event
 from services.corrections.policy import CrashHook
-from services.ports import CorrectionObserver, CorrectionStorePort, EventPublisher
+from services.ports.corrections import CorrectionStorePort
+from services.ports.publishing import CorrectionObserver, EventPublisher
 from store.errors import ResourceNotFoundError
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,8 @@ from contracts.corrections.subjects import CORRECTIONS_STREAM
 from contracts.shared.dead_letter import DeadLetter, dead_letter_id
 from contracts.shared.outgoing import OutgoingEvent
 from contracts.shared.unreadable import Unreadable
-from services.ports import DeadLetterRecords, EventPublisher
+from services.ports.publishing import EventPublisher
+from services.ports.records import DeadLetterRecords
 
 log = logging.getLogger(__name__)
 

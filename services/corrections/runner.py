@@ -30,7 +30,7 @@ from services.corrections.committing import Committer
 from services.corrections.messages import correction_event
 from services.corrections.policy import AnalysisFailed, CorrectionPolicy, PlanBusy
 from services.corrections.steps import Steps
-from services.ports import CorrectionStorePort
+from services.ports.corrections import CorrectionStorePort
 from store.errors import ConcurrentChange, LeaseLost, StoreFailure
 
 log = logging.getLogger(__name__)

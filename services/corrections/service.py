@@ -29,7 +29,8 @@ from services.corrections.messages import correction_event
 from services.corrections.policy import CorrectionPolicy, CrashHook, no_crash
 from services.corrections.runner import PlanRunner
 from services.corrections.steps import Steps
-from services.ports import CorrectionObserver, CorrectionStorePort, EventPublisher
+from services.ports.corrections import CorrectionStorePort
+from services.ports.publishing import CorrectionObserver, EventPublisher
 from store.errors import DuplicateRecord
 
 REPLACEMENT_HOPS_MAX = 1000

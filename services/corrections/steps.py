@@ -35,7 +35,7 @@ from services.corrections.policy import (
     describe,
     outcome_of,
 )
-from services.ports import CorrectionStorePort
+from services.ports.corrections import CorrectionStorePort
 
 log = logging.getLogger(__name__)
 

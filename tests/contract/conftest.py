@@ -2,7 +2,7 @@
 (tests/memory_store.py) and against the real MongoDB-compatible server.
 
 The fixture yields a `Backend`: the store the services would be handed (it offers every
-port of services/ports.py) and a loader for scenes. A rule the memory store keeps
+port of services/ports/) and a loader for scenes. A rule the memory store keeps
 differently from the real one fails here, which is what lets the service tests trust it.
 """
 
@@ -18,7 +18,9 @@ from contracts.corrections.requests import CorrectionRequest
 from contracts.corrections.states import CorrectionMode
 from contracts.decisions.model import Decision
 from contracts.shared.ids import new_id
-from services.ports import CorrectionStorePort, InvariantStorePort, RecordedDecisions
+from services.ports.corrections import CorrectionStorePort
+from services.ports.invariants import InvariantStorePort
+from services.ports.records import RecordedDecisions
 from tests.factories import decision, root
 from tests.memory_store import MemoryStore
 

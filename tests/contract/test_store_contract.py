@@ -1,4 +1,4 @@
-"""The store contract (services/ports.py), each test run on the memory store and on MongoDB.
+"""The store contract (services/ports/), each test run on the memory store and on MongoDB.
 
 What is tested is what the services rely on: conditional writes that lose cleanly with a
 named error and leave nothing behind, unique IDs, leases, the outbox's order, the tree
@@ -32,7 +32,7 @@ from contracts.shared.dead_letter import DeadLetter
 from contracts.shared.ids import MSG_ID_HEADER, new_id
 from contracts.shared.outgoing import OutgoingEvent
 from contracts.shared.rules import Rule, RuleViolation
-from services.ports import DeadLetterShelf
+from services.ports.records import DeadLetterShelf
 from store.errors import (
     ConcurrentChange,
     DuplicateRecord,

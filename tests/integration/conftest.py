@@ -12,7 +12,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from services.archive import Archive
 from services.corrections.policy import CorrectionPolicy
 from services.corrections.service import CorrectionService
-from services.ports import CorrectionStorePort
+from services.ports.corrections import CorrectionStorePort
 from store.correction_store import CorrectionStore
 from store.database import Document
 from workers.publisher import JetStreamPublisher
