@@ -30,7 +30,8 @@ from services.archive import Archive
 from services.corrections.policy import CorrectionPolicy
 from services.corrections.service import CorrectionService
 from services.invariants import InvariantService
-from services.recorder import RecorderPolicy, RecorderService
+from services.recorder import RecorderService
+from services.recorder_policy import RecorderPolicy
 from store.correction_store import CorrectionStore
 from store.database import Document, connect, ensure_indexes
 from store.dead_letters import DeadLetterRepository

@@ -35,13 +35,9 @@ from contracts.recording.events import DecisionPersisted, DecisionRejected
 from contracts.recording.message import Candidate, Invalid, read_message
 from contracts.shared.inbound import Inbound
 from contracts.shared.rules import RuleViolation
-from services.recorder import (
-    Disposition,
-    RecorderPolicy,
-    RecorderService,
-    Verdict,
-    subject_plan,
-)
+from services.recorder import RecorderService
+from services.recorder_batch import subject_plan
+from services.recorder_policy import Disposition, RecorderPolicy, Verdict
 from store.deliveries import DeliveryFailures
 from workers.inbound import Batch, Retry, to_inbound
 from workers.pull import BatchPuller, durable_config

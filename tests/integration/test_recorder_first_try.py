@@ -12,7 +12,8 @@ import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.shared.inbound import Inbound
-from services.recorder import RecorderService, Verdict
+from services.recorder import RecorderService
+from services.recorder_policy import Verdict
 from store.database import Document
 from store.dead_letters import DeadLetterRepository
 from store.recorder import RecorderRepository

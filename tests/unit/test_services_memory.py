@@ -10,7 +10,8 @@ from contracts.invariants.violations import InvariantViolation, Severity
 from contracts.shared.ids import new_id
 from contracts.shared.inbound import Inbound
 from services.invariants import InvariantService
-from services.recorder import RecorderService, Verdict
+from services.recorder import RecorderService
+from services.recorder_policy import Verdict
 from tests.factories import encode, headers, plan_tree, subject
 from tests.memory_store import MemoryStore
 from tests.port_wrappers import Published
