@@ -26,7 +26,8 @@ from contracts.shared.ids import new_id
 from contracts.shared.outgoing import OutgoingEvent
 from services.archive import Archive
 from services.corrections.service import CorrectionService
-from services.invariants import InvariantService, violation_event
+from services.invariants import InvariantService
+from services.violation_reports import violation_event
 from store.correction_store import CorrectionStore
 from store.database import Document
 from store.invariant_store import InvariantStore
