@@ -62,7 +62,7 @@ def resolve_cut(as_of: str | datetime, before: bool, decisions: list[Decision],
 def as_of(decisions: list[Decision], corrections: list[Correction], cut: Cut
           ) -> tuple[list[Decision], list[Correction]]:
     """The decisions current at `cut` and the corrections applied by then."""
-    from store.read_model import cut_as_of  # noqa: PLC0415
+    from store.read_tree import cut_as_of  # noqa: PLC0415
 
     return cut_as_of(decisions, corrections, cut)
 

@@ -1,7 +1,7 @@
-"""The console's JSON API: reads from MongoDB through store.read_model and the store's
-repositories, writes through the operator client (the CLI's path, over NATS), the
-invariant service or the dead-letter service (the CLI's calls), never straight into
-MongoDB.
+"""The console's JSON API: reads from MongoDB through store.read_model, store.read_tree
+and the store's repositories, writes through the operator client (the CLI's path, over
+NATS), the invariant service or the dead-letter service (the CLI's calls), never straight
+into MongoDB.
 
 Every ID in a path is checked to be a ULID before anything is read; every list is
 bounded; a refused command is a 4xx with `{"error": ...}` saying why, as the CLI's
@@ -46,7 +46,7 @@ from contracts.shared.ids import is_ulid
 from services.dead_letters import DeadLetterService, RetryRefusal, RetryRefused
 from services.invariants import InvariantService
 from services.ports.publishing import EventPublisher, MessagePublisher
-from store import read_model
+from store import read_model, read_tree
 from store.attempts import CorrectionAttemptRepository
 from store.corrections import CorrectionRepository
 from store.database import Document
@@ -239,7 +239,7 @@ async def tree(request: Request) -> Response:
     parent = query_ulid(request, "parent")
     after_raw = request.query_params.get("after")
     after = query_int(request, "after", 0, -1, 2**62) if after_raw else None
-    level = await read_model.tree_level(
+    level = await read_tree.tree_level(
         d.db, plan_id, parent, after=after,
         limit=query_int(request, "limit", PAGE_DEFAULT, 1, PAGE_MAX),
         superseded=request.query_params.get("superseded") in ("1", "true"))
@@ -278,7 +278,7 @@ async def as_of(request: Request) -> Response:
                                "(e.g. 2026-11-30T12:00:00Z)") from None
         at = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
     try:
-        then = await read_model.tree_then(d.db, plan_id, at,
+        then = await read_tree.tree_then(d.db, plan_id, at,
                                           before=request.query_params.get("before") == "1")
     except ValueError as exc:
         raise Refused(404, str(exc)) from None

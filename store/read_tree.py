@@ -1,0 +1,130 @@
+"""What operators read of a plan's tree, for every front end (`agents plan tree`, the
+web console): one level at a time, or the whole tree as it stood at a correction or a
+time. Reads only; results are frozen dataclasses of domain models."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from pymongo.asynchronous.database import AsyncDatabase
+
+from contracts.corrections.as_of import (
+    Cut,
+    SequenceCut,
+    TimeCut,
+    applied_at,
+    cut_of_correction,
+    tree_as_of,
+)
+from contracts.corrections.record import Correction
+from contracts.corrections.states import CorrectionStatus
+from contracts.decisions.model import Decision
+from contracts.decisions.plans import PlanRecord
+from store.database import Document
+from store.decisions import DecisionRepository
+from store.read_model import plan_corrections, plan_records
+from store.views import TreeViews
+
+
+def cut_as_of(decisions: list[Decision], corrections: list[Correction], cut: Cut
+              ) -> tuple[list[Decision], list[Correction]]:
+    """The decisions current at `cut` and the corrections applied by then
+    (`agents plan tree --as-of`, the console's tree as of a correction or a time)."""
+    applied = {c.new_decision_id: t for c in corrections
+               if c.new_decision_id is not None and (t := applied_at(c)) is not None}
+    kept = tree_as_of(decisions, cut, applied)
+    seq = {d.decision_id: d.sequence_number for d in decisions}
+
+    def applied_by_then(c: Correction) -> bool:
+        if c.status is not CorrectionStatus.APPLIED or c.new_decision_id is None:
+            return False
+        if isinstance(cut, SequenceCut):
+            n = seq.get(c.new_decision_id)
+            return n is not None and n <= cut.sequence
+        t = applied.get(c.new_decision_id)
+        return t is not None and t <= cut.at
+
+    return kept, [c for c in corrections if applied_by_then(c)]
+
+
+@dataclass(frozen=True, slots=True)
+class TreeThen:
+    cut: Cut
+    decisions: list[Decision]
+    """Current at the cut, in sequence order (as stored now: a later supersede shows)."""
+    corrections: list[Correction]
+
+
+async def tree_then(db: AsyncDatabase[Document], plan_id: str, at: str | datetime, *,
+                    before: bool = False) -> TreeThen:
+    """The plan's tree as of a correction of it (`before`: the tree it was applied to)
+    or a UTC time. Reads the whole plan: asked for one plan and one moment at a time.
+    ValueError (its message for the operator) when the moment names nothing here."""
+    decisions = await DecisionRepository(db).full_tree(plan_id)
+    corrections = await plan_corrections(db, plan_id)
+    cut: Cut
+    if isinstance(at, datetime):
+        if before:
+            raise ValueError("'before' goes with a correction ID, not a time")
+        cut = TimeCut(at)
+    else:
+        found = next((c for c in corrections if c.correction_id == at), None)
+        if found is None:
+            raise ValueError(f"no correction {at} is recorded for plan {plan_id}")
+        cut = cut_of_correction(found, {d.decision_id: d for d in decisions}, before=before)
+    kept, applied = cut_as_of(decisions, corrections, cut)
+    return TreeThen(cut, kept, applied)
+
+
+@dataclass(frozen=True, slots=True)
+class TreeNode:
+    decision: Decision
+    child_count: int
+    child_plans: dict[str, PlanRecord]
+    corrections: list[Correction]
+    """Corrections that targeted this decision or produced it."""
+
+
+@dataclass(frozen=True, slots=True)
+class TreeLevel:
+    plan_id: str
+    parent: str | None
+    nodes: list[TreeNode]
+    next_after: int | None
+    """The sequence number to ask `after` for the next page; None when this was the last."""
+
+
+async def tree_level(db: AsyncDatabase[Document], plan_id: str, parent: str | None, *,
+                     after: int | None = None, limit: int = 100,
+                     superseded: bool = False) -> TreeLevel:
+    """One page of a decision's children (`parent` None: the plan's roots), in sequence
+    order after `after`, each with its child count, its child plans and the corrections
+    that touched it."""
+    views = TreeViews(db)
+    found = await views.level(plan_id, parent, after=after, limit=limit + 1,
+                              superseded=superseded)
+    more = len(found) > limit
+    found = found[:limit]
+    counts = await views.child_counts([d.decision_id for d in found], superseded=superseded)
+    plans = await plan_records(db, [p for d in found for p in d.downstream_plan_ids])
+    marks = await _corrections_by_target(db, plan_id, {d.decision_id for d in found})
+    nodes = [TreeNode(d, counts.get(d.decision_id, 0),
+                      {p: plans[p] for p in d.downstream_plan_ids if p in plans},
+                      marks.get(d.decision_id, []))
+             for d in found]
+    last = found[-1].sequence_number if more and found else None
+    return TreeLevel(plan_id, parent, nodes, last)
+
+
+
+
+async def _corrections_by_target(db: AsyncDatabase[Document], plan_id: str, ids: set[str]
+                                 ) -> dict[str, list[Correction]]:
+    """The plan's corrections that targeted or produced each of `ids`."""
+    marks: dict[str, list[Correction]] = {}
+    if ids:
+        for c in await plan_corrections(db, plan_id):
+            for target in {c.decision_id, c.new_decision_id or ""} & ids:
+                marks.setdefault(target, []).append(c)
+    return marks
