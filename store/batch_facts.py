@@ -21,8 +21,8 @@ from contracts.recording.message import Candidate
 from store.batch_rare_facts import claim_ancestors, resumes
 from store.cache import LRUCache
 from store.database import CORRECTION_ATTEMPTS, DECISIONS, PLANS, Document, find_by_ids
-from store.invariants import blocking_violations
 from store.plans import plan_ancestors
+from store.violations import blocking_violations
 
 PLAN_OF_CACHE = 200_000
 PARENT_PLAN_CACHE = 100_000

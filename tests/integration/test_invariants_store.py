@@ -30,15 +30,12 @@ from services.invariants import InvariantService
 from services.violation_reports import violation_event
 from store.correction_store import CorrectionStore
 from store.database import Document
+from store.errors import InvariantNotFound, ViolationNotFound
 from store.invariant_store import InvariantStore
-from store.invariants import (
-    InvariantNotFound,
-    InvariantRepository,
-    ViolationNotFound,
-    ViolationRepository,
-)
+from store.invariants import InvariantRepository
 from store.outbox import OutboxRepository
 from store.recorder import RecorderRepository
+from store.violations import ViolationRepository
 from tests.bulk import load_plan
 from tests.factories import root
 from tests.integration.wire import events

@@ -15,10 +15,10 @@ from contracts.shared.ids import new_id
 from contracts.shared.outgoing import OutgoingEvent
 from contracts.shared.rules import Rule
 from store.database import Document
-from store.invariants import ViolationRepository
 from store.plans import PlanRepository, plan_ancestors
 from store.recorder import RecorderRepository
 from store.transactions import run_in_transaction
+from store.violations import ViolationRepository
 from tests.factories import decision, root
 from tests.unit.test_recording import candidate
 
