@@ -25,7 +25,6 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from clients.building import new_plan_id
 from clients.langgraph import (
-    RESUME_MARK,
     GraphLedger,
     LedgerState,
     Resumed,
@@ -33,6 +32,7 @@ from clients.langgraph import (
     guidance,
     parse_checkpoint_ref,
 )
+from clients.langgraph.state import RESUME_MARK
 from clients.operator import CorrectionClient
 from clients.recorder import DecisionRecorder, StaleBranchError
 from contracts.corrections.events import CorrectionTransitioned

@@ -15,7 +15,6 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 
 from clients.langgraph import (
-    RESUME_MARK,
     GraphLedger,
     LedgerState,
     ResumeStatus,
@@ -24,6 +23,7 @@ from clients.langgraph import (
     guidance,
     parse_checkpoint_ref,
 )
+from clients.langgraph.state import RESUME_MARK
 from clients.recorder import DecisionRecorder
 from contracts.corrections.resume import ResumeInstruction
 from contracts.corrections.states import CorrectionMode
