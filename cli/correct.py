@@ -137,7 +137,7 @@ def correct(
 async def _dry_run(ops: CorrectionClient, plan_id: str, decision_id: str,
                    mode: CorrectionMode, guidance: str | None, *,
                    chosen_option: str | None) -> DryRunReport:
-    from clients.operator import DryRunRefused, LedgerUnavailable  # noqa: PLC0415
+    from clients.correction_errors import DryRunRefused, LedgerUnavailable  # noqa: PLC0415
 
     try:
         return await ops.dry_run(plan_id, decision_id, mode, guidance,

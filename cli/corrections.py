@@ -280,7 +280,7 @@ async def _command(ctx: Ctx, correction_id: str, *, verb: str,
 async def _send_and_wait(ops: CorrectionClient, c: Correction, timeout: float, *,
                          send: Callable[[], Awaitable[object]], done: CorrectionStatus,
                          verb: str) -> dict[str, object]:
-    from clients.operator import command_answer  # noqa: PLC0415
+    from clients.command_answer import command_answer  # noqa: PLC0415
 
     return await command_answer(ops, c.correction_id, c.plan_id, verb=verb, done=done,
                                 send=send, timeout=timeout)

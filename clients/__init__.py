@@ -15,14 +15,10 @@ from clients.building import (
     new_plan_id,
     snapshot,
 )
+from clients.correction_errors import DryRunRefused, InvalidCorrection, LedgerUnavailable
 from clients.credentials import NatsCredentials
-from clients.operator import (
-    CorrectionClient,
-    DryRunRefused,
-    InvalidCorrection,
-    LedgerUnavailable,
-    plan_events,
-)
+from clients.following import plan_events
+from clients.operator import CorrectionClient
 from clients.recorder import DecisionRecorder, DecisionRejectedError, StaleBranchError
 from clients.resume import ResumeSubscription, parse_instruction
 from clients.subscriber import Outcomes, event_subjects, outcomes, parse_event

@@ -20,13 +20,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from clients.operator import (
-    CorrectionClient,
-    DryRunRefused,
-    InvalidCorrection,
-    LedgerUnavailable,
-    command_answer,
-)
+from clients.command_answer import command_answer
+from clients.correction_errors import DryRunRefused, InvalidCorrection, LedgerUnavailable
+from clients.operator import CorrectionClient
 from console.affected import AffectedSets
 from console.live import Hub
 from contracts.corrections.as_of import SequenceCut

@@ -10,7 +10,8 @@ import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
 from clients.building import build_root
-from clients.operator import CorrectionClient, DryRunRefused, InvalidCorrection
+from clients.correction_errors import DryRunRefused, InvalidCorrection
+from clients.operator import CorrectionClient
 from clients.recorder import DecisionRecorder, DecisionRejectedError
 from clients.subscriber import outcomes
 from contracts.corrections.states import CorrectionStatus
