@@ -19,7 +19,8 @@ from clients.correction_errors import DryRunRefused, InvalidCorrection, LedgerUn
 from clients.credentials import NatsCredentials
 from clients.following import plan_events
 from clients.operator import CorrectionClient
-from clients.recorder import DecisionRecorder, DecisionRejectedError, StaleBranchError
+from clients.recorder import DecisionRecorder
+from clients.recording_errors import DecisionRejectedError, StaleBranchError
 from clients.resume import ResumeSubscription, parse_instruction
 from clients.subscriber import Outcomes, event_subjects, outcomes, parse_event
 from contracts.corrections.dry_run import DryRunReport

@@ -21,7 +21,8 @@ from clients.langgraph.state import (
     parse_checkpoint_ref,
     thread_config,
 )
-from clients.recorder import DecisionRecorder, StaleBranchError
+from clients.recorder import DecisionRecorder
+from clients.recording_errors import StaleBranchError
 from clients.resume import ResumeSubscription
 from contracts.corrections.resume import ResumeInstruction
 from contracts.corrections.states import CorrectionMode

@@ -50,10 +50,11 @@ from nats.js.errors import NotFoundError, ServiceUnavailableError
 from pymongo.asynchronous.database import AsyncDatabase
 
 from clients._connect import connect_bounded
+from clients._publish import PublishFailed
 from clients.building import build_child, build_root, wire_message
 from clients.credentials import NatsCredentials
 from clients.operator import CorrectionClient
-from clients.recorder import DecisionRecorder, PublishFailed
+from clients.recorder import DecisionRecorder
 from contracts.decisions.model import Decision
 from contracts.decisions.subjects import DECISIONS_STREAM, RECORDER_DURABLE
 from contracts.decisions.types import DecisionType

@@ -12,7 +12,8 @@ from pymongo.asynchronous.database import AsyncDatabase
 from clients.building import build_root
 from clients.correction_errors import DryRunRefused, InvalidCorrection
 from clients.operator import CorrectionClient
-from clients.recorder import DecisionRecorder, DecisionRejectedError
+from clients.recorder import DecisionRecorder
+from clients.recording_errors import DecisionRejectedError
 from clients.subscriber import outcomes
 from contracts.corrections.states import CorrectionStatus
 from contracts.decisions.model import Decision

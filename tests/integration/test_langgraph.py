@@ -34,7 +34,8 @@ from clients.langgraph import (
 )
 from clients.langgraph.state import RESUME_MARK
 from clients.operator import CorrectionClient
-from clients.recorder import DecisionRecorder, StaleBranchError
+from clients.recorder import DecisionRecorder
+from clients.recording_errors import StaleBranchError
 from contracts.corrections.events import CorrectionTransitioned
 from contracts.corrections.resume_points import ResumePoint
 from contracts.corrections.states import CorrectionStatus

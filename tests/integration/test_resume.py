@@ -12,7 +12,8 @@ import pytest
 
 from clients.building import new_plan_id, snapshot
 from clients.operator import CorrectionClient
-from clients.recorder import DecisionRecorder, StaleBranchError
+from clients.recorder import DecisionRecorder
+from clients.recording_errors import StaleBranchError
 from clients.resume import ResumeSubscription
 from contracts.corrections.resume import ResumeInstruction
 from contracts.corrections.states import CorrectionMode, CorrectionStatus
