@@ -61,16 +61,20 @@ class _Wanted:
 
     @classmethod
     def of(cls, candidates: Sequence[Candidate]) -> _Wanted:
-        ds = [c.decision for c in candidates]
-        ids = {d.decision_id for d in ds}
-        return cls(
-            ids=ids,
-            parents={p for d in ds if (p := d.parent_decision_id) is not None and p not in ids},
-            plans={d.plan_id for d in ds},
-            claimed={p for d in ds for p in d.downstream_plan_ids},
-            root_plans={d.plan_id for d in ds if d.is_root},
-            claiming={d.plan_id for d in ds if d.downstream_plan_ids},
-            named={x for d in ds for x in d.downstream_decision_ids} - ids)
+        ids = {c.decision.decision_id for c in candidates}
+        w = cls(ids, set(), set(), set(), set(), set(), set())
+        for c in candidates:
+            d = c.decision
+            w.plans.add(d.plan_id)
+            if d.parent_decision_id is not None and d.parent_decision_id not in ids:
+                w.parents.add(d.parent_decision_id)
+            w.claimed.update(d.downstream_plan_ids)
+            if d.is_root:
+                w.root_plans.add(d.plan_id)
+            if d.downstream_plan_ids:
+                w.claiming.add(d.plan_id)
+            w.named.update(x for x in d.downstream_decision_ids if x not in ids)
+        return w
 
 
 @dataclass(frozen=True)
