@@ -6,8 +6,8 @@ the tree changes of a revert or an append, and the events announcing all of it,
 which go to the outbox in the same transaction. The service builds a `Changes`
 (contracts.corrections.changes) from pure decisions (contracts.corrections.revert,
 contracts.corrections.append); this module only makes it atomic.
-The transaction callback keeps no state, so the driver may run it again after a
-transient error.
+The transaction callback keeps no state, so pymongo's with_transaction may run it again
+after a transient error.
 """
 
 from __future__ import annotations

@@ -156,7 +156,7 @@ class RequestConsumer(_CorrectionFamily):
 
         await batch.each(record)
         plans = list(dict.fromkeys(req.plan_id for _, req in recorded))
-        results = await asyncio.gather(*(svc.drive_plan(p) for p in plans),
+        results = await asyncio.gather(*(svc.run_plan(p) for p in plans),
                                        return_exceptions=True)
         for plan_id, res in zip(plans, results, strict=True):
             if isinstance(res, BaseException):
@@ -255,7 +255,7 @@ class RetryConsumer(_CorrectionFamily):
 
         await batch.each(retry)
         plans = list(dict.fromkeys(retried))
-        results = await asyncio.gather(*(svc.drive_plan(p) for p in plans),
+        results = await asyncio.gather(*(svc.run_plan(p) for p in plans),
                                        return_exceptions=True)
         for plan_id, res in zip(plans, results, strict=True):
             if isinstance(res, BaseException):

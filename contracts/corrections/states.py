@@ -56,7 +56,7 @@ allows "multiple attempts ... if a first attempt fails and the operator retries"
 goes back to PENDING, not straight to EXECUTING: the tree may have changed since the
 failure, so the target is validated and the impact computed again, and a retried
 correction can still be cancelled before it executes. Only an operator takes it
-(CORRECTION_REOPEN), so FAILED stays terminal for the driver and the recovery sweep.
+(CORRECTION_REOPEN), so FAILED stays terminal for the runner and the recovery sweep.
 Each pass from PENDING is a *round* (Correction.round); a status is entered at most
 once per round, so `<correction_id>:<status>` (round 1) and
 `<correction_id>:<status>:r<round>` are sound JetStream message ids.
@@ -92,7 +92,7 @@ OPERATOR_FAILABLE: frozenset[CorrectionStatus] = frozenset(
     if CORRECTION_LIFECYCLE.allows(s, CorrectionStatus.FAILED)
 )
 """Where an operator may end a correction FAILED (`agents correction fail`): the two
-working statuses, where a driver can be stuck. A PENDING one is cancelled instead;
+working statuses, where a runner can be stuck. A PENDING one is cancelled instead;
 the edges themselves come from the table above."""
 
 RETRYABLE: frozenset[CorrectionStatus] = frozenset(

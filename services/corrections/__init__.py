@@ -1,5 +1,5 @@
 """The correction service: the operator's API (`service.CorrectionService`), and the
-driver that takes each correction of a plan from PENDING to APPLIED, FAILED or CANCELLED.
+runner that takes each correction of a plan from PENDING to APPLIED, FAILED or CANCELLED.
 
 Exactly-once events come from the transactional outbox (store.outbox): every step
 commits its state change together with the events announcing it, then publishes
@@ -9,9 +9,9 @@ relay.
 
 Ordering: a plan's corrections are worked one at a time by whoever holds the plan's
 lease (store.locks), a started one first, then oldest arrival
-(contracts.corrections.driver.next_to_drive); a heartbeat renews the lease while the
-driver holds it, and every step's transaction renews it conditionally on its owner,
-so a driver that stalled past its lease cannot commit (`driving`).
+(contracts.corrections.running.next_to_run); a heartbeat renews the lease while the
+runner holds it, and every step's transaction renews it conditionally on its owner,
+so a runner that stalled past its lease cannot commit (`runner`).
 
 Nothing wedges: a step that fails for anything but a database outage or a concurrent
 change (an archive it cannot write, a document too large, a correction over
@@ -19,6 +19,6 @@ CORRECTIONS_MAX_DECISIONS) ends the attempt FAILED with the error, and the corre
 FAILED once its attempts are used; a concurrent change is retried with a fresh read
 (and a fresh impact), with a growing pause, a bounded number of times (`policy`,
 `steps`). A revert or append is one transaction, so the tree is either fully corrected
-or untouched; a driver that dies mid-way leaves the correction ANALYZING or EXECUTING
+or untouched; a runner that dies mid-way leaves the correction ANALYZING or EXECUTING
 and the next lease holder resumes it.
 """

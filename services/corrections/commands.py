@@ -1,6 +1,6 @@
 """An operator's commands on a correction: cancel it, fail it, retry it. Each reads the
 correction, decides on the status it finds, and commits conditionally on the version
-read; a concurrent change (the driver moved it) makes it decide again. A command the
+read; a concurrent change (the runner moved it) makes it decide again. A command the
 status does not allow is refused, and the refusal published (once per status met)."""
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class OperatorCommands:
                 await self._writes.commit(Changes(cancelled, v.version,
                                            events=[correction_event(cancelled)]))
             except ConcurrentChange:
-                continue  # the driver moved it meanwhile: decide again on what it is now
+                continue  # the runner moved it meanwhile: decide again on what it is now
             return cancelled
 
     async def fail(self, correction_id: str, reason: str, *,
@@ -59,7 +59,7 @@ class OperatorCommands:
         """An operator ends a correction stuck in ANALYZING or EXECUTING as FAILED.
 
         The reason becomes the correction's error (and its executing attempt, if any,
-        ends FAILED with it). A driver still working it loses its next conditional
+        ends FAILED with it). A runner still working it loses its next conditional
         write and stops. Otherwise the refusal is returned and published to
         corrections.fail_refused.<plan_id> (once per status met).
         """
@@ -76,7 +76,7 @@ class OperatorCommands:
                 await self._writes.fail(v, f"failed by an operator: {reason}", None, running,
                                  reason=reason)
             except ConcurrentChange:
-                continue  # the driver moved it meanwhile: decide again on what it is now
+                continue  # the runner moved it meanwhile: decide again on what it is now
             failed = await self._writes.get(correction_id)
             return failed.correction
 
@@ -85,7 +85,7 @@ class OperatorCommands:
                                requested_by: str = "operator") -> Correction | RetryRefused:
         """An operator starts a new round of a FAILED correction: FAILED -> PENDING.
 
-        The driver (or the recovery sweep, which drives every plan with unfinished
+        The runner (or the recovery sweep, which runs every plan with unfinished
         corrections) then analyses it again and executes it in a new attempt; the earlier
         attempts stay, so `list_attempts` shows every try. A retry whose `retry_id` is
         already in the history is not applied twice (a redelivery). Refused, and the
@@ -103,7 +103,7 @@ class OperatorCommands:
             if c.status not in RETRYABLE:
                 return await self._refuse_retry(correction_id, c.plan_id, c.status,
                                                 c.round_of())
-            try:  # a read to refuse early only: the driver validates the target again
+            try:  # a read to refuse early only: the runner validates the target again
                 validate_target(c.request(), await self._store.decisions.get(c.decision_id))
             except DomainError as exc:
                 return await self._refuse_retry(correction_id, c.plan_id, c.status,

@@ -2,7 +2,7 @@
 changes together with the events announcing them, publish those from the outbox, and
 end a correction FAILED.
 
-A commit is conditional on the version read (and, for the driver's steps, on its
+A commit is conditional on the version read (and, for the runner's steps, on its
 lease), so each end is committed, counted and announced once.
 """
 

@@ -19,15 +19,15 @@ def no_crash(step: str) -> None:
 
 class AnalysisFailed(Exception):
     """The analysis of a correction failed for a reason a later try may not meet; the
-    driver pauses and tries again, up to policy.max_attempts, then FAILs it."""
+    runner pauses and tries again, up to policy.max_attempts, then FAILs it."""
 
 
 class PlanBusy(Exception):
-    """Another driver holds the plan's lease; its corrections will be run by that driver."""
+    """Another runner holds the plan's lease; its corrections will be run by that runner."""
 
     def __init__(self, plan_id: str) -> None:
         self.plan_id = plan_id
-        super().__init__(f"plan {plan_id} is being corrected by another driver")
+        super().__init__(f"plan {plan_id} is being corrected by another runner")
 
 
 @dataclass(frozen=True)
@@ -50,10 +50,10 @@ class CorrectionPolicy:
 
 
 class Outcome(StrEnum):
-    """What the driver does about an exception raised by a step."""
+    """What the runner does about an exception raised by a step."""
 
     LEASE_LOST = "lease_lost"
-    """Another driver took the plan: stop; it carries on."""
+    """Another runner took the plan: stop; it carries on."""
     READ_AGAIN = "read_again"
     """The correction or the tree changed under us: read it again, recompute the impact."""
     RETRY_LATER = "retry_later"

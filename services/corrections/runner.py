@@ -1,6 +1,6 @@
 """Running a plan's corrections: whoever holds the plan's lease works its unfinished
 corrections one at a time, a started one first, then oldest arrival
-(contracts.corrections.driver), each step by step to a terminal status.
+(contracts.corrections.running), each step by step to a terminal status.
 
 A heartbeat renews the lease while the runner holds it, and every step's transaction
 renews it conditionally on its owner, so a runner that stalled past its lease cannot
@@ -19,8 +19,8 @@ from datetime import datetime
 from opentelemetry import propagate, trace
 
 from contracts.corrections.changes import Changes, Versioned
-from contracts.corrections.driver import Step, next_step, next_to_drive
 from contracts.corrections.record import Correction
+from contracts.corrections.running import Step, next_step, next_to_run
 from contracts.corrections.states import CorrectionMode
 from contracts.corrections.states import CorrectionStatus as S
 from contracts.impact.summary import CorrectionImpact
@@ -65,7 +65,7 @@ class PlanRunner:
     async def run_plan(self, plan_id: str) -> bool:
         """Work the plan's unfinished corrections, oldest arrival first, until none remain.
 
-        False if another driver holds the plan's lease (it will do the work)."""
+        False if another runner holds the plan's lease (it will do the work)."""
         owner = self._owner()
         if not await self._store.locks.acquire(plan_id, owner, self._clock()):
             return False
@@ -73,7 +73,7 @@ class PlanRunner:
             # Read again after each one: a request recorded meanwhile takes its place
             # by arrival (a stale list would run a later arrival before it).
             while todo := await self._store.corrections.unfinished(plan_id):
-                v = todo[next_to_drive([t.correction.status for t in todo])]
+                v = todo[next_to_run([t.correction.status for t in todo])]
                 await self._advance(v.correction.correction_id, owner)
             return True
 
@@ -102,7 +102,7 @@ class PlanRunner:
 
     async def _renew_lease(self, plan_id: str, owner: str) -> None:
         # Every third of the lease: two renewals can fail (a database hiccup) before it
-        # expires. The renewal is conditional on the owner, so once another driver took
+        # expires. The renewal is conditional on the owner, so once another runner took
         # the plan this one stops renewing and its next commit fails its fence.
         every = self._store.locks.ttl.total_seconds() / 3
         while True:
@@ -116,9 +116,9 @@ class PlanRunner:
                 log.warning("renewing the lease on plan %s failed: %s", plan_id, exc)
 
     async def orphaned_plans(self) -> list[str]:
-        """Plans with unfinished corrections and no live lease: their driver died (or
-        none ever started). Whoever calls drive_plan on one takes it over; the lease
-        decides who, so two sweeping replicas never both drive it."""
+        """Plans with unfinished corrections and no live lease: their runner died (or
+        none ever started). Whoever calls run_plan on one takes it over; the lease
+        decides who, so two sweeping replicas never both run it."""
         plans = await self._store.corrections.plans_with_unfinished()
         if not plans:
             return []
@@ -167,7 +167,7 @@ class PlanRunner:
     async def _step(self, step: Step, v: Versioned, owner: str,
                     impact: CorrectionImpact | None, *, analysis_failures: int,
                     stuck: Exception | None) -> CorrectionImpact | None:
-        """Do `step` (contracts.corrections.driver) for the correction as read; the impact an
+        """Do `step` (contracts.corrections.running) for the correction as read; the impact an
         analysis computed, for the execution that follows it."""
         c = v.correction
         if step is Step.START_ANALYSIS:
@@ -181,6 +181,6 @@ class PlanRunner:
         return None
 
     def _owner(self) -> str:
-        # One owner per drive, not per process: two deliveries in one worker must not
+        # One owner per run, not per process: two deliveries in one worker must not
         # both believe they hold the plan.
         return f"{self._worker_id}:{new_id()}"

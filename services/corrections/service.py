@@ -161,12 +161,12 @@ class CorrectionService:
         return await self._commands.retry(correction_id, retry_id, plan_id=plan_id,
                                           reason=reason, requested_by=requested_by)
 
-    # --- driving ---------------------------------------------------------------------
+    # --- running ---------------------------------------------------------------------
 
-    async def drive_plan(self, plan_id: str) -> bool:
+    async def run_plan(self, plan_id: str) -> bool:
         """Work the plan's unfinished corrections, oldest arrival first, until none remain.
 
-        False if another driver holds the plan's lease (it will do the work)."""
+        False if another runner holds the plan's lease (it will do the work)."""
         return await self._runner.run_plan(plan_id)
 
     async def orphaned_plans(self) -> list[str]:

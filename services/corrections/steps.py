@@ -1,4 +1,4 @@
-"""The driver's steps after the first: analyse a correction (validate its target,
+"""The runner's steps after the first: analyse a correction (validate its target,
 compute a revert's impact, start the first attempt), and execute its attempt (build
 the writes, archive a revert's artifacts, commit), ending the attempt FAILED on any
 failure a retry in place would meet again."""

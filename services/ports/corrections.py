@@ -51,7 +51,7 @@ class CorrectionCommits(Protocol):
 
 
 class PlanLeases(Protocol):
-    """One driver at a time per plan: a lease that expires unless renewed."""
+    """One runner at a time per plan: a lease that expires unless renewed."""
 
     @property
     def ttl(self) -> timedelta: ...

@@ -125,7 +125,7 @@ async def test_an_attempt_changes_only_from_the_state_it_was_read_in(b: Backend)
     failed = running.transition(A.FAILED, NOW, error="boom")
     await b.store.writer.commit(Changes(c, 2, attempts=[AttemptChange(failed, A.EXECUTING)]),
                                 NOW)
-    with pytest.raises(ConcurrentChange):  # already FAILED: a second driver loses
+    with pytest.raises(ConcurrentChange):  # already FAILED: a second runner loses
         await b.store.writer.commit(Changes(c, 3, attempts=[AttemptChange(
             running.transition(A.COMPLETE, NOW, new_decision_id=tree[2].decision_id),
             A.EXECUTING)]), NOW)
@@ -157,13 +157,13 @@ async def test_a_step_commits_only_under_its_lease(b: Backend) -> None:
     tree = await chain(b)
     c = await pending(b, tree)
     plan = tree[0].plan_id
-    assert await b.store.locks.acquire(plan, "driver", NOW)
+    assert await b.store.locks.acquire(plan, "runner", NOW)
     analyzing = c.transition(S.ANALYZING, NOW)
-    await b.store.writer.commit(Changes(analyzing, 1, lease_owner="driver"), NOW)
+    await b.store.writer.commit(Changes(analyzing, 1, lease_owner="runner"), NOW)
     assert await b.store.locks.acquire(plan, "successor", NOW + timedelta(seconds=6))
     with pytest.raises(LeaseLost):
         await b.store.writer.commit(Changes(analyzing.transition(S.CANCELLED, NOW), 2,
-                                            lease_owner="driver", events=[event("x")]), NOW)
+                                            lease_owner="runner", events=[event("x")]), NOW)
     v = await b.store.corrections.get(c.correction_id)
     assert v is not None and v.correction.status is S.ANALYZING
 

@@ -641,9 +641,9 @@ def per_plan_order(docs: list[Document], announced_pending: dict[str, datetime]
     [analyzing, terminal] from the stored history: pairs whose runs overlap, and pairs
     where y arrived first (lower stream sequence) but x ran before it.
 
-    The driver runs the oldest arrival among the corrections recorded when it reads the
-    plan's list (contracts.corrections.driver.next_to_drive), so such a pair is broken only if y's
-    record had committed before x's driver read that list. The stamps are worker clocks
+    The runner runs the oldest arrival among the corrections recorded when it reads the
+    plan's list (contracts.corrections.running.next_to_run), so such a pair is broken only if y's
+    record had committed before x's runner read that list. The stamps are worker clocks
     taken before commits, so they bound those moments from one side only:
     - y's commit is at most when its PENDING event was stored in the stream (published
       after the commit; `announced_pending`);

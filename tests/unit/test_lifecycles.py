@@ -158,7 +158,7 @@ def test_correction_table_without_the_retry_is_acyclic_so_a_status_is_entered_on
     assert all(s not in reachable(s) for s in CorrectionStatus)
 
 
-def test_only_failed_can_be_retried_and_stays_terminal_for_the_driver() -> None:
+def test_only_failed_can_be_retried_and_stays_terminal_for_the_runner() -> None:
     assert {S.FAILED} == RETRYABLE
     assert S.FAILED in CORRECTION_LIFECYCLE.terminal
     for from_, to in product(CorrectionStatus, CorrectionStatus):

@@ -1,10 +1,10 @@
-"""The correction driver's next step, for every status and conflict count (no servers)."""
+"""The correction runner's next step, for every status and conflict count (no servers)."""
 
 from __future__ import annotations
 
 import pytest
 
-from contracts.corrections.driver import Step, next_step
+from contracts.corrections.running import Step, next_step
 from contracts.corrections.states import CORRECTION_LIFECYCLE, CorrectionStatus
 
 pytestmark = pytest.mark.unit
@@ -44,14 +44,14 @@ def test_every_step_is_reached_by_some_state() -> None:
     assert reached == set(Step)
 
 
-def test_a_started_correction_is_driven_before_any_pending_one() -> None:
-    from contracts.corrections.driver import next_to_drive  # noqa: PLC0415
+def test_a_started_correction_is_run_before_any_pending_one() -> None:
+    from contracts.corrections.running import next_to_run  # noqa: PLC0415
 
     pending, analyzing, executing = (CorrectionStatus.PENDING, CorrectionStatus.ANALYZING,
                                      CorrectionStatus.EXECUTING)
-    assert next_to_drive([pending, pending]) == 0  # the oldest arrival
-    assert next_to_drive([pending, analyzing, pending]) == 1  # a late earlier arrival waits
-    assert next_to_drive([pending, pending, executing]) == 2
-    assert next_to_drive([analyzing, executing]) == 0
+    assert next_to_run([pending, pending]) == 0  # the oldest arrival
+    assert next_to_run([pending, analyzing, pending]) == 1  # a late earlier arrival waits
+    assert next_to_run([pending, pending, executing]) == 2
+    assert next_to_run([analyzing, executing]) == 0
     with pytest.raises(ValueError, match="no unfinished"):
-        next_to_drive([])
+        next_to_run([])
