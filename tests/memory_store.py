@@ -190,8 +190,8 @@ class MemoryDecisions:
         docs = {p: st.plans[p] for p in plans | claimed if p in st.plans}
         parent_of = {p: doc.get("parent_plan_id") for p, doc in st.plans.items()}
         lineage = {p: chain for p in plans if (chain := ancestry(p, parent_of))}
-        family = plans | {a for chain in lineage.values() for a in chain}
-        blocked = _blocking(st, family)
+        considered = plans | {a for chain in lineage.values() for a in chain}
+        blocked = _blocking(st, considered)
         stored = {i: Stored(*st.recorded.get(i, ("", -1))) for i in (ids if existing else ())
                   if i in st.decisions}
         superseded_by = {p: d.superseded_by for p in parents

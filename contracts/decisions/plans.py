@@ -79,7 +79,7 @@ class PlanRecord(Frozen):
 
 
 MAX_PLAN_DEPTH = 64
-"""Ancestors followed at most: a chain longer than this (or a cycle, which the family
+"""Ancestors followed at most: a chain longer than this (or a cycle, which the lineage
 rules refuse but stored data from before them may hold) is cut there."""
 
 

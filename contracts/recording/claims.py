@@ -93,10 +93,9 @@ class ClaimRules:
 
     def _dependent(self, d: Decision, x: str, plan_of: Mapping[str, str]
                    ) -> RuleViolation | None:
-        # The wire value of the rule (downstream_in_family) is a public contract: kept.
         if x in (d.decision_id, d.parent_decision_id):
             return RuleViolation(
-                rule=Rule.DOWNSTREAM_IN_FAMILY, field="downstream_decision_ids",
+                rule=Rule.DOWNSTREAM_IN_LINEAGE, field="downstream_decision_ids",
                 message=f"{x} is this decision or its parent, not a dependent")
         plan_id = plan_of.get(x) or self.dependent_plan.get(x)
         if plan_id is None or plan_id == d.plan_id:
@@ -105,7 +104,7 @@ class ClaimRules:
         if child or plan_id in d.downstream_plan_ids:
             return None
         return RuleViolation(
-            rule=Rule.DOWNSTREAM_IN_FAMILY, field="downstream_decision_ids",
+            rule=Rule.DOWNSTREAM_IN_LINEAGE, field="downstream_decision_ids",
             message=f"decision {x} belongs to plan {plan_id}, which is neither plan "
             f"{d.plan_id} nor one of its child plans")
 

@@ -1,4 +1,4 @@
-"""Issue 8, item 2, at record time: child_plan_claim and downstream_in_family."""
+"""The lineage rules at record time: child_plan_claim and downstream_in_family."""
 
 from __future__ import annotations
 
@@ -125,7 +125,7 @@ def test_only_a_root_names_a_parent_plan() -> None:
     assert {v.rule for v in result.violations} == {Rule.CHILD_PLAN_CLAIM}
 
 
-def test_dependents_stay_in_the_family() -> None:
+def test_dependents_stay_in_the_lineage() -> None:
     r, facts = parent_plan()
     stranger, child = new_id(), new_id()
     other = new_id()
@@ -137,8 +137,8 @@ def test_dependents_stay_in_the_family() -> None:
     parent = decision(r["plan_id"], r["decision_id"],
                       downstream_decision_ids=[r["decision_id"]])
     result = outcome([ok, bad, parent], facts)
-    assert result == {ok["decision_id"]: None, bad["decision_id"]: Rule.DOWNSTREAM_IN_FAMILY,
-                      parent["decision_id"]: Rule.DOWNSTREAM_IN_FAMILY}
+    assert result == {ok["decision_id"]: None, bad["decision_id"]: Rule.DOWNSTREAM_IN_LINEAGE,
+                      parent["decision_id"]: Rule.DOWNSTREAM_IN_LINEAGE}
 
 
 def test_an_unset_parent_plan_id_leaves_content_hashes_as_they_were() -> None:

@@ -45,7 +45,7 @@ async def test_ancestors_follow_parent_links_and_remember_only_parents(
     above = new_id()
     await link(db, top, above)
     assert (await plan_ancestors(db, [leaf], known))[leaf] == (mid, top, above)
-    # A cycle in stored data (from before the family rules) ends the chain.
+    # A cycle in stored data (from before the lineage rules) ends the chain.
     await link(db, above, leaf)
     assert (await plan_ancestors(db, [leaf], {}))[leaf] == (mid, top, above)
 

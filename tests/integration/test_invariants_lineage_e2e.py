@@ -1,4 +1,4 @@
-"""Invariants follow the plan family, against the real servers and workers: an append's
+"""Invariants follow the plan lineage, against the real servers and workers: an append's
 child plan is announced and reconciled (with its parent's PLAN invariants), a parent's
 unresolved error violation blocks the child's Execute phase until resolved, and
 `agents invariant reconcile` back-fills plans recorded before an invariant existed."""

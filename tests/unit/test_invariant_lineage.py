@@ -1,4 +1,4 @@
-"""Invariants over a plan family, without servers: a plan's ancestry from parent links,
+"""Invariants over a plan lineage, without servers: a plan's ancestry from parent links,
 PLAN invariants of ancestors (the nearer plan wins), blocking by an ancestor's
 violation in the recorder's batch rules, and the persisted event of a stored decision."""
 
@@ -67,7 +67,7 @@ SOURCES: dict[str, tuple[InvariantScope, str | None]] = {
 ORDER = list(SOURCES)
 
 
-class TestPrecedenceOverTheFamily:
+class TestPrecedenceOverTheLineage:
     @pytest.mark.parametrize("present", [
         combo for n in range(1, 7) for combo in itertools.combinations(ORDER, n)])
     def test_nearest_plan_then_scope_wins(self, present: tuple[str, ...]) -> None:
@@ -90,7 +90,7 @@ class TestPrecedenceOverTheFamily:
         assert got == [invs[3], invs[1]]
 
 
-class TestBlockingOverTheFamily:
+class TestBlockingOverTheLineage:
     @pytest.mark.parametrize("kind", list(DecisionType))
     @pytest.mark.parametrize("blocked", [CHILD, PARENT, GRANDPARENT, STRANGER, None],
                              ids=["child", "parent", "grandparent", "stranger", "none"])

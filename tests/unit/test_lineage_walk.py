@@ -1,4 +1,4 @@
-"""Issue 8, item 2: the impact walk never leaves the target's plan family."""
+"""The impact walk never leaves the target's plan lineage (the plan and its child plans)."""
 
 from __future__ import annotations
 
