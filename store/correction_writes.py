@@ -26,7 +26,7 @@ from store.corrections import to_fields
 from store.database import CORRECTIONS, DECISIONS, ID_CHUNK, PLANS, Document
 from store.decisions import to_document
 from store.errors import ConcurrentChange
-from store.locks import PlanLocks
+from store.leases import Leases
 from store.outbox import OutboxRepository
 from store.plans import PlanRepository
 from store.sequences import reserve_sequences
@@ -36,7 +36,7 @@ from store.translate import translate_errors
 
 @translate_errors
 class CorrectionWriter:
-    def __init__(self, db: AsyncDatabase[Document], locks: PlanLocks) -> None:
+    def __init__(self, db: AsyncDatabase[Document], leases: Leases) -> None:
         self._client = db.client
         self._corrections = db[CORRECTIONS]
         self._decisions = db[DECISIONS]
@@ -44,7 +44,7 @@ class CorrectionWriter:
         self._attempts = CorrectionAttemptRepository(db)
         self._plans = PlanRepository(db)
         self._outbox = OutboxRepository(db)
-        self._locks = locks
+        self._leases = leases
 
     async def commit(self, changes: Changes, now: datetime) -> Written:
         written: Written = await run_in_transaction(
@@ -54,7 +54,7 @@ class CorrectionWriter:
     async def _write(self, c: Changes, now: datetime, s: AsyncClientSession) -> Written:
         plan_id = c.correction.plan_id
         if c.lease_owner is not None:
-            await self._locks.fence(plan_id, c.lease_owner, now, s)
+            await self._leases.fence(plan_id, c.lease_owner, now, s)
         version = await self._write_correction(c, s)
         for a in c.attempts:
             if a.expected is None:

@@ -37,7 +37,7 @@ from store.database import Document, connect, ensure_indexes
 from store.dead_letters import DeadLetterRepository
 from store.deliveries import DeliveryFailures, ParentWaits
 from store.invariant_store import InvariantStore
-from store.locks import PlanLocks
+from store.leases import Leases
 from store.recorder import RecorderRepository
 from store.transactions import on_new_session
 from store.workers import WorkerRegistry
@@ -259,8 +259,8 @@ async def start_consumers(runtime: Runtime, settings: Settings, broker: NatsBrok
                            runtime.get_dead_letters, failures=failures),
         LeadingPuller(lambda: recorder_puller(js, settings, runtime.get_recorder,
                                               failures=failures),
-                      PlanLocks(runtime.mongo[settings.mongodb_db],
-                                settings.recorder_lease_seconds),
+                      Leases(runtime.mongo[settings.mongodb_db],
+                             settings.recorder_lease_seconds),
                       role=RECORDER_ROLE, owner=runtime.worker_id, stream=DECISIONS_STREAM,
                       durable=RECORDER_DURABLE, graceful_timeout=settings.graceful_timeout),
     ]

@@ -8,7 +8,7 @@ the commit and the publish leaves them for the next flush of that correction or 
 relay.
 
 Ordering: a plan's corrections are worked one at a time by whoever holds the plan's
-lease (store.locks), a started one first, then oldest arrival
+lease (store.leases), a started one first, then oldest arrival
 (contracts.corrections.running.next_to_run); a heartbeat renews the lease while the
 runner holds it, and every step's transaction renews it conditionally on its owner,
 so a runner that stalled past its lease cannot commit (`runner`).

@@ -67,7 +67,7 @@ class PlanRunner:
 
         False if another runner holds the plan's lease (it will do the work)."""
         owner = self._owner()
-        if not await self._store.locks.acquire(plan_id, owner, self._clock()):
+        if not await self._store.leases.acquire(plan_id, owner, self._clock()):
             return False
         async with self._holding(plan_id, owner):
             # Read again after each one: a request recorded meanwhile takes its place
@@ -82,7 +82,7 @@ class PlanRunner:
         v = await self._writes.get(correction_id)
         owner = self._owner()
         plan_id = v.correction.plan_id
-        if not await self._store.locks.acquire(plan_id, owner, self._clock()):
+        if not await self._store.leases.acquire(plan_id, owner, self._clock()):
             raise PlanBusy(plan_id)
         async with self._holding(plan_id, owner):
             return await self._advance(correction_id, owner)
@@ -98,17 +98,17 @@ class PlanRunner:
             beat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await beat
-            await self._store.locks.release(plan_id, owner)
+            await self._store.leases.release(plan_id, owner)
 
     async def _renew_lease(self, plan_id: str, owner: str) -> None:
         # Every third of the lease: two renewals can fail (a database hiccup) before it
         # expires. The renewal is conditional on the owner, so once another runner took
         # the plan this one stops renewing and its next commit fails its fence.
-        every = self._store.locks.ttl.total_seconds() / 3
+        every = self._store.leases.ttl.total_seconds() / 3
         while True:
             await asyncio.sleep(every)
             try:
-                if not await self._store.locks.renew(plan_id, owner, self._clock()):
+                if not await self._store.leases.renew(plan_id, owner, self._clock()):
                     log.warning("lease on plan %s lost by %s; its next commit will fail",
                                 plan_id, owner)
                     return
@@ -122,7 +122,7 @@ class PlanRunner:
         plans = await self._store.corrections.plans_with_unfinished()
         if not plans:
             return []
-        live = await self._store.locks.live(plans, self._clock())
+        live = await self._store.leases.live(plans, self._clock())
         return [p for p in plans if p not in live]
 
     async def _advance(self, correction_id: str, owner: str) -> Correction:

@@ -179,7 +179,7 @@ class CorrectionService:
     async def relay(self, created_before: datetime | None = None) -> int:
         """Flush every correction with events left in the outbox; returns how many."""
         left = await self._store.outbox.pending(created_before)
-        corrections = list(dict.fromkeys(p.correction_id for p in left))
+        corrections = list(dict.fromkeys(p.source_id for p in left))
         for cid in corrections:
             await self.flush(cid)
         return len(corrections)

@@ -71,7 +71,7 @@ class ImpactReads(Protocol):
 
 
 class OutboxRecords(Protocol):
-    async def pending_for(self, correction_id: str) -> list[Pending]:
+    async def pending_for(self, source_id: str) -> list[Pending]:
         """The key's pending events, in order."""
         ...
 

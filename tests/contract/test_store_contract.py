@@ -137,30 +137,30 @@ async def test_an_attempt_changes_only_from_the_state_it_was_read_in(b: Backend)
 
 
 async def test_a_plan_lease_has_one_holder_until_it_expires(b: Backend) -> None:
-    locks, plan = b.store.locks, new_id()
-    assert locks.ttl == timedelta(seconds=5)
-    assert await locks.acquire(plan, "a", NOW)
-    assert await locks.acquire(plan, "a", NOW)  # its own again
-    assert not await locks.acquire(plan, "b", NOW + timedelta(seconds=4))
-    assert await locks.live([plan, new_id()], NOW) == {plan}
-    assert await locks.renew(plan, "a", NOW + timedelta(seconds=4))
-    assert not await locks.acquire(plan, "b", NOW + timedelta(seconds=8))  # renewed
-    assert await locks.acquire(plan, "b", NOW + timedelta(seconds=10))  # expired: taken
-    assert not await locks.renew(plan, "a", NOW + timedelta(seconds=10))
-    await locks.release(plan, "a")  # not a's to release
-    assert await b.raw.locks.holder(plan) == "b"
-    await locks.release(plan, "b")
-    assert await b.raw.locks.holder(plan) is None
+    leases, plan = b.store.leases, new_id()
+    assert leases.ttl == timedelta(seconds=5)
+    assert await leases.acquire(plan, "a", NOW)
+    assert await leases.acquire(plan, "a", NOW)  # its own again
+    assert not await leases.acquire(plan, "b", NOW + timedelta(seconds=4))
+    assert await leases.live([plan, new_id()], NOW) == {plan}
+    assert await leases.renew(plan, "a", NOW + timedelta(seconds=4))
+    assert not await leases.acquire(plan, "b", NOW + timedelta(seconds=8))  # renewed
+    assert await leases.acquire(plan, "b", NOW + timedelta(seconds=10))  # expired: taken
+    assert not await leases.renew(plan, "a", NOW + timedelta(seconds=10))
+    await leases.release(plan, "a")  # not a's to release
+    assert await b.raw.leases.holder(plan) == "b"
+    await leases.release(plan, "b")
+    assert await b.raw.leases.holder(plan) is None
 
 
 async def test_a_step_commits_only_under_its_lease(b: Backend) -> None:
     tree = await chain(b)
     c = await pending(b, tree)
     plan = tree[0].plan_id
-    assert await b.store.locks.acquire(plan, "runner", NOW)
+    assert await b.store.leases.acquire(plan, "runner", NOW)
     analyzing = c.transition(S.ANALYZING, NOW)
     await b.store.writer.commit(Changes(analyzing, 1, lease_owner="runner"), NOW)
-    assert await b.store.locks.acquire(plan, "successor", NOW + timedelta(seconds=6))
+    assert await b.store.leases.acquire(plan, "successor", NOW + timedelta(seconds=6))
     with pytest.raises(LeaseLost):
         await b.store.writer.commit(Changes(analyzing.transition(S.CANCELLED, NOW), 2,
                                             lease_owner="runner", events=[event("x")]), NOW)
@@ -179,7 +179,7 @@ async def test_the_outbox_keeps_each_keys_events_in_commit_order(b: Backend) -> 
                                 NOW + timedelta(seconds=1))
     mine = await b.store.outbox.pending_for(c.correction_id)
     assert [p.message.subject for p in mine] == ["test.p", "test.one", "test.two"]
-    assert mine[1].message == e1 and mine[1].correction_id == c.correction_id
+    assert mine[1].message == e1 and mine[1].source_id == c.correction_id
     assert [p.message.subject for p in await b.store.outbox.pending(
         NOW + timedelta(seconds=1))] == ["test.p"]
     await b.store.outbox.delete([p.message.msg_id for p in mine[:2]])

@@ -203,7 +203,7 @@ async def test_the_lease_is_renewed_while_a_slow_archive_is_written(
     await svc.request_correction(req)
     running = asyncio.create_task(svc.run_plan(plan))
     await asyncio.sleep(2.0)  # twice the lease, in the middle of the copy
-    intruder = CorrectionStore.open(db, lease_seconds=1.0).locks
+    intruder = CorrectionStore.open(db, lease_seconds=1.0).leases
     assert not await intruder.acquire(plan, "intruder", utc_now())
     assert await running
     c = await svc.get_correction(req.correction_id)

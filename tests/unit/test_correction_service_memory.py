@@ -109,7 +109,7 @@ async def test_a_revert_is_applied_with_every_event_once(tmp_path: Path) -> None
     assert len(s.published.on("corrections.resume.")) == 1
     assert len(s.published.on("decisions.persisted.")) == 1  # the replacement
     assert await s.store.outbox.count() == 0  # everything committed was published
-    assert await s.store.locks.holder(s.plan_id) is None
+    assert await s.store.leases.holder(s.plan_id) is None
 
 
 async def test_an_append_spawns_a_child_plan(tmp_path: Path) -> None:
@@ -255,7 +255,7 @@ async def test_a_runner_that_lost_its_lease_commits_nothing(tmp_path: Path) -> N
     m = MemoryStore(lease_seconds=5)
 
     async def taken(_: int) -> None:  # as if it had stalled past its lease
-        m.db.state.locks[s.plan_id] = ("successor", datetime(2100, 1, 1, tzinfo=UTC))
+        m.db.state.leases[s.plan_id] = ("successor", datetime(2100, 1, 1, tzinfo=UTC))
 
     s = await scene(tmp_path, store=m, impact=ImpactThen(m.impact, taken))
     req = s.request(1)
@@ -264,7 +264,7 @@ async def test_a_runner_that_lost_its_lease_commits_nothing(tmp_path: Path) -> N
         await s.service.run_plan(s.plan_id)
     c = await s.get(req.correction_id)
     assert c.status is S.ANALYZING  # the successor carries on from here
-    assert await s.store.locks.holder(s.plan_id) == "successor"
+    assert await s.store.leases.holder(s.plan_id) == "successor"
     assert await s.service.list_attempts(req.correction_id) == []
 
 
@@ -327,7 +327,7 @@ async def test_a_database_that_fails_a_read_leaves_the_correction_for_a_retry(
         await svc.run_plan(s0.plan_id)
     c = await s0.get(req.correction_id)
     assert c.status is S.ANALYZING and c.error is None
-    assert await s0.store.locks.holder(s0.plan_id) is None
+    assert await s0.store.leases.holder(s0.plan_id) is None
     down = False
     assert await svc.run_plan(s0.plan_id)
     assert (await s0.get(req.correction_id)).status is S.APPLIED

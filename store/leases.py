@@ -1,12 +1,14 @@
-"""Per-plan leases (collection `plan_locks`): one driver at a time works a plan's corrections.
+"""Leases (collection `plan_locks`, its stored name): one holder at a time. A plan's lease
+lets one runner at a time work its corrections; the `role:recorder` lease lets one
+replica at a time run the recorder (workers/leading.py).
 
 A lease is a document {_id: plan_id, owner, expires_at}. Taking it is one
 findAndModify that matches only a free or expired lease; when the lease is held, the
 upsert collides with the existing _id and the server refuses it, so two replicas can
 never both believe they hold it. A holder that dies simply lets it expire.
-While a driver holds the lease a heartbeat renews it (`renew`, conditional on the
+While a runner holds a plan's lease a heartbeat renews it (`renew`, conditional on the
 owner), so a long impact walk or archive copy never loses it; every correction
-transaction also renews it conditionally on its owner (`fence`), so a driver that
+transaction also renews it conditionally on its owner (`fence`), so a runner that
 stalled past its expiry (its heartbeat stalled with it) cannot commit over its successor.
 """
 
@@ -24,7 +26,7 @@ from store.translate import translate_errors
 
 
 @translate_errors
-class PlanLocks:
+class Leases:
     def __init__(self, db: AsyncDatabase[Document], ttl_seconds: float) -> None:
         self._coll = db[PLAN_LOCKS]
         self.ttl = timedelta(seconds=ttl_seconds)
@@ -57,7 +59,7 @@ class PlanLocks:
             raise LeaseLost(plan_id, owner)
 
     async def live(self, plan_ids: list[str], now: datetime) -> set[str]:
-        """Which of these plans have a lease that has not expired: a driver is on them."""
+        """Which of these plans have a lease that has not expired: a runner is on them."""
         cursor = self._coll.find({"_id": {"$in": plan_ids}, "expires_at": {"$gte": now}},
                                  {"_id": 1})
         return {str(d["_id"]) async for d in cursor}
