@@ -18,7 +18,7 @@ from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.corrections.append import AppendWrites
-from contracts.corrections.changes import AttemptChange, Changes, Versioned, Written
+from contracts.corrections.changes import Changes, Versioned, Written
 from contracts.corrections.revert import RevertWrites
 from contracts.decisions.model import Decision
 from store.attempts import CorrectionAttemptRepository
@@ -148,4 +148,4 @@ class CorrectionWriter:
 
 
 
-__all__ = ["AttemptChange", "Changes", "CorrectionWriter", "Written"]
+__all__ = ["CorrectionWriter"]

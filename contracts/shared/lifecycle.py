@@ -17,7 +17,6 @@ from typing import Generic, TypeVar
 from contracts.shared.errors import IllegalTransition
 
 __all__ = [
-    "IllegalTransition",
     "Lifecycle",
     "TransitionTable",
     "check_transition",
