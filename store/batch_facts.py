@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from pymongo.asynchronous.database import AsyncDatabase
@@ -19,32 +19,14 @@ from contracts.decisions.plans import PlanStatus, ancestry
 from contracts.recording.facts import PlanClaim, Stored, StoredFacts
 from contracts.recording.message import Candidate
 from store.batch_rare_facts import claim_ancestors, resumes
-from store.cache import LRUCache
+from store.cache import RecorderCache
 from store.database import CORRECTION_ATTEMPTS, DECISIONS, PLANS, Document, find_by_ids
 from store.plans import plan_ancestors
 from store.violations import blocking_violations
 
-PLAN_OF_CACHE = 200_000
-PARENT_PLAN_CACHE = 100_000
 PLAN_FACTS = {"epoch": 1, "status": 1, "rolled_back_by": 1, "parent_plan_id": 1,
               "spawned_from_decision_id": 1, "spawned_at": 1, "named_parent_plan_id": 1,
               "root_created_at": 1}
-
-
-@dataclass
-class RecorderCache:
-    """What the recorder remembers between batches: facts that never change once stored."""
-
-    plan_of: LRUCache[str, tuple[str, int]] = field(
-        default_factory=lambda: LRUCache(PLAN_OF_CACHE))
-    """decision_id -> plan_id of decisions known to be stored. Both are immutable and
-    decisions are only ever added, so a parent seen once need not be read again: in a
-    steady stream nearly every parent was written moments ago by this worker. The epoch
-    beside the plan is the plan's correction epoch when the decision was last seen
-    current: only a revert supersedes, and every revert bumps the epoch."""
-    parent_plan: LRUCache[str, str] = field(
-        default_factory=lambda: LRUCache(PARENT_PLAN_CACHE))
-    """plan_id -> parent plan_id: a plan's parent, once recorded, never changes."""
 
 
 @dataclass(frozen=True)

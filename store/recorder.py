@@ -13,8 +13,9 @@ from pymongo.errors import BulkWriteError, DuplicateKeyError
 from contracts.decisions.model import Decision
 from contracts.recording.facts import StoredFacts
 from contracts.recording.message import Candidate
-from store.batch_facts import BatchFacts, RecorderCache
+from store.batch_facts import BatchFacts
 from store.batch_insert import StaleFacts, insert_batch
+from store.cache import RecorderCache
 from store.database import DECISIONS, Document, find_by_ids
 from store.decisions import from_document
 from store.transactions import run_in_transaction
