@@ -34,10 +34,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from contracts.corrections.model import CorrectionMode, CorrectionRequest  # noqa: E402
-from contracts.corrections.write_sets import RevertWrites, revert_writes  # noqa: E402
+from contracts.corrections.requests import CorrectionRequest  # noqa: E402
+from contracts.corrections.revert import RevertWrites, revert_writes  # noqa: E402
+from contracts.corrections.states import CorrectionMode  # noqa: E402
 from contracts.decisions.model import Decision  # noqa: E402
-from contracts.impact.walk import AffectedArtifact, CorrectionImpact, RiskLevel  # noqa: E402
+from contracts.impact.risk import RiskLevel  # noqa: E402
+from contracts.impact.summary import AffectedArtifact, CorrectionImpact  # noqa: E402
 from contracts.shared.timestamps import utc_now  # noqa: E402
 from services.archive.writer import Archive  # noqa: E402
 from tests.factories import decision, root  # noqa: E402

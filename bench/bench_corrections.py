@@ -37,9 +37,13 @@ from pymongo import AsyncMongoClient
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from contracts.corrections.model import CorrectionMode, CorrectionRequest  # noqa: E402
-from contracts.decisions.model import ArtifactRef, ContextSnapshot, Decision, DecisionType  # noqa: E402
+from contracts.corrections.requests import CorrectionRequest  # noqa: E402
+from contracts.corrections.states import CorrectionMode  # noqa: E402
+from contracts.decisions.artifacts import ArtifactRef  # noqa: E402
+from contracts.decisions.context import ContextSnapshot  # noqa: E402
+from contracts.decisions.model import Decision  # noqa: E402
 from contracts.decisions.subjects import DECISIONS_STREAM, RECORDER_DURABLE  # noqa: E402
+from contracts.decisions.types import DecisionType  # noqa: E402
 from contracts.shared.ids import new_id  # noqa: E402
 from deploy.embedded import free_port, start_mongo, start_nats  # noqa: E402
 from store.database import ensure_indexes  # noqa: E402

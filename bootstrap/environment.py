@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from bootstrap.setting_types import LogFormat, LogLevel, StreamProfile, parse_addr
 from clients.credentials import NatsCredentials
-from contracts.archive.rules import ArchiveLimits
+from contracts.corrections.archive.rules import ArchiveLimits
 
 if TYPE_CHECKING:
     from bootstrap.settings import Settings

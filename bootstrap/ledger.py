@@ -23,12 +23,14 @@ from bootstrap.settings import Settings
 from clients._publish import RetryPolicy
 from clients.operator import CorrectionClient
 from services.archive.writer import Archive
-from services.corrections import CorrectionPolicy, CorrectionService, CrashHook, no_crash
+from services.corrections.policy import CorrectionPolicy, CrashHook, no_crash
+from services.corrections.service import CorrectionService
 from services.dead_letters import DeadLetterService
 from services.invariants import InvariantService
-from services.ports import CorrectionObserver
+from services.ports.publishing import CorrectionObserver
 from services.read_ports import LedgerReads
-from services.recorder import RecorderPolicy, RecorderService
+from services.recorder import RecorderService
+from services.recorder_policy import RecorderPolicy
 from store.mongo_store import MongoStore
 
 __all__ = ["OPERATOR", "Ledger", "Role", "open_ledger"]
@@ -95,7 +97,7 @@ def open_ledger(settings: Settings, nats: NatsSource, role: Role = OPERATOR) -> 
                                timeout_ms=role.mongo_timeout_ms)
     publisher = PublisherOnDemand(nats, role.publish_ack_timeout)
     recorder = RecorderService(
-        store.decisions, store.dead_letters, publisher,
+        store.recorder, store.dead_letters, publisher,
         RecorderPolicy(parent_wait_seconds=settings.recorder_parent_wait_seconds,
                        max_payload_bytes=settings.max_payload_bytes),
         waits=store.parent_waits)

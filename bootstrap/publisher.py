@@ -1,4 +1,4 @@
-"""JetStream side of `services.ports.EventPublisher` and `MessagePublisher`.
+"""JetStream side of `services.ports.publishing.EventPublisher` and `MessagePublisher`.
 
 `JetStreamPublisher` publishes over a connection it is given; `PublisherOnDemand` is
 the one an opened ledger hands its services, which takes the connection from its
@@ -19,8 +19,8 @@ from nats.js import JetStreamContext
 
 from bootstrap.nats_source import NatsSource
 from contracts.shared.ids import MSG_ID_HEADER
-from contracts.shared.outgoing import StreamAck
-from services.ports import EventPublisher, MessagePublisher, NotStored, OutgoingEvent
+from contracts.shared.outgoing import OutgoingEvent, StreamAck
+from services.ports.publishing import EventPublisher, MessagePublisher, NotStored
 
 __all__ = ["JetStreamPublisher", "Publisher", "PublisherOnDemand"]
 

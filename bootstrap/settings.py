@@ -16,7 +16,7 @@ from bootstrap.environment import read_settings
 from bootstrap.required_secrets import require_secrets
 from bootstrap.setting_types import LogFormat, Retry, StreamProfile
 from clients.credentials import NatsCredentials
-from contracts.archive.rules import ArchiveLimits
+from contracts.corrections.archive.rules import ArchiveLimits
 from contracts.shared.bounds import DEFAULT_MAX_PAYLOAD_BYTES
 
 __all__ = ["Settings"]
@@ -45,7 +45,7 @@ class Settings:
     Never inside ARTIFACTS_ROOT, the tree agents write to (refused at start)."""
     archive_limits: ArchiveLimits = field(default_factory=ArchiveLimits)
     """ARCHIVE_MAX_* sizes, ARCHIVE_HASH_MAX_BYTES, ARCHIVE_MIN_FREE_BYTES and
-    ARCHIVE_STALL_SECONDS (contracts.archive.rules; docs/corrections.md, Settings)."""
+    ARCHIVE_STALL_SECONDS (contracts.corrections.archive.rules; docs/corrections.md, Settings)."""
     corrections_batch_size: int = 16
     corrections_ack_wait_seconds: float = 5.0
     corrections_retry_delay: float = 1.0

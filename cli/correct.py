@@ -22,11 +22,12 @@ from rich.markup import escape
 from cli.context import Ctx, parse_id, run
 from cli.errors import USAGE_ERROR, fail
 from cli.render import JsonFlag, clip, dump, emit_json, out, risk_text, short, status_text
-from contracts.corrections.model import GUIDANCE_MAX_CHARS, CorrectionMode, CorrectionStatus
+from contracts.corrections.states import CorrectionMode, CorrectionStatus
+from contracts.decisions.guidance import GUIDANCE_MAX_CHARS
 
 if TYPE_CHECKING:
     from clients.operator import CorrectionClient
-    from contracts.impact.walk import DryRunReport
+    from contracts.corrections.dry_run import DryRunReport
 
 EXIT_FAILED = 3
 EXIT_CANCELLED = 4
@@ -38,7 +39,7 @@ DRY_RUN_TIMEOUT = 30.0
 
 
 def _guidance(guidance: str | None, mode: CorrectionMode, dry_run: bool) -> str | None:
-    """None lets a revert take its default guidance (contracts.corrections.model.
+    """None lets a revert take its default guidance (contracts.corrections.requests.
     default_revert_guidance: it names the target and the operator, and the replacement's
     chosen option becomes `Revert: <original choice>`), as the seeds' `agents plan
     correct --mode=revert ID` expects. An append's guidance is the child plan's prompt,
@@ -125,7 +126,7 @@ def correct(
 async def _dry_run(ops: CorrectionClient, plan_id: str, decision_id: str,
                    mode: CorrectionMode, guidance: str | None, *,
                    chosen_option: str | None) -> DryRunReport:
-    from clients.operator import DryRunRefused, LedgerUnavailable
+    from clients.correction_errors import DryRunRefused, LedgerUnavailable
 
     try:
         return await ops.dry_run(plan_id, decision_id, mode, guidance,

@@ -18,13 +18,13 @@ from rich.markup import escape
 from cli.context import Ctx, parse_id, run
 from cli.errors import USAGE_ERROR, fail
 from cli.render import JsonFlag, emit_json, out
-from contracts.corrections.model import CorrectionStatus
+from contracts.corrections.states import CorrectionStatus
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Collection
 
     from clients.operator import CorrectionClient
-    from contracts.corrections.model import Correction
+    from contracts.corrections.record import Correction
 
 
 async def correction_of(ctx: Ctx, correction_id: str) -> Correction:
@@ -46,8 +46,8 @@ def cancel(
     correction_id = parse_id(correction_id, "correction")
 
     async def body(ctx: Ctx) -> None:
-        from contracts.corrections.events import CancelRefused
-        from contracts.corrections.model import CANCELLABLE
+        from contracts.corrections.refusals import CancelRefused
+        from contracts.corrections.states import CANCELLABLE
 
         _, _, outcome = await _command(
             ctx, correction_id, verb="cancel", allowed=CANCELLABLE,
@@ -76,8 +76,8 @@ def fail_(
         fail("--reason must hold 1 to 1,000 characters, not all blank", USAGE_ERROR)
 
     async def body(ctx: Ctx) -> None:
-        from contracts.corrections.events import FailRefused
-        from contracts.corrections.model import OPERATOR_FAILABLE
+        from contracts.corrections.refusals import FailRefused
+        from contracts.corrections.states import OPERATOR_FAILABLE
 
         _, _, outcome = await _command(
             ctx, correction_id, verb="fail", allowed=OPERATOR_FAILABLE,
@@ -111,7 +111,7 @@ def retry(
 
     async def body(ctx: Ctx) -> int:
         from cli.correct import follow_outcome
-        from contracts.corrections.events import RetryRefused
+        from contracts.corrections.refusals import RetryRefused
 
         ops, c, outcome = await _command(
             ctx, correction_id, verb="retry", allowed={CorrectionStatus.FAILED},
@@ -163,7 +163,7 @@ async def _command(ctx: Ctx, correction_id: str, *, verb: str,
 async def _send_and_wait(ops: CorrectionClient, c: Correction, timeout: float, *,
                          send: Callable[[], Awaitable[object]], done: CorrectionStatus,
                          verb: str) -> dict[str, object]:
-    from clients.operator import command_answer
+    from clients.command_answer import command_answer
 
     return await command_answer(ops, c.correction_id, c.plan_id, verb=verb, done=done,
                                 send=send, timeout=timeout)

@@ -16,7 +16,7 @@ from cli import correction_commands, history
 from cli.context import Ctx, parse_id, run
 from cli.correction_commands import correction_of
 from cli.render import JsonFlag, clip, dump, emit_json, out, short, status_text, when
-from contracts.corrections.model import CorrectionStatus
+from contracts.corrections.states import CorrectionStatus
 
 app = typer.Typer(help="Inspect, cancel, fail and retry corrections.", no_args_is_help=True)
 

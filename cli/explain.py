@@ -13,7 +13,7 @@ from cli.errors import fail
 from cli.render import JsonFlag, clip, dump, emit_json, out, short, status_text, when
 
 if TYPE_CHECKING:
-    from contracts.corrections.model import Correction
+    from contracts.corrections.record import Correction
     from contracts.decisions.model import Decision
     from contracts.decisions.plans import PlanRecord
 

@@ -1,7 +1,7 @@
 """History read models: `agents plan tree --as-of` and `agents correction diff`.
 
-Both are computed from what the ledger holds (contracts.corrections.history); this module only
-loads it and prints it. `plan tree` and `correction` register the entry points.
+Both are computed from what the ledger holds (contracts.corrections.as_of and .diff); this
+module only loads it and prints it. `plan tree` and `correction` register the entry points.
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ from cli.errors import USAGE_ERROR, fail
 from cli.render import JsonFlag, clip, dump, emit_json, out, short, status_text, when
 
 if TYPE_CHECKING:
-    from contracts.corrections.history import CorrectionDiff, Cut, DecisionBrief
-    from contracts.corrections.model import Correction
+    from contracts.corrections.as_of import Cut
+    from contracts.corrections.diff import CorrectionDiff, DecisionBrief
+    from contracts.corrections.record import Correction
     from contracts.decisions.model import Decision
 
 AS_OF_HELP = ("Show the tree as it was then: an ISO time (UTC if no offset), or a correction "
@@ -40,7 +41,7 @@ def parse_as_of(value: str) -> str | datetime:
 def resolve_cut(as_of: str | datetime, before: bool, decisions: list[Decision],
                 corrections: list[Correction]) -> Cut:
     """The cut `--as-of` names, failing with one line when it names nothing here."""
-    from contracts.corrections.history import TimeCut, cut_of_correction
+    from contracts.corrections.as_of import TimeCut, cut_of_correction
 
     if isinstance(as_of, datetime):
         if before:
@@ -64,7 +65,7 @@ def as_of(decisions: list[Decision], corrections: list[Correction], cut: Cut
 
 
 def cut_text(cut: Cut) -> str:
-    from contracts.corrections.history import SequenceCut
+    from contracts.corrections.as_of import SequenceCut
 
     if isinstance(cut, SequenceCut):
         return f"as of sequence #{cut.sequence}"
@@ -72,7 +73,7 @@ def cut_text(cut: Cut) -> str:
 
 
 def cut_json(cut: Cut) -> dict[str, object]:
-    from contracts.corrections.history import SequenceCut
+    from contracts.corrections.as_of import SequenceCut
 
     if isinstance(cut, SequenceCut):
         return {"sequence_number": cut.sequence}

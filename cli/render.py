@@ -13,9 +13,9 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from contracts.corrections.model import CorrectionStatus
+from contracts.corrections.states import CorrectionStatus
 from contracts.decisions.plans import PlanStatus
-from contracts.impact.walk import RiskLevel
+from contracts.impact.risk import RiskLevel
 
 out = Console(highlight=False)
 """The terminal's stdout, for what people read (Rich markup; never with --json)."""

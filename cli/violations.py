@@ -19,8 +19,9 @@ from cli.invariant_calls import PlanOpt, call
 from cli.render import JsonFlag, clip, dump, emit_json, out, short, when
 
 if TYPE_CHECKING:
-    from contracts.invariants.model import InvariantViolation
-    from services.invariants import Backfilled, InvariantService
+    from contracts.invariants.violations import InvariantViolation
+    from services.invariant_reconciliation import Backfilled
+    from services.invariants import InvariantService
 
 
 def _violation_row(v: InvariantViolation) -> list[str]:

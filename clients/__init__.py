@@ -15,30 +15,26 @@ from clients.building import (
     new_plan_id,
     snapshot,
 )
+from clients.correction_errors import DryRunRefused, InvalidCorrection, LedgerUnavailable
 from clients.credentials import NatsCredentials
-from clients.operator import (
-    CorrectionClient,
-    DryRunRefused,
-    InvalidCorrection,
-    LedgerUnavailable,
-    plan_events,
-)
-from clients.recorder import DecisionRecorder, DecisionRejectedError, StaleBranchError
+from clients.following import plan_events
+from clients.operator import CorrectionClient
+from clients.recorder import DecisionRecorder
+from clients.recording_errors import DecisionRejectedError, StaleBranchError
 from clients.resume import ResumeSubscription, parse_instruction
 from clients.subscriber import Outcomes, event_subjects, outcomes, parse_event
-from contracts.corrections.events import AttemptTransitioned, CancelRefused, CorrectionTransitioned
-from contracts.corrections.model import CorrectionMode, CorrectionStatus
-from contracts.corrections.resume import ResumeInstruction, ResumePoint, ResumeTarget
-from contracts.decisions.model import (
-    ArtifactRef,
-    ContextSnapshot,
-    Decision,
-    DecisionType,
-    ResourceRef,
-)
-from contracts.impact.walk import DryRunReport
-from contracts.invariants.model import InvariantViolation, Severity
-from contracts.recording.reading import DecisionPersisted, DecisionRejected
+from contracts.corrections.dry_run import DryRunReport
+from contracts.corrections.events import AttemptTransitioned, CorrectionTransitioned
+from contracts.corrections.refusals import CancelRefused
+from contracts.corrections.resume import ResumeInstruction
+from contracts.corrections.resume_points import ResumePoint, ResumeTarget
+from contracts.corrections.states import CorrectionMode, CorrectionStatus
+from contracts.decisions.artifacts import ArtifactRef
+from contracts.decisions.context import ContextSnapshot, ResourceRef
+from contracts.decisions.model import Decision
+from contracts.decisions.types import DecisionType
+from contracts.invariants.violations import InvariantViolation, Severity
+from contracts.recording.events import DecisionPersisted, DecisionRejected
 
 __all__ = [
     "DEFAULT_NATS_URL",

@@ -2,7 +2,7 @@
 
 Pure, so an agent (and its tests) can build and check decisions without a server.
 A decision is checked here by the very code the recorder runs on each message
-(`Decision` and `contracts.recording.reading.read_message`), so whatever would be
+(`Decision` and `contracts.recording.message.read_message`), so whatever would be
 dead-lettered later is refused now, under the same rule names, before it is sent.
 """
 
@@ -14,17 +14,15 @@ from datetime import UTC, datetime
 
 from pydantic import ValidationError
 
-from contracts.corrections.resume import DecisionRef
+from contracts.corrections.resume_points import DecisionRef
 from contracts.decisions import subjects
-from contracts.decisions.model import (
-    ArtifactRef,
-    ContextSnapshot,
-    Decision,
-    DecisionType,
-    ResourceRef,
-)
-from contracts.recording.reading import Inbound, Invalid, read_message
+from contracts.decisions.artifacts import ArtifactRef
+from contracts.decisions.context import ContextSnapshot, ResourceRef
+from contracts.decisions.model import Decision
+from contracts.decisions.types import DecisionType
+from contracts.recording.message import Invalid, read_message
 from contracts.shared.ids import MSG_ID_HEADER, new_id
+from contracts.shared.inbound import Inbound
 from contracts.shared.rules import RuleViolation, violations_from
 
 Context = ContextSnapshot | str | bytes

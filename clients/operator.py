@@ -12,75 +12,38 @@ the stream keeps, so following a correction after it finished still finds its ou
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
 
 import nats.errors
 from nats.aio.client import Client
-from nats.aio.msg import Msg
 from opentelemetry import trace
 from pydantic import ValidationError
 
 from clients._connect import CONNECT_TIMEOUT, DEFAULT_NATS_URL, Connecting, ConnectionOwner
-from clients._durable import replay_from
 from clients._publish import DEFAULT_RETRY, RetryPolicy, publish_acked
+from clients.correction_errors import DryRunRefused, InvalidCorrection, LedgerUnavailable
 from clients.credentials import NatsCredentials
+from clients.following import CorrectionFollowing
 from contracts.corrections import subjects
-from contracts.corrections.events import CorrectionTransitioned, DryRunError
-from contracts.corrections.model import (
-    CORRECTION_LIFECYCLE,
+from contracts.corrections.dry_run import DryRunReport
+from contracts.corrections.refusals import DryRunError
+from contracts.corrections.requests import (
     CancelRequest,
-    CorrectionMode,
     CorrectionRequest,
-    CorrectionStatus,
     FailRequest,
     RetryRequest,
 )
-from contracts.impact.walk import DryRunReport
-from contracts.shared.ids import is_ulid, new_id
-from contracts.shared.rules import RuleViolation, violations_from
+from contracts.corrections.states import CorrectionMode
+from contracts.shared.ids import new_id
+from contracts.shared.rules import violations_from
 
-__all__ = ["CorrectionClient", "DryRunRefused", "InvalidCorrection", "LedgerUnavailable",
-           "command_answer"]
-
-
-def plan_events(plan_id: str) -> str:
-    """`corrections.events.<plan_id>.*`: every transition of every correction of one plan."""
-    if not is_ulid(plan_id):
-        raise ValueError(f"plan_id {plan_id!r} is not a ULID, so not a safe subject token")
-    return f"{subjects.EVENTS_PREFIX}.{plan_id.upper()}.*"
-
-
-class InvalidCorrection(Exception):
-    """The request breaks the contract (blank or over-long guidance, a bad ID); not sent."""
-
-    def __init__(self, violations: list[RuleViolation]) -> None:
-        self.violations = tuple(violations)
-        super().__init__("; ".join(str(v) for v in self.violations))
-
-
-class DryRunRefused(Exception):
-    """The ledger answered the dry run with a DryRunError: no report can be made.
-
-    `code` is `target_not_found`, `target_in_other_plan`, `target_superseded` (the
-    correction itself would FAIL the same way), `invalid_request` or `internal_error`.
-    """
-
-    def __init__(self, error: DryRunError) -> None:
-        self.error = error
-        self.code = error.error
-        super().__init__(f"{error.error}: {error.message}")
-
-
-class LedgerUnavailable(Exception):
-    """No worker answered a dry run (none running, or all busy past the timeout)."""
+__all__ = ["CorrectionClient"]
 
 
 _tracer = trace.get_tracer("decision_ledger.clients")
 
 
-class CorrectionClient(ConnectionOwner):
+class CorrectionClient(CorrectionFollowing, ConnectionOwner):
     """Corrections over one NATS connection (see the module docstring)."""
 
     def __init__(self, nc: Client, *, requested_by: str = "operator",
@@ -111,7 +74,7 @@ class CorrectionClient(ConnectionOwner):
         """The CorrectionRequest `dry_run` and `request` send; InvalidCorrection if unfit.
 
         `guidance` None: a revert gets the default the contract fills in
-        (contracts.corrections.model.default_revert_guidance); an append is refused."""
+        (contracts.corrections.requests.default_revert_guidance); an append is refused."""
         fields: dict[str, object] = {
             "plan_id": plan_id, "decision_id": decision_id, "mode": mode,
             "guidance": guidance, "requested_by": requested_by or self._requested_by,
@@ -218,88 +181,3 @@ class CorrectionClient(ConnectionOwner):
                                   self._retry)
         self._requested_at[body.correction_id] = ack.seq
         return body.retry_id
-
-    async def follow(self, correction_id: str, plan_id: str,
-                     timeout: float = 120.0) -> AsyncIterator[CorrectionTransitioned]:
-        """Every transition of the correction, in order, ending with the terminal one.
-
-        An ordered consumer on `corrections.events.<plan_id>.*` from the request's own
-        stream position when this client sent it (else from the start of the stream),
-        so transitions published before the call are delivered too. Raises TimeoutError
-        if the correction is not terminal within `timeout`.
-        """
-        start = self._requested_at.get(correction_id.upper())
-        sub = await self._js.subscribe(plan_events(plan_id),
-                                       ordered_consumer=True, config=replay_from(start))
-        try:
-            async with asyncio.timeout(timeout):
-                while True:
-                    msg = await sub.next_msg(timeout=None)
-                    event = CorrectionTransitioned.model_validate_json(msg.data)
-                    if event.correction_id != correction_id.upper():
-                        continue
-                    yield event
-                    if CORRECTION_LIFECYCLE.is_terminal(event.to_status):
-                        return
-        finally:
-            await sub.unsubscribe()
-
-    async def wait_for_outcome(self, correction_id: str, plan_id: str,
-                               timeout: float = 120.0) -> CorrectionTransitioned:
-        """The terminal event: to_status APPLIED, FAILED (see `error`) or CANCELLED."""
-        last: CorrectionTransitioned | None = None
-        async for event in self.follow(correction_id, plan_id, timeout):
-            last = event
-        assert last is not None  # follow returns only after a terminal event
-        return last
-
-
-REFUSED_SUBJECT = {"cancel": subjects.cancel_refused, "fail": subjects.fail_refused,
-                   "retry": subjects.retry_refused}
-"""Where the ledger says no to each operator command."""
-
-
-async def command_answer(ops: CorrectionClient, correction_id: str, plan_id: str, *,
-                         verb: str, done: CorrectionStatus,
-                         send: Callable[[], Awaitable[object]],
-                         timeout: float) -> dict[str, object]:
-    """Send a cancel, fail or retry (`send`), then wait for the ledger's answer: `done` on
-    the correction's events, or its refusal on `corrections.<verb>_refused.<plan_id>`.
-
-    Returns {"correction_id", "status": done | "refused" | None (no answer in time),
-    "message"}. The `agents` CLI and the web console both call it."""
-    nc = ops.connection
-    answer: asyncio.Future[dict[str, object]] = asyncio.get_running_loop().create_future()
-    done_subject = subjects.event(plan_id, done)
-    refused_subject = REFUSED_SUBJECT[verb](plan_id)
-
-    async def on_msg(msg: Msg) -> None:
-        try:
-            data = json.loads(msg.data)
-        except ValueError:  # not ours to judge; the ledger's own messages are JSON
-            return
-        if not isinstance(data, dict) or data.get("correction_id") != correction_id \
-                or answer.done():
-            return
-        if msg.subject == refused_subject:
-            answer.set_result({"correction_id": correction_id, "status": "refused",
-                               "message": f"{verb} refused: {data.get('reason')}"})
-        else:
-            answer.set_result({"correction_id": correction_id, "status": done.value,
-                               "message": data.get("reason")})
-
-    # Core subscriptions, opened before the command is sent: both subjects are also
-    # captured by the CORRECTIONS stream, but a live answer is all a command needs.
-    subs = [await nc.subscribe(done_subject, cb=on_msg),
-            await nc.subscribe(refused_subject, cb=on_msg)]
-    try:
-        await send()
-        try:
-            return await asyncio.wait_for(answer, timeout)
-        except TimeoutError:
-            return {"correction_id": correction_id, "status": None,
-                    "message": f"{verb} published, but the ledger did not answer within "
-                               f"{timeout:g}s (agents correction show {correction_id})"}
-    finally:
-        for s in subs:
-            await s.unsubscribe()

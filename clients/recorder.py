@@ -15,8 +15,6 @@ recorder's rejection if there was one.
 
 from __future__ import annotations
 
-import asyncio
-import json
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -24,69 +22,32 @@ from nats.aio.client import Client
 from opentelemetry import trace
 
 from clients._connect import CONNECT_TIMEOUT, DEFAULT_NATS_URL, Connecting, ConnectionOwner
-from clients._durable import BACKOFF, MAX_DELIVER, replay_from
-from clients._publish import DEFAULT_RETRY, PublishFailed, RetryPolicy, publish_acked
+from clients._durable import BACKOFF, MAX_DELIVER
+from clients._publish import DEFAULT_RETRY, RetryPolicy, publish_acked
 from clients.building import (
     Artifact,
     Context,
-    InvalidDecision,
     build_child,
     build_root,
     wire_message,
 )
 from clients.credentials import NatsCredentials
+from clients.persisted import PersistedWaiting
 from clients.resume import ResumeCallback, ResumeSubscription
-from contracts.corrections.resume import DecisionRef, ResumePoint
-from contracts.decisions import subjects
-from contracts.decisions.model import Decision, DecisionType
+from contracts.corrections.resume_points import DecisionRef
+from contracts.decisions.model import Decision
+from contracts.decisions.types import DecisionType
 from contracts.invariants import subjects as invariant_subjects
-from contracts.invariants.model import InvariantViolation, Severity
-from contracts.recording.reading import DecisionPersisted, DecisionRejected
-from contracts.shared.ids import is_ulid, new_id
-from contracts.shared.rules import Rule
+from contracts.invariants.violations import InvariantViolation, Severity
+from contracts.shared.ids import new_id
 
-__all__ = ["DecisionRecorder", "DecisionRejectedError", "InvalidDecision", "PublishFailed",
-           "StaleBranchError"]
+__all__ = ["DecisionRecorder"]
 
 
 _tracer = trace.get_tracer("decision_ledger.clients")
 
 
-class DecisionRejectedError(Exception):
-    """The recorder refused a published decision; `rejection.errors` names every rule."""
-
-    def __init__(self, rejection: DecisionRejected) -> None:
-        self.rejection = rejection
-        super().__init__(f"decision {rejection.decision_id} rejected: "
-                         + "; ".join(str(e) for e in rejection.errors))
-
-    @staticmethod
-    def of(rejection: DecisionRejected) -> DecisionRejectedError:
-        """StaleBranchError when a correction made the decision stale, else this."""
-        stale = {Rule.PARENT_SUPERSEDED, Rule.PLAN_ROLLED_BACK}
-        if any(e.rule in stale for e in rejection.errors):
-            return StaleBranchError(rejection)
-        return DecisionRejectedError(rejection)
-
-
-class StaleBranchError(DecisionRejectedError):
-    """The decision was recorded on a branch a correction removed (its parent superseded,
-    or its plan rolled back). `resume_at` is where the runtime goes on (pass it as the next
-    decision's `parent`), `correction_id` the correction that removed the branch; the
-    resume instruction of that correction (`on_resume`) says the same and more."""
-
-    def __init__(self, rejection: DecisionRejected) -> None:
-        super().__init__(rejection)
-        r = rejection.resume
-        self.correction_id: str | None = r.correction_id if r else None
-        self.resume_at: ResumePoint | None = None
-        if r and r.plan_id and r.replacement_decision_id \
-                and is_ulid(r.plan_id) and is_ulid(r.replacement_decision_id):
-            self.resume_at = ResumePoint(plan_id=r.plan_id,
-                                         decision_id=r.replacement_decision_id)
-
-
-class DecisionRecorder(ConnectionOwner):
+class DecisionRecorder(PersistedWaiting, ConnectionOwner):
     """One NATS connection, and every decision it published with where the stream put it.
 
     Build it with `connect` (it then owns and closes the connection) or around a
@@ -158,41 +119,6 @@ class DecisionRecorder(ConnectionOwner):
         self._published[decision.decision_id] = (decision.plan_id, ack.seq)
         return decision
 
-    # --- after publishing -------------------------------------------------------------
-
-    async def wait_persisted(self, decision: Decision,
-                             timeout: float = 30.0) -> DecisionPersisted:
-        """Wait until the recorder has written `decision`; raise if it rejected it.
-
-        Reads the plan's `decisions.*.<plan_id>` subjects with an ordered consumer from
-        the decision's own recorded message on (both outcomes come after it in the
-        stream), so an outcome published before this call is not missed. A decision
-        this recorder did not publish is looked for from the start of the stream.
-        Limit: republishing a decision recorded longer ago than the duplicate window
-        (2 minutes) publishes no new event, so waiting for it times out.
-        """
-        start = self._published.get(decision.decision_id, (decision.plan_id, 0))[1]
-        sub = await self._js.subscribe(f"decisions.*.{decision.plan_id}",
-                                       ordered_consumer=True, config=replay_from(start))
-        try:
-            async with asyncio.timeout(timeout):
-                while True:
-                    msg = await sub.next_msg(timeout=None)
-                    outcome = _outcome_for(msg.subject, msg.data, decision.decision_id)
-                    if isinstance(outcome, DecisionRejected):
-                        raise DecisionRejectedError.of(outcome)
-                    if outcome is not None:
-                        return outcome
-        finally:
-            await sub.unsubscribe()
-
-    async def wait_all_persisted(self, decisions: Sequence[Decision],
-                                 timeout: float = 30.0) -> list[DecisionPersisted]:
-        """`wait_persisted` for each, concurrently; in the order given."""
-        async with asyncio.timeout(timeout):
-            return list(await asyncio.gather(*(self.wait_persisted(d, timeout)
-                                               for d in decisions)))
-
     # --- resuming after a correction ---------------------------------------------------
 
     async def on_resume(self, callback: ResumeCallback, *, plan_id: str | None = None,
@@ -235,16 +161,3 @@ class DecisionRecorder(ConnectionOwner):
         await publish_acked(self._js, invariant_subjects.violations(plan_id), body,
                             violation.violation_id, self._retry)
         return violation
-
-
-def _outcome_for(subject: str, data: bytes,
-                 decision_id: str) -> DecisionPersisted | DecisionRejected | None:
-    """The persisted or rejected event about `decision_id`, or None for anything else."""
-    prefix = subject.rsplit(".", 1)[0]
-    if prefix not in (subjects.PERSISTED_PREFIX, subjects.REJECTED_PREFIX):
-        return None
-    if json.loads(data).get("decision_id") != decision_id:
-        return None
-    if prefix == subjects.PERSISTED_PREFIX:
-        return DecisionPersisted.model_validate_json(data)
-    return DecisionRejected.model_validate_json(data)

@@ -26,14 +26,11 @@ from clients._durable import (
     settle_quietly,
 )
 from contracts.corrections import subjects
-from contracts.corrections.events import AttemptTransitioned, CancelRefused, CorrectionTransitioned
-from contracts.corrections.model import CorrectionStatus
+from contracts.corrections.events import CorrectionTransitioned
+from contracts.corrections.states import CorrectionStatus
 from contracts.shared.ids import is_ulid
 
-__all__ = [
-    "AttemptTransitioned", "CancelRefused", "CorrectionTransitioned", "Outcomes",
-    "event_subjects", "outcomes", "parse_event",
-]
+__all__ = ["Outcomes", "event_subjects", "outcomes", "parse_event"]
 
 log = logging.getLogger(__name__)
 

@@ -12,12 +12,7 @@ from __future__ import annotations
 from starlette.routing import Route
 
 from console.routes import corrections, dead_letters, decisions, events, invariants, plans
-from contracts.corrections.model import (
-    CANCELLABLE,
-    OPERATOR_FAILABLE,
-    RETRYABLE,
-    CorrectionStatus,
-)
+from contracts.corrections.states import CANCELLABLE, OPERATOR_FAILABLE, RETRYABLE, CorrectionStatus
 
 
 def routes() -> list[Route]:

@@ -6,13 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from console.web import dump
-from contracts.corrections.model import (
-    CANCELLABLE,
-    OPERATOR_FAILABLE,
-    RETRYABLE,
-    Correction,
-    CorrectionStatus,
-)
+from contracts.corrections.record import Correction
+from contracts.corrections.states import CANCELLABLE, OPERATOR_FAILABLE, RETRYABLE, CorrectionStatus
 from contracts.decisions.model import Decision
 
 BRIEF_FIELDS = ("decision_id", "plan_id", "parent_decision_id", "sequence_number",

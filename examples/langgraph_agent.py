@@ -47,7 +47,9 @@ try:
     from langgraph.graph import END, START, StateGraph
     from langgraph.graph.state import CompiledStateGraph
 
-    from clients.langgraph import GraphLedger, LedgerState, Resumed, guidance, pointer
+    from clients.langgraph.ledger import GraphLedger
+    from clients.langgraph.outcomes import Resumed
+    from clients.langgraph.state import LedgerState, guidance, pointer
 except ImportError as exc:
     sys.exit(f"{exc}\nInstall the LangGraph extra: .venv/bin/pip install -e '.[langgraph]'")
 

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from contracts.shared.ids import MSG_ID_HEADER
-from services.ports import DeadLetterShelf, MessagePublisher, NotStored
+from services.ports.publishing import MessagePublisher, NotStored
+from services.ports.records import DeadLetterShelf
 
 
 class RetryRefusal(StrEnum):

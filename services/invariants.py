@@ -14,49 +14,35 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 
 from pydantic import ValidationError
 
-from contracts.decisions.model import Decision, DecisionType
-from contracts.decisions.plans import PlanStatus
-from contracts.decisions.subjects import recorded
-from contracts.invariants import subjects
-from contracts.invariants.model import (
+from contracts.decisions.model import Decision
+from contracts.invariants.blocking import ReconciliationBlocked
+from contracts.invariants.errors import (
     DuplicateInvariant,
     InvalidInvariant,
-    Invariant,
-    InvariantScope,
-    InvariantViolation,
-    ReconciliationBlocked,
     ViolationAlreadyResolved,
     ViolationConflict,
-    effective_invariants,
 )
-from contracts.invariants.reconciliation import enforced_decisions, wire_body
+from contracts.invariants.model import Invariant, InvariantScope
+from contracts.invariants.precedence import effective_invariants
+from contracts.invariants.violations import InvariantViolation
 from contracts.invariants.wire import (
-    ViolationEvent,
     ViolationEventType,
-    ViolationRejected,
 )
-from contracts.recording.reading import DecisionPersisted
-from contracts.shared.dead_letter import DeadLetter, dead_letter_id
+from contracts.recording.events import DecisionPersisted
+from contracts.shared.dead_letter import DeadLetter
 from contracts.shared.persistence import InvariantNotFound, ViolationNotFound
 from contracts.shared.timestamps import utc_now
 from contracts.shared.unreadable import Unreadable
 from services import outbox
-from services.ports import (
-    DeadLetterRecords,
-    DecisionRecords,
-    EventPublisher,
-    InvariantRecords,
-    InvariantStorePort,
-    OutboxRecords,
-    OutgoingEvent,
-    PlanRecords,
-    ViolationRecords,
-)
+from services.invariant_reconciliation import BACKFILL_PAGE, Backfilled, Reconciler
+from services.ports.invariants import InvariantRecords, InvariantStorePort, ViolationRecords
+from services.ports.publishing import EventPublisher
+from services.ports.records import DeadLetterRecords, DecisionRecords, OutboxRecords, PlanRecords
+from services.violation_reports import reject_report, violation_event
 
 log = logging.getLogger(__name__)
 
@@ -65,30 +51,6 @@ __all__ = [
     "ReconciliationBlocked", "ViolationAlreadyResolved", "ViolationConflict",
     "ViolationNotFound",
 ]
-
-
-def violation_event(kind: ViolationEventType, invariant_name: str | None
-                    ) -> Callable[[InvariantViolation, bool], OutgoingEvent]:
-    """The outbox entry announcing a change, built inside the change's transaction (which
-    is where the plan's blocked state after it is known)."""
-    def build(v: InvariantViolation, blocked: bool) -> OutgoingEvent:
-        e = ViolationEvent(event_type=kind, violation=v, invariant_name=invariant_name,
-                           plan_blocked=blocked)
-        return OutgoingEvent(e.subject, e.model_dump_json().encode(), e.msg_id)
-    return build
-
-
-BACKFILL_PAGE = 200
-"""Roots read per page by `backfill_all`."""
-
-
-@dataclass(frozen=True)
-class Backfilled:
-    """What a back-fill did for one plan: the decisions it published, or why none."""
-
-    plan_id: str
-    published: list[Decision] = field(default_factory=list)
-    skipped: str | None = None
 
 
 class InvariantService:
@@ -105,6 +67,8 @@ class InvariantService:
         self._dead_letters = dead_letters
         self._publisher = publisher
         self._clock = clock
+        self._reconciler = Reconciler(publisher, invariants=invariants, decisions=decisions,
+                                      plans=plans)
 
     @classmethod
     def from_store(cls, store: InvariantStorePort,
@@ -211,102 +175,22 @@ class InvariantService:
                             unreadable: Unreadable) -> DeadLetter:
         """Keep a report that will never be stored in dead_letters, then say so on
         invariants.rejected.<plan_id>; once per stream message, whoever retries."""
-        now = self._clock()
-        letter = DeadLetter.of_message(
-            id=dead_letter_id(subjects.INVARIANTS_STREAM, stream_sequence), subject=subject,
-            headers=headers, data=data, plan_id=unreadable.plan_id, decision_id=None,
-            errors=unreadable.violations, rejected_at=now, delivered=delivered)
-        await self._dead_letters.keep([letter])
-        body = ViolationRejected(
-            dead_letter_id=letter.id, subject=subject, plan_id=unreadable.plan_id,
-            violation_id=unreadable.message_id, errors=letter.errors, rejected_at=now)
-        await self._publisher.publish_all([OutgoingEvent(
-            subjects.rejected(unreadable.plan_id), body.model_dump_json().encode(),
-            subjects.rejected_msg_id(stream_sequence))])
-        log.warning("rejected violation report %s on %s: %s", letter.id, subject,
-                    unreadable.reason)
-        return letter
+        return await reject_report(
+            self._dead_letters, self._publisher, self._clock(), subject=subject,
+            headers=headers, data=data, stream_sequence=stream_sequence, delivered=delivered,
+            unreadable=unreadable)
 
     # --- reconciliation ----------------------------------------------------------------
 
     async def reconcile(self, persisted: Sequence[DecisionPersisted]) -> list[Decision]:
         """For each new plan root among `persisted`, publish one invariant_enforced decision
-        per effective invariant to decisions.recorded.<plan_id> (Nats-Msg-Id: its
-        decision_id), and wait for JetStream to store them. The recorder records them like
-        any agent's; their IDs and content are derived from root and invariant, so doing
-        this twice for a root records nothing new."""
-        root_ids = [e.decision_id for e in persisted
-                    if e.decision_type is DecisionType.PROMPT_DEFINITION]
-        if not root_ids:
-            return []
-        roots = [r for r in (await self._decisions.get_many(root_ids)).values()
-                 if r.is_root and not r.is_correction]
-        out = await self._enforced(roots)
-        await self._publisher.publish_all([
-            OutgoingEvent(recorded(d.plan_id), wire_body(d), d.decision_id) for d in out])
-        return out
-
-    async def _enforced(self, roots: Sequence[Decision]) -> list[Decision]:
-        """The invariant_enforced decisions of these roots' plans, from the invariants in
-        force now: their own, and the PLAN ones of their ancestor plans (one read of the
-        parent links, one of the candidate invariants)."""
-        if not roots:
-            return []
-        ancestors = await self._plans.ancestors(r.plan_id for r in roots)
-        family = [p for r in roots for p in (r.plan_id, *ancestors.get(r.plan_id, ()))]
-        inputs = await self._invariants.inputs_for(
-            family, [r.project for r in roots if r.project],
-            [r.action_template for r in roots if r.action_template])
-        out: list[Decision] = []
-        for root in roots:
-            out += enforced_decisions(root, effective_invariants(
-                root.plan_id, root.project, root.action_template, inputs,
-                ancestors.get(root.plan_id, ())))
-        return out
-
-    # --- back-fill -------------------------------------------------------------------
+        per effective invariant (`Reconciler.reconcile`)."""
+        return await self._reconciler.reconcile(persisted)
 
     async def backfill(self, plan_ids: Sequence[str]) -> list[Backfilled]:
-        """Publish the invariant_enforced decisions these plans lack (one per plan, in the
-        order given), through the recorder like the reconciler's. Idempotent: the IDs are
-        derived from root and invariant, and only those not stored are published."""
-        wanted = list(dict.fromkeys(p.upper() for p in plan_ids))
-        roots = await self._decisions.roots_of(wanted)
-        done = {b.plan_id: b for b in await self._backfill(list(roots.values()))}
-        return [done.get(p) or Backfilled(p, [], "no root prompt_definition recorded")
-                for p in wanted]
+        """Publish the invariant_enforced decisions these plans lack (`Reconciler.backfill`)."""
+        return await self._reconciler.backfill(plan_ids)
 
-    async def backfill_all(self, page_size: int = BACKFILL_PAGE
-                           ) -> AsyncIterator[list[Backfilled]]:
-        """`backfill` over every plan with a root, a page of roots at a time (in decision
-        ID order, so a plan started during the run is either in a page or reconciled by
-        the reconciler)."""
-        after: str | None = None
-        while True:
-            roots = await self._decisions.roots_page(after, page_size)
-            if not roots:
-                return
-            yield await self._backfill(roots)
-            after = roots[-1].decision_id
-
-    async def _backfill(self, roots: Sequence[Decision]) -> list[Backfilled]:
-        statuses = await self._plans.statuses(r.plan_id for r in roots)
-        live: list[Decision] = []
-        out: dict[str, Backfilled] = {}
-        for r in roots:
-            if r.superseded_by is not None:
-                out[r.plan_id] = Backfilled(r.plan_id, [], f"its root is superseded by "
-                                            f"{r.superseded_by}")
-            elif statuses.get(r.plan_id) is PlanStatus.ROLLED_BACK:
-                out[r.plan_id] = Backfilled(r.plan_id, [], "the plan is rolled back")
-            else:
-                live.append(r)
-        enforced = await self._enforced(live)
-        stored = await self._decisions.get_many(d.decision_id for d in enforced)
-        missing = [d for d in enforced if d.decision_id not in stored]
-        await self._publisher.publish_all([
-            OutgoingEvent(recorded(d.plan_id), wire_body(d), d.decision_id) for d in missing])
-        for r in live:
-            out[r.plan_id] = Backfilled(r.plan_id, [d for d in missing
-                                                    if d.plan_id == r.plan_id])
-        return [out[r.plan_id] for r in roots]
+    def backfill_all(self, page_size: int = BACKFILL_PAGE) -> AsyncIterator[list[Backfilled]]:
+        """`backfill` over every plan with a root, a page of roots at a time."""
+        return self._reconciler.backfill_all(page_size)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 
-from services.ports import EventPublisher, OutboxRecords
+from services.ports.publishing import EventPublisher
+from services.ports.records import OutboxRecords
 
 log = logging.getLogger(__name__)
 

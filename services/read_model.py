@@ -12,10 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from contracts.corrections.history import CorrectionDiff, correction_diff
-from contracts.corrections.model import INLINE_IDS_MAX, Correction
+from contracts.corrections.diff import CorrectionDiff, correction_diff
+from contracts.corrections.record import Correction
 from contracts.decisions.model import Decision
 from contracts.decisions.plans import PlanRecord
+from contracts.shared.bounds import INLINE_IDS_MAX
 from contracts.shared.ids import is_ulid
 from services.read_ports import LedgerReads
 

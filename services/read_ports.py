@@ -20,14 +20,16 @@ from datetime import datetime
 from typing import Protocol
 
 from contracts.corrections.changes import Versioned
-from contracts.corrections.model import Correction, CorrectionStatus
+from contracts.corrections.record import Correction
+from contracts.corrections.states import CorrectionStatus
 from contracts.decisions.model import Decision
 from contracts.decisions.plans import PlanRecord
 from contracts.impact.walk import ImpactWalk
-from contracts.invariants.model import Invariant, InvariantScope, InvariantViolation
+from contracts.invariants.model import Invariant, InvariantScope
+from contracts.invariants.violations import InvariantViolation
 from contracts.shared.counts import LedgerStatus, PlanCounts
 from contracts.shared.dead_letter import DeadLetter
-from services.ports import AttemptRecords
+from services.ports.corrections import AttemptRecords
 
 __all__ = ["CorrectionReads", "DeadLetterReads", "DecisionReads", "InvariantReads",
            "LedgerReads", "PlanReads", "StatusReads", "TreeReads", "ViolationReads",

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from contracts.corrections.history import (
+from contracts.corrections.as_of import (
     Cut,
     SequenceCut,
     TimeCut,
@@ -20,7 +20,8 @@ from contracts.corrections.history import (
     cut_of_correction,
     tree_as_of,
 )
-from contracts.corrections.model import Correction, CorrectionStatus
+from contracts.corrections.record import Correction
+from contracts.corrections.states import CorrectionStatus
 from contracts.decisions.model import Decision
 from contracts.decisions.plans import PlanRecord
 from contracts.shared.counts import PlanCounts

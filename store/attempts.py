@@ -16,11 +16,8 @@ from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.corrections.model import (
-    ATTEMPT_LIFECYCLE,
-    CorrectionAttemptRecord,
-    CorrectionAttemptState,
-)
+from contracts.corrections.attempts import CorrectionAttemptRecord
+from contracts.corrections.states import ATTEMPT_LIFECYCLE, CorrectionAttemptState
 from contracts.shared.timestamps import utc_now
 from store.database import CORRECTION_ATTEMPTS, CORRECTIONS, DECISIONS, Document
 from store.errors import ConcurrentChange, ForeignKeyViolation, ResourceNotFoundError

@@ -1,8 +1,10 @@
-"""A bounded least-recently-used mapping, for facts that never change once stored."""
+"""A bounded least-recently-used mapping, for facts that never change once stored, and
+the recorder's caches made of it."""
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 K = TypeVar("K")
@@ -39,3 +41,23 @@ class LRUCache(Generic[K, V]):
     def discard(self, key: K) -> None:
         """Forget a key: for the rare fact that stops being true (a deleted decision)."""
         self._data.pop(key, None)
+
+
+PLAN_OF_CACHE = 200_000
+PARENT_PLAN_CACHE = 100_000
+
+
+@dataclass
+class RecorderCache:
+    """What the recorder remembers between batches: facts that never change once stored."""
+
+    plan_of: LRUCache[str, tuple[str, int]] = field(
+        default_factory=lambda: LRUCache(PLAN_OF_CACHE))
+    """decision_id -> plan_id of decisions known to be stored. Both are immutable and
+    decisions are only ever added, so a parent seen once need not be read again: in a
+    steady stream nearly every parent was written moments ago by this worker. The epoch
+    beside the plan is the plan's correction epoch when the decision was last seen
+    current: only a revert supersedes, and every revert bumps the epoch."""
+    parent_plan: LRUCache[str, str] = field(
+        default_factory=lambda: LRUCache(PARENT_PLAN_CACHE))
+    """plan_id -> parent plan_id: a plan's parent, once recorded, never changes."""

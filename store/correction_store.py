@@ -13,7 +13,7 @@ from store.database import Document
 from store.dead_letters import DeadLetterRepository
 from store.decisions import DecisionRepository
 from store.impact import ImpactReader
-from store.locks import PlanLocks
+from store.leases import Leases
 from store.outbox import OutboxRepository
 from store.plans import PlanRepository
 
@@ -25,17 +25,17 @@ class CorrectionStore:
     attempts: CorrectionAttemptRepository
     plans: PlanRepository
     outbox: OutboxRepository
-    locks: PlanLocks
+    leases: Leases
     impact: ImpactReader
     writer: CorrectionWriter
     dead_letters: DeadLetterRepository
 
     @classmethod
     def open(cls, db: AsyncDatabase[Document], lease_seconds: float = 10.0) -> CorrectionStore:
-        locks = PlanLocks(db, lease_seconds)
+        leases = Leases(db, lease_seconds)
         return cls(
             decisions=DecisionRepository(db), corrections=CorrectionRepository(db),
             attempts=CorrectionAttemptRepository(db), plans=PlanRepository(db),
-            outbox=OutboxRepository(db), locks=locks, impact=ImpactReader(db),
-            writer=CorrectionWriter(db, locks), dead_letters=DeadLetterRepository(db),
+            outbox=OutboxRepository(db), leases=leases, impact=ImpactReader(db),
+            writer=CorrectionWriter(db, leases), dead_letters=DeadLetterRepository(db),
         )

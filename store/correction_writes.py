@@ -4,10 +4,10 @@
 the version it was read at), attempt changes (conditional on their previous state),
 the tree changes of a revert or an append, and the events announcing all of it,
 which go to the outbox in the same transaction. The service builds a `Changes`
-(contracts.corrections.changes) from pure decisions (contracts.corrections.write_sets); this
-module only makes it atomic.
-The transaction callback keeps no state, so the driver may run it again after a
-transient error.
+(contracts.corrections.changes) from pure decisions (contracts.corrections.revert,
+contracts.corrections.append); this module only makes it atomic.
+The transaction callback keeps no state, so pymongo's with_transaction may run it again
+after a transient error.
 """
 
 from __future__ import annotations
@@ -17,32 +17,34 @@ from datetime import datetime
 from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.corrections.changes import AttemptChange, Changes, Versioned, Written
-from contracts.corrections.write_sets import AppendWrites, RevertWrites
+from contracts.corrections.append import AppendWrites
+from contracts.corrections.changes import Changes, Versioned, Written
+from contracts.corrections.revert import RevertWrites
 from contracts.decisions.model import Decision
 from store.attempts import CorrectionAttemptRepository
 from store.corrections import to_fields
-from store.database import CORRECTIONS, DECISIONS, ID_CHUNK, Document
-from store.decisions import DecisionRepository, to_document
+from store.database import CORRECTIONS, DECISIONS, ID_CHUNK, PLANS, Document
+from store.decisions import to_document
 from store.errors import ConcurrentChange
-from store.locks import PlanLocks
+from store.leases import Leases
 from store.outbox import OutboxRepository
 from store.plans import PlanRepository
+from store.sequences import reserve_sequences
 from store.transactions import run_in_transaction
 from store.translate import translate_errors
 
 
 @translate_errors
 class CorrectionWriter:
-    def __init__(self, db: AsyncDatabase[Document], locks: PlanLocks) -> None:
+    def __init__(self, db: AsyncDatabase[Document], leases: Leases) -> None:
         self._client = db.client
         self._corrections = db[CORRECTIONS]
         self._decisions = db[DECISIONS]
-        self._decision_repo = DecisionRepository(db)
+        self._plan_docs = db[PLANS]
         self._attempts = CorrectionAttemptRepository(db)
         self._plans = PlanRepository(db)
         self._outbox = OutboxRepository(db)
-        self._locks = locks
+        self._leases = leases
 
     async def commit(self, changes: Changes, now: datetime) -> Written:
         written: Written = await run_in_transaction(
@@ -52,7 +54,7 @@ class CorrectionWriter:
     async def _write(self, c: Changes, now: datetime, s: AsyncClientSession) -> Written:
         plan_id = c.correction.plan_id
         if c.lease_owner is not None:
-            await self._locks.fence(plan_id, c.lease_owner, now, s)
+            await self._leases.fence(plan_id, c.lease_owner, now, s)
         version = await self._write_correction(c, s)
         for a in c.attempts:
             if a.expected is None:
@@ -89,8 +91,8 @@ class CorrectionWriter:
 
     async def _revert(self, writes: RevertWrites, now: datetime,
                       s: AsyncClientSession) -> list[Decision]:
-        seq = await self._decision_repo.reserve_sequences(writes.plan_id, 1, now, s,
-                                                          bump_epoch=True)
+        seq = await reserve_sequences(self._plan_docs, writes.plan_id, 1, now, s,
+                                      bump_epoch=True)
         new = writes.new_decision.model_copy(update={"sequence_number": seq})
         await self._decisions.insert_one(to_document(new), session=s)
         ids = writes.supersede_ids
@@ -136,7 +138,7 @@ class CorrectionWriter:
 
     async def _append(self, writes: AppendWrites, now: datetime,
                       s: AsyncClientSession) -> list[Decision]:
-        seq = await self._decision_repo.reserve_sequences(writes.plan_id, 1, now, s)
+        seq = await reserve_sequences(self._plan_docs, writes.plan_id, 1, now, s)
         intervention = writes.intervention.model_copy(update={"sequence_number": seq})
         # The child plan's root is its sequence 0, so its counter starts at 1.
         await self._plans.insert_child(writes.child_plan, 1, s)
@@ -146,4 +148,4 @@ class CorrectionWriter:
 
 
 
-__all__ = ["AttemptChange", "Changes", "CorrectionWriter", "Written"]
+__all__ = ["CorrectionWriter"]

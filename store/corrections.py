@@ -14,11 +14,12 @@ from typing import Any
 from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.corrections.changes import Versioned
-from contracts.corrections.model import CORRECTION_LIFECYCLE, Correction, CorrectionStatus
+from contracts.corrections.record import Correction
+from contracts.corrections.states import CORRECTION_LIFECYCLE, CorrectionStatus
 from store.database import CORRECTIONS, Document
 from store.translate import translate_errors
 
-__all__ = ["CorrectionRepository", "Versioned", "from_document", "to_fields"]
+__all__ = ["CorrectionRepository", "from_document", "to_fields"]
 
 INTERNAL_FIELDS = ("_id", "version", "arrival")
 UNFINISHED = [s.value for s in CorrectionStatus if not CORRECTION_LIFECYCLE.is_terminal(s)]

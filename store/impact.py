@@ -19,8 +19,11 @@ from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.decisions.model import STORED, ArtifactRef, DecisionType
-from contracts.impact.walk import CorrectionImpact, DecisionView, ImpactWalk, PlanLink, summarize
+from contracts.decisions.artifacts import STORED, ArtifactRef
+from contracts.decisions.types import DecisionType
+from contracts.impact.summary import CorrectionImpact, summarize
+from contracts.impact.views import DecisionView, PlanLink
+from contracts.impact.walk import ImpactWalk
 from store.database import DECISIONS, ID_CHUNK, PLANS, Document, find_by_ids
 from store.translate import translate_errors
 
@@ -32,7 +35,7 @@ VIEW_FIELDS = {
 
 
 def _order(doc: Document) -> tuple[bool, int, str]:
-    # The same order as contracts.impact.walk.child_order: sequence, unnumbered last, then ID.
+    # The same order as contracts.impact.views.child_order: sequence, unnumbered last, then ID.
     seq = doc.get("sequence_number")
     return (seq is None, seq or 0, str(doc["_id"]))
 
@@ -60,6 +63,14 @@ def _began(roots: Sequence[Document]) -> datetime | None:
     return min(times) if times else None
 
 
+def _grouped(docs: Iterable[Document], key: str) -> dict[str, list[Document]]:
+    """The documents by the value of `key`, each group in the order read."""
+    out: dict[str, list[Document]] = defaultdict(list)
+    for d in docs:
+        out[d[key]].append(d)
+    return out
+
+
 def _chunks(ids: Sequence[str]) -> list[list[str]]:
     return [list(ids[i:i + ID_CHUNK]) for i in range(0, len(ids), ID_CHUNK)]
 
@@ -75,29 +86,32 @@ class ImpactReader:
         walk = ImpactWalk(target_decision_id, limit)
         seen: dict[str, Document] = {}
         while not walk.done:
-            wanted = walk.decision_ids_wanted
-            missing = [i for i in wanted if i not in seen]
-            found, kids, roots, plan_docs = await asyncio.gather(
-                find_by_ids(self._decisions, missing, VIEW_FIELDS),
-                self._current_where("parent_decision_id", wanted),
-                self._current_where("plan_id", walk.plan_ids_wanted, roots_only=True),
-                find_by_ids(self._plans, walk.plan_ids_wanted, {"parent_plan_id": 1}))
-            for d in (*found, *kids):
-                seen[d["_id"]] = d
-            by_parent: dict[str, list[Document]] = defaultdict(list)
-            for k in kids:
-                by_parent[k["parent_decision_id"]].append(k)
-            plan_roots: dict[str, list[Document]] = defaultdict(list)
-            for r in roots:
-                plan_roots[r["plan_id"]].append(r)
-                seen[r["_id"]] = r
-            parents = {d["_id"]: d.get("parent_plan_id") for d in plan_docs}
-            walk.expand(
-                {i: _view(seen[i], by_parent.get(i, ())) for i in wanted if i in seen},
-                {p: [r["_id"] for r in sorted(rs, key=_order)] for p, rs in plan_roots.items()},
-                {p: PlanLink(parents.get(p), _began(plan_roots.get(p, ())))
-                 for p in walk.plan_ids_wanted})
+            walk.expand(*await self._level(walk, seen))
         return walk
+
+    async def _level(self, walk: ImpactWalk, seen: dict[str, Document]
+                     ) -> tuple[dict[str, DecisionView], dict[str, list[str]],
+                                dict[str, PlanLink]]:
+        """One round trip for the walk's next level: the views of its frontier's decisions
+        (`seen` keeps every document read, so a child read as one is not read again), the
+        current roots of its plans and their recorded parents."""
+        wanted = walk.decision_ids_wanted
+        missing = [i for i in wanted if i not in seen]
+        found, kids, roots, plan_docs = await asyncio.gather(
+            find_by_ids(self._decisions, missing, VIEW_FIELDS),
+            self._current_where("parent_decision_id", wanted),
+            self._current_where("plan_id", walk.plan_ids_wanted, roots_only=True),
+            find_by_ids(self._plans, walk.plan_ids_wanted, {"parent_plan_id": 1}))
+        for d in (*found, *kids, *roots):
+            seen[d["_id"]] = d
+        by_parent = _grouped(kids, "parent_decision_id")
+        plan_roots = _grouped(roots, "plan_id")
+        parents = {d["_id"]: d.get("parent_plan_id") for d in plan_docs}
+        return (
+            {i: _view(seen[i], by_parent.get(i, ())) for i in wanted if i in seen},
+            {p: [r["_id"] for r in sorted(rs, key=_order)] for p, rs in plan_roots.items()},
+            {p: PlanLink(parents.get(p), _began(plan_roots.get(p, ())))
+             for p in walk.plan_ids_wanted})
 
     async def impact(self, target_decision_id: str, limit: int | None = None
                      ) -> CorrectionImpact:

@@ -9,9 +9,10 @@ from pymongo.asynchronous.database import AsyncDatabase
 from store.database import Document
 from store.dead_letters import DeadLetterRepository
 from store.decisions import DecisionRepository
-from store.invariants import InvariantRepository, ViolationRepository
+from store.invariants import InvariantRepository
 from store.outbox import OutboxRepository
 from store.plans import PlanRepository
+from store.violations import ViolationRepository
 
 
 @dataclass(frozen=True)

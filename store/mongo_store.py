@@ -31,14 +31,16 @@ from store.dead_letters import DeadLetterRepository
 from store.decisions import DecisionRepository
 from store.deliveries import DeliveryFailures, ParentWaits
 from store.impact import ImpactReader
-from store.invariants import InvariantRepository, ViolationRepository
-from store.locks import PlanLocks
+from store.invariants import InvariantRepository
+from store.leases import Leases
 from store.outbox import OutboxRepository
 from store.plans import PlanRepository
+from store.recorder import RecorderRepository
 from store.status import ledger_status
 from store.transactions import SessionHook, on_new_session
 from store.translate import translate_errors
 from store.views import TreeViews
+from store.violations import ViolationRepository
 from store.workers import WorkerRegistry
 
 __all__ = ["MongoStore"]
@@ -52,6 +54,8 @@ class MongoStore:
     def __init__(self, db: AsyncDatabase[Document], *, lease_seconds: float = 10.0) -> None:
         self._db = db
         self.decisions = DecisionRepository(db)
+        self.recorder = RecorderRepository(db)
+        """The recorder's write path and the only caches: used by the recording worker."""
         self.plans = PlanRepository(db)
         self.corrections = CorrectionRepository(db)
         self.attempts = CorrectionAttemptRepository(db)
@@ -61,8 +65,8 @@ class MongoStore:
         self.violations = ViolationRepository(db)
         self.impact = ImpactReader(db)
         self.views = TreeViews(db)
-        self.locks = PlanLocks(db, lease_seconds)
-        self.writer = CorrectionWriter(db, self.locks)
+        self.leases = Leases(db, lease_seconds)
+        self.writer = CorrectionWriter(db, self.leases)
         self.deliveries = DeliveryFailures(db)
         self.parent_waits = ParentWaits(db)
 
@@ -93,10 +97,10 @@ class MongoStore:
         """This worker's heartbeat; call once per process."""
         return WorkerRegistry(self._db, worker_id, lease_seconds)
 
-    def role_leases(self, lease_seconds: float) -> PlanLocks:
+    def role_leases(self, lease_seconds: float) -> Leases:
         """Leases held by a role rather than a plan (one recorder at a time,
         workers.leading): the plans' lease collection with their own time to live."""
-        return PlanLocks(self._db, lease_seconds)
+        return Leases(self._db, lease_seconds)
 
     def note_sessions(self, hook: SessionHook | None) -> None:
         """Call `hook` with every transaction's session before it starts (None: stop)."""

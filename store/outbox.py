@@ -6,6 +6,9 @@ next (the same correction's next step, a cancel, or the relay) publishes them un
 their fixed Nats-Msg-Id, so JetStream keeps exactly one copy. Flushing always takes
 *every* pending event of a correction in `order`, which is what keeps a correction's
 events in lifecycle order in the stream even when two processes flush at once.
+
+A row is keyed by its source: a correction_id or a violation_id. The stored field keeps
+its first name, `correction_id`, so rows written before the name changed still flush.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from contracts.shared.outgoing import OutgoingEvent, Pending
 from store.database import ID_CHUNK, OUTBOX, Document
 from store.translate import translate_errors
 
-__all__ = ["ORDER_STRIDE", "OutboxRepository", "Pending"]
+__all__ = ["ORDER_STRIDE", "OutboxRepository"]
 
 ORDER_STRIDE = 1000
 """Events of one transaction are ordered version * ORDER_STRIDE + index."""
@@ -38,18 +41,18 @@ class OutboxRepository:
     def __init__(self, db: AsyncDatabase[Document]) -> None:
         self._coll = db[OUTBOX]
 
-    async def add(self, correction_id: str, version: int, messages: Sequence[OutgoingEvent],
+    async def add(self, source_id: str, version: int, messages: Sequence[OutgoingEvent],
                   now: datetime, session: AsyncClientSession) -> None:
         if not messages:
             return
         await self._coll.insert_many([
-            {"_id": m.msg_id, "correction_id": correction_id,
+            {"_id": m.msg_id, "correction_id": source_id,
              "order": version * ORDER_STRIDE + i, "subject": m.subject, "payload": m.payload,
              "created_at": now, **({"headers": dict(m.headers)} if m.headers else {})}
             for i, m in enumerate(messages)], session=session)
 
-    async def pending_for(self, correction_id: str) -> list[Pending]:
-        cursor = self._coll.find({"correction_id": correction_id}).sort("order", 1)
+    async def pending_for(self, source_id: str) -> list[Pending]:
+        cursor = self._coll.find({"correction_id": source_id}).sort("order", 1)
         return [_from_doc(d) async for d in cursor]
 
     async def pending(self, created_before: datetime | None = None,

@@ -49,6 +49,34 @@ class ParentLinks(Protocol):
     def __setitem__(self, plan_id: str, parent: str) -> None: ...
 
 
+def _top(plan: str, cache: ParentLinks, links: dict[str, str | None]) -> str:
+    """The top of the chain `cache` knows above `plan` (itself if none), noting each link
+    it follows in `links`; a cycle or MAX_PLAN_DEPTH links end it."""
+    seen = {plan}
+    while plan in cache and len(seen) <= MAX_PLAN_DEPTH:
+        links[plan] = parent = cache[plan]
+        if parent in seen:
+            break
+        plan = parent
+        seen.add(plan)
+    return plan
+
+
+async def _read_parents(db: AsyncDatabase[Document], plans: set[str],
+                        parent_of: dict[str, str | None], cache: ParentLinks,
+                        session: AsyncClientSession | None) -> None:
+    """One query: the recorded parent of each of `plans` into `parent_of` (None: none),
+    and those that have one into `cache`."""
+    docs = await db[PLANS].find({"_id": {"$in": sorted(plans)}},
+                                {"parent_plan_id": 1}, session=session).to_list()
+    found = {d["_id"]: d.get("parent_plan_id") for d in docs}
+    for plan in plans:
+        read = found.get(plan)
+        parent_of[plan] = read if isinstance(read, str) else None
+        if isinstance(read, str):
+            cache[plan] = read
+
+
 async def plan_ancestors(db: AsyncDatabase[Document], plan_ids: Iterable[str],
                          known: ParentLinks | None = None,
                          session: AsyncClientSession | None = None
@@ -63,32 +91,15 @@ async def plan_ancestors(db: AsyncDatabase[Document], plan_ids: Iterable[str],
     cache: ParentLinks = known if known is not None else {}
     parent_of: dict[str, str | None] = {}   # read by this call
     links: dict[str, str | None] = {}       # every link used, read or remembered
-
-    def top(plan: str) -> str:
-        seen = {plan}
-        while plan in cache and len(seen) <= MAX_PLAN_DEPTH:
-            links[plan] = parent = cache[plan]
-            if parent in seen:
-                break
-            plan = parent
-            seen.add(plan)
-        return plan
-
     wanted = list(dict.fromkeys(plan_ids))
-    frontier = {top(p) for p in wanted}
+    frontier = {_top(p, cache, links) for p in wanted}
     for _ in range(MAX_PLAN_DEPTH):
         frontier -= parent_of.keys()
         if not frontier:
             break
-        docs = await db[PLANS].find({"_id": {"$in": sorted(frontier)}},
-                                    {"parent_plan_id": 1}, session=session).to_list()
-        found = {d["_id"]: d.get("parent_plan_id") for d in docs}
-        for plan in frontier:
-            read = found.get(plan)
-            parent_of[plan] = read if isinstance(read, str) else None
-            if isinstance(read, str):
-                cache[plan] = read
-        frontier = {top(parent) for p in frontier if (parent := parent_of[p]) is not None}
+        await _read_parents(db, frontier, parent_of, cache, session)
+        frontier = {_top(parent, cache, links) for p in frontier
+                    if (parent := parent_of[p]) is not None}
     links.update(parent_of)
     return {p: chain for p in wanted if (chain := ancestry(p, links))}
 
@@ -130,7 +141,7 @@ class PlanRepository:
                         session: AsyncClientSession) -> None:
         """Mark plans rolled_back; a child plan never recorded gets a record saying so.
         Bumps each plan's epoch: a recorder batch that read the plan before this commits
-        conflicts with it or plans again (store.decisions.facts_for)."""
+        conflicts with it or plans again (store.batch_facts)."""
         # Only from a state the plan lifecycle allows it from (contracts.decisions.plans): a plan
         # already rolled back keeps who did it and when. A document without a status (a
         # plan known only by its counter) is active: `None` in `$in` matches it.

@@ -12,7 +12,7 @@ from datetime import datetime
 
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.corrections.model import CORRECTION_LIFECYCLE, CorrectionStatus
+from contracts.corrections.states import CORRECTION_LIFECYCLE, CorrectionStatus
 from contracts.shared.counts import LedgerStatus, WorkerSeen
 from store.database import (
     CORRECTIONS,

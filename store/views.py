@@ -14,8 +14,9 @@ from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.corrections.model import CORRECTION_LIFECYCLE, CorrectionStatus
-from contracts.decisions.model import Decision, DecisionType
+from contracts.corrections.states import CORRECTION_LIFECYCLE, CorrectionStatus
+from contracts.decisions.model import Decision
+from contracts.decisions.types import DecisionType
 from contracts.shared.counts import PlanCounts
 from store.database import (
     CORRECTIONS,
@@ -121,29 +122,45 @@ class TreeViews:
         ids = list(dict.fromkeys(plan_ids))
         found: dict[str, dict[str, int]] = {p: {} for p in ids}
         for chunk in _chunks(ids):
-            async for d in self._plans.find({"_id": {"$in": chunk}}, {"next_sequence": 1}):
-                if isinstance(d.get("next_sequence"), int):
-                    found[d["_id"]]["decisions"] = d["next_sequence"]
-            superseded: dict[str, int] = {}
-            async for d in self._corrections.find(
-                    {"plan_id": {"$in": chunk}}, {"plan_id": 1, "status": 1,
-                                                  "superseded_ids": 1}):
-                if d.get("status") in IN_FLIGHT:
-                    found[d["plan_id"]]["open_corrections"] = \
-                        found[d["plan_id"]].get("open_corrections", 0) + 1
-                elif d.get("status") == CorrectionStatus.APPLIED.value:
-                    superseded[d["plan_id"]] = superseded.get(d["plan_id"], 0) + len(
-                        d.get("superseded_ids") or [])
-            async for d in await self._violations.aggregate([
-                    {"$match": {"plan_id": {"$in": chunk}, "resolved_at": None}},
-                    {"$group": {"_id": "$plan_id", "n": {"$sum": 1}}}]):
-                found[d["_id"]]["open_violations"] = int(d["n"])
+            await self._count_decisions(chunk, found)
+            superseded = await self._count_corrections(chunk, found)
+            await self._count_violations(chunk, found)
             for p in chunk:
                 if "decisions" not in found[p]:
                     found[p]["decisions"] = await self._decisions.count_documents(
                         {"plan_id": p})
                 found[p]["current"] = max(0, found[p]["decisions"] - superseded.get(p, 0))
         return {p: PlanCounts(**c) for p, c in found.items()}
+
+    async def _count_decisions(self, chunk: list[str], found: dict[str, dict[str, int]]
+                               ) -> None:
+        """Each plan's sequence counter, where it has one: its decision count."""
+        async for d in self._plans.find({"_id": {"$in": chunk}}, {"next_sequence": 1}):
+            if isinstance(d.get("next_sequence"), int):
+                found[d["_id"]]["decisions"] = d["next_sequence"]
+
+    async def _count_corrections(self, chunk: list[str], found: dict[str, dict[str, int]]
+                                 ) -> dict[str, int]:
+        """The corrections not ended, into `found`; how many decisions each plan's applied
+        corrections superseded."""
+        superseded: dict[str, int] = {}
+        async for d in self._corrections.find(
+                {"plan_id": {"$in": chunk}}, {"plan_id": 1, "status": 1,
+                                              "superseded_ids": 1}):
+            if d.get("status") in IN_FLIGHT:
+                found[d["plan_id"]]["open_corrections"] = \
+                    found[d["plan_id"]].get("open_corrections", 0) + 1
+            elif d.get("status") == CorrectionStatus.APPLIED.value:
+                superseded[d["plan_id"]] = superseded.get(d["plan_id"], 0) + len(
+                    d.get("superseded_ids") or [])
+        return superseded
+
+    async def _count_violations(self, chunk: list[str], found: dict[str, dict[str, int]]
+                                ) -> None:
+        async for d in await self._violations.aggregate([
+                {"$match": {"plan_id": {"$in": chunk}, "resolved_at": None}},
+                {"$group": {"_id": "$plan_id", "n": {"$sum": 1}}}]):
+            found[d["_id"]]["open_violations"] = int(d["n"])
 
     async def plan_exists(self, plan_id: str) -> bool:
         return (await self._plans.find_one({"_id": plan_id}, {"_id": 1}) is not None

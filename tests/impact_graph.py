@@ -3,7 +3,7 @@
 `compute_impact` is written independently of `contracts.impact.walk.ImpactWalk.expand` (one
 queue, no levels), so the property tests comparing the two check the level-by-level
 walk the stores run rather than the walk against itself. It uses the walk's private
-helpers (`Family`, `_follow`, `_impact`) on purpose: the rules of the family and the
+helpers (`Lineage`, `_follow`, `_impact`) on purpose: the rules of the lineage and the
 summary must be the same; only the traversal is independent.
 """
 
@@ -14,19 +14,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from contracts.decisions.model import Decision, DecisionType
-from contracts.impact.walk import (
-    CorrectionImpact,
-    DecisionView,
-    Family,
-    ImpactWalk,
-    NodeKind,
-    PlanLink,
-    Ref,
-    _follow,
-    _impact,
-    child_order,
-)
+from contracts.decisions.model import Decision
+from contracts.decisions.types import DecisionType
+from contracts.impact.lineage import Lineage
+from contracts.impact.summary import CorrectionImpact, _impact
+from contracts.impact.views import DecisionView, NodeKind, PlanLink, Ref, child_order
+from contracts.impact.walk import ImpactWalk, _follow
 
 __all__ = ["ImpactGraph", "compute_impact", "walk_graph"]
 
@@ -97,28 +90,28 @@ def compute_impact(
     seen = {start}
     affected: list[DecisionView] = []
     plans: list[str] = []
-    family = Family(target_decision_id)
+    lineage = Lineage(target_decision_id)
     while queue:
         ref = queue.popleft()
         if ref.kind is NodeKind.PLAN:
-            if not family.plan_ok(ref.id, graph.plan_links.get(ref.id)):
+            if not lineage.plan_ok(ref.id, graph.plan_links.get(ref.id)):
                 seen.discard(ref)
                 continue
             plans.append(ref.id)
-            family.entered(graph.plan_roots.get(ref.id, ()))
+            lineage.entered(graph.plan_roots.get(ref.id, ()))
             nexts: Iterable[Ref] = (
                 Ref(NodeKind.DECISION, r) for r in graph.plan_roots.get(ref.id, ()))
         else:
             view = graph.decisions.get(ref.id)
             if view is None or not _follow(view, ref, target_decision_id):
                 continue
-            if not family.dependent_ok(view):
+            if not lineage.dependent_ok(view):
                 seen.discard(ref)
                 continue
-            family.visited(view)
+            lineage.visited(view)
             affected.append(view)
             nexts = view.edges()
-            family.note_edges(view)
+            lineage.note_edges(view)
         for n in nexts:
             if n not in seen:
                 seen.add(n)

@@ -21,36 +21,32 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
+from contracts.corrections.append import AppendWrites
+from contracts.corrections.attempts import CorrectionAttemptRecord
 from contracts.corrections.changes import Changes, Versioned, Written
-from contracts.corrections.model import (
+from contracts.corrections.record import Correction
+from contracts.corrections.revert import RevertWrites
+from contracts.corrections.states import (
     ATTEMPT_LIFECYCLE,
     CORRECTION_LIFECYCLE,
-    Correction,
-    CorrectionAttemptRecord,
     CorrectionAttemptState,
     CorrectionStatus,
 )
-from contracts.corrections.write_sets import AppendWrites, RevertWrites
-from contracts.decisions.model import Decision, DecisionType
+from contracts.decisions.model import Decision
 from contracts.decisions.plans import PLAN_LIFECYCLE, PlanRecord, PlanStatus, ancestry
-from contracts.impact.walk import (
-    CorrectionImpact,
-    DecisionView,
-    ImpactWalk,
-    PlanLink,
-    child_order,
-    summarize,
-)
-from contracts.invariants.model import (
-    BLOCKING_SEVERITIES,
+from contracts.decisions.types import DecisionType
+from contracts.impact.summary import CorrectionImpact, summarize
+from contracts.impact.views import DecisionView, PlanLink, child_order
+from contracts.impact.walk import ImpactWalk
+from contracts.invariants.errors import (
     DuplicateInvariant,
-    Invariant,
-    InvariantScope,
-    InvariantViolation,
     ViolationAlreadyResolved,
     ViolationConflict,
 )
-from contracts.recording.reading import Candidate, PlanClaim, Resume, Stored, StoredFacts
+from contracts.invariants.model import Invariant, InvariantScope
+from contracts.invariants.violations import BLOCKING_SEVERITIES, InvariantViolation
+from contracts.recording.facts import PlanClaim, Resume, Stored, StoredFacts
+from contracts.recording.message import Candidate
 from contracts.shared.counts import LedgerStatus
 from contracts.shared.dead_letter import DeadLetter
 from contracts.shared.outgoing import OutgoingEvent, Pending
@@ -64,14 +60,9 @@ from contracts.shared.persistence import (
     ViolationNotFound,
 )
 from contracts.shared.timestamps import utc_now
-from services.ports import (
-    CorrectionStorePort,
-    DeadLetterRecords,
-    DeadLetterShelf,
-    EventFor,
-    InvariantStorePort,
-    RecordedDecisions,
-)
+from services.ports.corrections import CorrectionStorePort
+from services.ports.invariants import EventFor, InvariantStorePort
+from services.ports.records import DeadLetterRecords, DeadLetterShelf, RecordedDecisions
 from services.read_ports import LedgerReads
 from tests.memory_views import MemoryViews, memory_status
 
@@ -94,7 +85,7 @@ class State:
     corrections: dict[str, Versioned] = dataclasses.field(default_factory=dict)
     attempts: dict[str, CorrectionAttemptRecord] = dataclasses.field(default_factory=dict)
     outbox: dict[str, tuple[Pending, datetime]] = dataclasses.field(default_factory=dict)
-    locks: dict[str, tuple[str, datetime]] = dataclasses.field(default_factory=dict)
+    leases: dict[str, tuple[str, datetime]] = dataclasses.field(default_factory=dict)
     dead_letters: dict[str, DeadLetter] = dataclasses.field(default_factory=dict)
     invariants: dict[str, Invariant] = dataclasses.field(default_factory=dict)
     violations: dict[str, InvariantViolation] = dataclasses.field(default_factory=dict)
@@ -145,7 +136,7 @@ def _insert_decision(st: State, d: Decision) -> None:
 
 def _reserve(st: State, plan_id: str, count: int, now: datetime, *,
              bump_epoch: bool = False) -> dict[str, Any] | None:
-    """As DecisionRepository._reserve: the counter as it was (None: a new plan)."""
+    """As store.sequences.reserve: the counter as it was (None: a new plan)."""
     before = st.plans.get(plan_id)
     doc: dict[str, Any] = dict(before) if before else {"created_at": now,
                                                        "status": PlanStatus.ACTIVE.value}
@@ -213,8 +204,8 @@ class MemoryDecisions:
         docs = {p: st.plans[p] for p in plans | claimed if p in st.plans}
         parent_of = {p: doc.get("parent_plan_id") for p, doc in st.plans.items()}
         lineage = {p: chain for p in plans if (chain := ancestry(p, parent_of))}
-        family = plans | {a for chain in lineage.values() for a in chain}
-        blocked = _blocking(st, family)
+        considered = plans | {a for chain in lineage.values() for a in chain}
+        blocked = _blocking(st, considered)
         stored = {i: Stored(*st.recorded.get(i, ("", -1))) for i in (ids if existing else ())
                   if i in st.decisions}
         superseded_by = {p: d.superseded_by for p in parents
@@ -472,45 +463,45 @@ class MemoryAttempts:
         self._db.transaction(lambda st: _replace_attempt(st, expected, after))
 
 
-class MemoryLocks:
-    """Plan leases: the rules of store.locks.PlanLocks."""
+class MemoryLeases:
+    """Leases: the rules of store.leases.Leases."""
 
     def __init__(self, db: Database, ttl_seconds: float) -> None:
         self._db = db
         self.ttl = timedelta(seconds=ttl_seconds)
 
     async def acquire(self, plan_id: str, owner: str, now: datetime) -> bool:
-        held = self._db.state.locks.get(plan_id)
+        held = self._db.state.leases.get(plan_id)
         if held is not None and held[0] != owner and not held[1] < now:
             return False
-        self._db.state.locks[plan_id] = (owner, now + self.ttl)
+        self._db.state.leases[plan_id] = (owner, now + self.ttl)
         return True
 
     async def renew(self, plan_id: str, owner: str, now: datetime) -> bool:
-        held = self._db.state.locks.get(plan_id)
+        held = self._db.state.leases.get(plan_id)
         if held is None or held[0] != owner:
             return False
-        self._db.state.locks[plan_id] = (owner, now + self.ttl)
+        self._db.state.leases[plan_id] = (owner, now + self.ttl)
         return True
 
     async def release(self, plan_id: str, owner: str) -> None:
-        held = self._db.state.locks.get(plan_id)
+        held = self._db.state.leases.get(plan_id)
         if held is not None and held[0] == owner:
-            del self._db.state.locks[plan_id]
+            del self._db.state.leases[plan_id]
 
     async def live(self, plan_ids: list[str], now: datetime) -> set[str]:
-        locks = self._db.state.locks
-        return {p for p in plan_ids if p in locks and locks[p][1] >= now}
+        leases = self._db.state.leases
+        return {p for p in plan_ids if p in leases and leases[p][1] >= now}
 
     async def holder(self, plan_id: str) -> str | None:
-        held = self._db.state.locks.get(plan_id)
+        held = self._db.state.leases.get(plan_id)
         return held[0] if held else None
 
     def fence(self, st: State, plan_id: str, owner: str, now: datetime) -> None:
-        held = st.locks.get(plan_id)
+        held = st.leases.get(plan_id)
         if held is None or held[0] != owner:
             raise LeaseLost(plan_id, owner)
-        st.locks[plan_id] = (owner, now + self.ttl)
+        st.leases[plan_id] = (owner, now + self.ttl)
 
 
 def _add_events(st: State, key: str, version: int, events: Sequence[OutgoingEvent],
@@ -525,9 +516,9 @@ class MemoryOutbox:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    async def pending_for(self, correction_id: str) -> list[Pending]:
+    async def pending_for(self, source_id: str) -> list[Pending]:
         return sorted((p for p, _ in self._db.state.outbox.values()
-                       if p.correction_id == correction_id), key=lambda p: p.order)
+                       if p.source_id == source_id), key=lambda p: p.order)
 
     async def pending(self, created_before: datetime | None = None,
                       limit: int = 1000) -> list[Pending]:
@@ -546,9 +537,9 @@ class MemoryOutbox:
 class MemoryWriter:
     """store.correction_writes.CorrectionWriter: one step, all or nothing."""
 
-    def __init__(self, db: Database, locks: MemoryLocks) -> None:
+    def __init__(self, db: Database, leases: MemoryLeases) -> None:
         self._db = db
-        self._locks = locks
+        self._leases = leases
 
     async def commit(self, changes: Changes, now: datetime) -> Written:
         return self._db.transaction(lambda st: self._write(st, changes, now))
@@ -556,7 +547,7 @@ class MemoryWriter:
     def _write(self, st: State, c: Changes, now: datetime) -> Written:
         plan_id = c.correction.plan_id
         if c.lease_owner is not None:
-            self._locks.fence(st, plan_id, c.lease_owner, now)
+            self._leases.fence(st, plan_id, c.lease_owner, now)
         cid = c.correction.correction_id
         held = st.corrections.get(cid)
         if c.expected_version is None:
@@ -775,9 +766,9 @@ class MemoryStore:
         self.corrections = MemoryCorrections(self.db)
         self.attempts = MemoryAttempts(self.db)
         self.outbox = MemoryOutbox(self.db)
-        self.locks = MemoryLocks(self.db, lease_seconds)
+        self.leases = MemoryLeases(self.db, lease_seconds)
         self.impact = MemoryImpact(self.db)
-        self.writer = MemoryWriter(self.db, self.locks)
+        self.writer = MemoryWriter(self.db, self.leases)
         self.dead_letters = MemoryDeadLetters(self.db)
         self.invariants = MemoryInvariants(self.db)
         self.violations = MemoryViolations(self.db)

@@ -14,8 +14,9 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from contracts.corrections.model import CORRECTION_LIFECYCLE, CorrectionStatus
-from contracts.decisions.model import Decision, DecisionType
+from contracts.corrections.states import CORRECTION_LIFECYCLE, CorrectionStatus
+from contracts.decisions.model import Decision
+from contracts.decisions.types import DecisionType
 from contracts.shared.counts import LedgerStatus, PlanCounts
 
 if TYPE_CHECKING:  # tests/memory_store.py builds these views over its Database

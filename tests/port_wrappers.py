@@ -9,10 +9,12 @@ import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from contracts.impact.walk import CorrectionImpact, ImpactWalk
+from contracts.impact.summary import CorrectionImpact
+from contracts.impact.walk import ImpactWalk
 from contracts.shared.ids import MSG_ID_HEADER
 from contracts.shared.outgoing import OutgoingEvent, StreamAck
-from services.ports import ImpactReads, NotStored
+from services.ports.publishing import NotStored
+from services.ports.records import ImpactReads
 
 
 class ImpactThen:

@@ -16,7 +16,7 @@ from faststream.nats import NatsBroker
 
 from bootstrap.settings import Settings
 from contracts.shared.urls import nats_servers
-from store.locks import PlanLocks
+from store.leases import Leases
 from workers.connections import NatsLink, nats_options
 from workers.deps import Deps, crash_hook
 from workers.dry_run import start_dry_run
@@ -82,7 +82,7 @@ async def start_consumers(runtime: Runtime, settings: Settings, broker: NatsBrok
     deps = Deps(settings, recorder=runtime.get_recorder, corrections=runtime.get_corrections,
                 invariants=runtime.get_invariants, dead_letters=runtime.get_dead_letters,
                 failures=runtime.failures, crash=crash_hook(settings.crash_at))
-    runtime.pullers = pullers(js, deps, locks=PlanLocks(runtime.mongo[settings.mongodb_db],
+    runtime.pullers = pullers(js, deps, locks=Leases(runtime.mongo[settings.mongodb_db],
                                                         settings.recorder_lease_seconds),
                               owner=runtime.worker_id)
     for puller in runtime.pullers:

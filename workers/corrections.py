@@ -25,14 +25,19 @@ from typing import Any
 from nats.aio.msg import Msg
 
 from contracts.corrections import families
-from contracts.corrections.events import CancelRefused, FailRefused, RetryRefused
-from contracts.corrections.model import CancelRequest, CorrectionRequest, FailRequest, RetryRequest
+from contracts.corrections.refusals import CancelRefused, FailRefused, RetryRefused
+from contracts.corrections.requests import (
+    CancelRequest,
+    CorrectionRequest,
+    FailRequest,
+    RetryRequest,
+)
 from contracts.corrections.wire import read_cancel, read_fail, read_request, read_retry
-from contracts.recording.reading import Inbound
+from contracts.shared.inbound import Inbound
 from contracts.shared.rules import RuleViolation
 from contracts.shared.subject_tokens import plan_of
 from contracts.shared.unreadable import Unreadable, describe
-from services.corrections import CorrectionService
+from services.corrections.service import CorrectionService
 from workers.batch import Batch
 from workers.deps import Deps, HandlerClass
 
@@ -84,7 +89,7 @@ class _Commands:
 async def _drive(svc: CorrectionService, plan_ids: Sequence[str]) -> None:
     """Drive each plan once, together; a failure is logged (the sweep takes it up)."""
     plans = list(dict.fromkeys(plan_ids))
-    results = await asyncio.gather(*(svc.drive_plan(p) for p in plans),
+    results = await asyncio.gather(*(svc.run_plan(p) for p in plans),
                                    return_exceptions=True)
     for plan_id, res in zip(plans, results, strict=True):
         if isinstance(res, BaseException):

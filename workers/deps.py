@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from bootstrap.settings import Settings
-from services.corrections import CorrectionService, CrashHook, no_crash
+from services.corrections.policy import CrashHook, no_crash
+from services.corrections.service import CorrectionService
 from services.invariants import InvariantService
 from services.recorder import RecorderService
 from store.dead_letters import DeadLetterRepository

@@ -14,16 +14,17 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
-from contracts.corrections.events import DryRunError
+from contracts.corrections.errors import TargetInOtherPlan, TargetSuperseded
 from contracts.corrections.families import DRYRUN
+from contracts.corrections.refusals import DryRunError
 from contracts.corrections.wire import read_request
+from contracts.impact.errors import TargetNotFound
 from contracts.shared.bounds import DEFAULT_MAX_PAYLOAD_BYTES
-from contracts.shared.errors import TargetInOtherPlan, TargetNotFound, TargetSuperseded
 from contracts.shared.roles import Via
 from contracts.shared.rules import RuleViolation
 from contracts.shared.subject_tokens import plan_of
 from contracts.shared.unreadable import Unreadable, describe, guarded, truncate
-from services.corrections import CorrectionService
+from services.corrections.service import CorrectionService
 
 log = logging.getLogger(__name__)
 

@@ -22,8 +22,8 @@ from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
 from bootstrap.setting_types import Retry
-from contracts.recording.reading import Inbound
 from contracts.shared.dead_letter import dead_letter_id
+from contracts.shared.inbound import Inbound
 from contracts.shared.rules import Rule, RuleViolation
 from contracts.shared.timestamps import utc_now
 from contracts.shared.unreadable import describe

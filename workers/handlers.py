@@ -16,7 +16,7 @@ from nats.js import JetStreamContext
 from contracts.families import worker_consumers
 from contracts.shared.families import MessageFamily
 from contracts.shared.roles import Reader
-from store.locks import PlanLocks
+from store.leases import Leases
 from workers import corrections, invariants, recorder
 from workers.deps import Deps, HandlerClass
 from workers.durables import batch_size, consumer_config, setting, spec_of
@@ -45,7 +45,7 @@ def puller(js: JetStreamContext, family: MessageFamily, reader: Reader,
         failures=deps.failures, backoff_after_ack_wait=spec.backoff_after_ack_wait)
 
 
-def pullers(js: JetStreamContext, deps: Deps, *, locks: PlanLocks,
+def pullers(js: JetStreamContext, deps: Deps, *, locks: Leases,
             owner: str) -> list[Puller]:
     """Every declared durable's puller, in declaration order, and those pulled by one
     replica at a time (the recorder) last, under their lease: tests and `agents up`

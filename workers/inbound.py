@@ -25,7 +25,7 @@ import nats.errors
 from nats.aio.msg import Msg
 
 from bootstrap.setting_types import Retry
-from contracts.recording.reading import Inbound
+from contracts.shared.inbound import Inbound
 from contracts.shared.persistence import StoreUnreachable
 from contracts.shared.rules import RuleViolation
 from contracts.shared.timestamps import utc_now

@@ -24,13 +24,15 @@ from nats.aio.msg import Msg
 
 from contracts.decisions.subjects import DECISIONS_STREAM, PERSISTED_PREFIX, plan_of_subject
 from contracts.invariants import subjects
+from contracts.invariants.errors import ViolationConflict
 from contracts.invariants.families import VIOLATIONS
-from contracts.invariants.model import InvariantViolation, ViolationConflict
+from contracts.invariants.violations import InvariantViolation
 from contracts.invariants.wire import read_violation
+from contracts.recording.events import DecisionPersisted, read_persisted_root
 from contracts.recording.families import PERSISTED
-from contracts.recording.reading import DecisionPersisted, Inbound, read_persisted_root
 from contracts.shared.dead_letter import DeadLetter, dead_letter_id
 from contracts.shared.ids import is_ulid
+from contracts.shared.inbound import Inbound
 from contracts.shared.rules import Rule, RuleViolation
 from contracts.shared.timestamps import utc_now
 from contracts.shared.unreadable import Unreadable

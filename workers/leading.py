@@ -9,7 +9,7 @@ decisions were dead-lettered as `parent_exists` with nothing killed at all, whil
 worker recorded every one. On this machine a second recorder bought no throughput
 either (384, 264, 281 decisions/s with 1, 2, 3 workers). So the recorder is
 active/standby: every replica runs the corrections and invariants consumers, and the
-one holding the `role:recorder` lease (store.locks, the same findAndModify lease the
+one holding the `role:recorder` lease (store.leases, the same findAndModify lease the
 plans' correction drivers use) also records. A replica that stops gracefully releases
 the lease, so a standby takes over within one poll; one that dies lets it expire
 (`RECORDER_LEASE_SECONDS`), and JetStream redelivers what it held after the ack wait.
@@ -33,7 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 from contracts.shared.timestamps import utc_now
-from store.locks import PlanLocks
+from store.leases import Leases
 from workers.metrics import Metrics
 from workers.pull import BatchPuller
 
@@ -49,7 +49,7 @@ class LeadingPuller:
     Looks like a puller to the app (stream, durable, running, metrics, start, stop), so
     readiness, metrics and shutdown treat it like the others: a standby is ready."""
 
-    def __init__(self, make: Callable[[], BatchPuller[Any]], locks: PlanLocks, *,
+    def __init__(self, make: Callable[[], BatchPuller[Any]], locks: Leases, *,
                  role: str, owner: str, stream: str, durable: str,
                  graceful_timeout: float) -> None:
         self._make = make

@@ -81,7 +81,7 @@ class Metrics:
     def render(self) -> bytes:
         return generate_latest(self.registry)
 
-    # --- what the services report (services.ports.CorrectionObserver) --------------
+    # --- what the services report (services.ports.publishing.CorrectionObserver) --------------
 
     def correction_ended(self, mode: str, outcome: str, seconds: float) -> None:
         self.corrections.labels(mode, outcome).inc()

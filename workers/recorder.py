@@ -23,15 +23,12 @@ from nats.aio.msg import Msg
 
 from bootstrap.settings import Settings
 from contracts.recording.families import RECORDED
-from contracts.recording.reading import Candidate, Inbound, Invalid, read_message
+from contracts.recording.message import Candidate, Invalid, read_message
+from contracts.shared.inbound import Inbound
 from contracts.shared.rules import RuleViolation
-from services.recorder import (
-    Disposition,
-    RecorderPolicy,
-    RecorderService,
-    Verdict,
-    subject_plan,
-)
+from services.recorder import RecorderService
+from services.recorder_batch import subject_plan
+from services.recorder_policy import Disposition, RecorderPolicy, Verdict
 from workers.batch import Batch
 from workers.deps import Deps, HandlerClass
 from workers.inbound import to_inbound

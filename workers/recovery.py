@@ -16,7 +16,7 @@ this, an interrupted correction waited for JetStream to redeliver its request af
 the consumer's ack wait: a minute in the worst case, and nothing at all once the
 request had been acked.
 
-Several replicas sweep at once safely: drive_plan takes the lease with one
+Several replicas sweep at once safely: run_plan takes the lease with one
 conditional write, so exactly one of them gets each plan.
 """
 
@@ -28,7 +28,7 @@ from collections.abc import Callable
 
 from bootstrap.settings import Settings
 from contracts.shared.timestamps import utc_now
-from services.corrections import CorrectionService
+from services.corrections.service import CorrectionService
 from store.workers import WorkerRegistry
 
 log = logging.getLogger(__name__)
@@ -81,7 +81,7 @@ class Sweeper:
 
     async def _drive(self, plan_id: str) -> bool:
         try:
-            took = await self._service().drive_plan(plan_id)
+            took = await self._service().run_plan(plan_id)
             if took:
                 log.info("recovery sweep drove plan %s's unfinished corrections", plan_id)
             return took

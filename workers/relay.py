@@ -10,7 +10,7 @@ from datetime import timedelta
 
 from bootstrap.settings import Settings
 from contracts.shared.timestamps import utc_now
-from services.corrections import CorrectionService
+from services.corrections.service import CorrectionService
 
 log = logging.getLogger(__name__)
 

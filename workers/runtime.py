@@ -31,7 +31,7 @@ from bootstrap.settings import Settings
 from contracts.shared.ids import new_id
 from contracts.shared.timestamps import utc_now
 from contracts.shared.urls import redact
-from services.corrections import CorrectionService
+from services.corrections.service import CorrectionService
 from services.invariants import InvariantService
 from services.recorder import RecorderService
 from store.database import Document

@@ -8,11 +8,12 @@ from collections.abc import Awaitable, Callable, Collection
 from starlette.requests import Request
 from starlette.responses import Response
 
-from clients.operator import InvalidCorrection, command_answer
+from clients.command_answer import command_answer
+from clients.correction_errors import InvalidCorrection
 from console.deps import deps
 from console.shapes import actions, correction_brief
 from console.web import Refused, body_of, dump, ok, query_int, query_ulid, text_field, ulid_param
-from contracts.corrections.model import CorrectionStatus
+from contracts.corrections.states import CorrectionStatus
 from services import read_model
 
 ANSWER_TIMEOUT = 10.0

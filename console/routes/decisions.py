@@ -8,11 +8,12 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from clients.operator import DryRunRefused, InvalidCorrection, LedgerUnavailable
+from clients.correction_errors import DryRunRefused, InvalidCorrection, LedgerUnavailable
 from console.deps import Deps, deps
 from console.shapes import brief, correction_brief
 from console.web import Refused, body_of, dump, ok, text_field, ulid_param
-from contracts.corrections.model import GUIDANCE_MAX_CHARS, CorrectionMode
+from contracts.corrections.states import CorrectionMode
+from contracts.decisions.guidance import GUIDANCE_MAX_CHARS
 from contracts.decisions.model import Decision
 from contracts.shared.ids import is_ulid
 from services import read_model

@@ -11,7 +11,7 @@ from starlette.responses import Response
 from console.deps import deps
 from console.shapes import brief, correction_brief
 from console.web import Refused, dump, ok, query_int, query_ulid, ulid_param
-from contracts.corrections.history import SequenceCut
+from contracts.corrections.as_of import SequenceCut
 from services import read_model, tree_model
 
 PAGE_DEFAULT = 100

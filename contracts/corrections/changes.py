@@ -14,8 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from contracts.corrections.model import Correction, CorrectionAttemptRecord, CorrectionAttemptState
-from contracts.corrections.write_sets import AppendWrites, RevertWrites
+from contracts.corrections.append import AppendWrites
+from contracts.corrections.attempts import CorrectionAttemptRecord
+from contracts.corrections.record import Correction
+from contracts.corrections.revert import RevertWrites
+from contracts.corrections.states import CorrectionAttemptState
 from contracts.decisions.model import Decision
 from contracts.shared.outgoing import OutgoingEvent
 

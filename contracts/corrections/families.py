@@ -10,18 +10,22 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from contracts.corrections import subjects
-from contracts.corrections.events import (
-    AttemptTransitioned,
+from contracts.corrections.dry_run import DryRunReport
+from contracts.corrections.events import AttemptTransitioned, CorrectionTransitioned
+from contracts.corrections.refusals import (
     CancelRefused,
     CorrectionRejected,
-    CorrectionTransitioned,
     DryRunError,
     FailRefused,
     RetryRefused,
 )
-from contracts.corrections.model import CancelRequest, CorrectionRequest, FailRequest, RetryRequest
+from contracts.corrections.requests import (
+    CancelRequest,
+    CorrectionRequest,
+    FailRequest,
+    RetryRequest,
+)
 from contracts.corrections.resume import ResumeInstruction
-from contracts.impact.walk import DryRunReport
 from contracts.shared.families import Direction, MessageFamily, Stream
 from contracts.shared.roles import ConsumerSpec, Publisher, Reader, Role, Via
 

@@ -19,71 +19,21 @@ and a correction is applied at most once, so there is exactly one per correction
 
 from __future__ import annotations
 
-from typing import Protocol, Self
+from typing import Self
 
 from pydantic import Field, model_validator
 
 from contracts.corrections import subjects
-from contracts.corrections.model import INLINE_IDS_MAX, Correction, CorrectionMode, CorrectionStatus
-from contracts.corrections.write_sets import AppendWrites, RevertWrites
-from contracts.decisions.model import Decision, DecisionType
+from contracts.corrections.append import AppendWrites
+from contracts.corrections.record import Correction
+from contracts.corrections.resume_points import ResumePoint, ResumeTarget
+from contracts.corrections.revert import RevertWrites
+from contracts.corrections.states import CorrectionMode, CorrectionStatus
+from contracts.decisions.model import Decision
 from contracts.shared.base import Frozen
+from contracts.shared.bounds import INLINE_IDS_MAX
 from contracts.shared.ids import Ulid
 from contracts.shared.timestamps import UtcTime
-
-__all__ = [
-    "TARGET_TEXT_MAX",
-    "DecisionRef",
-    "ResumeInstruction",
-    "ResumePoint",
-    "ResumeTarget",
-]
-
-TARGET_TEXT_MAX = 2000
-"""Characters of the target's question and chosen option carried in an instruction (the
-whole text is in the ledger); keeps an instruction far under the payload limit."""
-
-
-class DecisionRef(Protocol):
-    """Anything that names a decision and its plan: a Decision, a ResumePoint. What a new
-    decision needs of its parent."""
-
-    @property
-    def plan_id(self) -> str: ...
-
-    @property
-    def decision_id(self) -> str: ...
-
-
-class ResumePoint(Frozen):
-    """The decision new decisions hang under, and its plan: pass it as `parent`."""
-
-    plan_id: Ulid = Field(description="Plan new decisions are recorded into.")
-    decision_id: Ulid = Field(description="Their parent (directly, or by ancestry).")
-
-
-class ResumeTarget(Frozen):
-    """The corrected decision, as the runtime recorded it."""
-
-    decision_id: Ulid = Field(description="The decision the operator corrected.")
-    decision_type: DecisionType = Field(description="Its type.")
-    parent_decision_id: Ulid | None = Field(description="Its parent (None for a root).")
-    question: str = Field(description=f"Its question, cut at {TARGET_TEXT_MAX} characters.")
-    chosen_option: str = Field(
-        description=f"What the agent chose, cut at {TARGET_TEXT_MAX} characters.")
-    actor_state_ref: str | None = Field(
-        description="context_snapshot.actor_state_ref of the target: the runtime checkpoint "
-        "the choice was made from, to go back to. None if the agent recorded none.")
-    hot_context_ref: str = Field(description="Where the agent stored the context window.")
-
-    @classmethod
-    def of(cls, d: Decision) -> ResumeTarget:
-        return cls(decision_id=d.decision_id, decision_type=d.decision_type,
-                   parent_decision_id=d.parent_decision_id,
-                   question=d.question[:TARGET_TEXT_MAX],
-                   chosen_option=d.chosen_option[:TARGET_TEXT_MAX],
-                   actor_state_ref=d.context_snapshot.actor_state_ref,
-                   hot_context_ref=d.context_snapshot.hot_context_ref)
 
 
 class ResumeInstruction(Frozen):
@@ -177,25 +127,30 @@ class ResumeInstruction(Frozen):
     @model_validator(mode="after")
     def _consistent(self) -> Self:
         if self.mode is CorrectionMode.REVERT:
-            if self.replacement_decision_id != self.resume_at.decision_id \
-                    or self.resume_at.plan_id != self.plan_id:
-                raise ValueError("a revert resumes under its replacement, in the same plan")
-            if self.child_plan_id or self.child_root_decision_id \
-                    or self.intervention_decision_id:
-                raise ValueError("child plan fields belong to an append")
+            self._check_revert()
         else:
-            if self.child_plan_id is None or self.resume_at.plan_id != self.child_plan_id \
-                    or self.resume_at.decision_id != self.child_root_decision_id:
-                raise ValueError("an append resumes at its child plan's root")
-            if self.replacement_decision_id or self.superseded_count \
-                    or self.child_plans_rolled_back_count:
-                raise ValueError("revert fields belong to a revert")
+            self._check_append()
         for ids, count in ((self.superseded_ids, self.superseded_count),
                            (self.child_plans_rolled_back, self.child_plans_rolled_back_count)):
             if len(ids) != min(count, INLINE_IDS_MAX):
                 raise ValueError(f"an instruction lists the first (at most {INLINE_IDS_MAX}) "
                                  "of count IDs")
         return self
+
+    def _check_revert(self) -> None:
+        if self.replacement_decision_id != self.resume_at.decision_id \
+                or self.resume_at.plan_id != self.plan_id:
+            raise ValueError("a revert resumes under its replacement, in the same plan")
+        if self.child_plan_id or self.child_root_decision_id or self.intervention_decision_id:
+            raise ValueError("child plan fields belong to an append")
+
+    def _check_append(self) -> None:
+        if self.child_plan_id is None or self.resume_at.plan_id != self.child_plan_id \
+                or self.resume_at.decision_id != self.child_root_decision_id:
+            raise ValueError("an append resumes at its child plan's root")
+        if self.replacement_decision_id or self.superseded_count \
+                or self.child_plans_rolled_back_count:
+            raise ValueError("revert fields belong to a revert")
 
 
 def _common(applied: Correction, target: Decision) -> dict[str, object]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 
-from contracts.corrections.model import CorrectionAttemptState, CorrectionStatus
+from contracts.corrections.states import CorrectionAttemptState, CorrectionStatus
 from contracts.shared.subject_tokens import plan_token, plan_token_or_unknown
 
 CORRECTIONS_STREAM = "CORRECTIONS"

@@ -14,7 +14,12 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 
 from contracts.corrections import subjects
-from contracts.corrections.model import CancelRequest, CorrectionRequest, FailRequest, RetryRequest
+from contracts.corrections.requests import (
+    CancelRequest,
+    CorrectionRequest,
+    FailRequest,
+    RetryRequest,
+)
 from contracts.shared.bounds import DEFAULT_MAX_PAYLOAD_BYTES
 from contracts.shared.payload import json_object, too_large, unreadable
 from contracts.shared.rules import Rule, RuleViolation, Violations

@@ -14,7 +14,7 @@ from typing import Protocol, Self
 
 from pydantic import Field, model_validator
 
-from contracts.corrections.model import Guidance
+from contracts.decisions.guidance import Guidance
 from contracts.shared.base import Frozen
 from contracts.shared.ids import Ulid
 from contracts.shared.lifecycle import Lifecycle
@@ -79,7 +79,7 @@ class PlanRecord(Frozen):
 
 
 MAX_PLAN_DEPTH = 64
-"""Ancestors followed at most: a chain longer than this (or a cycle, which the family
+"""Ancestors followed at most: a chain longer than this (or a cycle, which the lineage
 rules refuse but stored data from before them may hold) is cut there."""
 
 

@@ -11,6 +11,8 @@ PERSISTED_PREFIX = "decisions.persisted"
 REJECTED_PREFIX = "decisions.rejected"
 
 RECORDER_DURABLE = "recorder"
+RECONCILER_DURABLE = "reconciler"
+"""The invariants' reconciler, on this stream: reads decisions.persisted.* for new roots."""
 
 
 def recorded(plan_id: str) -> str:

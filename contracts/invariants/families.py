@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from contracts.invariants import subjects
-from contracts.invariants.model import InvariantViolation
+from contracts.invariants.violations import InvariantViolation
 from contracts.invariants.wire import ViolationEvent, ViolationRejected
 from contracts.shared.families import Direction, MessageFamily, Stream
 from contracts.shared.roles import ConsumerSpec, Publisher, Reader, Role, Via

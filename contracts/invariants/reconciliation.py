@@ -14,7 +14,9 @@ from collections.abc import Iterable
 
 from ulid import ULID
 
-from contracts.decisions.model import ContextSnapshot, Decision, DecisionType
+from contracts.decisions.context import ContextSnapshot
+from contracts.decisions.model import Decision
+from contracts.decisions.types import DecisionType
 from contracts.invariants.model import Invariant, InvariantScope
 
 

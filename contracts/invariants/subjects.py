@@ -16,8 +16,6 @@ EVENTS_PREFIX = "invariants.events"
 REJECTED_PREFIX = "invariants.rejected"
 
 VIOLATIONS_DURABLE = "invariant-violations"
-RECONCILER_DURABLE = "reconciler"
-"""On the DECISIONS stream: reads decisions.persisted.* for new roots."""
 
 ALL_EVENTS = f"{EVENTS_PREFIX}.>"
 

@@ -16,7 +16,7 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from contracts.invariants import subjects
-from contracts.invariants.model import InvariantViolation
+from contracts.invariants.violations import InvariantViolation
 from contracts.shared.bounds import DEFAULT_MAX_PAYLOAD_BYTES, MAX_TEXT_BYTES
 from contracts.shared.ids import MSG_ID_HEADER
 from contracts.shared.payload import json_object, too_large, unreadable
@@ -58,16 +58,7 @@ def _parse(subject: str, headers: Mapping[str, str], data: bytes,
     plan = ulid_or_none(raw.get("plan_id")) or subject_plan
     vid = ulid_or_none(raw.get("violation_id"))
     broken = Violations()
-    if "violation_id" not in raw:
-        broken.add(RuleViolation(
-            rule=Rule.SCHEMA, field="violation_id",
-            message="violation_id is required: it identifies the report across retries"))
-    for name in ("resolved_at", "resolved_by"):
-        if raw.get(name) is not None:
-            broken.add(RuleViolation(
-                rule=Rule.RESOLVED_BY_OPERATOR, field=name,
-                message=f"{name} is set when an operator resolves the violation "
-                "(agents invariant resolve); leave it out"))
+    broken.extend(_reporter_fields(raw))
     if raw.get("reported_at") is None:
         raw["reported_at"] = received_at
     parsed: InvariantViolation | None = None
@@ -76,20 +67,44 @@ def _parse(subject: str, headers: Mapping[str, str], data: bytes,
     except ValidationError as exc:
         broken.add_validation_error(exc)
     if parsed is not None:
-        if subject_plan != parsed.plan_id:
-            broken.add(RuleViolation(
-                rule=Rule.SUBJECT_MATCHES_PLAN, field="plan_id",
-                message=f"published on {subject!r} but plan_id is {parsed.plan_id}; "
-                f"publish to {subjects.VIOLATIONS_PREFIX}.{parsed.plan_id}"))
-        msg_id = headers.get(MSG_ID_HEADER)
-        if msg_id is None or msg_id.upper() != parsed.violation_id:
-            broken.add(RuleViolation(
-                rule=Rule.MSG_ID_MATCHES_VIOLATION, field="violation_id",
-                message=f"header {MSG_ID_HEADER} must equal violation_id "
-                f"{parsed.violation_id} (got {msg_id!r}), so a retry is deduplicated"))
+        broken.extend(_addressing(parsed, subject, subject_plan, headers))
     if broken or parsed is None:
         return Unreadable(plan, vid, broken.result())
     return parsed
+
+
+def _reporter_fields(raw: Mapping[str, object]) -> list[RuleViolation]:
+    """The report names itself, and leaves the resolution to an operator."""
+    broken: list[RuleViolation] = []
+    if "violation_id" not in raw:
+        broken.append(RuleViolation(
+            rule=Rule.SCHEMA, field="violation_id",
+            message="violation_id is required: it identifies the report across retries"))
+    for name in ("resolved_at", "resolved_by"):
+        if raw.get(name) is not None:
+            broken.append(RuleViolation(
+                rule=Rule.RESOLVED_BY_OPERATOR, field=name,
+                message=f"{name} is set when an operator resolves the violation "
+                "(agents invariant resolve); leave it out"))
+    return broken
+
+
+def _addressing(parsed: InvariantViolation, subject: str, subject_plan: str | None,
+                headers: Mapping[str, str]) -> list[RuleViolation]:
+    """The subject names the report's plan, and its Nats-Msg-Id is its violation_id."""
+    broken: list[RuleViolation] = []
+    if subject_plan != parsed.plan_id:
+        broken.append(RuleViolation(
+            rule=Rule.SUBJECT_MATCHES_PLAN, field="plan_id",
+            message=f"published on {subject!r} but plan_id is {parsed.plan_id}; "
+            f"publish to {subjects.VIOLATIONS_PREFIX}.{parsed.plan_id}"))
+    msg_id = headers.get(MSG_ID_HEADER)
+    if msg_id is None or msg_id.upper() != parsed.violation_id:
+        broken.append(RuleViolation(
+            rule=Rule.MSG_ID_MATCHES_VIOLATION, field="violation_id",
+            message=f"header {MSG_ID_HEADER} must equal violation_id "
+            f"{parsed.violation_id} (got {msg_id!r}), so a retry is deduplicated"))
+    return broken
 
 
 class ViolationEventType(StrEnum):

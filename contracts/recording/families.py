@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from contracts.decisions import subjects
 from contracts.decisions.model import Decision
-from contracts.invariants.subjects import RECONCILER_DURABLE
-from contracts.recording.reading import DecisionPersisted, DecisionRejected
+from contracts.recording.events import DecisionPersisted, DecisionRejected
 from contracts.shared.families import Direction, MessageFamily, Stream
 from contracts.shared.roles import ConsumerSpec, Deliver, Publisher, Reader, Role, Via
 
@@ -52,7 +51,7 @@ PERSISTED = MessageFamily(
     readers=(
         Reader(Role.WORKER, Via.DURABLE, "the reconciler (workers.invariants): new roots get "
                "their plan's invariant_enforced decisions",
-               durable=RECONCILER_DURABLE,
+               durable=subjects.RECONCILER_DURABLE,
                # NEW: the first start over an existing ledger does not reconcile old plans
                # with today's invariants; from then on the durable misses nothing.
                consumer=ConsumerSpec(ack_wait="invariants_ack_wait_seconds",

@@ -54,6 +54,12 @@ DEAD_LETTER_MAX_BYTES = 128 * 1024
 headers 32 x 2 x 512 B = 32 KiB, errors about 10 KB (BSON does not escape), the
 rest a few hundred bytes: under 112 KiB, against MongoDB's 16 MB."""
 
+INLINE_IDS_MAX = 100
+"""Events and dry-run replies carry at most this many IDs per list, plus the full count:
+100 ULIDs are ~3 KB, so a reply stays far under NATS's 1 MB payload limit whatever the
+correction's size. The full lists are in the correction's document
+(`agents correction show ID --json`)."""
+
 ELLIPSIS = "…"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 

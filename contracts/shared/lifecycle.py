@@ -17,7 +17,6 @@ from typing import Generic, TypeVar
 from contracts.shared.errors import IllegalTransition
 
 __all__ = [
-    "IllegalTransition",
     "Lifecycle",
     "TransitionTable",
     "check_transition",
@@ -44,7 +43,7 @@ def terminal_states(
     table: Mapping[S, frozenset[S]], reopen: Mapping[S, frozenset[S]] | None = None
 ) -> frozenset[S]:
     """States with no outgoing edge but the `reopen` ones (an operator's explicit command,
-    such as a retry): nothing moves out of them on its own, so a driver stops there."""
+    such as a retry): nothing moves out of them on its own, so a runner stops there."""
     reopen = reopen or {}
     return frozenset(
         s for s in states_of(table) if not table.get(s, frozenset()) - reopen.get(s, frozenset())

@@ -23,10 +23,11 @@ class OutgoingEvent:
 
 @dataclass(frozen=True, slots=True)
 class Pending:
-    """An event committed to the outbox and not yet published: `correction_id` is the key
-    it is flushed under (a correction, or a violation), `order` its place among them."""
+    """An event committed to the outbox and not yet published: `source_id` is the key it is
+    flushed under (the correction or the violation whose change it announces), `order`
+    its place among them."""
 
-    correction_id: str
+    source_id: str
     order: int
     message: OutgoingEvent
 

@@ -64,11 +64,11 @@ class Rule(StrEnum):
     """The parent was superseded by a revert: resume under the replacement decision."""
     PLAN_ROLLED_BACK = "plan_rolled_back"
     """The plan was rolled back by a revert of the decision that spawned it."""
-    # A correction stays inside its plan family (issue 8).
+    # A correction stays inside its plan's lineage: the plan and its child plans.
     CHILD_PLAN_CLAIM = "child_plan_claim"
     """A plan has at most one parent, never itself or an ancestor, and never a plan that
     began before the decision claiming it; a root naming its parent must agree."""
-    DOWNSTREAM_IN_FAMILY = "downstream_in_family"
+    DOWNSTREAM_IN_LINEAGE = "downstream_in_family"  # the wire value is a public contract
     """downstream_decision_ids names only decisions of the same plan (or of its child
     plans), never the decision itself or its parent."""
 

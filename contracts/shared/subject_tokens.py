@@ -1,6 +1,6 @@
-"""The plan token of every subject: one rule for all three subject families.
+"""The plan token of every subject: one rule for the subjects of all three capabilities.
 
-Every subject the ledger uses is `<family prefix>.<plan_id>[.<what>]`. The plan ID is
+Every subject the ledger uses is `<prefix>.<plan_id>[.<what>]`. The plan ID is
 one subject token, so it must be a ULID: a '.', '*' or '>' in it would address other
 plans' subjects. Building a subject refuses anything else; a rejection about a message
 whose plan cannot be read goes to `<prefix>.unknown`; reading a subject gives back the

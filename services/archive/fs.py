@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from contracts.archive.rules import Source, SourceKind
+from contracts.corrections.archive.rules import Source, SourceKind
 
 DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: should a FIFO replace the file between the lstat and the open, the open

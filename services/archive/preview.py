@@ -1,6 +1,6 @@
 """The dry run's look at a revert's artifacts: what the archive would copy, and why not.
 
-The same rules as the archive itself (contracts.archive.rules), applied to a look at
+The same rules as the archive itself (contracts.corrections.archive.rules), applied to a look at
 each artifact (an lstat and an open, no content read) in manifest order, with the
 volume's free space less the copies before it, so the warning says what the manifest
 will say. At most PREVIEW_MAX artifacts are looked at, for at most PREVIEW_SECONDS,
@@ -14,10 +14,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from contracts.archive.preview import ArchivePreview
-from contracts.archive.rules import ArchiveLimits, Skip, Totals, before_looking, judge
-from contracts.decisions.model import artifact_path_problem
-from contracts.impact.walk import AffectedArtifact
+from contracts.corrections.archive.preview import ArchivePreview
+from contracts.corrections.archive.rules import ArchiveLimits, Skip, Totals, before_looking, judge
+from contracts.decisions.artifacts import artifact_path_problem
+from contracts.impact.summary import AffectedArtifact
 from services.archive.copy import free_bytes_at
 from services.archive.fs import Sources
 from services.archive.watch import ArchiveStalled, Progress, run_watched

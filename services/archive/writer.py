@@ -3,7 +3,7 @@
 Written before the revert's transaction into a folder named by the correction, emptied
 first (a retry, or the attempt after a crash, starts from the same clean place), and
 fsynced whole before `write` returns: the APPLIED the transaction records never names
-copies a power loss took back. What is copied is decided by contracts.archive.rules
+copies a power loss took back. What is copied is decided by contracts.corrections.archive.rules
 (sizes, free-space floor); every artifact not copied is in the manifest with the reason.
 Copies keep holes and go through the kernel (archive_copy); nothing follows a link
 (archive_fs); all of it runs under a progress watchdog (archive_watch): a stall ends the
@@ -20,9 +20,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
 
-from contracts.archive.manifest import ManifestLine, manifest_document
-from contracts.archive.preview import ArchivePreview
-from contracts.archive.rules import (
+from contracts.corrections.archive.manifest import ManifestLine, manifest_document
+from contracts.corrections.archive.preview import ArchivePreview
+from contracts.corrections.archive.rules import (
     ArchiveLimits,
     Skip,
     Totals,
@@ -30,14 +30,9 @@ from contracts.archive.rules import (
     judge,
     worth_hashing,
 )
-from contracts.corrections.write_sets import (
-    MANIFEST_NAME,
-    ArchiveEntry,
-    RevertWrites,
-    archive_folder,
-)
-from contracts.decisions.model import artifact_path_problem
-from contracts.impact.walk import AffectedArtifact
+from contracts.corrections.revert import MANIFEST_NAME, ArchiveEntry, RevertWrites, archive_folder
+from contracts.decisions.artifacts import artifact_path_problem
+from contracts.impact.summary import AffectedArtifact
 from services.archive.copy import (
     copy_into,
     free_bytes,

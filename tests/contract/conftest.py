@@ -16,10 +16,13 @@ from typing import Any
 
 import pytest
 
-from contracts.corrections.model import CorrectionMode, CorrectionRequest
+from contracts.corrections.requests import CorrectionRequest
+from contracts.corrections.states import CorrectionMode
 from contracts.decisions.model import Decision
 from contracts.shared.ids import new_id
-from services.ports import CorrectionStorePort, InvariantStorePort, RecordedDecisions
+from services.ports.corrections import CorrectionStorePort
+from services.ports.invariants import InvariantStorePort
+from services.ports.records import RecordedDecisions
 from services.read_ports import LedgerReads
 from tests.factories import decision, root
 from tests.memory_store import MemoryStore
@@ -56,7 +59,7 @@ def b(request: pytest.FixtureRequest) -> Backend:
     async def load(decisions: Sequence[Decision]) -> list[Decision]:
         return await load_plan(db, decisions)
 
-    return Backend("mongo", ms, ms, ms.decisions, ms, ms, load)
+    return Backend("mongo", ms, ms, ms.recorder, ms, ms, load)
 
 
 def d(plan_id: str, parent: str | None, kind: str = "strategy_choice",

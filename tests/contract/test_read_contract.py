@@ -11,16 +11,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from contracts.corrections.attempts import CorrectionAttemptRecord
 from contracts.corrections.changes import AttemptChange, Changes
-from contracts.corrections.model import (
-    Correction,
-    CorrectionAttemptRecord,
-    CorrectionAttemptState,
-    CorrectionStatus,
-)
-from contracts.corrections.write_sets import revert_writes
+from contracts.corrections.record import Correction
+from contracts.corrections.revert import revert_writes
+from contracts.corrections.states import CorrectionAttemptState, CorrectionStatus
 from contracts.decisions.model import Decision
-from contracts.invariants.model import Invariant, InvariantScope, InvariantViolation, Severity
+from contracts.invariants.model import Invariant, InvariantScope
+from contracts.invariants.violations import InvariantViolation, Severity
 from contracts.shared.counts import PlanCounts
 from contracts.shared.dead_letter import DeadLetter
 from contracts.shared.ids import new_id

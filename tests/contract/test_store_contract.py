@@ -1,4 +1,4 @@
-"""The store contract (services/ports.py), each test run on the memory store and on MongoDB.
+"""The store contract (services/ports/), each test run on the memory store and on MongoDB.
 
 What is tested is what the services rely on: conditional writes that lose cleanly with a
 named error and leave nothing behind, unique IDs, leases, the outbox's order, the tree
@@ -11,28 +11,24 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from contracts.corrections.append import append_writes
+from contracts.corrections.attempts import CorrectionAttemptRecord
 from contracts.corrections.changes import AttemptChange, Changes
-from contracts.corrections.model import (
-    Correction,
-    CorrectionAttemptRecord,
-    CorrectionAttemptState,
-    CorrectionStatus,
-)
-from contracts.corrections.write_sets import append_writes, revert_writes
+from contracts.corrections.record import Correction
+from contracts.corrections.revert import revert_writes
+from contracts.corrections.states import CorrectionAttemptState, CorrectionStatus
 from contracts.decisions.model import Decision
 from contracts.decisions.plans import PlanStatus
-from contracts.invariants.model import (
+from contracts.impact.errors import TargetNotFound
+from contracts.invariants.errors import (
     DuplicateInvariant,
-    Invariant,
-    InvariantScope,
-    InvariantViolation,
-    Severity,
     ViolationAlreadyResolved,
     ViolationConflict,
 )
-from contracts.recording.reading import Candidate, content_hash
+from contracts.invariants.model import Invariant, InvariantScope
+from contracts.invariants.violations import InvariantViolation, Severity
+from contracts.recording.message import Candidate, content_hash
 from contracts.shared.dead_letter import DeadLetter
-from contracts.shared.errors import TargetNotFound
 from contracts.shared.ids import MSG_ID_HEADER, new_id
 from contracts.shared.outgoing import OutgoingEvent
 from contracts.shared.persistence import (
@@ -43,7 +39,7 @@ from contracts.shared.persistence import (
     LeaseLost,
 )
 from contracts.shared.rules import Rule, RuleViolation
-from services.ports import DeadLetterShelf
+from services.ports.records import DeadLetterShelf
 from tests.contract.conftest import Backend, chain, d, request
 from tests.factories import decision, plan_tree, root
 
@@ -129,7 +125,7 @@ async def test_an_attempt_changes_only_from_the_state_it_was_read_in(b: Backend)
     failed = running.transition(A.FAILED, NOW, error="boom")
     await b.store.writer.commit(Changes(c, 2, attempts=[AttemptChange(failed, A.EXECUTING)]),
                                 NOW)
-    with pytest.raises(ConcurrentChange):  # already FAILED: a second driver loses
+    with pytest.raises(ConcurrentChange):  # already FAILED: a second runner loses
         await b.store.writer.commit(Changes(c, 3, attempts=[AttemptChange(
             running.transition(A.COMPLETE, NOW, new_decision_id=tree[2].decision_id),
             A.EXECUTING)]), NOW)
@@ -141,33 +137,33 @@ async def test_an_attempt_changes_only_from_the_state_it_was_read_in(b: Backend)
 
 
 async def test_a_plan_lease_has_one_holder_until_it_expires(b: Backend) -> None:
-    locks, plan = b.store.locks, new_id()
-    assert locks.ttl == timedelta(seconds=5)
-    assert await locks.acquire(plan, "a", NOW)
-    assert await locks.acquire(plan, "a", NOW)  # its own again
-    assert not await locks.acquire(plan, "b", NOW + timedelta(seconds=4))
-    assert await locks.live([plan, new_id()], NOW) == {plan}
-    assert await locks.renew(plan, "a", NOW + timedelta(seconds=4))
-    assert not await locks.acquire(plan, "b", NOW + timedelta(seconds=8))  # renewed
-    assert await locks.acquire(plan, "b", NOW + timedelta(seconds=10))  # expired: taken
-    assert not await locks.renew(plan, "a", NOW + timedelta(seconds=10))
-    await locks.release(plan, "a")  # not a's to release
-    assert await b.raw.locks.holder(plan) == "b"
-    await locks.release(plan, "b")
-    assert await b.raw.locks.holder(plan) is None
+    leases, plan = b.store.leases, new_id()
+    assert leases.ttl == timedelta(seconds=5)
+    assert await leases.acquire(plan, "a", NOW)
+    assert await leases.acquire(plan, "a", NOW)  # its own again
+    assert not await leases.acquire(plan, "b", NOW + timedelta(seconds=4))
+    assert await leases.live([plan, new_id()], NOW) == {plan}
+    assert await leases.renew(plan, "a", NOW + timedelta(seconds=4))
+    assert not await leases.acquire(plan, "b", NOW + timedelta(seconds=8))  # renewed
+    assert await leases.acquire(plan, "b", NOW + timedelta(seconds=10))  # expired: taken
+    assert not await leases.renew(plan, "a", NOW + timedelta(seconds=10))
+    await leases.release(plan, "a")  # not a's to release
+    assert await b.raw.leases.holder(plan) == "b"
+    await leases.release(plan, "b")
+    assert await b.raw.leases.holder(plan) is None
 
 
 async def test_a_step_commits_only_under_its_lease(b: Backend) -> None:
     tree = await chain(b)
     c = await pending(b, tree)
     plan = tree[0].plan_id
-    assert await b.store.locks.acquire(plan, "driver", NOW)
+    assert await b.store.leases.acquire(plan, "runner", NOW)
     analyzing = c.transition(S.ANALYZING, NOW)
-    await b.store.writer.commit(Changes(analyzing, 1, lease_owner="driver"), NOW)
-    assert await b.store.locks.acquire(plan, "successor", NOW + timedelta(seconds=6))
+    await b.store.writer.commit(Changes(analyzing, 1, lease_owner="runner"), NOW)
+    assert await b.store.leases.acquire(plan, "successor", NOW + timedelta(seconds=6))
     with pytest.raises(LeaseLost):
         await b.store.writer.commit(Changes(analyzing.transition(S.CANCELLED, NOW), 2,
-                                            lease_owner="driver", events=[event("x")]), NOW)
+                                            lease_owner="runner", events=[event("x")]), NOW)
     v = await b.store.corrections.get(c.correction_id)
     assert v is not None and v.correction.status is S.ANALYZING
 
@@ -183,7 +179,7 @@ async def test_the_outbox_keeps_each_keys_events_in_commit_order(b: Backend) -> 
                                 NOW + timedelta(seconds=1))
     mine = await b.store.outbox.pending_for(c.correction_id)
     assert [p.message.subject for p in mine] == ["test.p", "test.one", "test.two"]
-    assert mine[1].message == e1 and mine[1].correction_id == c.correction_id
+    assert mine[1].message == e1 and mine[1].source_id == c.correction_id
     assert [p.message.subject for p in await b.store.outbox.pending(
         NOW + timedelta(seconds=1))] == ["test.p"]
     await b.store.outbox.delete([p.message.msg_id for p in mine[:2]])

@@ -305,6 +305,26 @@ def check(tally: Tally, *, workers_alive: bool) -> list[str]:
     broken = []
     if not workers_alive:
         broken.append("the worker died")
+    broken += _recording_broken(tally)
+    if tally.largest_dead_letter > DEAD_LETTER_BOUND:
+        broken.append(f"a dead letter of {tally.largest_dead_letter} bytes")
+    if tally.largest_event > EVENT_BOUND:
+        broken.append(f"an event or reply of {tally.largest_event} bytes")
+    if tally.dry_runs_answered != tally.dry_runs_sent:
+        broken.append(f"{tally.dry_runs_answered} of {tally.dry_runs_sent} dry runs answered")
+    if tally.corrections_applied != tally.corrections_valid:
+        broken.append(f"{tally.corrections_applied} of {tally.corrections_valid} valid "
+                      "corrections applied")
+    stuck = {k: v for k, v in tally.pending.items() if any(v)}
+    if stuck:
+        broken.append(f"consumers not drained: {stuck}")
+    return broken
+
+
+def _recording_broken(tally: Tally) -> list[str]:
+    """What became of the decisions and the hostile bodies: valid ones recorded once each,
+    every hostile one dead-lettered (and a decision's reported), none recorded."""
+    broken = []
     if tally.recorded != tally.sent_valid:
         broken.append(f"recorded {tally.recorded} of {tally.sent_valid} valid decisions")
     if tally.persisted_events != tally.sent_valid or tally.duplicates:
@@ -319,18 +339,6 @@ def check(tally: Tally, *, workers_alive: bool) -> list[str]:
                       f"expected {tally.stored_hostile['decisions']}")
     if tally.hostile_recorded:
         broken.append(f"hostile decisions recorded, by kind: {sorted(tally.hostile_recorded)}")
-    if tally.largest_dead_letter > DEAD_LETTER_BOUND:
-        broken.append(f"a dead letter of {tally.largest_dead_letter} bytes")
-    if tally.largest_event > EVENT_BOUND:
-        broken.append(f"an event or reply of {tally.largest_event} bytes")
-    if tally.dry_runs_answered != tally.dry_runs_sent:
-        broken.append(f"{tally.dry_runs_answered} of {tally.dry_runs_sent} dry runs answered")
-    if tally.corrections_applied != tally.corrections_valid:
-        broken.append(f"{tally.corrections_applied} of {tally.corrections_valid} valid "
-                      "corrections applied")
-    stuck = {k: v for k, v in tally.pending.items() if any(v)}
-    if stuck:
-        broken.append(f"consumers not drained: {stuck}")
     return broken
 
 

@@ -11,8 +11,9 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from bootstrap.publisher import JetStreamPublisher
 from services.archive.writer import Archive
-from services.corrections import CorrectionPolicy, CorrectionService
-from services.ports import CorrectionStorePort
+from services.corrections.policy import CorrectionPolicy
+from services.corrections.service import CorrectionService
+from services.ports.corrections import CorrectionStorePort
 from store.correction_store import CorrectionStore
 from store.database import Document
 from workers.streams import ensure_streams

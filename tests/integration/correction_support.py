@@ -13,7 +13,8 @@ from typing import Any
 import nats
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.corrections.model import CorrectionMode, CorrectionRequest
+from contracts.corrections.requests import CorrectionRequest
+from contracts.corrections.states import CorrectionMode
 from contracts.decisions.model import Decision
 from contracts.shared.ids import new_id
 from store.database import Document

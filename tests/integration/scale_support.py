@@ -52,12 +52,14 @@ from pymongo.asynchronous.database import AsyncDatabase
 from bootstrap.setting_types import StreamProfile
 from bootstrap.settings import Settings
 from clients._connect import connect_bounded
+from clients._publish import PublishFailed
 from clients.building import build_child, build_root, wire_message
 from clients.credentials import NatsCredentials
 from clients.operator import CorrectionClient
-from clients.recorder import DecisionRecorder, PublishFailed
-from contracts.decisions.model import Decision, DecisionType
+from clients.recorder import DecisionRecorder
+from contracts.decisions.model import Decision
 from contracts.decisions.subjects import DECISIONS_STREAM, RECORDER_DURABLE
+from contracts.decisions.types import DecisionType
 from contracts.shared.ids import MSG_ID_HEADER
 from deploy.embedded import ManagedServer, free_port, start_nats_with_config
 from store.database import Document
@@ -642,9 +644,9 @@ def per_plan_order(docs: list[Document], announced_pending: dict[str, datetime]
     [analyzing, terminal] from the stored history: pairs whose runs overlap, and pairs
     where y arrived first (lower stream sequence) but x ran before it.
 
-    The driver runs the oldest arrival among the corrections recorded when it reads the
-    plan's list (contracts.corrections.driver.next_to_drive), so such a pair is broken only if y's
-    record had committed before x's driver read that list. The stamps are worker clocks
+    The runner runs the oldest arrival among the corrections recorded when it reads the
+    plan's list (contracts.corrections.running.next_to_run), so such a pair is broken only if y's
+    record had committed before x's runner read that list. The stamps are worker clocks
     taken before commits, so they bound those moments from one side only:
     - y's commit is at most when its PENDING event was stored in the stream (published
       after the commit; `announced_pending`);

@@ -25,9 +25,9 @@ from pymongo.asynchronous.database import AsyncDatabase
 from clients.operator import CorrectionClient
 from clients.recorder import DecisionRecorder
 from clients.subscriber import outcomes
-from contracts.corrections.model import CorrectionStatus
 from contracts.corrections.resume import ResumeInstruction
-from contracts.decisions.model import DecisionType
+from contracts.corrections.states import CorrectionStatus
+from contracts.decisions.types import DecisionType
 from contracts.shared.ids import new_id
 from store.database import Document
 from tests.conftest import ROOT, Workers, worker_env

@@ -18,11 +18,13 @@ from typing import Any
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.archive.rules import ArchiveLimits, MiB, NotCopied, Source, size_text
-from contracts.corrections.model import Correction, CorrectionAttemptState, CorrectionStatus
+from contracts.corrections.archive.rules import ArchiveLimits, MiB, NotCopied, Source, size_text
+from contracts.corrections.record import Correction
+from contracts.corrections.states import CorrectionAttemptState, CorrectionStatus
 from services.archive.fs import Sources
 from services.archive.writer import Archive
-from services.corrections import CorrectionPolicy, CorrectionService
+from services.corrections.policy import CorrectionPolicy
+from services.corrections.service import CorrectionService
 from services.read_model import correction_diff_of
 from store.database import Document
 from store.mongo_store import MongoStore
@@ -39,7 +41,7 @@ async def _revert(svc: CorrectionService, plan_id: str, target: str,
     req = request(plan_id, target)
     await svc.request_correction(req, arrival=1)
     async with asyncio.timeout(timeout):  # never a correction that waits for ever
-        await svc.drive_plan(plan_id)
+        await svc.run_plan(plan_id)
     c = await svc.get_correction(req.correction_id)
     assert c is not None
     return c

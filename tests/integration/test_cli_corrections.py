@@ -128,11 +128,12 @@ async def test_fail_a_stuck_correction_over_nats(cli_workers: Workers, agents: A
                                                  nc: nats.NATS, db: AsyncDatabase[Document],
                                                  tmp_path: Path) -> None:
     from clients.operator import CorrectionClient  # noqa: PLC0415
-    from contracts.corrections.model import CorrectionStatus  # noqa: PLC0415
+    from contracts.corrections.changes import Changes  # noqa: PLC0415
+    from contracts.corrections.states import CorrectionStatus  # noqa: PLC0415
     from services.archive.writer import Archive  # noqa: PLC0415
-    from services.corrections import CorrectionService, correction_event  # noqa: PLC0415
+    from services.corrections.messages import correction_event  # noqa: PLC0415
+    from services.corrections.service import CorrectionService  # noqa: PLC0415
     from store.correction_store import CorrectionStore  # noqa: PLC0415
-    from store.correction_writes import Changes  # noqa: PLC0415
     from tests.integration.wire import events  # noqa: PLC0415
 
     tree = await seed_plan(nc.jetstream(), db, size=4)

@@ -10,11 +10,14 @@ import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
 from clients.building import build_root
-from clients.operator import CorrectionClient, DryRunRefused, InvalidCorrection
-from clients.recorder import DecisionRecorder, DecisionRejectedError
+from clients.correction_errors import DryRunRefused, InvalidCorrection
+from clients.operator import CorrectionClient
+from clients.recorder import DecisionRecorder
+from clients.recording_errors import DecisionRejectedError
 from clients.subscriber import outcomes
-from contracts.corrections.model import CorrectionStatus
-from contracts.decisions.model import Decision, DecisionType
+from contracts.corrections.states import CorrectionStatus
+from contracts.decisions.model import Decision
+from contracts.decisions.types import DecisionType
 from contracts.shared.ids import new_id
 from contracts.shared.rules import Rule
 from deploy.embedded import ManagedServer

@@ -20,7 +20,7 @@ import pytest
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.corrections.model import CorrectionRequest
+from contracts.corrections.requests import CorrectionRequest
 from contracts.shared.ids import new_id
 from deploy.embedded import ManagedServer
 from store.database import Document

@@ -1,6 +1,6 @@
 """Corrections never wedge (issue 7), against real MongoDB and NATS, driven in-process.
 
-An archive that cannot be written, a tree that changes under the driver, a slow archive
+An archive that cannot be written, a tree that changes under the runner, a slow archive
 copy, an operator's fail, a correction over the decision limit, and reverts whose
 events would once have exceeded the payload limit: each ends in a state someone can
 see, within seconds, and never loops.
@@ -22,21 +22,20 @@ import pytest
 from pymongo import MongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.corrections.events import FailRefused
-from contracts.corrections.model import (
-    INLINE_IDS_MAX,
-    Correction,
-    CorrectionAttemptState,
-    CorrectionStatus,
-)
-from contracts.corrections.write_sets import RevertWrites
-from contracts.decisions.model import STORED, Decision
+from contracts.corrections.record import Correction
+from contracts.corrections.refusals import FailRefused
+from contracts.corrections.revert import RevertWrites
+from contracts.corrections.states import CorrectionAttemptState, CorrectionStatus
+from contracts.decisions.artifacts import STORED
+from contracts.decisions.model import Decision
+from contracts.shared.bounds import INLINE_IDS_MAX
 from contracts.shared.ids import new_id
 from contracts.shared.persistence import LeaseLost
 from contracts.shared.timestamps import utc_now
 from services.archive.watch import Progress
 from services.archive.writer import Archive, ArchiveResult
-from services.corrections import CorrectionPolicy, CorrectionService
+from services.corrections.policy import CorrectionPolicy
+from services.corrections.service import CorrectionService
 from store.correction_store import CorrectionStore
 from store.database import Document
 from tests.bulk import load_plan
@@ -63,7 +62,7 @@ async def _revert(svc: CorrectionService, plan_id: str, target: str,
     req = request(plan_id, target, **fields)
     await svc.request_correction(req, arrival=1)
     async with asyncio.timeout(timeout):
-        await svc.drive_plan(plan_id)
+        await svc.run_plan(plan_id)
     c = await svc.get_correction(req.correction_id)
     assert c is not None
     return c
@@ -203,29 +202,29 @@ async def test_the_lease_is_renewed_while_a_slow_archive_is_written(
     plan = tree[0].plan_id
     req = request(plan, tree[1].decision_id)
     await svc.request_correction(req)
-    driving = asyncio.create_task(svc.drive_plan(plan))
+    running = asyncio.create_task(svc.run_plan(plan))
     await asyncio.sleep(2.0)  # twice the lease, in the middle of the copy
-    intruder = CorrectionStore.open(db, lease_seconds=1.0).locks
+    intruder = CorrectionStore.open(db, lease_seconds=1.0).leases
     assert not await intruder.acquire(plan, "intruder", utc_now())
-    assert await driving
+    assert await running
     c = await svc.get_correction(req.correction_id)
     assert c is not None and c.status is S.APPLIED
     assert await db.plan_locks.count_documents({}) == 0
 
 
-async def test_a_driver_whose_lease_was_taken_cannot_commit(
+async def test_a_runner_whose_lease_was_taken_cannot_commit(
         make: Any, db: AsyncDatabase[Document], tmp_path: Path) -> None:
     svc = make(SlowArchive(1.5, tmp_path / "archive", tmp_path / "artifacts"), lease=1.0)
     tree = await chain_plan(db, 3)
     plan = tree[0].plan_id
     req = request(plan, tree[1].decision_id)
     await svc.request_correction(req)
-    driving = asyncio.create_task(svc.drive_plan(plan))
+    running = asyncio.create_task(svc.run_plan(plan))
     await asyncio.sleep(0.7)
-    # As if the driver had stalled past its lease and another had taken the plan.
+    # As if the runner had stalled past its lease and another had taken the plan.
     await db.plan_locks.update_one({"_id": plan}, {"$set": {"owner": "successor"}})
     with pytest.raises(LeaseLost):
-        await driving
+        await running
     c = await svc.get_correction(req.correction_id)
     assert c is not None and c.status is S.EXECUTING
     assert await db.decisions.count_documents({"superseded_by": {"$ne": None}}) == 0
@@ -235,7 +234,7 @@ async def test_a_driver_whose_lease_was_taken_cannot_commit(
 
 
 class HeldArchive(Archive):
-    """An archive copy that waits to be let go: the driver is then EXECUTING, with an
+    """An archive copy that waits to be let go: the runner is then EXECUTING, with an
     attempt running, exactly when an operator would give up on it."""
 
     def __init__(self, *args: Any) -> None:
@@ -257,15 +256,15 @@ async def test_operator_fails_an_executing_correction_and_its_attempt(
     plan = tree[0].plan_id
     req = request(plan, tree[1].decision_id)
     await svc.request_correction(req)
-    driving = asyncio.create_task(svc.drive_plan(plan))
+    running = asyncio.create_task(svc.run_plan(plan))
     assert await asyncio.to_thread(archive.entered.wait, 10)
     try:
         failed = await svc.fail_correction(req.correction_id, "archive volume lost",
                                            plan_id=plan)
     finally:
         archive.release.set()
-    # The driver, coming back, loses its commit, finds it terminal and leaves it.
-    assert await driving
+    # The runner, coming back, loses its commit, finds it terminal and leaves it.
+    assert await running
     assert isinstance(failed, Correction) and failed.status is S.FAILED
     c = await svc.get_correction(req.correction_id)
     assert c is not None and c.status is S.FAILED
@@ -282,7 +281,7 @@ async def test_operator_fails_an_executing_correction_and_its_attempt(
     assert headers["Nats-Msg-Id"] == f"fail_refused:{req.correction_id}:failed"
     assert statuses_of(await transition_events(nc), req.correction_id) == [
         "pending", "analyzing", "executing", "failed"]
-    assert await svc.drive_plan(plan)
+    assert await svc.run_plan(plan)
     assert await db.decisions.count_documents({"superseded_by": {"$ne": None}}) == 0
 
 

@@ -14,8 +14,9 @@ import nats
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.corrections.events import RetryRefused
-from contracts.corrections.model import Correction, CorrectionAttemptState, CorrectionStatus
+from contracts.corrections.record import Correction
+from contracts.corrections.refusals import RetryRefused
+from contracts.corrections.states import CorrectionAttemptState, CorrectionStatus
 from contracts.shared.ids import new_id
 from store.database import Document
 from tests.integration.correction_support import (
@@ -41,7 +42,7 @@ async def _failed_revert(make: Any, db: AsyncDatabase[Document],
     req = request(scene.plan_id, scene.target.decision_id)
     await broken.request_correction(req, arrival=1)
     async with asyncio.timeout(20):
-        await broken.drive_plan(scene.plan_id)
+        await broken.run_plan(scene.plan_id)
     c = await broken.get_correction(req.correction_id)
     assert c is not None and c.status is S.FAILED
     return scene, c
@@ -63,7 +64,7 @@ async def test_a_retry_after_the_cause_is_fixed_ends_applied_with_every_attempt_
     assert again == retried
 
     async with asyncio.timeout(20):
-        await fixed.drive_plan(scene.plan_id)
+        await fixed.run_plan(scene.plan_id)
     done = await fixed.get_correction(failed.correction_id)
     assert done is not None and done.status is S.APPLIED
     assert [h.to_status for h in done.history] == [
@@ -92,7 +93,7 @@ async def test_a_retry_of_a_correction_that_did_not_fail_is_refused_with_an_even
     fixed = make(tmp_path / "archive")
     await fixed.retry_correction(failed.correction_id, new_id(), plan_id=scene.plan_id)
     async with asyncio.timeout(20):
-        await fixed.drive_plan(scene.plan_id)
+        await fixed.run_plan(scene.plan_id)
 
     refused = await fixed.retry_correction(failed.correction_id, new_id(),
                                            plan_id=scene.plan_id)
@@ -114,7 +115,7 @@ async def test_a_retry_whose_target_was_reverted_meanwhile_is_refused_naming_why
     other = request(scene.plan_id, scene.parent.decision_id)
     await fixed.request_correction(other, arrival=2)
     async with asyncio.timeout(20):
-        await fixed.drive_plan(scene.plan_id)
+        await fixed.run_plan(scene.plan_id)
 
     refused = await fixed.retry_correction(failed.correction_id, new_id(),
                                            plan_id=scene.plan_id)
@@ -133,7 +134,7 @@ async def test_a_retry_that_meets_the_same_cause_gets_a_fresh_budget_then_fails_
     still_broken = make(tmp_path / "a-file" / "archive")
     await still_broken.retry_correction(failed.correction_id, new_id(), plan_id=scene.plan_id)
     async with asyncio.timeout(20):
-        await still_broken.drive_plan(scene.plan_id)
+        await still_broken.run_plan(scene.plan_id)
     c = await still_broken.get_correction(failed.correction_id)
     assert c is not None and c.status is S.FAILED and c.round_of() == 2
     assert c.error is not None and "failed 3 time(s)" in c.error

@@ -18,20 +18,14 @@ import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
 from bootstrap.publisher import JetStreamPublisher
-from contracts.corrections.events import CancelRefused
-from contracts.corrections.model import (
-    CorrectionAttemptRecord,
-    CorrectionAttemptState,
-    CorrectionStatus,
-)
-from contracts.corrections.write_sets import validate_target
-from contracts.decisions.model import DecisionType
-from contracts.shared.errors import (
-    IllegalTransition,
-    TargetInOtherPlan,
-    TargetNotFound,
-    TargetSuperseded,
-)
+from contracts.corrections.attempts import CorrectionAttemptRecord
+from contracts.corrections.errors import TargetInOtherPlan, TargetSuperseded
+from contracts.corrections.planning import validate_target
+from contracts.corrections.refusals import CancelRefused
+from contracts.corrections.states import CorrectionAttemptState, CorrectionStatus
+from contracts.decisions.types import DecisionType
+from contracts.impact.errors import TargetNotFound
+from contracts.shared.errors import IllegalTransition
 from contracts.shared.ids import new_id
 from contracts.shared.persistence import (
     ForeignKeyViolation,
@@ -39,7 +33,7 @@ from contracts.shared.persistence import (
     RestrictViolation,
 )
 from services.archive.writer import Archive
-from services.corrections import CorrectionService
+from services.corrections.service import CorrectionService
 from store.correction_store import CorrectionStore
 from store.database import Document
 from tests.integration.correction_support import (
@@ -75,7 +69,7 @@ async def test_revert_supersedes_exactly_the_subtree_rolls_back_and_archives(
     scene = await revert_scene(db, tmp_path / "artifacts")
     req = request(scene.plan_id, scene.target.decision_id, chosen_option="token bucket")
     await svc.request_correction(req, arrival=1)
-    assert await svc.drive_plan(scene.plan_id)
+    assert await svc.run_plan(scene.plan_id)
     c = await svc.get_correction(req.correction_id)
     assert c is not None and c.status is S.APPLIED
     new = await db.decisions.find_one({"_id": c.new_decision_id})
@@ -132,7 +126,7 @@ async def test_append_spawns_a_child_plan_and_leaves_the_tree(
     before = await db.decisions.find({"plan_id": scene.plan_id}).to_list()
     req = request(scene.plan_id, scene.target.decision_id, "append")
     await svc.request_correction(req)
-    await svc.drive_plan(scene.plan_id)
+    await svc.run_plan(scene.plan_id)
     c = await svc.get_correction(req.correction_id)
     assert c is not None and c.status is S.APPLIED, c
     originals = {d["_id"]: d for d in await db.decisions.find(
@@ -170,13 +164,13 @@ async def test_bad_targets_fail_with_a_reason_and_change_nothing(
     if case == "superseded":
         first = request(plan, tree[1].decision_id)
         await svc.request_correction(first)
-        await svc.drive_plan(plan)
+        await svc.run_plan(plan)
     target = {"missing": new_id(), "superseded": tree[1].decision_id,
               "other_plan": other[1].decision_id}[case]
     before = await dump(db)
     req = request(plan, target)
     await svc.request_correction(req)
-    await svc.drive_plan(plan)
+    await svc.run_plan(plan)
     c = await svc.get_correction(req.correction_id)
     assert c is not None and c.status is S.FAILED
     expected = {"missing": "not found", "superseded": "already superseded",
@@ -196,9 +190,9 @@ async def test_same_correction_id_twice_is_one_correction(
     tree = await chain_plan(db, 3)
     req = request(tree[0].plan_id, tree[2].decision_id)
     await svc.request_correction(req, arrival=1)
-    await svc.drive_plan(tree[0].plan_id)
+    await svc.run_plan(tree[0].plan_id)
     await svc.request_correction(req, arrival=2)
-    await svc.drive_plan(tree[0].plan_id)
+    await svc.run_plan(tree[0].plan_id)
     assert await db.corrections.count_documents({}) == 1
     assert await db.decisions.count_documents({"is_correction": True}) == 1
     assert set(per_status(await transition_events(nc)).values()) == {1}
@@ -233,7 +227,7 @@ async def test_cancel_from_pending_and_analyzing_only(
     assert isinstance(again, CancelRefused) and again.status is S.CANCELLED
     applied = request(plan, tree[1].decision_id)
     await svc.request_correction(applied)
-    await svc.drive_plan(plan)
+    await svc.run_plan(plan)
     refused = await svc.cancel_correction(applied.correction_id, plan_id=plan)
     assert isinstance(refused, CancelRefused) and refused.status is S.APPLIED
     assert "only pending or analyzing" in refused.reason
@@ -246,7 +240,7 @@ async def test_cancel_from_pending_and_analyzing_only(
     assert [r["status"] for r in refusals] == ["cancelled", "applied", None]
 
 
-async def test_cancel_while_analyzing_stops_the_driver(
+async def test_cancel_while_analyzing_stops_the_runner(
         make: Any, db: AsyncDatabase[Document]) -> None:
     tree = await chain_plan(db, 3)
     plan = tree[0].plan_id
@@ -258,7 +252,7 @@ async def test_cancel_while_analyzing_stops_the_driver(
     svc = make(ports=lambda store: dataclasses.replace(
         store, impact=ImpactThen(store.impact, cancel_first)))
     await svc.request_correction(req)
-    await svc.drive_plan(plan)
+    await svc.run_plan(plan)
     c = await svc.get_correction(req.correction_id)
     assert c is not None and c.status is S.CANCELLED
     assert [h.to_status for h in c.history] == [S.PENDING, S.ANALYZING, S.CANCELLED]
@@ -274,7 +268,7 @@ async def test_corrections_of_a_plan_apply_in_arrival_order(
     first, second = request(plan, tree[1].decision_id), request(plan, tree[3].decision_id)
     await svc.request_correction(second, arrival=20)
     await svc.request_correction(first, arrival=10)
-    await svc.drive_plan(plan)
+    await svc.run_plan(plan)
     a, b = await svc.get_correction(first.correction_id), await svc.get_correction(
         second.correction_id)
     assert a is not None and a.status is S.APPLIED
@@ -333,12 +327,12 @@ async def test_dry_run_of_a_superseded_target_names_its_current_replacement(
     plan = tree[0].plan_id
     first = request(plan, tree[1].decision_id)
     await svc.request_correction(first)
-    await svc.drive_plan(plan)
+    await svc.run_plan(plan)
     r1 = (await svc.get_correction(first.correction_id)).new_decision_id  # type: ignore[union-attr]
     assert r1 is not None
     second = request(plan, r1)  # the replacement is reverted in turn
     await svc.request_correction(second)
-    await svc.drive_plan(plan)
+    await svc.run_plan(plan)
     r2 = (await svc.get_correction(second.correction_id)).new_decision_id  # type: ignore[union-attr]
     assert r2 is not None and r2 != r1
     # tree[2] was superseded by r1, itself superseded by r2: the chain is followed.
@@ -348,7 +342,7 @@ async def test_dry_run_of_a_superseded_target_names_its_current_replacement(
     # Applying it still fails.
     late = request(plan, tree[2].decision_id)
     await svc.request_correction(late)
-    await svc.drive_plan(plan)
+    await svc.run_plan(plan)
     c = await svc.get_correction(late.correction_id)
     assert c is not None and c.status is S.FAILED and "already superseded" in (c.error or "")
     with pytest.raises(TargetSuperseded):

@@ -18,7 +18,8 @@ from nats.js.errors import ServerError
 from pymongo import AsyncMongoClient
 
 from bootstrap.setting_types import StreamProfile
-from clients.recorder import DecisionRecorder, PublishFailed
+from clients._publish import PublishFailed
+from clients.recorder import DecisionRecorder
 from contracts.decisions.subjects import DECISIONS_STREAM
 from deploy.embedded import ManagedServer
 from store.database import Document, replica_set_name

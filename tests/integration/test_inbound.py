@@ -20,7 +20,12 @@ from bootstrap.publisher import JetStreamPublisher
 from bootstrap.setting_types import Retry
 from bootstrap.settings import Settings
 from contracts.corrections import subjects as csubjects
-from contracts.decisions.subjects import DECISIONS_STREAM, RECORDED_PREFIX, RECORDER_DURABLE
+from contracts.decisions.subjects import (
+    DECISIONS_STREAM,
+    RECONCILER_DURABLE,
+    RECORDED_PREFIX,
+    RECORDER_DURABLE,
+)
 from contracts.invariants import subjects as isubjects
 from contracts.shared.ids import new_id
 from deploy.embedded import ManagedServer
@@ -190,7 +195,7 @@ async def test_hostile_violation_reports_do_not_hold_back_valid_ones(
         assert len(dead) == 2
         assert {d["errors"][0]["rule"] for d in dead} <= {"unreadable", "schema"}
         await drained(js, isubjects.INVARIANTS_STREAM, isubjects.VIOLATIONS_DURABLE)
-        await drained(js, DECISIONS_STREAM, isubjects.RECONCILER_DURABLE)
+        await drained(js, DECISIONS_STREAM, RECONCILER_DURABLE)
         assert w.alive
     finally:
         w.stop()
@@ -269,12 +274,12 @@ async def test_an_existing_consumer_is_brought_to_the_codes_settings_on_start(
         max_deliver=12, max_ack_pending=1000, backoff=[30, 60, 120]))
     # The code wants DeliverPolicy.NEW here, which the server cannot change: a warning.
     await js.add_consumer(DECISIONS_STREAM, ConsumerConfig(
-        durable_name=isubjects.RECONCILER_DURABLE, filter_subject="decisions.persisted.*",
+        durable_name=RECONCILER_DURABLE, filter_subject="decisions.persisted.*",
         ack_policy=AckPolicy.EXPLICIT, deliver_policy=DeliverPolicy.ALL, ack_wait=30,
         max_deliver=-1))
     w = await _started(nats_server, mongo_uri, db_name, tmp_path, CONSUMER_MAX_DELIVER="7")
     try:
-        rec = await js.consumer_info(DECISIONS_STREAM, isubjects.RECONCILER_DURABLE)
+        rec = await js.consumer_info(DECISIONS_STREAM, RECONCILER_DURABLE)
         assert rec.config.max_deliver == 7 and rec.config.deliver_policy == DeliverPolicy.ALL
         assert "cannot update: deliver_policy" in w.log()
         info = await js.consumer_info(DECISIONS_STREAM, RECORDER_DURABLE)

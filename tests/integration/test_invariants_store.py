@@ -13,35 +13,30 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from bootstrap.publisher import JetStreamPublisher
 from contracts.decisions.model import Decision
-from contracts.invariants.model import (
-    SCOPE_RANK,
+from contracts.invariants.errors import (
     DuplicateInvariant,
     InvalidInvariant,
-    Invariant,
-    InvariantScope,
-    InvariantViolation,
-    Severity,
     ViolationAlreadyResolved,
     ViolationConflict,
 )
+from contracts.invariants.model import SCOPE_RANK, Invariant, InvariantScope
+from contracts.invariants.violations import InvariantViolation, Severity
 from contracts.invariants.wire import ViolationEventType
-from contracts.recording.reading import Candidate
+from contracts.recording.message import Candidate
 from contracts.shared.ids import new_id
 from contracts.shared.outgoing import OutgoingEvent
 from services.archive.writer import Archive
-from services.corrections import CorrectionService
-from services.invariants import InvariantService, violation_event
+from services.corrections.service import CorrectionService
+from services.invariants import InvariantService
+from services.violation_reports import violation_event
 from store.correction_store import CorrectionStore
 from store.database import Document
-from store.decisions import DecisionRepository
+from store.errors import InvariantNotFound, ViolationNotFound
 from store.invariant_store import InvariantStore
-from store.invariants import (
-    InvariantNotFound,
-    InvariantRepository,
-    ViolationNotFound,
-    ViolationRepository,
-)
+from store.invariants import InvariantRepository
 from store.outbox import OutboxRepository
+from store.recorder import RecorderRepository
+from store.violations import ViolationRepository
 from tests.bulk import load_plan
 from tests.factories import root
 from tests.integration.wire import events
@@ -106,7 +101,7 @@ async def test_violations_recorded_once_resolved_once_and_block_only_when_error(
     pending = await outbox.pending_for(err.violation_id)
     assert [p.message.payload for p in pending] == [b"True"]
     assert await repo.blocked_plans([blocked, warned, new_id()]) == {blocked}
-    facts = await DecisionRepository(db).facts_for([
+    facts = await RecorderRepository(db).facts_for([
         Candidate(1, Decision.model_validate(root(p)), "h") for p in (blocked, warned)])
     assert facts.blocked_plans == {blocked: (err.violation_id,)}
 

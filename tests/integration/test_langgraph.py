@@ -24,21 +24,17 @@ from pymongo import MongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 
 from clients.building import new_plan_id
-from clients.langgraph import (
-    RESUME_MARK,
-    GraphLedger,
-    LedgerState,
-    Resumed,
-    ResumeStatus,
-    guidance,
-    parse_checkpoint_ref,
-)
+from clients.langgraph.ledger import GraphLedger
+from clients.langgraph.outcomes import Resumed, ResumeStatus
+from clients.langgraph.state import RESUME_MARK, LedgerState, guidance, parse_checkpoint_ref
 from clients.operator import CorrectionClient
-from clients.recorder import DecisionRecorder, StaleBranchError
+from clients.recorder import DecisionRecorder
+from clients.recording_errors import StaleBranchError
 from contracts.corrections.events import CorrectionTransitioned
-from contracts.corrections.model import CorrectionStatus
-from contracts.corrections.resume import ResumePoint
-from contracts.decisions.model import Decision, DecisionType
+from contracts.corrections.resume_points import ResumePoint
+from contracts.corrections.states import CorrectionStatus
+from contracts.decisions.model import Decision
+from contracts.decisions.types import DecisionType
 from deploy.embedded import ManagedServer
 from store.database import Document
 from store.decisions import DecisionRepository

@@ -10,7 +10,7 @@ import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
 from store.database import Document
-from store.locks import PlanLocks
+from store.leases import Leases
 from workers.leading import RECORDER_ROLE, LeadingPuller
 
 pytestmark = pytest.mark.store
@@ -39,7 +39,7 @@ def replica(db: AsyncDatabase[Document], name: str, log: list[str],
         pullers[name] = FakePuller(name, log)
         return pullers[name]
 
-    return LeadingPuller(make, PlanLocks(db, TTL), role=RECORDER_ROLE, owner=name,
+    return LeadingPuller(make, Leases(db, TTL), role=RECORDER_ROLE, owner=name,
                          stream="DECISIONS", durable="recorder", graceful_timeout=1.0)
 
 

@@ -13,7 +13,7 @@ import pytest
 from nats.aio.msg import Msg
 from nats.js.api import ConsumerConfig, StreamConfig
 
-from contracts.recording.reading import Inbound
+from contracts.shared.inbound import Inbound
 from contracts.shared.rules import RuleViolation
 from workers.inbound import Batch, Retry
 from workers.pull import BatchPuller

@@ -12,11 +12,12 @@ import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
 from bootstrap.publisher import JetStreamPublisher
-from contracts.recording.reading import Inbound
-from services.recorder import RecorderService, Verdict
+from contracts.shared.inbound import Inbound
+from services.recorder import RecorderService
+from services.recorder_policy import Verdict
 from store.database import Document
 from store.dead_letters import DeadLetterRepository
-from store.decisions import DecisionRepository
+from store.recorder import RecorderRepository
 from tests.factories import decision, encode, headers, root, subject
 from tests.integration.wire import events
 from workers.streams import ensure_streams
@@ -32,7 +33,7 @@ def inbound(d: dict[str, Any], seq: int) -> Inbound:
 @pytest.fixture
 async def recorder(db: AsyncDatabase[Document], nc: nats.NATS) -> RecorderService:
     await ensure_streams(nc.jetstream())
-    return RecorderService(DecisionRepository(db), DeadLetterRepository(db),
+    return RecorderService(RecorderRepository(db), DeadLetterRepository(db),
                            JetStreamPublisher(nc))
 
 

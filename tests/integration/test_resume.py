@@ -12,11 +12,13 @@ import pytest
 
 from clients.building import new_plan_id, snapshot
 from clients.operator import CorrectionClient
-from clients.recorder import DecisionRecorder, StaleBranchError
+from clients.recorder import DecisionRecorder
+from clients.recording_errors import StaleBranchError
 from clients.resume import ResumeSubscription
-from contracts.corrections.model import CorrectionMode, CorrectionStatus
 from contracts.corrections.resume import ResumeInstruction
-from contracts.decisions.model import Decision, DecisionType
+from contracts.corrections.states import CorrectionMode, CorrectionStatus
+from contracts.decisions.model import Decision
+from contracts.decisions.types import DecisionType
 from deploy.embedded import ManagedServer
 from tests.conftest import Workers
 from tests.integration.wire import events, until

@@ -10,9 +10,10 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
 from contracts.decisions.model import Decision
-from contracts.recording.reading import Candidate, content_hash
+from contracts.recording.message import Candidate, content_hash
 from store.database import Document
 from store.decisions import DecisionRepository, to_document
+from store.recorder import RecorderRepository
 from tests.factories import decision, root
 
 pytestmark = pytest.mark.store
@@ -33,7 +34,7 @@ async def test_reads_the_trees(db: AsyncDatabase[Document]) -> None:
     i1 = decision(plan, s1["decision_id"], "implementation_choice")
     t1 = decision(plan, i1["decision_id"], "tool_invocation")
     tree = [r, s1, s2, i1, t1]
-    await repo.insert_recorded([cand(d) for d in tree], NOW)
+    await RecorderRepository(db).insert_recorded([cand(d) for d in tree], NOW)
     await db["decisions"].update_one({"_id": s2["decision_id"]},
                                      {"$set": {"superseded_by": t1["decision_id"]}})
 
@@ -53,7 +54,7 @@ async def test_reads_the_trees(db: AsyncDatabase[Document]) -> None:
 async def test_the_server_refuses_a_reused_sequence(db: AsyncDatabase[Document]) -> None:
     """The index under the contract's dense numbering (the rest of this file's former
     tests, a second root and a concurrent writer, are in tests/contract/)."""
-    repo = DecisionRepository(db)
+    repo = RecorderRepository(db)
     r = root()
     await repo.insert_recorded([cand(r)], NOW)
     other = Decision.model_validate(decision(r["plan_id"], r["decision_id"]))

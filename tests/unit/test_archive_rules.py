@@ -7,9 +7,9 @@ import pytest
 
 from cli.history import print_diff
 from cli.render import out as console
-from contracts.archive.manifest import ManifestLine, not_copied
-from contracts.archive.preview import ArchivePreview, archive_warnings
-from contracts.archive.rules import (
+from contracts.corrections.archive.manifest import ManifestLine, not_copied
+from contracts.corrections.archive.preview import ArchivePreview, archive_warnings
+from contracts.corrections.archive.rules import (
     ArchiveLimits,
     GiB,
     MiB,
@@ -24,9 +24,9 @@ from contracts.archive.rules import (
     size_text,
     worth_hashing,
 )
-from contracts.corrections.history import correction_diff
-from contracts.corrections.model import CorrectionMode
-from contracts.corrections.write_sets import ArchiveEntry
+from contracts.corrections.diff import correction_diff
+from contracts.corrections.revert import ArchiveEntry
+from contracts.corrections.states import CorrectionMode
 from tests.unit.test_history import applied
 from tests.unit.test_impact import uid
 

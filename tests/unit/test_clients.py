@@ -16,7 +16,8 @@ from clients.building import (
     snapshot,
     wire_message,
 )
-from contracts.decisions.model import ContextSnapshot, DecisionType, ResourceRef
+from contracts.decisions.context import ContextSnapshot, ResourceRef
+from contracts.decisions.types import DecisionType
 from contracts.shared.ids import is_ulid, new_id
 from contracts.shared.rules import Rule
 

@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 from console.affected import WALK_MAX, AffectedSets
 from console.config import ConsoleConfig, ConsoleConfigError, is_loopback
 from console.live import MAX_EVENT_BYTES, Hub, LiveEvent, parse
-from contracts.decisions.model import DecisionType
-from contracts.impact.walk import DecisionView, ImpactWalk
+from contracts.decisions.types import DecisionType
+from contracts.impact.views import DecisionView
+from contracts.impact.walk import ImpactWalk
 from contracts.shared.ids import new_id
 
 pytestmark = pytest.mark.unit

@@ -19,9 +19,12 @@ from nats.aio.client import Client
 from console.app import create_app
 from console.config import ConsoleConfig
 from contracts.corrections.changes import Changes
-from contracts.corrections.model import Correction, CorrectionMode, CorrectionRequest
+from contracts.corrections.record import Correction
+from contracts.corrections.requests import CorrectionRequest
+from contracts.corrections.states import CorrectionMode
 from contracts.decisions.model import Decision
-from contracts.invariants.model import Invariant, InvariantScope, InvariantViolation, Severity
+from contracts.invariants.model import Invariant, InvariantScope
+from contracts.invariants.violations import InvariantViolation, Severity
 from contracts.shared.dead_letter import DeadLetter
 from contracts.shared.ids import new_id
 from contracts.shared.outgoing import OutgoingEvent

@@ -19,19 +19,18 @@ from pymongo.errors import (
 )
 
 from bootstrap.settings import Settings
-from contracts.archive.rules import ArchiveLimits
+from contracts.corrections.archive.rules import ArchiveLimits
+from contracts.corrections.dry_run import build_dry_run_report
 from contracts.corrections.events import CorrectionTransitioned
-from contracts.corrections.model import (
-    INLINE_IDS_MAX,
-    OPERATOR_FAILABLE,
-    Correction,
-    CorrectionMode,
-    CorrectionRequest,
-    CorrectionStatus,
-    bounded_text,
-)
-from contracts.corrections.write_sets import revert_writes
-from contracts.impact.walk import ImpactWalk, RiskLevel, build_dry_run_report, summarize
+from contracts.corrections.record import Correction
+from contracts.corrections.requests import CorrectionRequest
+from contracts.corrections.revert import revert_writes
+from contracts.corrections.states import OPERATOR_FAILABLE, CorrectionMode, CorrectionStatus
+from contracts.corrections.transition import bounded_text
+from contracts.impact.risk import RiskLevel
+from contracts.impact.summary import summarize
+from contracts.impact.walk import ImpactWalk
+from contracts.shared.bounds import INLINE_IDS_MAX
 from contracts.shared.persistence import (
     ConcurrentChange,
     DuplicateRecord,
@@ -39,7 +38,7 @@ from contracts.shared.persistence import (
     StoreFailure,
     StoreUnreachable,
 )
-from services.corrections import CorrectionPolicy, Outcome, outcome_of
+from services.corrections.policy import CorrectionPolicy, Outcome, outcome_of
 from store.translate import translated
 from tests.impact_graph import ImpactGraph, compute_impact, walk_graph
 from tests.unit.test_impact import PLAN, dec, uid

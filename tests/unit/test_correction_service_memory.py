@@ -1,7 +1,7 @@
 """The correction service's decisions over the in-memory store: no servers, milliseconds.
 
 The memory store keeps the real store's rules (tests/contract/ holds both to them), so
-what the driver does on a conflict, a lost lease, a failed archive or a database that
+what the runner does on a conflict, a lost lease, a failed archive or a database that
 fails a read is tested here on every path, and the races are set up through the ports
 (a port that does something at the worst moment), not by patching the service.
 """
@@ -15,22 +15,19 @@ from typing import Any
 
 import pytest
 
-from contracts.corrections.events import CancelRefused
-from contracts.corrections.model import (
-    Correction,
-    CorrectionAttemptState,
-    CorrectionMode,
-    CorrectionRequest,
-    CorrectionStatus,
-)
-from contracts.corrections.write_sets import RevertWrites
+from contracts.corrections.record import Correction
+from contracts.corrections.refusals import CancelRefused
+from contracts.corrections.requests import CorrectionRequest
+from contracts.corrections.revert import RevertWrites
+from contracts.corrections.states import CorrectionAttemptState, CorrectionMode, CorrectionStatus
 from contracts.decisions.model import Decision
 from contracts.decisions.plans import PlanStatus
 from contracts.shared.ids import new_id
 from contracts.shared.persistence import LeaseLost, StoreFailure, StoreUnreachable
 from services.archive.watch import Progress
 from services.archive.writer import Archive, ArchiveResult
-from services.corrections import CorrectionPolicy, CorrectionService
+from services.corrections.policy import CorrectionPolicy
+from services.corrections.service import CorrectionService
 from tests.factories import decision, root
 from tests.memory_store import MemoryStore
 from tests.port_wrappers import ImpactThen, Published
@@ -102,7 +99,7 @@ async def test_a_revert_is_applied_with_every_event_once(tmp_path: Path) -> None
     s = await scene(tmp_path)
     req = s.request(1)
     await s.service.request_correction(req)
-    assert await s.service.drive_plan(s.plan_id)
+    assert await s.service.run_plan(s.plan_id)
     c = await s.get(req.correction_id)
     assert c.status is S.APPLIED
     assert c.superseded_ids == [d.decision_id for d in s.tree[1:]]
@@ -113,14 +110,14 @@ async def test_a_revert_is_applied_with_every_event_once(tmp_path: Path) -> None
     assert len(s.published.on("corrections.resume.")) == 1
     assert len(s.published.on("decisions.persisted.")) == 1  # the replacement
     assert await s.store.outbox.count() == 0  # everything committed was published
-    assert await s.store.locks.holder(s.plan_id) is None
+    assert await s.store.leases.holder(s.plan_id) is None
 
 
 async def test_an_append_spawns_a_child_plan(tmp_path: Path) -> None:
     s = await scene(tmp_path)
     req = s.request(2, "append")
     await s.service.request_correction(req)
-    await s.service.drive_plan(s.plan_id)
+    await s.service.run_plan(s.plan_id)
     c = await s.get(req.correction_id)
     assert c.status is S.APPLIED
     [child_plan] = c.child_plans_spawned
@@ -175,7 +172,7 @@ async def test_cancel_from_pending_only_before_it_runs(tmp_path: Path) -> None:
     await s.service.request_correction(req)
     cancelled = await s.service.cancel_correction(req.correction_id, "changed my mind")
     assert isinstance(cancelled, Correction) and cancelled.status is S.CANCELLED
-    assert await s.service.drive_plan(s.plan_id)  # nothing left to do
+    assert await s.service.run_plan(s.plan_id)  # nothing left to do
     again = await s.service.cancel_correction(req.correction_id, plan_id=s.plan_id)
     assert isinstance(again, CancelRefused) and again.status is S.CANCELLED
     assert s.published.statuses(req.correction_id) == ["pending", "cancelled"]
@@ -193,7 +190,7 @@ async def test_a_cancel_during_the_analysis_wins(tmp_path: Path) -> None:
     req = s.request(1)
     box["id"] = req.correction_id
     await s.service.request_correction(req)
-    await s.service.drive_plan(s.plan_id)
+    await s.service.run_plan(s.plan_id)
     c = await s.get(req.correction_id)
     assert c.status is S.CANCELLED
     assert [h.to_status for h in c.history] == [S.PENDING, S.ANALYZING, S.CANCELLED]
@@ -219,7 +216,7 @@ async def test_a_stale_impact_is_recomputed_not_reused(tmp_path: Path) -> None:
     s = await scene(tmp_path, 5, store=m, impact=impact)
     req = s.request(2)
     await s.service.request_correction(req)
-    await s.service.drive_plan(s.plan_id)
+    await s.service.run_plan(s.plan_id)
     c = await s.get(req.correction_id)
     assert c.status is S.APPLIED
     assert c.superseded_ids == [s.tree[2].decision_id]
@@ -243,7 +240,7 @@ async def test_a_tree_that_keeps_changing_ends_the_attempt_then_the_correction(
     s = await scene(tmp_path, store=m, impact=ImpactThen(m.impact, record_under_target))
     req = s.request(1)
     await s.service.request_correction(req)
-    await s.service.drive_plan(s.plan_id)
+    await s.service.run_plan(s.plan_id)
     c = await s.get(req.correction_id)
     assert c.status is S.FAILED and "failed 3 time(s)" in (c.error or "")
     attempts = await s.service.list_attempts(req.correction_id)
@@ -255,20 +252,20 @@ async def test_a_tree_that_keeps_changing_ends_the_attempt_then_the_correction(
 # --- a lost lease, a failed archive, a database that fails ------------------------------
 
 
-async def test_a_driver_that_lost_its_lease_commits_nothing(tmp_path: Path) -> None:
+async def test_a_runner_that_lost_its_lease_commits_nothing(tmp_path: Path) -> None:
     m = MemoryStore(lease_seconds=5)
 
     async def taken(_: int) -> None:  # as if it had stalled past its lease
-        m.db.state.locks[s.plan_id] = ("successor", datetime(2100, 1, 1, tzinfo=UTC))
+        m.db.state.leases[s.plan_id] = ("successor", datetime(2100, 1, 1, tzinfo=UTC))
 
     s = await scene(tmp_path, store=m, impact=ImpactThen(m.impact, taken))
     req = s.request(1)
     await s.service.request_correction(req)
     with pytest.raises(LeaseLost):
-        await s.service.drive_plan(s.plan_id)
+        await s.service.run_plan(s.plan_id)
     c = await s.get(req.correction_id)
     assert c.status is S.ANALYZING  # the successor carries on from here
-    assert await s.store.locks.holder(s.plan_id) == "successor"
+    assert await s.store.leases.holder(s.plan_id) == "successor"
     assert await s.service.list_attempts(req.correction_id) == []
 
 
@@ -288,7 +285,7 @@ async def test_a_failed_archive_costs_one_attempt(tmp_path: Path) -> None:
     s = await scene(tmp_path, archive=FlakyArchive(1, tmp_path / "archive"))
     req = s.request(1)
     await s.service.request_correction(req)
-    await s.service.drive_plan(s.plan_id)
+    await s.service.run_plan(s.plan_id)
     c = await s.get(req.correction_id)
     assert c.status is S.APPLIED
     first, second = await s.service.list_attempts(req.correction_id)
@@ -300,7 +297,7 @@ async def test_an_archive_that_always_fails_fails_the_correction(tmp_path: Path)
     s = await scene(tmp_path, archive=FlakyArchive(99, tmp_path / "archive"))
     req = s.request(1)
     await s.service.request_correction(req)
-    await s.service.drive_plan(s.plan_id)
+    await s.service.run_plan(s.plan_id)
     c = await s.get(req.correction_id)
     assert c.status is S.FAILED and "PermissionError" in (c.error or "")
     assert len(await s.service.list_attempts(req.correction_id)) == FAST.max_attempts
@@ -328,12 +325,12 @@ async def test_a_database_that_fails_a_read_leaves_the_correction_for_a_retry(
     req = s0.request(1)
     await svc.request_correction(req)
     with pytest.raises(StoreFailure):
-        await svc.drive_plan(s0.plan_id)
+        await svc.run_plan(s0.plan_id)
     c = await s0.get(req.correction_id)
     assert c.status is S.ANALYZING and c.error is None
-    assert await s0.store.locks.holder(s0.plan_id) is None
+    assert await s0.store.leases.holder(s0.plan_id) is None
     down = False
-    assert await svc.drive_plan(s0.plan_id)
+    assert await svc.run_plan(s0.plan_id)
     assert (await s0.get(req.correction_id)).status is S.APPLIED
 
 
@@ -351,6 +348,6 @@ async def test_a_revert_of_a_spawning_decision_rolls_its_child_plan_back(
     s.tree = tree
     req = s.request(1)
     await s.service.request_correction(req)
-    await s.service.drive_plan(plan)
+    await s.service.run_plan(plan)
     assert (await s.get(req.correction_id)).status is S.APPLIED
     assert await s.store.plans.statuses([child]) == {child: PlanStatus.ROLLED_BACK}

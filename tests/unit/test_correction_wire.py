@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from contracts.corrections.model import CancelRequest, CorrectionRequest, RetryRequest
+from contracts.corrections.requests import CancelRequest, CorrectionRequest, RetryRequest
 from contracts.corrections.wire import read_cancel, read_request, read_retry
 from contracts.shared.rules import Rule
 from contracts.shared.unreadable import Unreadable

@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 
 from bootstrap.settings import Settings
-from contracts.corrections.model import CorrectionRequest
+from contracts.corrections.requests import CorrectionRequest
 from contracts.families import FAMILIES, STREAMS, captured, family, worker_consumers
 from contracts.recording.families import DECISIONS
 from contracts.shared.families import Direction, MessageFamily
 from contracts.shared.roles import Publisher, Reader, Role, Via
-from services.corrections import no_crash
+from services.corrections.policy import no_crash
 from workers.deps import Deps
 from workers.durables import consumer_config
 from workers.handlers import HANDLERS

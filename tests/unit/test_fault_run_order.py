@@ -52,7 +52,7 @@ def test_an_earlier_arrival_stamped_after_the_later_started_is_the_known_limit()
 
 def test_a_stamp_just_before_the_later_started_cannot_be_ordered_by_the_clocks() -> None:
     # The CI case: y stamped 0.51 s before x started, but its commit (bounded only by its
-    # announcement) may have come after x's driver read the plan's list.
+    # announcement) may have come after x's runner read the plan's list.
     order = per_plan_order([run("x", 119, 0, 1.0, 2), run("y", 57, 0.49, 2.1, 3)],
                            {"x": at(0.05), "y": at(0.6)})
     assert order.broken == [] and order.late == [] and len(order.undecided) == 1

@@ -1,4 +1,5 @@
-"""contracts.corrections.history: the tree as of a point, and what one correction changed."""
+"""contracts.corrections.as_of and .diff: the tree as of a point, and what one correction
+changed."""
 
 from __future__ import annotations
 
@@ -6,21 +7,18 @@ from datetime import timedelta
 
 import pytest
 
-from contracts.corrections.history import (
+from contracts.corrections.as_of import (
     SequenceCut,
     TimeCut,
     applied_at,
-    correction_diff,
     cut_of_correction,
     superseded_time,
     tree_as_of,
 )
-from contracts.corrections.model import (
-    Correction,
-    CorrectionMode,
-    CorrectionRequest,
-    CorrectionStatus,
-)
+from contracts.corrections.diff import correction_diff
+from contracts.corrections.record import Correction
+from contracts.corrections.requests import CorrectionRequest
+from contracts.corrections.states import CorrectionMode, CorrectionStatus
 from contracts.decisions.model import Decision
 from tests.unit.test_impact import PLAN, PLAN2, T0, dec, uid
 

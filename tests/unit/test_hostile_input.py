@@ -15,8 +15,13 @@ from hypothesis import strategies as st
 
 from bootstrap.settings import Settings
 from contracts.corrections import subjects as correction_subjects
-from contracts.corrections.events import CorrectionRejected
-from contracts.corrections.model import CancelRequest, CorrectionRequest, FailRequest, RetryRequest
+from contracts.corrections.refusals import CorrectionRejected
+from contracts.corrections.requests import (
+    CancelRequest,
+    CorrectionRequest,
+    FailRequest,
+    RetryRequest,
+)
 from contracts.corrections.wire import (
     read_cancel,
     read_fail,
@@ -25,16 +30,10 @@ from contracts.corrections.wire import (
 )
 from contracts.decisions.subjects import rejected
 from contracts.invariants import subjects as invariant_subjects
-from contracts.invariants.model import InvariantViolation
+from contracts.invariants.violations import InvariantViolation
 from contracts.invariants.wire import ViolationRejected, read_violation
-from contracts.recording.reading import (
-    Candidate,
-    DecisionPersisted,
-    DecisionRejected,
-    Inbound,
-    read_message,
-    read_persisted_root,
-)
+from contracts.recording.events import DecisionPersisted, DecisionRejected, read_persisted_root
+from contracts.recording.message import Candidate, read_message
 from contracts.shared.bounds import (
     DEAD_LETTER_MAX_BYTES,
     DEAD_LETTER_PAYLOAD_BYTES,
@@ -47,6 +46,7 @@ from contracts.shared.bounds import (
 )
 from contracts.shared.dead_letter import DeadLetter, Truncated
 from contracts.shared.ids import is_ulid, new_id
+from contracts.shared.inbound import Inbound
 from contracts.shared.rules import Rule, RuleViolation, Violations
 from contracts.shared.unreadable import Unreadable
 from store.dead_letters import _from_doc, _to_doc

@@ -12,26 +12,26 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from contracts.corrections.model import CorrectionMode, CorrectionRequest
-from contracts.decisions.model import STORED, ArtifactRef, ContextSnapshot, Decision, DecisionType
-from contracts.impact.walk import (
+from contracts.corrections.dry_run import build_dry_run_report
+from contracts.corrections.requests import CorrectionRequest
+from contracts.corrections.states import CorrectionMode
+from contracts.decisions.artifacts import STORED, ArtifactRef
+from contracts.decisions.context import ContextSnapshot
+from contracts.decisions.model import Decision
+from contracts.decisions.types import DecisionType
+from contracts.impact.errors import TargetNotFound
+from contracts.impact.estimate import (
     DEFAULT_DECISION_SECONDS,
-    LOW_RISK_MAX,
-    MEDIUM_RISK_MAX,
-    CorrectionImpact,
-    DecisionView,
-    ImpactWalk,
-    RiskLevel,
     TimingSample,
-    build_dry_run_report,
     estimate_recompute_seconds,
-    risk_level_for,
-    summarize,
     timing_samples,
     type_durations,
     types_without_history,
 )
-from contracts.shared.errors import TargetNotFound
+from contracts.impact.risk import LOW_RISK_MAX, MEDIUM_RISK_MAX, RiskLevel, risk_level_for
+from contracts.impact.summary import CorrectionImpact, summarize
+from contracts.impact.views import DecisionView
+from contracts.impact.walk import ImpactWalk
 from tests.impact_graph import ImpactGraph, compute_impact, walk_graph
 
 pytestmark = pytest.mark.unit

@@ -10,10 +10,12 @@ import pytest
 from nats.aio.msg import Msg
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
-from contracts.recording.reading import Inbound, Invalid
+from contracts.recording.message import Invalid
+from contracts.shared.inbound import Inbound
 from contracts.shared.rules import Rule, RuleViolation
 from contracts.shared.unreadable import ERROR_TEXT_LIMIT, describe, guarded, unreadable
-from services.recorder import RecorderPolicy, read_guarded
+from services.recorder_batch import read_guarded
+from services.recorder_policy import RecorderPolicy
 from store.deliveries import Attempt
 from tests.factories import encode, headers, root, subject
 from workers.durables import config_changes

@@ -13,23 +13,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from contracts.decisions.model import DecisionType
-from contracts.invariants.model import (
-    BLOCKED_TYPES,
-    SCOPE_RANK,
-    Invariant,
-    InvariantScope,
-    InvariantViolation,
-    ReconciliationBlocked,
-    Severity,
-    applies_to,
-    check_not_blocked,
-    effective_invariants,
-)
+from contracts.decisions.types import DecisionType
+from contracts.invariants.blocking import ReconciliationBlocked, check_not_blocked
+from contracts.invariants.model import SCOPE_RANK, Invariant, InvariantScope
+from contracts.invariants.precedence import applies_to, effective_invariants
 from contracts.invariants.reconciliation import enforced_decision_id, enforced_decisions, wire_body
+from contracts.invariants.violations import BLOCKED_TYPES, InvariantViolation, Severity
 from contracts.invariants.wire import read_violation
-from contracts.recording.reading import Candidate, Inbound, StoredFacts, read_message, triage_batch
+from contracts.recording.facts import StoredFacts
+from contracts.recording.message import Candidate, read_message
+from contracts.recording.triage import triage_batch
 from contracts.shared.ids import new_id
+from contracts.shared.inbound import Inbound
 from contracts.shared.rules import Rule
 from contracts.shared.unreadable import Unreadable
 from tests.factories import decision, root

@@ -14,20 +14,20 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 
-from clients.langgraph import (
+from clients.langgraph.ledger import GraphLedger
+from clients.langgraph.outcomes import ResumeStatus
+from clients.langgraph.state import (
     RESUME_MARK,
-    GraphLedger,
     LedgerState,
-    ResumeStatus,
     UnresumableInstruction,
     checkpoint_ref,
     guidance,
     parse_checkpoint_ref,
 )
 from clients.recorder import DecisionRecorder
-from contracts.corrections.model import CorrectionMode
 from contracts.corrections.resume import ResumeInstruction
-from contracts.decisions.model import ContextSnapshot
+from contracts.corrections.states import CorrectionMode
+from contracts.decisions.context import ContextSnapshot
 from tests.conftest import ROOT
 from tests.unit.test_impact import PLAN
 from tests.unit.test_resume_contract import applied

@@ -14,29 +14,24 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from contracts.corrections import subjects
-from contracts.corrections.events import (
-    AttemptTransitioned,
-    CancelRefused,
-    CorrectionTransitioned,
-    RetryRefused,
-)
+from contracts.corrections.attempts import CorrectionAttemptRecord
+from contracts.corrections.events import AttemptTransitioned, CorrectionTransitioned
 from contracts.corrections.families import CORRECTIONS
-from contracts.corrections.model import (
+from contracts.corrections.record import Correction
+from contracts.corrections.refusals import CancelRefused, RetryRefused
+from contracts.corrections.requests import CancelRequest, CorrectionRequest
+from contracts.corrections.states import (
     ATTEMPT_LIFECYCLE,
     ATTEMPT_TRANSITIONS,
     CANCELLABLE,
     CORRECTION_LIFECYCLE,
     CORRECTION_TRANSITIONS,
     RETRYABLE,
-    CancelRequest,
-    Correction,
-    CorrectionAttemptRecord,
     CorrectionAttemptState,
     CorrectionMode,
-    CorrectionRequest,
     CorrectionStatus,
-    TransitionInfo,
 )
+from contracts.corrections.transition import TransitionInfo
 from contracts.families import captured
 from contracts.shared.errors import DomainError, IllegalTransition
 from contracts.shared.lifecycle import Lifecycle, check_transition, is_allowed, terminal_states
@@ -166,7 +161,7 @@ def test_correction_table_without_the_retry_is_acyclic_so_a_status_is_entered_on
     assert all(s not in reachable(s) for s in CorrectionStatus)
 
 
-def test_only_failed_can_be_retried_and_stays_terminal_for_the_driver() -> None:
+def test_only_failed_can_be_retried_and_stays_terminal_for_the_runner() -> None:
     assert {S.FAILED} == RETRYABLE
     assert S.FAILED in CORRECTION_LIFECYCLE.terminal
     for from_, to in product(CorrectionStatus, CorrectionStatus):

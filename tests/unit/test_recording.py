@@ -10,17 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contracts.recording.reading import (
-    Candidate,
-    Inbound,
-    Invalid,
-    Stored,
-    StoredFacts,
-    content_hash,
-    read_message,
-    triage_batch,
-)
+from contracts.recording.facts import Stored, StoredFacts
+from contracts.recording.message import Candidate, Invalid, content_hash, read_message
+from contracts.recording.triage import triage_batch
 from contracts.shared.ids import new_id
+from contracts.shared.inbound import Inbound
 from contracts.shared.rules import Rule
 from tests.factories import decision, encode, headers, plan_tree, root, subject
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from clients.credentials import NatsCredentials
 from bootstrap.required_secrets import missing_secrets
 from bootstrap.settings import Settings
+from clients.credentials import NatsCredentials
 
 pytestmark = pytest.mark.unit
 

@@ -6,10 +6,14 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from contracts.corrections.model import INLINE_IDS_MAX, Correction, CorrectionMode, CorrectionStatus
-from contracts.corrections.resume import TARGET_TEXT_MAX, ResumeInstruction, ResumePoint
-from contracts.corrections.write_sets import AppendWrites, RevertWrites
-from contracts.decisions.model import ContextSnapshot
+from contracts.corrections.append import AppendWrites
+from contracts.corrections.record import Correction
+from contracts.corrections.resume import ResumeInstruction
+from contracts.corrections.resume_points import TARGET_TEXT_MAX, ResumePoint
+from contracts.corrections.revert import RevertWrites
+from contracts.corrections.states import CorrectionMode, CorrectionStatus
+from contracts.decisions.context import ContextSnapshot
+from contracts.shared.bounds import INLINE_IDS_MAX
 from tests.unit.test_impact import PLAN, PLAN2, uid
 from tests.unit.test_write_sets import (
     AT,

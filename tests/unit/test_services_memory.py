@@ -6,11 +6,12 @@ from datetime import UTC, datetime
 
 import pytest
 
-from contracts.invariants.model import InvariantViolation, Severity
-from contracts.recording.reading import Inbound
+from contracts.invariants.violations import InvariantViolation, Severity
 from contracts.shared.ids import new_id
+from contracts.shared.inbound import Inbound
 from services.invariants import InvariantService
-from services.recorder import RecorderService, Verdict
+from services.recorder import RecorderService
+from services.recorder_policy import Verdict
 from tests.factories import encode, headers, plan_tree, subject
 from tests.memory_store import MemoryStore
 from tests.port_wrappers import Published

@@ -7,16 +7,12 @@ from typing import Any
 
 import pytest
 
-from contracts.recording.reading import (
-    Candidate,
-    DecisionRejected,
-    Inbound,
-    Resume,
-    StoredFacts,
-    read_message,
-    triage_batch,
-)
+from contracts.recording.events import DecisionRejected
+from contracts.recording.facts import Resume, StoredFacts
+from contracts.recording.message import Candidate, read_message
+from contracts.recording.triage import triage_batch
 from contracts.shared.ids import new_id
+from contracts.shared.inbound import Inbound
 from contracts.shared.rules import Rule
 from tests.factories import decision, encode, headers, root, subject
 

@@ -8,7 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from contracts.corrections.model import Correction, CorrectionMode, CorrectionRequest
+from contracts.corrections.record import Correction
+from contracts.corrections.requests import CorrectionRequest
+from contracts.corrections.states import CorrectionMode
 from contracts.shared.ids import new_id
 from contracts.shared.tracing import TRACESTATE_MAX, trace_headers, trace_id
 

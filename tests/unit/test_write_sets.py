@@ -15,30 +15,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from contracts.corrections.model import (
-    Correction,
-    CorrectionMode,
-    CorrectionRequest,
-    CorrectionStatus,
-)
-from contracts.corrections.write_sets import (
-    AppendWrites,
-    PlanRecord,
-    PlanStatus,
-    RevertWrites,
-    append_writes,
-    archive_member,
-    revert_writes,
-    validate_target,
-)
-from contracts.decisions.model import Decision, DecisionType
-from contracts.shared.errors import (
-    DomainError,
-    IllegalTransition,
-    TargetInOtherPlan,
-    TargetNotFound,
-    TargetSuperseded,
-)
+from contracts.corrections.append import AppendWrites, append_writes
+from contracts.corrections.errors import TargetInOtherPlan, TargetSuperseded
+from contracts.corrections.planning import validate_target
+from contracts.corrections.record import Correction
+from contracts.corrections.requests import CorrectionRequest
+from contracts.corrections.revert import RevertWrites, archive_member, revert_writes
+from contracts.corrections.states import CorrectionMode, CorrectionStatus
+from contracts.decisions.model import Decision
+from contracts.decisions.plans import PlanRecord, PlanStatus
+from contracts.decisions.types import DecisionType
+from contracts.impact.errors import TargetNotFound
+from contracts.shared.errors import DomainError, IllegalTransition
 from tests.impact_graph import ImpactGraph, compute_impact
 from tests.unit.test_impact import PLAN, PLAN2, dec, graphs, uid
 
@@ -312,7 +300,8 @@ def test_an_applied_revert_replaces_exactly_the_affected_subtree(
 def test_the_correction_domain_imports_no_io_library() -> None:
     code = (
         "import sys\n"
-        "import contracts.corrections.write_sets, contracts.impact.walk\n"
+        "import contracts.corrections.revert, contracts.corrections.append\n"
+        "import contracts.impact.summary, contracts.impact.walk\n"
         "import contracts.corrections.events, contracts.corrections.subjects\n"
         "import contracts.shared.lifecycle, contracts.decisions.plans\n"
         "io = {'pymongo', 'bson', 'nats', 'faststream'}\n"

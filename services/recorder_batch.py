@@ -1,0 +1,85 @@
+"""A recorder batch on its way through: read (candidates and the messages to
+dead-letter), then committed (what to announce); and the reading and the persisted event
+of one message."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from contracts.decisions.model import Decision
+from contracts.decisions.subjects import (
+    DECISIONS_STREAM,
+    persisted,
+    persisted_msg_id,
+    plan_of_subject,
+)
+from contracts.recording.events import persisted_body
+from contracts.recording.facts import Resume
+from contracts.recording.message import Candidate, Invalid, read_message
+from contracts.shared.bounds import DEFAULT_MAX_PAYLOAD_BYTES
+from contracts.shared.dead_letter import DeadLetter, dead_letter_id
+from contracts.shared.ids import is_ulid
+from contracts.shared.inbound import Inbound
+from contracts.shared.outgoing import OutgoingEvent
+from contracts.shared.rules import RuleViolation
+from contracts.shared.unreadable import guarded
+from services.recorder_policy import Disposition
+
+
+def subject_plan(subject: str) -> str | None:
+    plan = plan_of_subject(subject)
+    return plan.upper() if plan and is_ulid(plan) else None
+
+
+def read_guarded(msg: Inbound, now: datetime,
+                 max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> Candidate | Invalid:
+    """`read_message`, with any exception it raises made this message's `unreadable`."""
+    result = guarded(lambda: read_message(msg, now, max_payload_bytes))
+    if isinstance(result, RuleViolation):
+        return Invalid(msg.stream_sequence, subject_plan(msg.subject), (result,))
+    return result
+
+
+def persisted_event(d: Decision,
+                    trace: Mapping[str, str] | None = None) -> OutgoingEvent:
+    """The decision's persisted event; `trace` is the trace context its message carried,
+    continued on the event (contracts.shared.tracing)."""
+    return OutgoingEvent(persisted(d.plan_id), persisted_body(d),
+                         persisted_msg_id(d.decision_id),
+                         tuple(trace.items()) if trace else ())
+
+
+@dataclass
+class ReadBatch:
+    """A batch after the single-message rules: candidates, and the messages to dead-letter."""
+
+    batch: Sequence[Inbound]
+    now: datetime
+    candidates: list[Candidate] = field(default_factory=list)
+    letters: dict[int, DeadLetter] = field(default_factory=dict)
+    resume: dict[int, Resume] = field(default_factory=dict)
+    """By stream sequence: where the agent of a decision refused as stale goes on."""
+    by_seq: dict[int, Inbound] = field(init=False)
+    """The batch's messages by stream sequence."""
+
+    def __post_init__(self) -> None:
+        self.by_seq = {m.stream_sequence: m for m in self.batch}
+
+    def reject(self, msg: Inbound, plan_id: str | None, decision_id: str | None,
+               violations: Sequence[RuleViolation]) -> None:
+        self.letters[msg.stream_sequence] = DeadLetter.of_message(
+            id=dead_letter_id(DECISIONS_STREAM, msg.stream_sequence), subject=msg.subject,
+            headers=msg.headers, data=msg.data, plan_id=plan_id, decision_id=decision_id,
+            errors=violations, rejected_at=self.now, delivered=msg.delivered)
+
+
+@dataclass
+class Committed:
+    """A batch after its transaction: what to announce, and the waits already decided."""
+
+    read: ReadBatch
+    written: list[Decision] = field(default_factory=list)
+    redelivered: list[Candidate] = field(default_factory=list)
+    verdicts: dict[int, Disposition] = field(default_factory=dict)

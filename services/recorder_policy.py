@@ -1,0 +1,70 @@
+"""What the recorder answers for each message (ack, term, nak after a delay), and how long
+a decision may wait for its parent: the policy and the clock that measures the wait."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Protocol
+
+from contracts.decisions.subjects import DECISIONS_STREAM
+from contracts.shared.bounds import DEFAULT_MAX_PAYLOAD_BYTES
+from contracts.shared.dead_letter import dead_letter_id
+
+
+class Verdict(StrEnum):
+    ACK = "ack"    # stored (or already stored): done
+    TERM = "term"  # rejected and dead-lettered: never redeliver
+    NAK = "nak"    # parent not stored yet: redeliver after `delay`
+
+
+@dataclass(frozen=True, slots=True)
+class Disposition:
+    verdict: Verdict
+    delay: float = 0.0
+
+
+@dataclass(frozen=True)
+class RecorderPolicy:
+    parent_wait_seconds: float = 60.0
+    """How long a decision may wait for its parent before it is dead-lettered."""
+    min_backoff_seconds: float = 0.25
+    max_backoff_seconds: float = 5.0
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+    """A larger message is dead-lettered unread (payload_too_large)."""
+
+    def backoff(self, waited: float) -> float:
+        """About as long again as it has waited: 0.25 s, 0.25 s, 0.5 s, 1 s, 2 s, ...
+        capped; quick when the parent is merely behind."""
+        return float(min(self.max_backoff_seconds, max(self.min_backoff_seconds, waited)))
+
+    def deliveries_to_wait(self) -> int:
+        """How many deliveries the whole parent wait takes at most (each nak is one); the
+        recorder's MaxDeliver adds this to the deliveries allowed for failures."""
+        waited, n = 0.0, 1
+        while waited < self.parent_wait_seconds:
+            waited += self.backoff(waited)
+            n += 1
+        return n
+
+
+class ParentWaitClock(Protocol):
+    async def since(self, keys: Iterable[str], now: datetime) -> dict[str, datetime]:
+        """When each message first waited for its parent (`now` for the new ones)."""
+        ...
+
+
+class MemoryWaits:
+    """The wait clock of one process, for tests and tools without a database clock."""
+
+    def __init__(self) -> None:
+        self._since: dict[str, datetime] = {}
+
+    async def since(self, keys: Iterable[str], now: datetime) -> dict[str, datetime]:
+        return {k: self._since.setdefault(k, now) for k in keys}
+
+
+def wait_key(stream_sequence: int) -> str:
+    return dead_letter_id(DECISIONS_STREAM, stream_sequence)

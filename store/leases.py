@@ -1,0 +1,69 @@
+"""Leases (collection `plan_locks`, its stored name): one holder at a time. A plan's lease
+lets one runner at a time work its corrections; the `role:recorder` lease lets one
+replica at a time run the recorder (workers/leading.py).
+
+A lease is a document {_id: plan_id, owner, expires_at}. Taking it is one
+findAndModify that matches only a free or expired lease; when the lease is held, the
+upsert collides with the existing _id and the server refuses it, so two replicas can
+never both believe they hold it. A holder that dies simply lets it expire.
+While a runner holds a plan's lease a heartbeat renews it (`renew`, conditional on the
+owner), so a long impact walk or archive copy never loses it; every correction
+transaction also renews it conditionally on its owner (`fence`), so a runner that
+stalled past its expiry (its heartbeat stalled with it) cannot commit over its successor.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from pymongo.asynchronous.client_session import AsyncClientSession
+from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import DuplicateKeyError
+
+from store.database import PLAN_LOCKS, Document
+from store.errors import LeaseLost
+from store.translate import translate_errors
+
+
+@translate_errors
+class Leases:
+    def __init__(self, db: AsyncDatabase[Document], ttl_seconds: float) -> None:
+        self._coll = db[PLAN_LOCKS]
+        self.ttl = timedelta(seconds=ttl_seconds)
+
+    async def acquire(self, plan_id: str, owner: str, now: datetime) -> bool:
+        try:
+            await self._coll.find_one_and_update(
+                {"_id": plan_id, "$or": [{"owner": owner}, {"expires_at": {"$lt": now}}]},
+                {"$set": {"owner": owner, "expires_at": now + self.ttl}}, upsert=True)
+        except DuplicateKeyError:
+            return False
+        return True
+
+    async def renew(self, plan_id: str, owner: str, now: datetime) -> bool:
+        """Push the expiry on if the lease is still `owner`'s; False once it is not."""
+        res = await self._coll.update_one(
+            {"_id": plan_id, "owner": owner}, {"$set": {"expires_at": now + self.ttl}})
+        return res.matched_count == 1
+
+    async def release(self, plan_id: str, owner: str) -> None:
+        await self._coll.delete_one({"_id": plan_id, "owner": owner})
+
+    async def fence(self, plan_id: str, owner: str, now: datetime,
+                    session: AsyncClientSession) -> None:
+        """Renew inside a transaction; raise LeaseLost (aborting it) if no longer ours."""
+        res = await self._coll.update_one(
+            {"_id": plan_id, "owner": owner}, {"$set": {"expires_at": now + self.ttl}},
+            session=session)
+        if res.matched_count != 1:
+            raise LeaseLost(plan_id, owner)
+
+    async def live(self, plan_ids: list[str], now: datetime) -> set[str]:
+        """Which of these plans have a lease that has not expired: a runner is on them."""
+        cursor = self._coll.find({"_id": {"$in": plan_ids}, "expires_at": {"$gte": now}},
+                                 {"_id": 1})
+        return {str(d["_id"]) async for d in cursor}
+
+    async def holder(self, plan_id: str) -> str | None:
+        doc = await self._coll.find_one({"_id": plan_id})
+        return str(doc["owner"]) if doc else None

@@ -1,0 +1,88 @@
+"""Issue 8 in the store: what the recorder's transaction itself refuses when its facts
+went stale (a claim, a root or a revert committed since they were read)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from pymongo.asynchronous.database import AsyncDatabase
+
+from contracts.decisions.model import Decision
+from contracts.recording.message import Candidate, content_hash
+from contracts.recording.triage import triage_batch
+from contracts.shared.ids import new_id
+from contracts.shared.rules import Rule
+from store.database import Document
+from store.recorder import RecorderRepository
+from store.sequences import reserve_sequences
+from store.transactions import run_in_transaction
+from tests.factories import decision, root
+
+pytestmark = pytest.mark.store
+T0 = datetime(2026, 11, 30, tzinfo=UTC)
+
+
+def at(seconds: int) -> str:
+    return (T0 + timedelta(seconds=seconds)).isoformat()
+
+
+def cand(d: dict[str, object], seq: int = 0) -> Candidate:
+    model = Decision.model_validate(d)
+    return Candidate(seq, model, content_hash(model))
+
+
+async def two_plans(repo: RecorderRepository) -> tuple[dict[str, object], dict[str, object]]:
+    a, b = root(created_at=at(0)), root(created_at=at(0))
+    assert await repo.insert_recorded([cand(a), cand(b)], T0) is not None
+    return a, b
+
+
+async def test_two_claims_of_one_plan_read_together_cannot_both_commit(
+        db: AsyncDatabase[Document]) -> None:
+    repo, other = RecorderRepository(db), RecorderRepository(db)
+    a, b = await two_plans(repo)
+    child = new_id()
+    claim_a = cand(decision(a["plan_id"], a["decision_id"], downstream_plan_ids=[child],
+                            created_at=at(5)), 1)
+    claim_b = cand(decision(b["plan_id"], b["decision_id"], downstream_plan_ids=[child],
+                            created_at=at(5)), 2)
+    facts_a, facts_b = await repo.facts_for([claim_a]), await other.facts_for([claim_b])
+    assert triage_batch([claim_a], facts_a).accept and triage_batch([claim_b], facts_b).accept
+    results = await asyncio.gather(
+        repo.insert_recorded([claim_a], T0, facts_a.epochs),
+        other.insert_recorded([claim_b], T0, facts_b.epochs))
+    assert sorted(r is None for r in results) == [False, True]
+    loser = claim_b if results[1] is None else claim_a
+    again = triage_batch([loser], await repo.facts_for([loser]))
+    assert [v.rule for _, vs in again.reject for v in vs] == [Rule.CHILD_PLAN_CLAIM]
+
+
+async def test_a_root_older_than_a_claim_committed_since_is_not_written(
+        db: AsyncDatabase[Document]) -> None:
+    repo = RecorderRepository(db)
+    a, _ = await two_plans(repo)
+    child = new_id()
+    old_root = cand(root(child, created_at=at(1)), 1)
+    facts = await repo.facts_for([old_root])
+    claim = cand(decision(a["plan_id"], a["decision_id"], downstream_plan_ids=[child],
+                          created_at=at(5)), 2)
+    assert await repo.insert_recorded([claim], T0) is not None
+    assert await repo.insert_recorded([old_root], T0, facts.epochs) is None
+    again = triage_batch([old_root], await repo.facts_for([old_root]))
+    assert [v.rule for _, vs in again.reject for v in vs] == [Rule.CHILD_PLAN_CLAIM]
+
+
+async def test_a_revert_committed_after_the_facts_makes_the_batch_plan_again(
+        db: AsyncDatabase[Document]) -> None:
+    repo = RecorderRepository(db)
+    a, _ = await two_plans(repo)
+    late = cand(decision(a["plan_id"], a["decision_id"]), 1)
+    facts = await repo.facts_for([late])
+    assert triage_batch([late], facts).accept
+    # What a revert's transaction does to the plan's counter document.
+    await run_in_transaction(db.client, lambda s: reserve_sequences(
+        db["plans"], str(a["plan_id"]), 1, T0, s, bump_epoch=True))
+    assert await repo.insert_recorded([late], T0, facts.epochs) is None
+    assert await db.decisions.find_one({"_id": late.decision.decision_id}) is None
