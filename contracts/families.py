@@ -13,7 +13,7 @@ from contracts.invariants.families import FAMILIES as INVARIANT_FAMILIES
 from contracts.invariants.families import INVARIANTS
 from contracts.recording.families import DECISIONS
 from contracts.recording.families import FAMILIES as RECORDING_FAMILIES
-from contracts.shared.families import MessageFamily, Stream, stream_subjects
+from contracts.shared.families import MessageFamily, Stream, partitioned_in, stream_subjects
 from contracts.shared.roles import Grant, Reader, Role
 
 FAMILIES: tuple[MessageFamily, ...] = (*RECORDING_FAMILIES, *CORRECTION_FAMILIES,
@@ -32,6 +32,11 @@ GRANTS: dict[Role, tuple[Grant, ...]] = {
 def captured(stream: Stream) -> list[str]:
     """The subjects `stream` captures."""
     return stream_subjects(stream, FAMILIES)
+
+
+def partitioned(stream: Stream) -> MessageFamily | None:
+    """The family `stream` stores by partition (contracts.shared.partitions), if any."""
+    return partitioned_in(stream, FAMILIES)
 
 
 def worker_consumers() -> list[tuple[MessageFamily, Reader]]:

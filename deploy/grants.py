@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from contracts.families import FAMILIES, GRANTS
 from contracts.shared.families import MessageFamily, wildcard
+from contracts.shared.partitions import every_partition
 from contracts.shared.roles import (
     GRANT_DOCS,
     PRINCIPAL,
@@ -116,9 +117,19 @@ def workers_own() -> tuple[list[str], list[str]]:
     subscribe: list[str] = []
     for family in FAMILIES:
         for r in family.worker_consumers():
-            assert family.stream is not None and r.fixed_durable
-            s, d = family.stream.name, r.durable
-            publish += [f"{API}.CONSUMER.*.{s}.{d}", f"{API}.CONSUMER.*.*.{s}.{d}",
-                        f"{API}.CONSUMER.CREATE.{s}.{d}.>", f"$JS.ACK.{s}.{d}.>"]
-            subscribe.append(f"$JS.EVENT.ADVISORY.CONSUMER.*.{s}.{d}")
+            assert family.stream is not None and r.fixed_durable and r.durable is not None
+            s = family.stream.name
+            for d in own_durables(family, r.durable):
+                publish += [f"{API}.CONSUMER.*.{s}.{d}", f"{API}.CONSUMER.*.*.{s}.{d}",
+                            f"{API}.CONSUMER.CREATE.{s}.{d}.>", f"$JS.ACK.{s}.{d}.>"]
+                subscribe.append(f"$JS.EVENT.ADVISORY.CONSUMER.*.{s}.{d}")
     return publish, subscribe
+
+
+def own_durables(family: MessageFamily, durable: str) -> list[str]:
+    """A worker durable's names: a partitioned one has one per partition, and the count
+    is a worker setting, so every name any count could give (`recorder`, `recorder-0`
+    ... `recorder-31`: contracts.shared.partitions)."""
+    if family.partitioned is None:
+        return [durable]
+    return [p.durable for p in every_partition(family.name, durable)]

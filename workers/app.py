@@ -16,6 +16,7 @@ from faststream.nats import NatsBroker
 
 from bootstrap.settings import Settings
 from contracts.shared.urls import nats_servers
+from store.lease_view import LeaseViews
 from store.leases import Leases
 from workers.connections import NatsLink, nats_options
 from workers.deps import Deps, crash_hook
@@ -82,9 +83,9 @@ async def start_consumers(runtime: Runtime, settings: Settings, broker: NatsBrok
     deps = Deps(settings, recorder=runtime.get_recorder, corrections=runtime.get_corrections,
                 invariants=runtime.get_invariants, dead_letters=runtime.get_dead_letters,
                 failures=runtime.failures, crash=crash_hook(settings.crash_at))
-    runtime.pullers = pullers(js, deps, locks=Leases(runtime.mongo[settings.mongodb_db],
-                                                        settings.recorder_lease_seconds),
-                              owner=runtime.worker_id)
+    db = runtime.mongo[settings.mongodb_db]
+    runtime.pullers = pullers(js, deps, locks=Leases(db, settings.recorder_lease_seconds),
+                              views=LeaseViews(db), owner=runtime.worker_id)
     for puller in runtime.pullers:
         puller.metrics = runtime.metrics
         await puller.start()
@@ -92,7 +93,7 @@ async def start_consumers(runtime: Runtime, settings: Settings, broker: NatsBrok
     assert runtime.mongo is not None
     runtime.sampler = asyncio.create_task(runtime.metrics.sample_forever(
         js, runtime.mongo[settings.mongodb_db],
-        [(p.stream, p.durable) for p in runtime.pullers],
+        [c for p in runtime.pullers for c in p.consumers],
         settings.metrics_sample_seconds), name="metrics-sampler")
 
 

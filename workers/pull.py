@@ -104,6 +104,11 @@ class BatchPuller(Generic[R]):
         return self._stream
 
     @property
+    def consumers(self) -> list[tuple[str, str]]:
+        """(stream, durable) of what it pulls: the metrics sample their lag."""
+        return [(self._stream, self._durable)]
+
+    @property
     def running(self) -> bool:
         """Started and its loop alive (what the readiness endpoint asks)."""
         return self._task is not None and not self._task.done()
