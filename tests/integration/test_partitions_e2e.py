@@ -68,3 +68,30 @@ async def test_two_workers_record_six_partitions_three_each(
 async def _even(db: AsyncDatabase[Document]) -> list[int] | None:
     got = await spread(db)
     return got if got == [3, 3] else None
+
+
+async def test_a_new_partition_count_drains_what_the_old_one_stored(
+        nats_server: ManagedServer, nc: nats.NATS, mongo_uri: str,
+        db: AsyncDatabase[Document], db_name: str, tmp_path: Path) -> None:
+    """One partition (the `recorder` durable), stopped with a backlog; restarted with
+    six: the backlog in the old durable is recorded too, beside what comes after."""
+    one = Workers(worker_env(nats_server.url, mongo_uri, db_name), tmp_path / "one.log")
+    await one.start(nats_server.url)
+    assert one.stop() == 0
+    js = nc.jetstream()
+    tree = plan_tree(40, seed=3)
+    await publish_all(js, tree[:20])  # stored unpartitioned, for the `recorder` durable
+    six = Workers(worker_env(nats_server.url, mongo_uri, db_name,
+                             RECORDER_PARTITIONS=str(PARTITIONS)), tmp_path / "six.log")
+    await six.start(nats_server.url)
+    try:
+        await publish_all(js, tree[20:])  # stored in the plan's partition
+        assert await wait_for_count(db, "decisions", 40) == 40
+        seqs = sorted([d["sequence_number"] async for d in db.decisions.find({})])
+        assert seqs == list(range(40))
+        assert await db.dead_letters.count_documents({}) == 0
+        old = await js.consumer_info("DECISIONS", "recorder")
+        assert not old.num_pending and not old.num_ack_pending
+        assert "holds role:recorder:" in six.log()  # it drained the old durable
+    finally:
+        assert six.stop() == 0
