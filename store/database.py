@@ -48,6 +48,9 @@ _INDEXES: dict[str, list[IndexModel]] = {
         IndexModel([("plan_id", ASCENDING), ("arrival", ASCENDING)], name="by_plan_arrival"),
         # The recovery sweep: which plans have corrections left unfinished.
         IndexModel([("status", ASCENDING), ("plan_id", ASCENDING)], name="unfinished"),
+        # A runner's next correction: the oldest of each unfinished status of its plan.
+        IndexModel([("plan_id", ASCENDING), ("status", ASCENDING), ("arrival", ASCENDING)],
+                   name="by_plan_status"),
     ],
     # Attempts are few (one or two per correction), so an index per lookup the seed's
     # API and the RESTRICT rule need costs little.

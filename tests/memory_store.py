@@ -404,14 +404,23 @@ class MemoryCorrections:
                 if (plan_id is None or v.correction.plan_id == plan_id)
                 and (status is None or v.correction.status is status)][:limit]
 
-    async def plans_with_unfinished(self, limit: int = 1000) -> list[str]:
-        found = [v.correction.plan_id for v in self._db.state.corrections.values()
-                 if v.correction.status in UNFINISHED]
-        return list(dict.fromkeys(found[:limit]))
+    async def plans_with_unfinished(self, after: str | None = None, limit: int = 1000
+                                    ) -> tuple[list[str], str | None]:
+        found = sorted({v.correction.plan_id for v in self._db.state.corrections.values()
+                        if v.correction.status in UNFINISHED
+                        and (after is None or v.correction.plan_id > after)})
+        page = found[:limit]
+        return page, (page[-1] if len(found) > limit else None)
 
     async def unfinished(self, plan_id: str) -> list[Versioned]:
         return [v for v in self._ordered() if v.correction.plan_id == plan_id
                 and v.correction.status in UNFINISHED]
+
+    async def heads(self, plan_id: str) -> list[Versioned]:
+        first: dict[object, Versioned] = {}
+        for v in await self.unfinished(plan_id):
+            first.setdefault(v.correction.status, v)
+        return sorted(first.values(), key=lambda v: (v.arrival, v.correction.correction_id))
 
 
 def _create_attempt(st: State, record: CorrectionAttemptRecord) -> None:
