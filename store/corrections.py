@@ -56,6 +56,17 @@ class CorrectionRepository:
         cursor = self._coll.find(query).sort([("arrival", 1), ("_id", 1)]).limit(limit)
         return [from_document(d).correction async for d in cursor]
 
+    async def touching(self, decision_id: str, limit: int = 100) -> list[Correction]:
+        """Corrections that targeted the decision or wrote it, in arrival order: two
+        reads by the by_target and by_new_decision indexes, whatever the plan holds."""
+        found: dict[str, Versioned] = {}
+        for field in ("decision_id", "new_decision_id"):
+            async for d in self._coll.find({field: decision_id}).limit(limit):
+                v = from_document(d)
+                found[v.correction.correction_id] = v
+        ordered = sorted(found.values(), key=lambda v: (v.arrival, v.correction.correction_id))
+        return [v.correction for v in ordered[:limit]]
+
     async def plans_with_unfinished(self, after: str | None = None, limit: int = 1000
                                     ) -> tuple[list[str], str | None]:
         """A page of the plans that have a correction not yet APPLIED, FAILED or

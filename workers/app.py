@@ -90,11 +90,10 @@ async def start_consumers(runtime: Runtime, settings: Settings, broker: NatsBrok
         puller.metrics = runtime.metrics
         await puller.start()
     runtime.consuming = True
-    assert runtime.mongo is not None
+    every = settings.metrics_sample_seconds
     runtime.sampler = asyncio.create_task(runtime.metrics.sample_forever(
-        js, runtime.mongo[settings.mongodb_db],
-        [c for p in runtime.pullers for c in p.consumers],
-        settings.metrics_sample_seconds), name="metrics-sampler")
+        js, db, [c for p in runtime.pullers for c in p.consumers], every,
+        leases=Leases(db, 3 * every), owner=runtime.worker_id), name="metrics-sampler")
 
 
 def start_background(runtime: Runtime, settings: Settings) -> None:
