@@ -178,21 +178,24 @@ class LeadingPullers:
     async def _take(self, partition: Partition, now: datetime) -> bool:
         if not await self._leases.acquire(partition.lease, self._owner, now):
             return False
+        # Said before anything is pulled, and "let go" after everything pulled is
+        # settled: the lines bound the time this replica records the partition.
+        log.info("this replica took %s", partition.lease)
         puller = self._make(partition)
         puller.metrics = self.metrics
         try:
             await puller.start()
         except Exception as exc:
-            log.warning("could not start recording %s (%s); handing it back",
-                        partition.durable, type(exc).__name__)
             with contextlib.suppress(Exception):
                 await puller.stop(0.0)
+            log.warning("this replica let go of %s (could not start recording %s: %s)",
+                        partition.lease, partition.durable, type(exc).__name__)
             with contextlib.suppress(Exception):
                 await self._leases.release(partition.lease, self._owner)
             return False
         self._held[partition.lease] = (partition, puller)
         log.info("this replica now holds %s: recording %s", partition.lease,
-                 partition.durable, extra={"partition": partition.durable})
+                 partition.durable)
         return True
 
     async def _let_go(self, lease: str, why: str, timeout: float, *,
@@ -202,8 +205,8 @@ class LeadingPullers:
             return
         partition, puller = held
         await puller.stop(timeout)
+        log.info("this replica let go of %s (%s): recording %s stopped", lease, why,
+                 partition.durable)
         if release:
             with contextlib.suppress(Exception):
                 await self._leases.release(lease, self._owner)
-        log.info("this replica let go of %s (%s): recording %s stopped", lease, why,
-                 partition.durable, extra={"partition": partition.durable})
