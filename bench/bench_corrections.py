@@ -25,6 +25,7 @@ The cost follows the subtree: the same subtree costs the same in a plan 100x lar
 from __future__ import annotations
 
 import argparse
+import math
 import asyncio
 import json
 import os
@@ -217,7 +218,7 @@ class Row:
 
     @property
     def best_bare(self) -> float:
-        done = [v for v in self.bare.values() if v == v]  # nan: that variant failed
+        done = [v for v in self.bare.values() if not math.isnan(v)]  # nan: it failed
         return min(done) if done else float("nan")
 
 
