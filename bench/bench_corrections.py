@@ -25,9 +25,9 @@ The cost follows the subtree: the same subtree costs the same in a plan 100x lar
 from __future__ import annotations
 
 import argparse
-import math
 import asyncio
 import json
+import math
 import os
 import random
 import statistics
