@@ -131,12 +131,18 @@ class Metrics:
         """Sample every `every` seconds while this replica holds the gauges' lease
         (`role:gauges`, renewed each round: one replica samples, and another takes over
         within the lease once it stops); without `leases`, always."""
-        while True:
-            try:
-                await self.sample_if_leading(js, db, consumers, leases=leases, owner=owner)
-            except Exception as exc:  # an outage: the next round tries again
-                log.debug("metrics sample failed: %s", exc)
-            await asyncio.sleep(every)
+        try:
+            while True:
+                try:
+                    await self.sample_if_leading(js, db, consumers, leases=leases,
+                                                 owner=owner)
+                except Exception as exc:  # an outage: the next round tries again
+                    log.debug("metrics sample failed: %s", exc)
+                await asyncio.sleep(every)
+        finally:  # stopping: another replica takes the gauges at its next round
+            if leases is not None:
+                with contextlib.suppress(Exception):
+                    await leases.release(GAUGES_ROLE, owner)
 
     async def sample_if_leading(self, js: JetStreamContext, db: AsyncDatabase[Document],
                                 consumers: Sequence[tuple[str, str]], *,

@@ -76,10 +76,14 @@ class RecorderConsumer:
         # Batches announce in the order they committed (asyncio's lock is first come,
         # first served, and each batch asks for it as soon as it hands off).
         self._announcing = asyncio.Lock()
+        self._read: dict[int, Inbound] = {}
+        """Each message as `read` saw it, by stream sequence, until its batch is decided
+        (a batch decided again message by message reads the rest afresh)."""
 
     def read(self, m: Msg, now: datetime) -> Read:
-        return read_message(published(to_inbound(m)), now,
-                            self._service().policy.max_payload_bytes)
+        msg = published(to_inbound(m))
+        self._read[msg.stream_sequence] = msg  # for `decide`, read once per delivery
+        return read_message(msg, now, self._service().policy.max_payload_bytes)
 
     def unreadable(self, m: Msg, why: RuleViolation) -> Read:
         return Invalid(m.metadata.sequence.stream,
@@ -89,12 +93,16 @@ class RecorderConsumer:
         """Write, then hand off: the next batch reads and writes the store while this
         one's events go out and its messages are settled."""
         svc = self._service()
-        inbound = [published(to_inbound(m)) for m in batch.msgs]
+        inbound = [self._inbound(m) for m in batch.msgs]
         stored = await svc.write_batch(svc.collect(inbound, batch.now, batch.reads))
         batch.hand_off()
         async with self._announcing:
             verdicts = await svc.announce(stored)
             await self._settle(batch, inbound, verdicts)
+
+    def _inbound(self, m: Msg) -> Inbound:
+        found = self._read.pop(m.metadata.sequence.stream, None)
+        return found if found is not None else published(to_inbound(m))
 
     @staticmethod
     async def _settle(batch: Batch[Read], inbound: list[Inbound],
