@@ -86,12 +86,14 @@ def _read(g: Grants, family: MessageFamily, r: Reader) -> None:
         g.allow(g.publish, why, [f"{API}.STREAM.NAMES", f"{API}.CONSUMER.CREATE.{stream}",
                                  f"$JS.FC.{stream}.>"])
         return
-    name = durable_name(r)
-    if r.role is not Role.WORKER:  # the workers manage every consumer (MANAGE_STREAMS)
-        g.allow(g.publish, why, [f"{API}.CONSUMER.{op}.{stream}.{name}" for op in
-                                 ("DURABLE.CREATE", "INFO", "DELETE", "MSG.NEXT")])
-    g.allow(g.publish, why, [f"$JS.ACK.{stream}.{name}.>"])
-    g.allow(g.subscribe, why, [f"{ADVISORY}.{stream}.{name}"])
+    names = (own_durables(family, r.durable) if r.durable is not None and r.fixed_durable
+             else [durable_name(r)])
+    for name in names:
+        if r.role is not Role.WORKER:  # the workers manage every consumer (MANAGE_STREAMS)
+            g.allow(g.publish, why, [f"{API}.CONSUMER.{op}.{stream}.{name}" for op in
+                                     ("DURABLE.CREATE", "INFO", "DELETE", "MSG.NEXT")])
+        g.allow(g.publish, why, [f"$JS.ACK.{stream}.{name}.>"])
+        g.allow(g.subscribe, why, [f"{ADVISORY}.{stream}.{name}"])
 
 
 def grants(role: Role) -> Grants:

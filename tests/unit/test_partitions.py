@@ -24,7 +24,8 @@ from contracts.shared.partitions import (
     transform,
     unpartitioned,
 )
-from deploy.grants import workers_own
+from contracts.shared.roles import Role
+from deploy.grants import grants, workers_own
 from workers.durables import consumer_config
 from workers.streams import stream_configs
 
@@ -85,6 +86,11 @@ def test_the_declaration_gives_the_stream_its_transform_and_the_durables_their_n
     denied, _ = workers_own()  # every name any count could give is the workers' own
     assert "$JS.API.CONSUMER.*.DECISIONS.recorder-31" in denied
     assert "$JS.API.CONSUMER.*.DECISIONS.recorder" in denied
+    worker = grants(Role.WORKER)  # and the workers may acknowledge on every one
+    assert {"$JS.ACK.DECISIONS.recorder.>", "$JS.ACK.DECISIONS.recorder-0.>",
+            "$JS.ACK.DECISIONS.recorder-31.>"} <= set(worker.publish)
+    assert "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.DECISIONS.recorder-7" in \
+        worker.subscribe
 
 
 @given(st.integers(1, 32), st.integers(1, 12), st.data())
