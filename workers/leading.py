@@ -105,8 +105,12 @@ class LeadingPullers:
         return all(puller.running for _, puller in self._held.values())
 
     async def start(self) -> None:
-        # The first round here, so a lone replica records once `start` returns.
-        await self._round()
+        # The first round here, so a lone replica records once `start` returns (a failed
+        # one is tried again by the loop, like any round).
+        try:
+            await self._round()
+        except Exception:
+            log.exception("first partition round failed; trying again")
         self._loop = asyncio.create_task(self._run(), name=f"leases:{self.stream}")
 
     async def stop(self, timeout: float) -> None:
