@@ -31,20 +31,8 @@ from contracts.impact.summary import CorrectionImpact, summarize
 from contracts.impact.views import DecisionView, PlanLink
 from contracts.impact.walk import ImpactWalk
 from store.database import DECISIONS, ID_CHUNK, PLANS, Document, find_by_ids
+from store.impact_children import VIEW_FIELDS, children_capped, children_within
 from store.translate import translate_errors
-
-VIEW_FIELDS = {
-    "plan_id": 1, "decision_type": 1, "parent_decision_id": 1, "sequence_number": 1,
-    "downstream_decision_ids": 1, "downstream_plan_ids": 1, "artifacts_produced": 1,
-    "created_at": 1, "superseded_by": 1,
-}
-
-
-READ_BATCH = 500
-"""Documents per round trip of a children cursor: what the walk may read past its limit
-is a few of these."""
-READERS = 8
-"""Children cursors read at once (each over one chunk of parents)."""
 
 
 def _current(doc: Document, target: str) -> bool:
@@ -133,7 +121,7 @@ class ImpactReader:
         budget = None if room is None else room - len(certain)
         found, kids, roots, plan_docs = await asyncio.gather(
             find_by_ids(self._decisions, missing, VIEW_FIELDS),
-            self._children(certain, walk, budget),
+            children_within(self._decisions, certain, walk, budget),
             self._current_where("plan_id", walk.plan_ids_wanted, roots_only=True),
             find_by_ids(self._plans, walk.plan_ids_wanted, {"parent_plan_id": 1}))
         if kids is None:
@@ -141,7 +129,7 @@ class ImpactReader:
         for d in (*found, *roots):
             seen[d["_id"]] = d
         others = [i for i in wanted if i in seen and i not in certain]
-        more, overflowing = await self._children_capped(others, walk, room)
+        more, overflowing = await children_capped(self._decisions, others, walk, room)
         for d in (*kids, *more):
             seen[d["_id"]] = d
         by_parent = _grouped((*kids, *more), "parent_decision_id")
@@ -153,65 +141,6 @@ class ImpactReader:
             {p: PlanLink(parents.get(p), _began(plan_roots.get(p, ())))
              for p in walk.plan_ids_wanted},
             overflowing)
-
-    async def _children(self, parents: Sequence[str], walk: ImpactWalk,
-                        budget: int | None) -> list[Document] | None:
-        """The current children of `parents` (frontier decisions the walk always
-        follows, so each new child is an affected decision); None as soon as more than
-        `budget` of them are new. Streamed: at most READERS cursors at once, each
-        holding a batch."""
-        if budget is not None and budget < 0:
-            return []  # the frontier alone is over the limit: `expand` stops there
-        out: list[Document] = []
-        new = 0
-        over = False
-
-        async def read(chunk: list[str]) -> None:
-            nonlocal new, over
-            query = {"parent_decision_id": {"$in": chunk}, "superseded_by": None}
-            async with self._decisions.find(query, VIEW_FIELDS,
-                                            batch_size=READ_BATCH) as cursor:
-                async for d in cursor:
-                    if over:
-                        return
-                    out.append(d)
-                    if budget is not None and walk.fresh(d["_id"]):
-                        new += 1
-                        over = new > budget
-                        if over:
-                            return
-
-        chunks = _chunks(parents)
-        for i in range(0, len(chunks), READERS):
-            await asyncio.gather(*(read(c) for c in chunks[i:i + READERS]))
-            if over:
-                return None
-        return out
-
-    async def _children_capped(self, parents: Sequence[str], walk: ImpactWalk,
-                               room: int | None) -> tuple[list[Document], set[str]]:
-        """The current children of frontier decisions the walk may or may not visit
-        (declared dependents, the target): at most `room` + 1 new ones of each (whose
-        children were cut short are returned apart: only if the walk visits it is it
-        over its limit)."""
-        if not parents:
-            return [], set()
-        if room is None:
-            return await self._current_where("parent_decision_id", parents), set()
-        out: list[Document] = []
-        overflowing: set[str] = set()
-        for parent in parents:
-            new = 0
-            query = {"parent_decision_id": parent, "superseded_by": None}
-            async with self._decisions.find(query, VIEW_FIELDS,
-                                            batch_size=READ_BATCH) as cursor:
-                async for d in cursor:
-                    out.append(d)
-                    new += walk.fresh(d["_id"])
-                    if new > room:
-                        overflowing.add(parent)
-                        break
-        return out, overflowing
 
     async def impact(self, target_decision_id: str, limit: int | None = None
                      ) -> CorrectionImpact:

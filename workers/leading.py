@@ -64,9 +64,12 @@ Probe = Callable[[], Awaitable[list[Partition]]]
 class LeadingPullers:
     """The `BatchPuller`s of the partitions this replica holds the leases of.
 
-    Looks like a puller to the app (stream, consumers, running, metrics, start, stop),
-    so readiness, metrics and shutdown treat it like the others: a replica holding no
-    partition is ready."""
+    Two loops: one renews every lease this replica holds, including those of partitions
+    it is letting go of (until their pullers have settled what they hold and the lease
+    is released), so a slow hand-over never lets a lease expire under a puller still
+    recording; the other balances. Looks like a puller to the app (stream, consumers,
+    running, metrics, start, stop), so readiness, metrics and shutdown treat it like the
+    others: a replica holding no partition is ready."""
 
     def __init__(self, make: MakePuller, partitions: Sequence[Partition], leases: Leases,
                  view: ReadView, *, owner: str, stream: str, graceful_timeout: float,
@@ -82,11 +85,15 @@ class LeadingPullers:
         self.stream = stream
         self.metrics: Metrics | None = None
         self._held: dict[str, tuple[Partition, BatchPuller[Any]]] = {}
+        self._leaving: dict[str, asyncio.Task[None]] = {}
+        """Partitions being handed over: still leased (and renewed) until released."""
         self._valid_until = utc_now()
         self._rounds = 0
         self._loop: asyncio.Task[None] | None = None
+        self._renewer: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
         self.every = max(0.2, min(1.0, leases.ttl.total_seconds() / 3))
+        self._renew_every = max(0.2, leases.ttl.total_seconds() / 3)
 
     @property
     def consumers(self) -> list[tuple[str, str]]:
@@ -99,14 +106,16 @@ class LeadingPullers:
 
     @property
     def running(self) -> bool:
-        """The lease loop is alive, and so is every puller of a partition held."""
-        if self._loop is None or self._loop.done():
+        """The lease loops are alive, and so is every puller of a partition held."""
+        if any(t is None or t.done() for t in (self._loop, self._renewer)):
             return False
         return all(puller.running for _, puller in self._held.values())
 
     async def start(self) -> None:
         # The first round here, so a lone replica records once `start` returns (a failed
         # one is tried again by the loop, like any round).
+        self._renewer = asyncio.create_task(self._renew_forever(),
+                                            name=f"lease-renewal:{self.stream}")
         try:
             await self._round()
         except Exception:
@@ -119,9 +128,15 @@ class LeadingPullers:
             self._loop.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._loop
-        # Together: each finishes its batch in hand; then handed over at once.
-        await asyncio.gather(*(self._let_go(lease, "stopping", timeout)
-                               for lease in list(self._held)))
+        # Together: each finishes its batch in hand, its lease still renewed; then
+        # handed over at once.
+        for lease in list(self._held):
+            self._hand_over(lease, "stopping", timeout)
+        await asyncio.gather(*self._leaving.values(), return_exceptions=True)
+        if self._renewer is not None:
+            self._renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._renewer
 
     async def _run(self) -> None:
         while not self._stopping.is_set():
@@ -130,6 +145,30 @@ class LeadingPullers:
                 await self._round()
             except Exception:  # a bug here must not end the recording for good
                 log.exception("partition round failed; trying again")
+
+    async def _renew_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self._renew_every)
+            try:
+                await self._renew()
+            except Exception as exc:  # the database is unreachable: nothing is known
+                if self._held and utc_now() >= self._valid_until:
+                    log.warning("cannot renew the %s leases (%s) and they have expired: "
+                                "recording stops", self.stream, type(exc).__name__)
+                    for lease in list(self._held):
+                        self._hand_over(lease, "lease expired", self._graceful,
+                                        release=False)
+
+    async def _renew(self) -> None:
+        now = utc_now()
+        for lease in list(self._leaving):  # a lost one is simply not renewed
+            await self._leases.renew(lease, self._owner, now)
+        for lease in list(self._held):
+            if not await self._leases.renew(lease, self._owner, now):
+                log.warning("the %s lease passed to another replica: recording it stops",
+                            lease)
+                self._hand_over(lease, "lease lost", self._graceful, release=False)
+        self._valid_until = now + self._leases.ttl
 
     def _in_use(self) -> list[Partition]:
         return [*self._partitions, *self._leftover]
@@ -141,42 +180,27 @@ class LeadingPullers:
                 self._leftover = await self._probe()
             except Exception as exc:  # NATS unreachable: look again next time
                 log.debug("looking for durables left to drain failed: %s", exc)
+        self._rounds += 1
         try:
-            await self._renew(now)
             view = await self._view([p.lease for p in self._in_use()], now)
-        except Exception as exc:  # the database is unreachable: nothing is known
-            if self._held and utc_now() >= self._valid_until:
-                log.warning("cannot renew the %s leases (%s) and they have expired: "
-                            "recording stops", self.stream, type(exc).__name__)
-                await asyncio.gather(*(self._let_go(lease, "lease expired", self._graceful,
-                                                    release=False)
-                                       for lease in list(self._held)))
+        except Exception as exc:  # the renewals decide what an outage stops
+            log.debug("reading the %s leases failed: %s", self.stream, exc)
             return
-        finally:
-            self._rounds += 1
-        self._valid_until = now + self._leases.ttl
         await self._balance(view, now)
-
-    async def _renew(self, now: datetime) -> None:
-        for lease in list(self._held):
-            if not await self._leases.renew(lease, self._owner, now):
-                log.warning("the %s lease passed to another replica: recording it stops",
-                            lease)
-                await self._let_go(lease, "lease lost", self._graceful, release=False)
 
     async def _balance(self, view: LeaseView, now: datetime) -> None:
         in_use = {p.lease: p for p in self._in_use()}
         for lease in [x for x in self._held if x not in in_use]:
-            await self._let_go(lease, "no longer in use", self._graceful)
+            self._hand_over(lease, "no longer in use", self._graceful)
         todo = moves(self._owner, list(in_use), set(self._held), view.holders, view.live)
         for lease in todo.release:
-            await self._let_go(lease, f"its share went to another of {len(view.live)} "
-                               "live workers", self._graceful)
+            self._hand_over(lease, f"its share went to another of {len(view.live)} live "
+                            "workers", self._graceful)
         wanted = todo.wanted
         for lease in todo.take:
             if wanted <= 0 or self._stopping.is_set():
                 return
-            if await self._take(in_use[lease], now):
+            if lease not in self._leaving and await self._take(in_use[lease], now):
                 wanted -= 1
 
     async def _take(self, partition: Partition, now: datetime) -> bool:
@@ -202,15 +226,27 @@ class LeadingPullers:
                  partition.durable)
         return True
 
-    async def _let_go(self, lease: str, why: str, timeout: float, *,
-                      release: bool = True) -> None:
+    def _hand_over(self, lease: str, why: str, timeout: float, *,
+                   release: bool = True) -> None:
+        """Stop recording the partition in the background (its batch in hand is settled
+        meanwhile, its lease renewed), then release the lease (unless it is no longer
+        ours)."""
         held = self._held.pop(lease, None)
         if held is None:
             return
+        self._leaving[lease] = asyncio.create_task(
+            self._let_go(lease, held, why, timeout, release=release),
+            name=f"hand-over:{lease}")
+
+    async def _let_go(self, lease: str, held: tuple[Partition, BatchPuller[Any]],
+                      why: str, timeout: float, *, release: bool) -> None:
         partition, puller = held
-        await puller.stop(timeout)
-        log.info("this replica let go of %s (%s): recording %s stopped", lease, why,
-                 partition.durable)
-        if release:
-            with contextlib.suppress(Exception):
-                await self._leases.release(lease, self._owner)
+        try:
+            await puller.stop(timeout)
+            log.info("this replica let go of %s (%s): recording %s stopped", lease, why,
+                     partition.durable)
+            if release:
+                with contextlib.suppress(Exception):
+                    await self._leases.release(lease, self._owner)
+        finally:
+            self._leaving.pop(lease, None)

@@ -16,7 +16,8 @@ from contracts.decisions.model import Decision
 from contracts.decisions.types import DecisionType
 from store.database import Document, ensure_indexes
 from store.decisions import to_document
-from store.impact import READ_BATCH, ImpactReader
+from store.impact import ImpactReader
+from store.impact_children import READ_BATCH
 from tests.bulk import load_plan
 from tests.impact_graph import ImpactGraph, compute_impact
 from tests.integration.bounds_support import Commands, cost, counted_client

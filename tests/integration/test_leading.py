@@ -39,6 +39,8 @@ class FakePuller:
         self.running = True
 
     async def stop(self, timeout: float) -> None:
+        # A batch in hand settled slowly (a loaded machine): longer than the lease.
+        await asyncio.sleep(self._board.stop_seconds)
         self.running = False
 
 
@@ -48,6 +50,7 @@ class Board:
 
     pullers: list[FakePuller] = field(default_factory=list)
     overlaps: list[str] = field(default_factory=list)
+    stop_seconds: float = 0.0
 
     def started(self, p: FakePuller) -> None:
         if any(q.running and q.durable == p.durable for q in self.pullers):
@@ -94,11 +97,11 @@ class Replica:
         """Its loops and pullers stop and nothing is released: its leases and heartbeat
         expire."""
         await self.quiet()
-        loop = self.pullers._loop
-        assert loop is not None
-        loop.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await loop
+        for loop in (self.pullers._loop, self.pullers._renewer):
+            assert loop is not None
+            loop.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await loop
         for p in board.pullers:
             if p.owner == self.name:
                 p.running = False
@@ -179,3 +182,20 @@ async def test_six_partitions_spread_over_three_replicas_and_follow_stops_and_jo
     for r in (reps[0], *joined):
         await r.stop()
     assert board.recording() == 0
+
+
+async def test_a_hand_over_slower_than_the_lease_never_lets_two_record(
+        db: AsyncDatabase[Document]) -> None:
+    """The lease of a partition being handed over stays renewed until its puller has
+    settled what it held, however long that takes: the joiner waits for it."""
+    board = Board(stop_seconds=3 * TTL)
+    two = partitions("decisions.recorded", "recorder", 2)
+    a = replica(db, "a", board, two)
+    await a.start()
+    assert len(a.pullers.held) == 2
+    b = replica(db, "b", board, two)
+    await b.start()
+    await until(lambda: board.spread() == {"a": 1, "b": 1}, seconds=15)
+    assert board.overlaps == []
+    await asyncio.gather(a.stop(), b.stop())
+    assert board.overlaps == [] and board.recording() == 0
