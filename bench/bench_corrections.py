@@ -261,7 +261,8 @@ def main() -> None:
         bare = " / ".join(f"{v:.2f}" for v in r.bare.values())
         print(f"{r.plan:>10,} | {r.subtree:>8,} | {r.impact:>10.3f} | {r.rounds:>6} | "
               f"{r.latency:>18.3f} | {bare:>26} | {r.latency / r.best_bare:>5.2f}")
-    print(f"\nbare: one transaction of update_many, `$in` chunks of "
+    print(f"load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    print(f"bare: one transaction of update_many, `$in` chunks of "
           f"{' / '.join(str(c or 'all') for c in BARE_CHUNKS)} IDs; ratio: revert latency "
           "over the fastest of them")
 

@@ -13,6 +13,9 @@ reads each process's CPU time from /proc before and after, so the table shows ho
 recording CPU splits across the processes. Each count records into a database of its
 own, on the same servers.
 
+The first worker count also times 2,000 decisions offered at `--paced-rate` per
+second (publish to `persisted`: the latency when the recorder keeps up).
+
 Then it inserts the very documents the first run stored into a fresh collection with the
 same indexes, with `insert_many` in batches of the recorder's batch size, on the same
 server (`--bare-runs` times, the median counts): recorder / bare is the first run's rate
@@ -168,6 +171,8 @@ class Run:
     burst: dict[str, float]
     cpu: dict[str, float]
     """CPU seconds per 1,000 decisions of each process during the burst."""
+    paced: dict[str, float] | None = None
+    """The latency run at `--paced-rate` (first worker count only)."""
 
     @property
     def worker_cpu(self) -> list[float]:
@@ -188,7 +193,11 @@ async def one_run(k: int, ns_url: str, mongo: Any, args: argparse.Namespace,
         cpu0 = cpu_seconds(pids)
         burst = await run_load(ns_url, sent, None)
         cpu1 = cpu_seconds(pids)
-        return Run(k, burst, per_1000(cpu0, cpu1, len(sent)))
+        paced = None
+        if args.paced_rate and seed == 0:
+            paced = await run_load(ns_url, interleaved(args.plans, 2000 // args.plans, 7),
+                                   args.paced_rate)
+        return Run(k, burst, per_1000(cpu0, cpu1, len(sent)), paced)
     finally:
         for p in procs:
             p.terminate()
@@ -197,9 +206,10 @@ async def one_run(k: int, ns_url: str, mongo: Any, args: argparse.Namespace,
 
 def report(args: argparse.Namespace, runs: list[Run], bare: dict[str, Any],
            batch: int) -> None:
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"\nRecorder bench: {args.decisions} decisions in {args.plans} plans per run, "
           f"{args.partitions} partitions, batch {batch}, {os.cpu_count()} cores, nats-server "
-          "+ secantusd-py on loopback\n")
+          f"+ secantusd-py on loopback; load average at the end {load}\n")
     print(f"{'workers':>7} {'decisions/s':>12} {'p50 ms':>8} {'p99 ms':>8} "
           f"{'workers CPU s/1000':>19}   split (s/1000 per process)   mongo  publisher")
     print("-" * 110)
@@ -209,6 +219,11 @@ def report(args: argparse.Namespace, runs: list[Run], bare: dict[str, Any],
               f"{r.burst['p99']:>8.0f} {sum(r.worker_cpu):>19.3f}   {split:<28} "
               f"{r.cpu.get('mongo', float('nan')):>5.3f}  {r.cpu.get('publisher', 0):.3f}")
     print("-" * 110)
+    paced = runs[0].paced
+    if paced:
+        print(f"paced, {args.paced_rate:.0f}/s offered, 2,000 decisions, {runs[0].workers} "
+              f"worker(s): publish -> persisted p50 {paced['p50']:.1f} ms, "
+              f"p99 {paced['p99']:.1f} ms")
     print(f"bare insert_many, same docs, same indexes: {bare['rate']:.0f}/s (median of "
           f"{', '.join(f'{x:.0f}' for x in bare['runs'])}); CPU s/1000: {shown(bare['cpu'])}")
     first = runs[0]
@@ -230,6 +245,8 @@ async def main() -> None:
     ap.add_argument("--workers", default="1,2,3")
     ap.add_argument("--partitions", type=int, default=6)
     ap.add_argument("--bare-runs", type=int, default=3)
+    ap.add_argument("--paced-rate", type=float, default=200.0,
+                    help="offered rate (decisions/s) of the latency run (0: none)")
     args = ap.parse_args()
     counts = [int(x) for x in args.workers.split(",")]
     batch = Settings.from_env().recorder_batch_size  # the workers' own, RECORDER_BATCH_SIZE
