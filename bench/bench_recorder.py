@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -245,14 +246,19 @@ async def main() -> None:
     ap.add_argument("--workers", default="1,2,3")
     ap.add_argument("--partitions", type=int, default=6)
     ap.add_argument("--bare-runs", type=int, default=3)
+    ap.add_argument("--keep", metavar="DIR", default=None,
+                    help="keep the servers' data and the workers' logs under DIR")
     ap.add_argument("--paced-rate", type=float, default=200.0,
                     help="offered rate (decisions/s) of the latency run (0: none)")
     args = ap.parse_args()
     counts = [int(x) for x in args.workers.split(",")]
     batch = Settings.from_env().recorder_batch_size  # the workers' own, RECORDER_BATCH_SIZE
 
-    with tempfile.TemporaryDirectory() as tmp:
+    kept = contextlib.nullcontext(tempfile.mkdtemp(dir=args.keep)) if args.keep else None
+    with kept or tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp)
+        if args.keep:
+            print(f"servers' data and the workers' logs kept in {data}", flush=True)
         ns = start_nats(data, port=free_port())
         ms = start_mongo(data, port=free_port())
         try:
