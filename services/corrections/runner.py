@@ -64,6 +64,10 @@ class PlanRunner:
         self.policy = policy
         self._worker_id = worker_id
         self._clock = clock
+        self._holding_plans: set[str] = set()
+        """Plans a runner of this process holds the lease of: never orphaned here, even
+        while a long transaction keeps their lease from being renewed (it holds the
+        lease document until it commits)."""
 
     async def run_plan(self, plan_id: str) -> bool:
         """Work the plan's unfinished corrections, oldest arrival first, until none remain.
@@ -96,9 +100,11 @@ class PlanRunner:
         """Keep the lease just acquired renewed while the body runs, then release it."""
         beat = asyncio.create_task(self._renew_lease(plan_id, owner),
                                    name=f"lease-heartbeat:{plan_id}")
+        self._holding_plans.add(plan_id)
         try:
             yield
         finally:
+            self._holding_plans.discard(plan_id)
             beat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await beat
@@ -129,7 +135,7 @@ class PlanRunner:
         if not plans:
             return [], after
         live = await self._store.leases.live(plans, self._clock())
-        return [p for p in plans if p not in live], after
+        return [p for p in plans if p not in live and p not in self._holding_plans], after
 
     async def _advance(self, correction_id: str, owner: str) -> Correction:
         impact: CorrectionImpact | None = None
