@@ -41,7 +41,7 @@ COMMANDS = ConsumerSpec(ack_wait="corrections_ack_wait_seconds",
                         batch_size="corrections_batch_size")
 """Every command consumer's settings (the cancel adds its waits)."""
 DEAD_LETTER_RETRY = Publisher(Role.OPERATOR, "agents dead-letters retry: a dead letter "
-                              "republished to the subject it was first sent to")
+                              "republished to the subject it was first sent to", signs=False)
 
 
 def _command(prefix: str, body: type[BaseModel], durable: str, *, sent_by: str,

@@ -27,7 +27,7 @@ VIOLATIONS = MessageFamily(
     publishers=(
         Publisher(Role.AGENT, "DecisionRecorder.report_violation (clients.recorder)"),
         Publisher(Role.OPERATOR, "agents dead-letters retry: a dead letter republished to "
-                  "the subject it was first sent to"),
+                  "the subject it was first sent to", signs=False),
     ),
     readers=(Reader(Role.WORKER, Via.DURABLE, "the violations consumer (workers.invariants)",
                     durable=subjects.VIOLATIONS_DURABLE,

@@ -28,7 +28,7 @@ RECORDED = MessageFamily(
         Publisher(Role.AGENT, "DecisionRecorder.record (clients.recorder)"),
         Publisher(Role.WORKER, "the reconciler: a new plan's invariant_enforced decisions"),
         Publisher(Role.OPERATOR, "agents dead-letters retry: a dead letter republished to "
-                  "the subject it was first sent to"),
+                  "the subject it was first sent to", signs=False),
     ),
     readers=(Reader(
         Role.WORKER, Via.DURABLE, "the recorder (workers.recorder)",

@@ -107,6 +107,9 @@ class Publisher:
     """What publishes it (a client call, a command, a worker)."""
     subject: str | None = None
     """A narrower pattern than the family's (a literal in place of a token), if any."""
+    signs: bool = True
+    """False: it republishes messages others signed (a dead letter's retry keeps the
+    original Ledger-* headers), so its role is not one a signer of the family may have."""
 
 
 @dataclass(frozen=True, slots=True)
