@@ -67,6 +67,14 @@ def _env_profile() -> StreamProfile:
                          f"{', '.join(p.value for p in StreamProfile)}") from None
 
 
+def _env_require_signatures() -> bool:
+    """REQUIRE_SIGNATURES, or by default on in the production profile, unless that runs
+    as a test rig (ALLOW_UNAUTHENTICATED), and off in development."""
+    if os.environ.get("REQUIRE_SIGNATURES", "").strip():
+        return _env_bool("REQUIRE_SIGNATURES")
+    return _env_profile() is StreamProfile.PRODUCTION and not _env_bool("ALLOW_UNAUTHENTICATED")
+
+
 def _env_floats(name: str, default: tuple[float, ...]) -> tuple[float, ...]:
     raw = os.environ.get(name)
     return tuple(float(x) for x in raw.split(",") if x.strip()) if raw else default
@@ -153,5 +161,12 @@ def read_settings(kind: type[Settings]) -> Settings:
         stream_max_bytes=_env_int("STREAM_MAX_BYTES", 0) or None,
         stream_max_age_seconds=_env_float("STREAM_MAX_AGE_SECONDS", 0.0) or None,
         nats_credentials=NatsCredentials.from_env(),
+        ledger_principals=Path(principals) if (principals := os.environ.get(
+            "LEDGER_PRINCIPALS")) else None,
+        require_signatures=_env_require_signatures(),
+        signature_max_skew_seconds=_env_float("SIGNATURE_MAX_SKEW_SECONDS",
+                                              kind.signature_max_skew_seconds),
+        created_at_max_skew_seconds=_env_float("CREATED_AT_MAX_SKEW_SECONDS",
+                                               kind.created_at_max_skew_seconds),
         crash_at=os.environ.get("CORRECTIONS_CRASH_AT") or None,
     )

@@ -99,7 +99,8 @@ def open_ledger(settings: Settings, nats: NatsSource, role: Role = OPERATOR) -> 
     recorder = RecorderService(
         store.recorder, store.dead_letters, publisher,
         RecorderPolicy(parent_wait_seconds=settings.recorder_parent_wait_seconds,
-                       max_payload_bytes=settings.max_payload_bytes),
+                       max_payload_bytes=settings.max_payload_bytes,
+                       created_at_max_skew_seconds=settings.created_at_max_skew_seconds),
         waits=store.parent_waits)
     corrections = CorrectionService(
         store, publisher, Archive(settings.resolved_archive_root(), settings.artifacts_root,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Protocol
 
@@ -34,6 +34,14 @@ class RecorderPolicy:
     max_backoff_seconds: float = 5.0
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
     """A larger message is dead-lettered unread (payload_too_large)."""
+    created_at_max_skew_seconds: float | None = 300.0
+    """How far a sent created_at may be from the stream's time (created_at_skew);
+    None: not checked."""
+
+    @property
+    def created_at_max_skew(self) -> timedelta | None:
+        s = self.created_at_max_skew_seconds
+        return None if s is None else timedelta(seconds=s)
 
     def backoff(self, waited: float) -> float:
         """About as long again as it has waited: 0.25 s, 0.25 s, 0.5 s, 1 s, 2 s, ...

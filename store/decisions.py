@@ -26,8 +26,10 @@ ROOT_QUERY: Document = {"decision_type": "prompt_definition", "is_correction": F
 """A plan's root (served by the partial unique index one_root_per_plan)."""
 
 
-INTERNAL_FIELDS = ("_id", "content_hash", "recorded_from")
-"""Bookkeeping beside the Decision's own fields: what a redelivery is compared against."""
+INTERNAL_FIELDS = ("_id", "content_hash", "recorded_from", "recorded_by", "verified",
+                   "signature")
+"""Bookkeeping beside the Decision's own fields: what a redelivery is compared against,
+and who recorded it as the ledger verified (store.provenance reads those)."""
 
 
 def to_document(decision: Decision, content_hash: str | None = None,

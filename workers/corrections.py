@@ -33,6 +33,7 @@ from contracts.corrections.requests import (
     RetryRequest,
 )
 from contracts.corrections.wire import read_cancel, read_fail, read_request, read_retry
+from contracts.shared.families import MessageFamily
 from contracts.shared.inbound import Inbound
 from contracts.shared.rules import RuleViolation
 from contracts.shared.subject_tokens import plan_of
@@ -49,11 +50,16 @@ Service = Callable[[], CorrectionService]
 class _Commands:
     """What every command handler shares: the unreadable and exhausted paths."""
 
-    prefix: str
+    family: MessageFamily
 
     def __init__(self, deps: Deps) -> None:
         self._service: Service = deps.corrections
         self._settings = deps.settings
+        self.trust = deps.trust_for(self.family)
+
+    @property
+    def prefix(self) -> str:
+        return self.family.name
 
     def extra_deliveries(self) -> int:
         return 0
@@ -101,7 +107,7 @@ class RequestConsumer(_Commands):
     """corrections.requested.*: record each request PENDING (in stream order: the plan's
     order), try to drive the plans, then ack every recorded request."""
 
-    prefix = families.REQUESTED.name
+    family = families.REQUESTED
 
     def __init__(self, deps: Deps) -> None:
         super().__init__(deps)
@@ -130,7 +136,7 @@ class RequestConsumer(_Commands):
 class CancelConsumer(_Commands):
     """corrections.cancel.*: cancel, or report the refusal."""
 
-    prefix = families.CANCEL.name
+    family = families.CANCEL
 
     def read(self, m: Msg, now: datetime) -> CancelRequest | Unreadable:
         return read_cancel(m.subject, m.data,
@@ -165,7 +171,7 @@ class FailConsumer(_Commands):
     """corrections.fail.*: an operator ends a correction stuck in ANALYZING or EXECUTING
     FAILED, or the refusal is reported."""
 
-    prefix = families.FAIL.name
+    family = families.FAIL
 
     def read(self, m: Msg, now: datetime) -> FailRequest | Unreadable:
         return read_fail(m.subject, m.data, max_payload_bytes=self._settings.max_payload_bytes)
@@ -187,7 +193,7 @@ class RetryConsumer(_Commands):
     refusal is reported; then the retried plans are driven (the recovery sweep takes
     them up if this fails)."""
 
-    prefix = families.RETRY.name
+    family = families.RETRY
 
     def read(self, m: Msg, now: datetime) -> RetryRequest | Unreadable:
         return read_retry(m.subject, m.data, max_payload_bytes=self._settings.max_payload_bytes)

@@ -54,6 +54,7 @@ class ReconcilerConsumer:
         self._service: Service = deps.invariants
         self._settings = deps.settings
         self._dead_letters = deps.dead_letters
+        self.trust = deps.trust_for(PERSISTED)  # None: the recorder's own events
 
     def read(self, m: Msg, now: datetime) -> DecisionPersisted | None:
         read = read_persisted_root(m.data, self._settings.max_payload_bytes)
@@ -112,6 +113,7 @@ class ViolationConsumer:
     def __init__(self, deps: Deps) -> None:
         self._service: Service = deps.invariants
         self._settings = deps.settings
+        self.trust = deps.trust_for(VIOLATIONS)
 
     def extra_deliveries(self) -> int:
         return 0

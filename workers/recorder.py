@@ -61,12 +61,15 @@ class RecorderConsumer:
     def __init__(self, deps: Deps) -> None:
         self._service: Callable[[], RecorderService] = deps.recorder
         self._settings = deps.settings
+        self.trust = deps.trust_for(RECORDED)
         # Batches announce in the order they committed (asyncio's lock is first come,
         # first served, and each batch asks for it as soon as it hands off).
         self._announcing = asyncio.Lock()
 
     def read(self, m: Msg, now: datetime) -> Read:
-        return read_message(to_inbound(m), now, self._service().policy.max_payload_bytes)
+        policy = self._service().policy
+        return read_message(to_inbound(m), now, policy.max_payload_bytes,
+                            policy.created_at_max_skew)
 
     def unreadable(self, m: Msg, why: RuleViolation) -> Read:
         return Invalid(m.metadata.sequence.stream, subject_plan(m.subject), (why,))
@@ -76,7 +79,8 @@ class RecorderConsumer:
         one's events go out and its messages are settled."""
         svc = self._service()
         inbound = [to_inbound(m) for m in batch.msgs]
-        stored = await svc.write_batch(svc.collect(inbound, batch.now, batch.reads))
+        stored = await svc.write_batch(svc.collect(inbound, batch.now, batch.reads,
+                                                   batch.identities))
         batch.hand_off()
         async with self._announcing:
             verdicts = await svc.announce(stored)

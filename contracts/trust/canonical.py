@@ -18,7 +18,7 @@ from typing import cast
 
 import rfc8785
 
-_quote = cast(Callable[[str], str], json.encoder.encode_basestring)  # type: ignore[attr-defined]
+_quote: Callable[[str], str] = json.encoder.encode_basestring
 """`json`'s C string encoder, non-ASCII kept: escapes exactly what JCS escapes (`"`,
 `\\`, and U+0000-U+001F as \\b \\t \\n \\f \\r or \\u00xx in lower-case hex)."""
 
@@ -39,7 +39,7 @@ def canonical(value: object) -> bytes:
     try:
         return _write(value).encode("utf-8")
     except (_Slow, UnicodeEncodeError):
-        return rfc8785.dumps(value)
+        return rfc8785.dumps(value)  # type: ignore[arg-type]
 
 
 def _write(value: object) -> str:

@@ -40,8 +40,9 @@ class TrustPolicy:
 
     def __post_init__(self) -> None:
         if self.required and self.directory is None:
-            raise ValueError("REQUIRE_SIGNATURES needs LEDGER_PRINCIPALS: the principals "
-                             "whose signatures are verified")
+            raise ValueError("REQUIRE_SIGNATURES (on by default in the production profile) "
+                             "needs LEDGER_PRINCIPALS, the principals whose signatures are "
+                             "verified; or set REQUIRE_SIGNATURES=0")
 
     def for_family(self, family: MessageFamily) -> FamilyTrust | None:
         """The check of an inbound family (None for an event: the workers' own)."""
@@ -81,3 +82,13 @@ class FamilyTrust:
 
 def principal_name(identity: Identity) -> str | None:
     return identity.principal.name if identity is not None else None
+
+
+def provenance(identity: Identity, by: str) -> dict[str, object]:
+    """What a stored record keeps of who sent it: `by` (recorded_by, requested_by, ...)
+    the verified principal's name or None, `verified`, and the signature to verify the
+    record again later (None when unverified)."""
+    if identity is None:
+        return {by: None, "verified": False, "signature": None}
+    return {by: identity.principal.name, "verified": True,
+            "signature": identity.signature.model_dump()}

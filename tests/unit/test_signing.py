@@ -42,7 +42,7 @@ def check(headers: dict[str, str], data: bytes, subject: str, *,
 def signed(body: dict[str, object] | None = None) -> tuple[bytes, dict[str, str], str]:
     body = body or _body()
     subject = f"decisions.recorded.{body['plan_id']}"
-    data, headers = AGENT.signed(KIND, subject, str(body["decision_id"]), body)
+    data, headers = AGENT.signed(KIND, subject, str(body["decision_id"]), body, now=NOW)
     return data, headers, subject
 
 
