@@ -140,7 +140,7 @@ def _print_corrections(d: Decision, touching: list[Correction]) -> None:
     for c in touching:
         role = "target" if c.decision_id == d.decision_id else "result"
         out.print(f"  {c.correction_id} {c.mode.value} ({role}) "
-                  f"{status_text(c.status.value)} by {escape(c.requested_by)}: "
+                  f"{status_text(c.status.value)} by {escape(c.requester)}: "
                   f"{escape(clip(c.guidance, 50))}")
 
 

@@ -82,8 +82,15 @@ class _Commands:
 
     async def _each(self, batch: Batch[Any], act: Callable[[Msg, Any], Awaitable[None]]
                     ) -> None:
-        """`act` on each readable command in order; an unreadable one is rejected."""
+        """`act` on each readable command in order; an unreadable one is rejected, and so
+        is one a verified operator sends about a plan outside its projects."""
+        svc = self._service()
+
         async def one(m: Msg, r: Any) -> None:
+            if not isinstance(r, Unreadable):
+                refused = await svc.scope_refusal(batch.identity(m), r.plan_id)
+                if refused is not None:
+                    r = Unreadable(r.plan_id, r.correction_id, (refused,))
             if isinstance(r, Unreadable):
                 await self._reject(batch, m, r)
             else:
@@ -123,7 +130,7 @@ class RequestConsumer(_Commands):
 
         async def record(m: Msg, r: CorrectionRequest) -> None:
             await svc.request_correction(r, arrival=m.metadata.sequence.stream,
-                                         trace=m.headers)
+                                         trace=m.headers, identity=batch.identity(m))
             recorded.append((m, r))
 
         await self._each(batch, record)
@@ -159,7 +166,8 @@ class CancelConsumer(_Commands):
                 await batch.nak(m, settings.corrections_retry_delay)
                 return
             outcome = await svc.cancel_correction(r.correction_id, r.reason,
-                                                  plan_id=r.plan_id)
+                                                  plan_id=r.plan_id,
+                                                  identity=batch.identity(m))
             if isinstance(outcome, CancelRefused):
                 log.info("cancel refused: %s", outcome.reason)
             await batch.ack(m)
@@ -180,7 +188,8 @@ class FailConsumer(_Commands):
         svc = self._service()
 
         async def fail(m: Msg, r: FailRequest) -> None:
-            outcome = await svc.fail_correction(r.correction_id, r.reason, plan_id=r.plan_id)
+            outcome = await svc.fail_correction(r.correction_id, r.reason, plan_id=r.plan_id,
+                                                identity=batch.identity(m))
             if isinstance(outcome, FailRefused):
                 log.info("fail refused: %s", outcome.reason)
             await batch.ack(m)
@@ -205,7 +214,7 @@ class RetryConsumer(_Commands):
         async def retry(m: Msg, r: RetryRequest) -> None:
             outcome = await svc.retry_correction(
                 r.correction_id, r.retry_id, plan_id=r.plan_id, reason=r.reason,
-                requested_by=r.requested_by)
+                identity=batch.identity(m))
             if isinstance(outcome, RetryRefused):
                 log.info("retry refused: %s", outcome.reason)
             else:

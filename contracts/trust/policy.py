@@ -17,6 +17,7 @@ from contracts.shared.families import Direction, MessageFamily
 from contracts.shared.roles import Role
 from contracts.shared.rules import Rule, RuleViolation
 from contracts.trust.principals import Directory
+from contracts.trust.signing import Signature
 from contracts.trust.verification import Refusal, Verified, verify_message
 
 Identity = Verified | None
@@ -82,6 +83,10 @@ class FamilyTrust:
 
 def principal_name(identity: Identity) -> str | None:
     return identity.principal.name if identity is not None else None
+
+
+def signature_of(identity: Identity) -> Signature | None:
+    return identity.signature if identity is not None else None
 
 
 def provenance(identity: Identity, by: str) -> dict[str, object]:

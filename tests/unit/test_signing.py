@@ -15,7 +15,7 @@ from contracts.trust.policy import FamilyTrust, TrustPolicy
 from contracts.trust.principals import Directory
 from contracts.trust.signing import SIG_HEADER, b64url, field_digests
 from contracts.trust.verification import Refusal, Verified, verify_message
-from tests.trust_support import ago, directory, member
+from tests.trust_support import directory, member
 
 AGENT = member("billing-agent", Role.AGENT)
 OTHER = member("other-agent", Role.AGENT)
@@ -95,7 +95,7 @@ def test_unknown_and_revoked_keys() -> None:
     data, headers, subject = signed()
     v = check(headers, data, subject, d=directory(OTHER))
     assert isinstance(v, Refusal) and v.rule is Rule.UNKNOWN_KEY
-    revoked = Directory(principals=(AGENT.principal(revoked_at=ago(60)),))
+    revoked = Directory(principals=(AGENT.principal(revoked_at=NOW - timedelta(seconds=60)),))
     v = check(headers, data, subject, d=revoked)
     assert isinstance(v, Refusal) and v.rule is Rule.KEY_REVOKED
     # Signed before the revocation: still the principal's (old records verify).
