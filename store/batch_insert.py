@@ -14,9 +14,9 @@ from pymongo.asynchronous.database import AsyncDatabase
 from contracts.decisions.model import Decision
 from contracts.decisions.plans import PlanStatus
 from contracts.recording.message import Candidate
-from store.database import DECISIONS, PLANS, Document
 from contracts.trust.ownership import Ownership
 from contracts.trust.policy import principal_name, provenance
+from store.database import DECISIONS, PLANS, Document
 from store.decisions import to_document
 from store.sequences import reserve_many
 

@@ -61,6 +61,7 @@ from contracts.shared.persistence import (
 )
 from contracts.shared.timestamps import utc_now
 from contracts.trust.ownership import Ownership
+from contracts.trust.signing import Signature
 from contracts.trust.policy import principal_name, provenance
 from services.ports.corrections import CorrectionStorePort
 from services.ports.invariants import EventFor, InvariantStorePort
@@ -652,8 +653,11 @@ class MemoryWriter:
         child = writes.child_plan
         if child.plan_id in st.plans:
             raise DuplicateRecord(f"plan {child.plan_id} exists")
+        parent = st.plans.get(writes.plan_id, {})
+        owned = {"owner": parent["owner"], "delegates": parent.get("delegates") or []} \
+            if parent.get("owner") else {}
         st.plans[child.plan_id] = {**child.model_dump(mode="python", exclude={"plan_id"}),
-                                   "next_sequence": 1}
+                                   "next_sequence": 1, **owned}
         _insert_decision(st, writes.child_root)
         _insert_decision(st, intervention)
         return [intervention, writes.child_root]
@@ -767,13 +771,15 @@ class MemoryViolations:
         self._db.transaction(write)
         return True
 
-    async def resolve(self, violation_id: str, resolved_by: str, at: datetime,
-                      event_for: EventFor) -> InvariantViolation:
+    async def resolve(self, violation_id: str, resolved_by: str | None, at: datetime,
+                      event_for: EventFor, signature: Signature | None = None
+                      ) -> InvariantViolation:
         vid = violation_id.upper()
         held = await self.require(vid)
         if held.resolved_at is not None:
             raise ViolationAlreadyResolved(held)
-        done = held.model_copy(update={"resolved_at": at, "resolved_by": resolved_by})
+        done = held.model_copy(update={"resolved_at": at, "resolved_by": resolved_by,
+                                       "resolution_signature": signature})
 
         def write(st: State) -> None:
             st.violations[vid] = done

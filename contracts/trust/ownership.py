@@ -18,9 +18,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from contracts.shared.errors import DomainError
 from contracts.shared.roles import Role
 from contracts.shared.rules import Rule, RuleViolation
 from contracts.trust.policy import Identity
+
+
+class Refused(DomainError):
+    """An act the principal may not do here (plan_owner, operator_scope): the rule."""
+
+    def __init__(self, violation: RuleViolation) -> None:
+        self.violation = violation
+        super().__init__(f"{violation.rule.value}: {violation.message}")
 
 
 @dataclass(frozen=True, slots=True)

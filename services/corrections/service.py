@@ -20,8 +20,8 @@ from contracts.impact.estimate import timing_samples, type_durations, types_with
 from contracts.impact.summary import CorrectionImpact, summarize
 from contracts.shared.ids import new_id
 from contracts.shared.persistence import DuplicateRecord
-from contracts.shared.timestamps import utc_now
 from contracts.shared.rules import RuleViolation
+from contracts.shared.timestamps import utc_now
 from contracts.shared.unreadable import Unreadable
 from contracts.trust.ownership import out_of_scope
 from contracts.trust.policy import Identity, signature_of
