@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bootstrap.identity import own_signer
 from bootstrap.nats_source import NatsSource
 from bootstrap.publisher import Publisher, PublisherOnDemand
 from bootstrap.settings import Settings
@@ -80,7 +81,7 @@ class Ledger:
         """The operator client over this ledger's NATS connection: every correction
         command (request, dry run, cancel, fail, retry) is sent by it, as by any client."""
         return CorrectionClient(await self.nats.client(), requested_by=requested_by,
-                                retry=OPERATOR_RETRY)
+                                retry=OPERATOR_RETRY, signer=own_signer(self.settings))
 
     async def close(self) -> None:
         """NATS first (its drain may still publish), then MongoDB."""
@@ -95,7 +96,7 @@ def open_ledger(settings: Settings, nats: NatsSource, role: Role = OPERATOR) -> 
     store = MongoStore.connect(settings.mongodb_uri, settings.mongodb_db,
                                lease_seconds=settings.corrections_lease_seconds,
                                timeout_ms=role.mongo_timeout_ms)
-    publisher = PublisherOnDemand(nats, role.publish_ack_timeout)
+    publisher = PublisherOnDemand(nats, role.publish_ack_timeout, own_signer(settings))
     recorder = RecorderService(
         store.recorder, store.dead_letters, publisher,
         RecorderPolicy(parent_wait_seconds=settings.recorder_parent_wait_seconds,

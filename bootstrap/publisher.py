@@ -18,7 +18,10 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 
 from bootstrap.nats_source import NatsSource
+from contracts.families import FAMILIES
+from contracts.shared.families import Direction
 from contracts.shared.ids import MSG_ID_HEADER
+from contracts.trust.signing import Signer
 from contracts.shared.outgoing import OutgoingEvent, StreamAck
 from services.ports.publishing import EventPublisher, MessagePublisher, NotStored
 
@@ -32,10 +35,29 @@ class Publisher(EventPublisher, MessagePublisher, Protocol):
     letter's retry."""
 
 
+def inbound_kind(subject: str) -> str | None:
+    """The inbound family `subject` belongs to (what a worker must sign: the reconciler's
+    invariant_enforced decisions), or None for an event."""
+    return next((f.name for f in FAMILIES if f.direction is Direction.INBOUND
+                 and subject.startswith(f.name + ".")), None)
+
+
 class JetStreamPublisher:
-    def __init__(self, nc: Client, ack_timeout: float = 10.0) -> None:
+    def __init__(self, nc: Client, ack_timeout: float = 10.0,
+                 signer: Signer | None = None) -> None:
+        """`signer`: the worker's own key, which signs what it sends to an inbound family
+        (events need no signature: only workers may publish them)."""
         self._js: JetStreamContext = nc.jetstream(publish_async_max_pending=10_000)
         self._ack_timeout = ack_timeout
+        self._signer = signer
+
+    def _headers(self, e: OutgoingEvent) -> dict[str, str]:
+        headers = {**dict(e.headers), MSG_ID_HEADER: e.msg_id}
+        kind = inbound_kind(e.subject) if self._signer is not None else None
+        if self._signer is not None and kind is not None:
+            headers |= self._signer.headers(kind=kind, subject=e.subject, msg_id=e.msg_id,
+                                            body=e.payload)
+        return headers
 
     async def publish_all(self, events: Sequence[OutgoingEvent]) -> None:
         # Pipelined: send all, then wait for every PubAck, instead of one round trip each.
@@ -45,8 +67,8 @@ class JetStreamPublisher:
         for i, e in enumerate(events):
             if i and not i % SLICE:
                 await asyncio.sleep(0)
-            futures.append(await self._js.publish_async(
-                e.subject, e.payload, headers={**dict(e.headers), MSG_ID_HEADER: e.msg_id}))
+            futures.append(await self._js.publish_async(e.subject, e.payload,
+                                                        headers=self._headers(e)))
         if futures:
             await asyncio.wait_for(asyncio.gather(*futures), self._ack_timeout)
 
@@ -68,14 +90,17 @@ class JetStreamPublisher:
 class PublisherOnDemand:
     """A JetStreamPublisher made over the source's connection at the first publish."""
 
-    def __init__(self, nats: NatsSource, ack_timeout: float) -> None:
+    def __init__(self, nats: NatsSource, ack_timeout: float,
+                 signer: Signer | None = None) -> None:
         self._nats = nats
         self._ack_timeout = ack_timeout
+        self._signer = signer
         self._publisher: JetStreamPublisher | None = None
 
     async def _made(self) -> JetStreamPublisher:
         if self._publisher is None:
-            self._publisher = JetStreamPublisher(await self._nats.client(), self._ack_timeout)
+            self._publisher = JetStreamPublisher(await self._nats.client(), self._ack_timeout,
+                                                 self._signer)
         return self._publisher
 
     async def publish_all(self, events: Sequence[OutgoingEvent]) -> None:

@@ -32,13 +32,17 @@ from clients.building import (
     wire_message,
 )
 from clients.credentials import NatsCredentials
+from clients.signing import signer_for
+from contracts.trust.signing import Signer
 from clients.persisted import PersistedWaiting
 from clients.resume import ResumeCallback, ResumeSubscription
 from contracts.corrections.resume_points import DecisionRef
 from contracts.decisions.model import Decision
 from contracts.decisions.types import DecisionType
 from contracts.invariants import subjects as invariant_subjects
-from contracts.invariants.violations import InvariantViolation, Severity
+from contracts.invariants.families import VIOLATIONS
+from contracts.invariants.violations import LEDGER_FIELDS, InvariantViolation, Severity
+from contracts.recording.families import RECORDED
 from contracts.shared.ids import new_id
 
 __all__ = ["DecisionRecorder"]
@@ -55,10 +59,12 @@ class DecisionRecorder(PersistedWaiting, ConnectionOwner):
     """
 
     def __init__(self, nc: Client, *, retry: RetryPolicy = DEFAULT_RETRY,
-                 owns_connection: bool = False) -> None:
+                 owns_connection: bool = False, signer: Signer | None = None) -> None:
+        """`signer` (clients.signing.signer_for): every message is signed with it."""
         super().__init__(nc, owns_connection=owns_connection)
         self._js = nc.jetstream()
         self._retry = retry
+        self._signer = signer
         # decision_id -> (plan_id, stream sequence of its recorded message): where to
         # start reading for its persisted event, so waiting never scans the whole plan.
         self._published: dict[str, tuple[str, int]] = {}
@@ -67,12 +73,15 @@ class DecisionRecorder(PersistedWaiting, ConnectionOwner):
     def connect(cls, url: str = DEFAULT_NATS_URL, *,
                 retry: RetryPolicy = DEFAULT_RETRY,
                 connect_timeout: float = CONNECT_TIMEOUT,
-                credentials: NatsCredentials | None = None) -> Connecting[DecisionRecorder]:
+                credentials: NatsCredentials | None = None,
+                seed: bytes | None = None) -> Connecting[DecisionRecorder]:
         """`rec = await DecisionRecorder.connect(url)`, or `async with ... as rec`; raises
         NatsUnreachable when no server answers within `connect_timeout` seconds.
-        `credentials` (e.g. `NatsCredentials.from_env()`) when the URL holds no password."""
-        return Connecting(url, lambda nc: cls(nc, retry=retry, owns_connection=True),
-                          connect_timeout, credentials)
+        `credentials` (e.g. `NatsCredentials.from_env()`) when the URL holds no password;
+        their NATS_NKEY_SEED (or `seed`) signs every message (docs/security.md)."""
+        signer = signer_for(credentials, seed)
+        return Connecting(url, lambda nc: cls(nc, retry=retry, owns_connection=True,
+                                              signer=signer), connect_timeout, credentials)
 
     # --- recording --------------------------------------------------------------------
 
@@ -115,7 +124,8 @@ class DecisionRecorder(PersistedWaiting, ConnectionOwner):
         with _tracer.start_as_current_span("decision publish", attributes={
                 "ledger.plan_id": decision.plan_id, "ledger.decision_id": decision.decision_id,
                 "ledger.decision_type": decision.decision_type.value}):
-            ack = await publish_acked(self._js, subject, body, msg_id, self._retry)
+            ack = await publish_acked(self._js, subject, body, msg_id, self._retry,
+                                      signer=self._signer, kind=RECORDED.name)
         self._published[decision.decision_id] = (decision.plan_id, ack.seq)
         return decision
 
@@ -156,8 +166,8 @@ class DecisionRecorder(PersistedWaiting, ConnectionOwner):
             violation_id=violation_id or new_id(), invariant_id=invariant_id,
             plan_id=plan_id, decision_id=decision_id, severity=Severity(severity),
             details=details)
-        body = violation.model_dump_json(exclude={"reported_at", "resolved_at",
-                                                  "resolved_by"}).encode()
+        body = violation.model_dump_json(exclude={"reported_at", *LEDGER_FIELDS}).encode()
         await publish_acked(self._js, invariant_subjects.violations(plan_id), body,
-                            violation.violation_id, self._retry)
+                            violation.violation_id, self._retry, signer=self._signer,
+                            kind=VIOLATIONS.name)
         return violation
