@@ -21,8 +21,8 @@ from bootstrap.nats_source import NatsSource
 from contracts.families import FAMILIES
 from contracts.shared.families import Direction
 from contracts.shared.ids import MSG_ID_HEADER
-from contracts.trust.signing import Signer
 from contracts.shared.outgoing import OutgoingEvent, StreamAck
+from contracts.trust.signing import Signer
 from services.ports.publishing import EventPublisher, MessagePublisher, NotStored
 
 __all__ = ["JetStreamPublisher", "Publisher", "PublisherOnDemand"]

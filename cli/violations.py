@@ -20,8 +20,8 @@ from cli.render import JsonFlag, clip, dump, emit_json, out, short, when
 
 if TYPE_CHECKING:
     from contracts.invariants.violations import InvariantViolation
-    from services.invariant_reconciliation import Backfilled
     from contracts.trust.policy import Identity
+    from services.invariant_reconciliation import Backfilled
     from services.invariants import InvariantService
 
 

@@ -23,12 +23,11 @@ from clients._connect import CONNECT_TIMEOUT, DEFAULT_NATS_URL, Connecting, Conn
 from clients._publish import DEFAULT_RETRY, RetryPolicy, publish_acked
 from clients.correction_errors import DryRunRefused, InvalidCorrection, LedgerUnavailable
 from clients.credentials import NatsCredentials
-from clients.signing import signer_for
-from contracts.corrections.families import CANCEL, DRYRUN, FAIL, REQUESTED, RETRY
-from contracts.trust.signing import Signer
 from clients.following import CorrectionFollowing
+from clients.signing import signer_for
 from contracts.corrections import subjects
 from contracts.corrections.dry_run import DryRunReport
+from contracts.corrections.families import CANCEL, DRYRUN, FAIL, REQUESTED, RETRY
 from contracts.corrections.refusals import DryRunError
 from contracts.corrections.requests import (
     CancelRequest,
@@ -39,6 +38,7 @@ from contracts.corrections.requests import (
 from contracts.corrections.states import CorrectionMode
 from contracts.shared.ids import new_id
 from contracts.shared.rules import violations_from
+from contracts.trust.signing import Signer
 
 __all__ = ["CorrectionClient"]
 

@@ -32,10 +32,9 @@ from clients.building import (
     wire_message,
 )
 from clients.credentials import NatsCredentials
-from clients.signing import signer_for
-from contracts.trust.signing import Signer
 from clients.persisted import PersistedWaiting
 from clients.resume import ResumeCallback, ResumeSubscription
+from clients.signing import signer_for
 from contracts.corrections.resume_points import DecisionRef
 from contracts.decisions.model import Decision
 from contracts.decisions.types import DecisionType
@@ -44,6 +43,7 @@ from contracts.invariants.families import VIOLATIONS
 from contracts.invariants.violations import LEDGER_FIELDS, InvariantViolation, Severity
 from contracts.recording.families import RECORDED
 from contracts.shared.ids import new_id
+from contracts.trust.signing import Signer
 
 __all__ = ["DecisionRecorder"]
 

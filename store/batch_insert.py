@@ -36,7 +36,7 @@ def _check_unchanged(plan_id: str, counter: Document | None, epoch: int) -> None
 
 
 async def insert_batch(db: AsyncDatabase[Document], accepted: Sequence[Candidate],
-                       now: datetime, session: AsyncClientSession,
+                       now: datetime, session: AsyncClientSession, *,
                        epochs: Mapping[str, int] | None = None,
                        ownership: Mapping[str, Ownership] | None = None) -> list[Decision]:
     """The transaction's body. Runs again from the top if the transaction is retried, so
@@ -66,7 +66,8 @@ async def insert_batch(db: AsyncDatabase[Document], accepted: Sequence[Candidate
         if d.is_root:
             await _record_root(db, d, principal_name(c.identity), session)
         for p in d.downstream_plan_ids:
-            await _record_claim(db, d, p, owners.get(d.plan_id, Ownership()), now, session)
+            await _record_claim(db, d, p, claimer=owners.get(d.plan_id, Ownership()), now=now,
+                                session=session)
     return [d for _, d in numbered]
 
 
@@ -104,7 +105,7 @@ async def _record_root(db: AsyncDatabase[Document], d: Decision, owner: str | No
         raise StaleFacts(f"plan {d.plan_id} was claimed since its facts were read")
 
 
-async def _record_claim(db: AsyncDatabase[Document], d: Decision, plan_id: str,
+async def _record_claim(db: AsyncDatabase[Document], d: Decision, plan_id: str, *,
                         claimer: Ownership, now: datetime,
                         session: AsyncClientSession) -> None:
     """`d` spawned `plan_id`: its parent on the child's record, with who may sign its

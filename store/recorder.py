@@ -60,7 +60,8 @@ class RecorderRepository:
             return []
         try:
             written = await run_in_transaction(
-                self._client, lambda s: insert_batch(self._db, accepted, now, s, epochs, ownership))
+                self._client, lambda s: insert_batch(self._db, accepted, now, s, epochs=epochs,
+                                      ownership=ownership))
         except (DuplicateKeyError, StaleFacts):
             return None
         except BulkWriteError as exc:

@@ -61,8 +61,8 @@ from contracts.shared.persistence import (
 )
 from contracts.shared.timestamps import utc_now
 from contracts.trust.ownership import Ownership
-from contracts.trust.signing import Signature
 from contracts.trust.policy import principal_name, provenance
+from contracts.trust.signing import Signature
 from services.ports.corrections import CorrectionStorePort
 from services.ports.invariants import EventFor, InvariantStorePort
 from services.ports.records import DeadLetterRecords, DeadLetterShelf, RecordedDecisions

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json.encoder
 from collections.abc import Callable
-from typing import cast
+from typing import Any, cast
 
 import rfc8785
 
@@ -43,25 +43,22 @@ def canonical(value: object) -> bytes:
 
 
 def _write(value: object) -> str:
-    kind = type(value)
-    if kind is str:
-        return _quote(cast(str, value))
     if value is None:
         return "null"
-    if kind is bool:
-        return "true" if value else "false"
-    if kind is int:
-        number = cast(int, value)
-        if -SAFE_INT < number < SAFE_INT:
-            return str(number)
+    writer = _WRITERS.get(type(value))
+    if writer is None:
         raise _Slow
-    if kind is float:
-        return _float(cast(float, value))
-    if kind is list:
-        return "[" + ",".join(_write(v) for v in cast(list[object], value)) + "]"
-    if kind is dict:
-        return _object(cast(dict[object, object], value))
+    return writer(value)
+
+
+def _int(number: int) -> str:
+    if -SAFE_INT < number < SAFE_INT:
+        return str(number)
     raise _Slow
+
+
+def _list(values: list[object]) -> str:
+    return "[" + ",".join(_write(v) for v in values) + "]"
 
 
 def _float(number: float) -> str:
@@ -85,3 +82,9 @@ def _object(obj: dict[object, object]) -> str:
     else:  # JCS orders by UTF-16 code units, not by code points
         names.sort(key=lambda k: k.encode("utf-16-be"))
     return "{" + ",".join(_quote(k) + ":" + _write(obj[k]) for k in names) + "}"
+
+
+_WRITERS: dict[type, Callable[[Any], str]] = {
+    str: _quote, bool: lambda b: "true" if b else "false", int: _int, float: _float,
+    list: _list, dict: _object}
+"""By exact type (a subclass, such as an IntEnum, goes to rfc8785)."""

@@ -79,6 +79,8 @@ class _Headers:
     salt: bytes
     signed_at_text: str
     signed_at: datetime
+    sig_text: str
+    salt_text: str
 
 
 def verify_message(headers: Mapping[str, str], *, kind: str, subject: str, data: bytes,
@@ -86,13 +88,14 @@ def verify_message(headers: Mapping[str, str], *, kind: str, subject: str, data:
                    roles: Collection[Role]) -> Verified | Refusal:
     """The principal that signed this `kind` message, or why not (module docstring)."""
     try:
-        return _verify(headers, kind, subject, data, directory, stream_time, max_skew, roles)
+        return _verify(headers, kind=kind, subject=subject, data=data, directory=directory,
+                       stream_time=stream_time, max_skew=max_skew, roles=roles)
     except Exception as exc:  # hostile input: the message is at fault, never the caller
         return Refusal(Rule.BAD_SIGNATURE, f"the signature could not be checked "
                        f"({type(exc).__name__})")
 
 
-def _verify(headers: Mapping[str, str], kind: str, subject: str, data: bytes,
+def _verify(headers: Mapping[str, str], *, kind: str, subject: str, data: bytes,
             directory: Directory, stream_time: datetime, max_skew: timedelta,
             roles: Collection[Role]) -> Verified | Refusal:
     found = {_LOWER[k.lower()]: v for k, v in headers.items() if k.lower() in _LOWER}
@@ -103,6 +106,17 @@ def _verify(headers: Mapping[str, str], kind: str, subject: str, data: bytes,
     parsed = _parse(found)
     if isinstance(parsed, Refusal):
         return parsed
+    who = _vouching(parsed, directory, stream_time, max_skew)
+    if isinstance(who, Refusal):
+        return who
+    return _signed_by(who, parsed, kind=kind, subject=subject, msg_id=msg_id, data=data,
+                      roles=roles)
+
+
+def _vouching(parsed: _Headers, directory: Directory, stream_time: datetime,
+              max_skew: timedelta) -> Principal | Refusal:
+    """The principal whose key it names, valid at the time it says it signed, which is
+    close to the stream's time for it."""
     who = directory.lookup(parsed.key, parsed.signed_at)
     if isinstance(who, KeyRefused):
         return Refusal(Rule(who.rule), who.message, KEY_HEADER)
@@ -111,11 +125,18 @@ def _verify(headers: Mapping[str, str], kind: str, subject: str, data: bytes,
         return Refusal(Rule.SIGNED_AT_SKEW, f"signed at {parsed.signed_at_text}, "
                        f"{abs(skew).total_seconds():.0f}s from the stream's time for it "
                        f"(at most {max_skew.total_seconds():g}s)", SIGNED_AT_HEADER)
+    return who
+
+
+def _signed_by(who: Principal, parsed: _Headers, *, kind: str, subject: str, msg_id: str,
+               data: bytes, roles: Collection[Role]) -> Verified | Refusal:
+    """`who`'s verified signature of this very message, if its role sends `kind`."""
     body = json.loads(data)
     if not isinstance(body, dict):
         return Refusal(Rule.BAD_SIGNATURE, "a signed body is a JSON object")
     fields = field_digests(parsed.salt, body)
-    message = signed_bytes(kind=kind, subject=subject, msg_id=msg_id, signed_at=parsed.signed_at_text, key=parsed.key, fields=fields)
+    message = signed_bytes(kind=kind, subject=subject, msg_id=msg_id,
+                           signed_at=parsed.signed_at_text, key=parsed.key, fields=fields)
     if not verify(parsed.key, message, parsed.sig):
         return Refusal(Rule.BAD_SIGNATURE, f"not a signature by {parsed.key[:12]}… of this "
                        f"{kind} message on {subject[:80]} (changed, moved, or signed by "
@@ -123,8 +144,8 @@ def _verify(headers: Mapping[str, str], kind: str, subject: str, data: bytes,
     if who.role not in roles:
         return Refusal(Rule.WRONG_ROLE, f"{who.name} is a {who.role.value}; {kind} is sent "
                        f"by {', '.join(sorted(r.value for r in roles)) or 'no one'}")
-    return Verified(who, Signature(key=parsed.key, principal=who.name, sig=found[SIG_HEADER],
-                                   salt=found[SALT_HEADER], signed_at=parsed.signed_at,
+    return Verified(who, Signature(key=parsed.key, principal=who.name, sig=parsed.sig_text,
+                                   salt=parsed.salt_text, signed_at=parsed.signed_at,
                                    fields=fields))
 
 
@@ -136,6 +157,23 @@ def _parse(found: Mapping[str, str]) -> _Headers | Refusal:
                        f"missing {', '.join(missing)}", missing[0])
     key, sig, salt, at = (found[KEY_HEADER], found[SIG_HEADER], found[SALT_HEADER],
                           found[SIGNED_AT_HEADER])
+    misshapen = _misshapen(key, sig, salt, at)
+    if misshapen is not None:
+        return misshapen
+    try:
+        raw_sig, raw_salt = from_b64url(sig), from_b64url(salt)
+        signed_at = datetime.strptime(at, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+    except (binascii.Error, ValueError):
+        return Refusal(Rule.BAD_SIGNATURE, "Ledger-Sig, Ledger-Salt or Ledger-Signed-At "
+                       "does not decode", SIG_HEADER)
+    if len(raw_sig) != SIGNATURE_BYTES or len(raw_salt) != SALT_BYTES:
+        return Refusal(Rule.BAD_SIGNATURE, "Ledger-Sig or Ledger-Salt has the wrong length",
+                       SIG_HEADER)
+    return _Headers(key, raw_sig, raw_salt, at, signed_at, sig, salt)
+
+
+def _misshapen(key: str, sig: str, salt: str, at: str) -> Refusal | None:
+    """Each header's shape and length, before anything decodes it."""
     if not PUBLIC_USER_KEY.match(key):
         return Refusal(Rule.BAD_SIGNATURE, "Ledger-Key is not a public user nkey (U and 55 "
                        "base32 characters)", KEY_HEADER)
@@ -146,13 +184,4 @@ def _parse(found: Mapping[str, str]) -> _Headers | Refusal:
     if not SIGNED_AT.match(at):
         return Refusal(Rule.BAD_SIGNATURE, "Ledger-Signed-At is RFC 3339 UTC with "
                        "milliseconds (2026-01-01T00:00:00.000Z)", SIGNED_AT_HEADER)
-    try:
-        raw_sig, raw_salt = from_b64url(sig), from_b64url(salt)
-        signed_at = datetime.strptime(at, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
-    except (binascii.Error, ValueError):
-        return Refusal(Rule.BAD_SIGNATURE, "Ledger-Sig, Ledger-Salt or Ledger-Signed-At "
-                       "does not decode", SIG_HEADER)
-    if len(raw_sig) != SIGNATURE_BYTES or len(raw_salt) != SALT_BYTES:
-        return Refusal(Rule.BAD_SIGNATURE, "Ledger-Sig or Ledger-Salt has the wrong length",
-                       SIG_HEADER)
-    return _Headers(key, raw_sig, raw_salt, at, signed_at)
+    return None

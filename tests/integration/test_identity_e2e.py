@@ -14,6 +14,7 @@ import nats
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
+from bootstrap.publisher import JetStreamPublisher
 from contracts.corrections import subjects as csubjects
 from contracts.corrections.families import REQUESTED
 from contracts.invariants import subjects as isubjects
@@ -22,7 +23,6 @@ from contracts.recording.families import RECORDED
 from contracts.shared.ids import new_id
 from contracts.shared.roles import Role
 from deploy.embedded import ManagedServer
-from bootstrap.publisher import JetStreamPublisher
 from services.invariants import InvariantService
 from store.database import Document
 from store.invariant_store import InvariantStore
@@ -107,7 +107,7 @@ async def test_every_refusal_is_named_and_only_verified_principals_are_recorded(
     refused("bad_signature", AGENT, decision(plan, top["decision_id"]),
             change={"chosen_option": "Something else"})  # a flipped field
     moved = decision(plan, top["decision_id"])
-    s, data, h = signed(AGENT, moved)
+    _, data, h = signed(AGENT, moved)
     msgs.append((f"decisions.recorded.{new_id()}", data, h))  # sent on another subject
     expect[moved["decision_id"]] = "bad_signature"
     refused("created_at_skew", AGENT, decision(plan, top["decision_id"],
