@@ -10,6 +10,11 @@ documents the recorder stored into a fresh collection with the same indexes, wit
 run (BARE_RUNS times, the median counts): the ratio is the recorder's rate over that
 bare rate. Last, the CPU time each process spent per 1,000 decisions in the burst and
 in the bare inserts (from /proc).
+
+Signatures are on (`--unsigned` turns them off): the workers run with a principals file
+and REQUIRE_SIGNATURES=1, and every decision is signed by an agent's key, as the client
+library signs it. The cost of verifying, per 1,000 decisions, is timed in this process
+on the very messages sent (the worker's check: contracts.trust.policy.FamilyTrust).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +41,17 @@ sys.path.insert(0, str(ROOT))
 
 from bootstrap.settings import Settings  # noqa: E402
 from contracts.decisions.subjects import DECISIONS_STREAM, RECORDER_DURABLE  # noqa: E402
+from contracts.recording.families import RECORDED  # noqa: E402
+from contracts.shared.roles import Role  # noqa: E402
+from contracts.trust.keys import new_user_seed, public_of_seed  # noqa: E402
+from contracts.trust.policy import TrustPolicy  # noqa: E402
+from contracts.trust.principals import (  # noqa: E402
+    Principal,
+    PrincipalKey,
+    load_directory,
+    render_directory,
+)
+from contracts.trust.signing import Signer  # noqa: E402
 from deploy.embedded import die_with_parent, free_port, start_mongo, start_nats  # noqa: E402
 from store.database import DECISIONS, connect, ensure_indexes  # noqa: E402
 from tests.factories import encode, headers, plan_tree, subject  # noqa: E402
@@ -81,7 +98,45 @@ async def wait_ready(url: str, expected: int) -> None:
     await nc.close()
 
 
-async def run_load(url: str, sent: list[dict[str, Any]], rate: float | None) -> dict[str, float]:
+AGENT = "bench-agent"
+
+
+def trust_setup(data: Path) -> tuple[Signer, Path]:
+    seed = new_user_seed()
+    principals = data / "principals.toml"
+    principals.write_text(render_directory([Principal(
+        name=AGENT, role=Role.AGENT, keys=(PrincipalKey(public=public_of_seed(seed)),))]))
+    return Signer(seed), principals
+
+
+def signed_headers(signer: Signer | None, d: dict[str, Any]) -> dict[str, str]:
+    h = headers(d)
+    if signer is not None:
+        h |= signer.headers(kind=RECORDED.name, subject=subject(d), msg_id=d["decision_id"],
+                            body=encode(d))
+    return h
+
+
+def verification_cost(signer: Signer, principals: Path, sent: list[dict[str, Any]]
+                      ) -> tuple[float, float]:
+    """Seconds to sign and to verify 1,000 of `sent`, as the client and the worker do."""
+    trust = TrustPolicy(load_directory(principals.read_text()), required=True)
+    check = trust.for_family(RECORDED)
+    assert check is not None
+    sample = sent[:1000]
+    start = time.perf_counter()
+    msgs = [(subject(d), encode(d), signed_headers(signer, d)) for d in sample]
+    signing = time.perf_counter() - start
+    now = datetime.now(UTC)
+    start = time.perf_counter()
+    for s, body, h in msgs:
+        assert check.identify(h, s, body, now) is not None
+    verifying = time.perf_counter() - start
+    return signing * 1000 / len(sample), verifying * 1000 / len(sample)
+
+
+async def run_load(url: str, sent: list[dict[str, Any]], rate: float | None,
+                   signer: Signer | None = None) -> dict[str, float]:
     """Publish `sent` (as fast as possible, or at `rate` per second) and time each one."""
     nc = await nats.connect(url)
     js = nc.jetstream(publish_async_max_pending=20_000)
@@ -101,7 +156,8 @@ async def run_load(url: str, sent: list[dict[str, Any]], rate: float | None) -> 
         if rate:
             await asyncio.sleep(max(0.0, start + i / rate - time.perf_counter()))
         published[d["decision_id"]] = time.perf_counter()
-        futures.append(await js.publish_async(subject(d), encode(d), headers=headers(d)))
+        futures.append(await js.publish_async(subject(d), encode(d),
+                                              headers=signed_headers(signer, d)))
     await asyncio.gather(*futures)
     await asyncio.wait_for(done.wait(), timeout=600)
     end = max(persisted.values())
@@ -153,14 +209,20 @@ def start_workers(n: int, env: dict[str, str], logdir: Path) -> list[subprocess.
             for i in range(n)]
 
 
-async def main() -> None:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--decisions", type=int, default=10_000)
     ap.add_argument("--plans", type=int, default=10)
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--paced-rate", type=float, default=200.0,
                     help="offered rate (decisions/s) of the latency run")
-    args = ap.parse_args()
+    ap.add_argument("--unsigned", action="store_true",
+                    help="publish unsigned, workers without principals (as before signing)")
+    return ap.parse_args()
+
+
+async def main() -> None:
+    args = parse_args()
     batch = Settings.from_env().recorder_batch_size  # the workers' own, RECORDER_BATCH_SIZE
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -170,6 +232,12 @@ async def main() -> None:
         db_name = "bench_recorder"
         env = {**os.environ, "NATS_URL": ns.url, "MONGODB_URI": ms.url, "MONGODB_DB": db_name,
                "PYTHONPATH": str(ROOT)}
+        key, principals = trust_setup(data)
+        signer = None if args.unsigned else key
+        if signer is not None:
+            env |= {"LEDGER_PRINCIPALS": str(principals), "REQUIRE_SIGNATURES": "1"}
+            sign_s, verify_s = verification_cost(signer, principals,
+                                                 interleaved(args.plans, 100, 99))
         procs = start_workers(args.workers, env, data)
         try:
             await wait_ready(ns.url, args.workers)
@@ -178,11 +246,11 @@ async def main() -> None:
                     "mongo": ms.process.pid, "nats": ns.process.pid, "publisher": os.getpid()}
             sent = interleaved(args.plans, per_plan, 0)
             cpu0 = cpu_seconds(pids)
-            burst = await run_load(ns.url, sent, None)
+            burst = await run_load(ns.url, sent, None, signer)
             cpu1 = cpu_seconds(pids)
             paced_n = min(2_000, args.decisions)
             paced = await run_load(ns.url, interleaved(args.plans, paced_n // args.plans, 10_000),
-                                   args.paced_rate)
+                                   args.paced_rate, signer)
             server = {"mongo": ms.process.pid, "client": os.getpid()}
             bare = await bare_insert(ms.url, db_name, batch,
                                      lambda: cpu_seconds(server))
@@ -195,7 +263,11 @@ async def main() -> None:
 
     print(f"\nRecorder bench: {args.decisions} decisions in {args.plans} plans, "
           f"{args.workers} worker process(es), batch {batch}, 2-core machine, "
-          "nats-server + secantusd-py on loopback\n")
+          "nats-server + secantusd-py on loopback, "
+          f"{'unsigned' if signer is None else 'signed, REQUIRE_SIGNATURES=1'}\n")
+    if signer is not None:
+        print(f"signatures: verifying 1,000 decisions {verify_s:.3f} s of CPU "
+              f"(signing them {sign_s:.3f} s)\n")
     print(f"{'run':<44}{'decisions/s':>12}{'p50 ms':>10}{'p99 ms':>10}")
     print("-" * 76)
     print(f"{'burst: publish all, publish -> persisted':<44}{burst['rate']:>12.0f}"
