@@ -74,6 +74,7 @@ def resolve(
     violation_id = parse_id(violation_id, "violation")
 
     async def body(ctx: Ctx) -> None:
+        await ctx.connected()  # a resolve publishes: NATS first, as every such command
         who = await signed_resolution(ctx, violation_id)
         done = await call(ctx, lambda s: s.resolve_violation(violation_id, who),
                            publishes=True)

@@ -36,6 +36,10 @@ class Candidate:
     content_hash: str
     identity: Identity = None
     """Who sent it, as verified (workers.inbound): the record's recorded_by."""
+    created_at_sent: bool = True
+    """False when the recorder filled created_at in (the stream's time): the agent
+    claimed no time, so it is not held to its parent's (a child published before its
+    parent gets an earlier stream time)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,18 +117,27 @@ def _read(msg: Inbound, received_at: datetime, max_skew: timedelta | None
         return _explain_invalid(msg, received_at, exc)
     if "created_at" not in decision.model_fields_set:
         decision = decision.model_copy(update={"created_at": received_at})
-    elif (skewed := _skewed(decision, msg, max_skew)) is not None:
+        wire = _wire_violations(_owned(decision), msg, decision)
+        if wire:
+            return Invalid(msg.stream_sequence, decision.plan_id, tuple(wire))
+        return Candidate(msg.stream_sequence, decision, content_hash(decision),
+                         created_at_sent=False)
+    if (skewed := _skewed(decision, msg, max_skew)) is not None:
         return Invalid(msg.stream_sequence, decision.plan_id, (skewed,))
-    owned = {"sequence_number": decision.sequence_number,
-             "superseded_by": decision.superseded_by,
-             "superseded_at": decision.superseded_at,
-             "superseded_by_correction": decision.superseded_by_correction,
-             "corrects_decision_id": decision.corrects_decision_id,
-             "is_correction": decision.is_correction}
-    wire = _wire_violations(owned, msg, decision)
+    wire = _wire_violations(_owned(decision), msg, decision)
     if wire:
         return Invalid(msg.stream_sequence, decision.plan_id, tuple(wire))
     return Candidate(msg.stream_sequence, decision, content_hash(decision))
+
+
+def _owned(decision: Decision) -> dict[str, object]:
+    """The fields the recorder and the correction workflow set, as sent."""
+    return {"sequence_number": decision.sequence_number,
+            "superseded_by": decision.superseded_by,
+            "superseded_at": decision.superseded_at,
+            "superseded_by_correction": decision.superseded_by_correction,
+            "corrects_decision_id": decision.corrects_decision_id,
+            "is_correction": decision.is_correction}
 
 
 def _wire_violations(raw: Mapping[str, object], msg: Inbound,
@@ -192,7 +205,8 @@ def _explain_invalid(msg: Inbound, received_at: datetime,
     wire = _wire_violations(raw, msg, decision)
     if wire:
         return Invalid(msg.stream_sequence, decision.plan_id, tuple(wire))
-    return Candidate(msg.stream_sequence, decision, content_hash(decision))
+    return Candidate(msg.stream_sequence, decision, content_hash(decision),
+                     created_at_sent=False)
 
 
 def _parse_failure(error: ValidationError) -> bool:

@@ -40,7 +40,7 @@ class OwnershipRules:
         """The first rule `c` breaks, or None; `claims` as the batch stands."""
         d = c.decision
         parent_at = self.created.get(d.parent_decision_id or "")
-        if parent_at is not None and d.created_at < parent_at:
+        if c.created_at_sent and parent_at is not None and d.created_at < parent_at:
             return RuleViolation(
                 rule=Rule.CREATED_BEFORE_PARENT, field="created_at",
                 message=f"created_at {d.created_at.isoformat()} is before its parent "
