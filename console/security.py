@@ -75,7 +75,8 @@ def misdirected(request: Request, served_under: frozenset[str]) -> Response | No
     if not host:
         return _error("a request must name the host it is for", 400)
     if host.lower() not in served_under:
-        return _error("this console is not served under that host name", 421)
+        return _error(f"this console is not served under the name {host[:100]!r}; an "
+                      "operator may add it to CONSOLE_HOSTS", 421)
     return None
 
 
