@@ -29,7 +29,6 @@ from bootstrap.reachability import (
 )
 from bootstrap.settings import Settings
 from contracts.shared.ids import new_id
-from contracts.shared.timestamps import utc_now
 from contracts.shared.urls import redact
 from services.corrections.service import CorrectionService
 from services.invariants import InvariantService
@@ -128,7 +127,7 @@ async def open_runtime(runtime: Runtime, settings: Settings, broker: NatsBroker,
     # Every transaction's session is noted first, so if this process dies inside one,
     # another worker can end it at once (store.workers).
     store.note_sessions(runtime.registry.register)
-    await runtime.registry.heartbeat(utc_now())
+    await runtime.registry.heartbeat()
     if settings.artifacts_root is None:
         log.warning("archiving is off: ARTIFACTS_ROOT is unset, so a revert's archive lists "
                     "the artifacts in its manifest and copies none")
