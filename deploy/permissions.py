@@ -8,7 +8,8 @@
 What each holder may do follows from the declarations by the rules of deploy.grants;
 this module writes it out in nats-server's configuration format, each subject under a
 comment naming the family and what uses it. `--check` also checks the shipped example
-(deploy/principals.example.toml and what it generates).
+(deploy/principals.example.toml and what it generates) and the roles table of
+docs/security.md, which the first form rewrites too.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from contracts.shared.roles import ROLE_DOCS, Role
 from contracts.trust.principals import Directory, Principal, PrincipalKey, load_directory
 from deploy.grants import Grants, Holder, grants, inbox_prefix
 from deploy.permission_texts import PRINCIPALS_HEADER, ROLES_HEADER
+from deploy.roles_table import DOC, with_table
 
 HERE = Path(__file__).resolve().parent
 CONF_PATH = HERE / "nats-auth.conf"
@@ -146,11 +148,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.check:
         example = load_directory(EXAMPLE_PRINCIPALS.read_text())
         _check([(CONF_PATH, render()),
-                (EXAMPLE_CONF, render_principals(example, EXAMPLE_AT))])
+                (EXAMPLE_CONF, render_principals(example, EXAMPLE_AT)),
+                (DOC, with_table(DOC.read_text()))])
         return
     if args.principals is None:
         CONF_PATH.write_text(render())
-        print(f"wrote {CONF_PATH}")
+        DOC.write_text(with_table(DOC.read_text()))
+        print(f"wrote {CONF_PATH} and the roles table of {DOC}")
         return
     try:
         directory = load_directory(args.principals.read_text())

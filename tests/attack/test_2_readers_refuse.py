@@ -19,6 +19,8 @@ from contextlib import asynccontextmanager
 import httpx
 import pytest
 from nats.aio.client import Client
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.errors import BadRequestError, NotFoundError
 
 from bootstrap.settings import Settings
 from clients.credentials import NatsCredentials
@@ -200,3 +202,29 @@ async def _listen_where_allowed(nc: Client, heard: list[bytes]) -> None:
         heard.append(getattr(msg, "data", b""))
 
     await nc.subscribe("_INBOX_search-agent.>", cb=note)
+
+
+async def test_its_own_durable_made_a_push_consumer_into_a_stream_is_refused(
+        deployment: Deployment) -> None:
+    """billing-agent creates a durable it owns with a deliver subject in CORRECTIONS
+    (`corrections.requested.<plan>`): no permission checks a deliver subject, and the
+    server refuses it anyway (a deliver subject its stream captures forms a cycle)."""
+    plan = new_id()
+    billing = await deployment.connect("billing-agent")
+    workers = await deployment.connect("ledger-workers")
+    try:
+        await workers.jetstream().publish(f"corrections.resume.{plan}", b'{"plan": 1}')
+        with pytest.raises(BadRequestError, match="cycle"):
+            await billing.jetstream().add_consumer("CORRECTIONS", ConsumerConfig(
+                name="billing-batch", durable_name="billing-batch",
+                filter_subject="corrections.resume.*",
+                deliver_subject=f"corrections.requested.{plan}",
+                deliver_policy=DeliverPolicy.ALL, ack_policy=AckPolicy.EXPLICIT))
+        with pytest.raises(NotFoundError):
+            await workers.jetstream().get_msg("CORRECTIONS",
+                                              subject=f"corrections.requested.{plan}")
+        TALLY.note("billing-agent", "its own durable pushing into a command subject",
+                   refused=True)
+    finally:
+        await billing.close()
+        await workers.close()

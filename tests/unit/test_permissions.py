@@ -22,6 +22,7 @@ from deploy.permissions import (
     render_principals,
     variable,
 )
+from deploy.roles_table import DOC, with_table
 
 pytestmark = pytest.mark.unit
 
@@ -38,6 +39,7 @@ def test_committed_files_match_the_declarations() -> None:
     assert CONF_PATH.read_text() == render(), "stale: run python -m deploy.permissions"
     example = load_directory(EXAMPLE_PRINCIPALS.read_text())
     assert EXAMPLE_CONF.read_text() == render_principals(example, EXAMPLE_AT)
+    assert DOC.read_text() == with_table(DOC.read_text()), "stale roles table in " + str(DOC)
 
 
 def test_only_the_workers_publish_events_and_only_what_they_announce() -> None:
