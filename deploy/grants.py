@@ -24,6 +24,7 @@ using a family:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -162,6 +163,28 @@ def grants(holder: Holder, others: Sequence[Holder] = ()) -> Grants:
                   if d not in mine]
         g.deny_publish, g.deny_subscribe = denied(dict.fromkeys(theirs))
     return g
+
+
+CONSUMER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+"""A durable name a principal may own: one subject token, no wildcard, nothing a
+permission would read as a pattern."""
+
+
+def clashes(holders: Sequence[Holder]) -> list[str]:
+    """Why these holders cannot be written out: a declared name that is no plain name
+    (a `*` would grant every durable), or a durable owned twice (a subscriber declaring
+    `corrector` would be granted the workers' durable)."""
+    out = [f"{h.name}: consumer name {c!r} is not [A-Za-z0-9_-]{{1,64}}"
+           for h in holders for c in h.consumers if not CONSUMER_NAME.match(c)]
+    seen: dict[tuple[str, str], str] = {d: "the workers" for d in workers_durables()}
+    for h in holders:
+        if h.role is Role.WORKER:
+            continue
+        for d in owned(h):
+            if d in seen and seen[d] != h.name:
+                out.append(f"{h.name}: durable {d[1]!r} on {d[0]} is {seen[d]}'s")
+            seen.setdefault(d, h.name)
+    return out
 
 
 def workers_durables() -> list[tuple[str, str]]:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from contracts.shared.roles import ROLE_DOCS, Role
 from contracts.trust.principals import Directory, Principal, PrincipalKey, load_directory
-from deploy.grants import Grants, Holder, grants, inbox_prefix
+from deploy.grants import Grants, Holder, clashes, grants, inbox_prefix
 from deploy.permission_texts import PRINCIPALS_HEADER, ROLES_HEADER
 from deploy.roles_table import DOC, with_table
 
@@ -108,6 +108,9 @@ def render_principals(directory: Directory, at: datetime | None = None) -> str:
     are left out: regenerate and reload the server when one changes)."""
     at = at or datetime.now(UTC)
     holders = [Holder.of(p) for p in directory.principals]
+    wrong = clashes(holders)
+    if wrong:
+        raise ValueError("principals file: " + "; ".join(wrong))
     lines = [PRINCIPALS_HEADER]
     users: list[str] = []
     for i, (p, h) in enumerate(zip(directory.principals, holders, strict=True), 1):
@@ -160,7 +163,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         directory = load_directory(args.principals.read_text())
     except (OSError, ValueError) as exc:
         sys.exit(f"error: {args.principals}: {exc}")
-    text = render_principals(directory, args.at)
+    try:
+        text = render_principals(directory, args.at)
+    except ValueError as exc:
+        sys.exit(f"error: {args.principals}: {exc}")
     if args.out is None:
         sys.stdout.write(text)
     else:

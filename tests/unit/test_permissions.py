@@ -135,3 +135,18 @@ def test_the_workers_durables_have_fixed_names() -> None:
     assert ("DECISIONS", "recorder") in workers_durables()
     with pytest.raises(ValueError):
         Reader(Role.WORKER, Via.DURABLE, "t", durable="w_{principal}")
+
+
+@pytest.mark.parametrize(("consumers", "why"), [
+    (["corrector"], "is the workers'"),
+    (["resume_billing-agent"], "is billing-agent's"),
+    (["*"], "is not"),
+    (["a.b"], "is not"),
+    ([">"], "is not"),
+])
+def test_a_principal_cannot_declare_a_durable_someone_else_owns_or_a_pattern(
+        consumers: list[str], why: str) -> None:
+    agent = principal("billing-agent", Role.AGENT)
+    sub = principal("pager", Role.SUBSCRIBER, consumers=consumers)
+    with pytest.raises(ValueError, match=why):
+        render_principals(Directory(principals=(agent, sub)))
