@@ -16,7 +16,7 @@ from typing import Literal
 
 from nats.aio.client import Client
 
-REFUSAL_WAIT = 2.0
+REFUSAL_WAIT = 5.0
 """Seconds to wait for the server's -ERR after a forbidden operation."""
 ANSWER_GRACE = 0.05
 """Seconds an allowed request would have taken to be answered, after the flush."""
