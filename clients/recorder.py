@@ -138,8 +138,8 @@ class DecisionRecorder(PersistedWaiting, ConnectionOwner):
                         backoff: Sequence[float] = BACKOFF) -> ResumeSubscription:
         """Hand each ResumeInstruction of these plans to `callback`, in the background.
 
-        A durable consumer (default name `resume-<plan_id>` for one plan; name one for
-        several, or for all plans when none is given) on `corrections.resume.<plan_id>`:
+        A durable consumer (default name `resume_<principal>`, the connection's principal,
+        or without one `resume-<plan_id>` for one plan) on `corrections.resume.<plan_id>`:
         an instruction published while the runtime was down arrives when it comes back,
         and is acked only after `callback` returned (see clients/resume.py). Returns the
         started subscription; `await sub.stop()` ends it, or use `async with`.

@@ -23,7 +23,7 @@ STREAMS: tuple[Stream, ...] = (DECISIONS, CORRECTIONS, INVARIANTS)
 GRANTS: dict[Role, tuple[Grant, ...]] = {
     Role.WORKER: (Grant.MANAGE_STREAMS,),
     Role.AGENT: (),
-    Role.OPERATOR: (Grant.INSPECT_STREAMS, Grant.TEND_CONSUMERS),
+    Role.OPERATOR: (Grant.INSPECT_STREAMS,),
     Role.SUBSCRIBER: (),
 }
 """What each role may do beyond the families it publishes and reads."""

@@ -73,6 +73,11 @@ class LeadingPuller:
         return self._active is not None
 
     @property
+    def problem(self) -> str | None:
+        """The active puller's durable's (workers.consumer_watch); a standby has none."""
+        return self._active.problem if self._active is not None else None
+
+    @property
     def running(self) -> bool:
         """The lease loop is alive, and so is the puller while this replica leads."""
         if self._loop is None or self._loop.done():

@@ -127,12 +127,12 @@ EVENTS = _event(
     "Lists carry their first 100 IDs and a count, so an event stays far under the payload "
     "limit. Subscribe e.g. corrections.events.*.applied.",
     readers=(
-        Reader(Role.OPERATOR, Via.ORDERED, "CorrectionClient.follow and wait_for_outcome "
+        Reader(Role.OPERATOR, Via.REPLAY, "CorrectionClient.follow and wait_for_outcome "
                "(agents plan correct --wait, the console)"),
         Reader(Role.OPERATOR, Via.CORE, "agents correction cancel | fail | retry wait for "
                "the outcome; the console's live view (console.live)"),
         Reader(Role.SUBSCRIBER, Via.DURABLE, "outcomes (clients.subscriber): a durable "
-               "named by the subscriber", durable="{name}"),
+               "the subscriber declares", durable="{consumer}"),
     ))
 
 ATTEMPTS = _event(
@@ -175,8 +175,9 @@ RESUME = _event(
     "append: run the child plan, its decisions under resume_at (the child's root). "
     "plan_id is the corrected plan. Client: DecisionRecorder.on_resume (docs/clients.md).",
     readers=(Reader(Role.AGENT, Via.DURABLE, "DecisionRecorder.on_resume (clients.resume): "
-                    "resume-<plan_id> for one plan, else a durable the runtime names",
-                    durable="resume-{plan_id}"),))
+                    "the runtime's own resume_<principal>", durable="resume_{principal}"),
+             Reader(Role.AGENT, Via.DURABLE, "DecisionRecorder.on_resume (clients.resume) "
+                    "with a durable the runtime declares", durable="{consumer}")))
 
 FAMILIES = (REQUESTED, DRYRUN, CANCEL, FAIL, RETRY, EVENTS, ATTEMPTS, CANCEL_REFUSED,
             REJECTED, FAIL_REFUSED, RETRY_REFUSED, RESUME)

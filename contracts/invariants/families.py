@@ -50,8 +50,8 @@ EVENTS = MessageFamily(
     ),
     readers=(
         Reader(Role.OPERATOR, Via.CORE, "the console's live view (console.live)"),
-        Reader(Role.SUBSCRIBER, Via.DURABLE, "a subscriber's own durable feed",
-               durable="{name}"),
+        Reader(Role.SUBSCRIBER, Via.DURABLE, "a durable feed the subscriber declares",
+               durable="{consumer}"),
     ),
 )
 

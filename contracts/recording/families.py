@@ -14,8 +14,8 @@ DECISIONS = Stream(
     "events.")
 
 WAIT_PERSISTED = Reader(
-    Role.AGENT, Via.ORDERED, "DecisionRecorder.wait_persisted (clients.recorder): an "
-    "ordered consumer over the plan's decisions.*.<plan_id>")
+    Role.AGENT, Via.REPLAY, "DecisionRecorder.wait_persisted (clients.recorder): the "
+    "plan's decisions.*.<plan_id> read by sequence from the decision's own")
 
 RECORDED = MessageFamily(
     f"{subjects.RECORDED_PREFIX}.{{plan_id}}", Decision, Direction.INBOUND, DECISIONS,
