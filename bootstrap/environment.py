@@ -153,5 +153,7 @@ def read_settings(kind: type[Settings]) -> Settings:
         stream_max_bytes=_env_int("STREAM_MAX_BYTES", 0) or None,
         stream_max_age_seconds=_env_float("STREAM_MAX_AGE_SECONDS", 0.0) or None,
         nats_credentials=NatsCredentials.from_env(),
+        cloudevents_schema_base=os.environ.get("CLOUDEVENTS_SCHEMA_BASE")
+        or kind.cloudevents_schema_base,
         crash_at=os.environ.get("CORRECTIONS_CRASH_AT") or None,
     )

@@ -95,7 +95,8 @@ def open_ledger(settings: Settings, nats: NatsSource, role: Role = OPERATOR) -> 
     store = MongoStore.connect(settings.mongodb_uri, settings.mongodb_db,
                                lease_seconds=settings.corrections_lease_seconds,
                                timeout_ms=role.mongo_timeout_ms)
-    publisher = PublisherOnDemand(nats, role.publish_ack_timeout)
+    publisher = PublisherOnDemand(nats, role.publish_ack_timeout,
+                                  settings.cloudevents_schema_base)
     recorder = RecorderService(
         store.recorder, store.dead_letters, publisher,
         RecorderPolicy(parent_wait_seconds=settings.recorder_parent_wait_seconds,

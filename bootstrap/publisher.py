@@ -18,8 +18,11 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 
 from bootstrap.nats_source import NatsSource
+from contracts.families import event_headers
+from contracts.shared.cloudevents import DEFAULT_SCHEMA_BASE
 from contracts.shared.ids import MSG_ID_HEADER
 from contracts.shared.outgoing import OutgoingEvent, StreamAck
+from contracts.shared.timestamps import utc_now
 from services.ports.publishing import EventPublisher, MessagePublisher, NotStored
 
 __all__ = ["JetStreamPublisher", "Publisher", "PublisherOnDemand"]
@@ -33,9 +36,19 @@ class Publisher(EventPublisher, MessagePublisher, Protocol):
 
 
 class JetStreamPublisher:
-    def __init__(self, nc: Client, ack_timeout: float = 10.0) -> None:
+    """Every event the services publish goes out here, with its CloudEvents headers
+    (contracts.families.event_headers) beside its trace context and Nats-Msg-Id."""
+
+    def __init__(self, nc: Client, ack_timeout: float = 10.0,
+                 schema_base: str = DEFAULT_SCHEMA_BASE) -> None:
         self._js: JetStreamContext = nc.jetstream(publish_async_max_pending=10_000)
         self._ack_timeout = ack_timeout
+        self._schema_base = schema_base
+
+    def _headers(self, e: OutgoingEvent) -> dict[str, str]:
+        ce = event_headers(e.subject, e.msg_id, e.payload, e.time or utc_now(),
+                           self._schema_base)
+        return {**ce, **dict(e.headers), MSG_ID_HEADER: e.msg_id}
 
     async def publish_all(self, events: Sequence[OutgoingEvent]) -> None:
         # Pipelined: send all, then wait for every PubAck, instead of one round trip each.
@@ -45,8 +58,8 @@ class JetStreamPublisher:
         for i, e in enumerate(events):
             if i and not i % SLICE:
                 await asyncio.sleep(0)
-            futures.append(await self._js.publish_async(
-                e.subject, e.payload, headers={**dict(e.headers), MSG_ID_HEADER: e.msg_id}))
+            futures.append(await self._js.publish_async(e.subject, e.payload,
+                                                        headers=self._headers(e)))
         if futures:
             await asyncio.wait_for(asyncio.gather(*futures), self._ack_timeout)
 
@@ -68,14 +81,17 @@ class JetStreamPublisher:
 class PublisherOnDemand:
     """A JetStreamPublisher made over the source's connection at the first publish."""
 
-    def __init__(self, nats: NatsSource, ack_timeout: float) -> None:
+    def __init__(self, nats: NatsSource, ack_timeout: float,
+                 schema_base: str = DEFAULT_SCHEMA_BASE) -> None:
         self._nats = nats
         self._ack_timeout = ack_timeout
+        self._schema_base = schema_base
         self._publisher: JetStreamPublisher | None = None
 
     async def _made(self) -> JetStreamPublisher:
         if self._publisher is None:
-            self._publisher = JetStreamPublisher(await self._nats.client(), self._ack_timeout)
+            self._publisher = JetStreamPublisher(await self._nats.client(), self._ack_timeout,
+                                                 self._schema_base)
         return self._publisher
 
     async def publish_all(self, events: Sequence[OutgoingEvent]) -> None:

@@ -18,6 +18,7 @@ from bootstrap.setting_types import LogFormat, Retry, StreamProfile
 from clients.credentials import NatsCredentials
 from contracts.corrections.archive.rules import ArchiveLimits
 from contracts.shared.bounds import DEFAULT_MAX_PAYLOAD_BYTES
+from contracts.shared.cloudevents import DEFAULT_SCHEMA_BASE
 
 __all__ = ["Settings"]
 
@@ -122,6 +123,9 @@ class Settings:
     """NATS_USER/NATS_PASSWORD, NATS_TOKEN, NATS_CREDS, NATS_NKEY_SEED and NATS_TLS_CA/
     _CERT/_KEY (clients.credentials); a password in NATS_URL works too. MongoDB's user
     and TLS options belong in MONGODB_URI (docs/operations.md, Access control)."""
+    cloudevents_schema_base: str = DEFAULT_SCHEMA_BASE
+    """CLOUDEVENTS_SCHEMA_BASE: the URL docs/schemas/ is published at; every event's
+    `ce-dataschema` is it and `<family>.json` (default: the console `agents up` starts)."""
     crash_at: str | None = None
     """TEST ONLY (CORRECTIONS_CRASH_AT): SIGKILL the worker at this step (docs/corrections.md)."""
 

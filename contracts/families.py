@@ -7,13 +7,16 @@ document and the permissions file are derived from (contracts.shared.families).
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from contracts.corrections.families import CORRECTIONS
 from contracts.corrections.families import FAMILIES as CORRECTION_FAMILIES
 from contracts.invariants.families import FAMILIES as INVARIANT_FAMILIES
 from contracts.invariants.families import INVARIANTS
 from contracts.recording.families import DECISIONS
 from contracts.recording.families import FAMILIES as RECORDING_FAMILIES
-from contracts.shared.families import MessageFamily, Stream, stream_subjects
+from contracts.shared import cloudevents
+from contracts.shared.families import Direction, MessageFamily, Stream, stream_subjects
 from contracts.shared.roles import Grant, Reader, Role
 
 FAMILIES: tuple[MessageFamily, ...] = (*RECORDING_FAMILIES, *CORRECTION_FAMILIES,
@@ -45,3 +48,29 @@ def family(name: str) -> MessageFamily:
         if f.name == name:
             return f
     raise KeyError(name)
+
+
+_BY_NAME: dict[str, MessageFamily] = {f.name: f for f in FAMILIES}
+
+
+def family_of(subject: str) -> MessageFamily | None:
+    """The family a concrete subject belongs to (its literal prefix and its number of
+    tokens), or None."""
+    parts = subject.split(".")
+    for n in range(1, len(parts)):
+        f = _BY_NAME.get(".".join(parts[:n]))
+        if f is not None and len(parts) - n == len(f.tokens):
+            return f
+    return None
+
+
+def event_headers(subject: str, msg_id: str, payload: bytes, at: datetime,
+                  schema_base: str = cloudevents.DEFAULT_SCHEMA_BASE) -> dict[str, str]:
+    """The CloudEvents headers of an event published on `subject` ({} for a subject of
+    no event family: a decision the reconciler records, a dead letter's retry). The one
+    place every published event gets them (bootstrap.publisher calls it), so a new event
+    family has them without a line of its own."""
+    f = family_of(subject)
+    if f is None or f.direction is not Direction.EVENT:
+        return {}
+    return cloudevents.headers(f, subject, msg_id, payload, at, schema_base=schema_base)
