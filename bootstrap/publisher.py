@@ -17,6 +17,7 @@ import nats.js.errors
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
+from bootstrap.event_log import log_event
 from bootstrap.nats_source import NatsSource
 from contracts.families import event_headers
 from contracts.shared.cloudevents import DEFAULT_SCHEMA_BASE
@@ -55,13 +56,18 @@ class JetStreamPublisher:
         # Sending does not yield on its own, so it yields every SLICE events: the other
         # batch in flight gets its database replies taken up meanwhile.
         futures = []
+        sent: list[tuple[dict[str, str], bytes]] = []
         for i, e in enumerate(events):
             if i and not i % SLICE:
                 await asyncio.sleep(0)
-            futures.append(await self._js.publish_async(e.subject, e.payload,
-                                                        headers=self._headers(e)))
+            headers = self._headers(e)
+            futures.append(await self._js.publish_async(e.subject, e.payload, headers=headers))
+            sent.append((headers, e.payload))
         if futures:
             await asyncio.wait_for(asyncio.gather(*futures), self._ack_timeout)
+        # Once the stream has them: corrections and violations as log events too.
+        for headers, payload in sent:
+            log_event(headers, payload)
 
     async def publish_message(self, subject: str, payload: bytes,
                               headers: Mapping[str, str]) -> StreamAck:
