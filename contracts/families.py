@@ -7,6 +7,7 @@ document and the permissions file are derived from (contracts.shared.families).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 
 from contracts.corrections.families import CORRECTIONS
@@ -17,11 +18,26 @@ from contracts.recording.families import DECISIONS
 from contracts.recording.families import FAMILIES as RECORDING_FAMILIES
 from contracts.shared import cloudevents
 from contracts.shared.families import Direction, MessageFamily, Stream, stream_subjects
-from contracts.shared.roles import Grant, Reader, Role
+from contracts.shared.roles import Grant, Reader, Role, Via
+from contracts.webhooks.families import DISPATCHER, WEBHOOKS
+from contracts.webhooks.families import FAMILIES as WEBHOOK_FAMILIES
 
-FAMILIES: tuple[MessageFamily, ...] = (*RECORDING_FAMILIES, *CORRECTION_FAMILIES,
-                                       *INVARIANT_FAMILIES)
-STREAMS: tuple[Stream, ...] = (DECISIONS, CORRECTIONS, INVARIANTS)
+WEBHOOK_DISPATCH = Reader(Role.WORKER, Via.DURABLE, "the webhooks' dispatcher "
+                         "(workers.webhooks): one durable per stream over its events",
+                         durable=DISPATCHER)
+
+
+def _dispatched(f: MessageFamily) -> MessageFamily:
+    """Every event family of the other streams is read by the webhooks' dispatcher (the
+    webhooks' own are not: a delivery would announce a delivery without end)."""
+    if f.direction is not Direction.EVENT or f.stream in (None, WEBHOOKS):
+        return f
+    return replace(f, readers=(*f.readers, WEBHOOK_DISPATCH))
+
+
+FAMILIES: tuple[MessageFamily, ...] = tuple(_dispatched(f) for f in (
+    *RECORDING_FAMILIES, *CORRECTION_FAMILIES, *INVARIANT_FAMILIES, *WEBHOOK_FAMILIES))
+STREAMS: tuple[Stream, ...] = (DECISIONS, CORRECTIONS, INVARIANTS, WEBHOOKS)
 
 GRANTS: dict[Role, tuple[Grant, ...]] = {
     Role.WORKER: (Grant.MANAGE_STREAMS,),
@@ -35,6 +51,11 @@ GRANTS: dict[Role, tuple[Grant, ...]] = {
 def captured(stream: Stream) -> list[str]:
     """The subjects `stream` captures."""
     return stream_subjects(stream, FAMILIES)
+
+
+def dispatched(stream: Stream) -> list[MessageFamily]:
+    """The event families of `stream` the webhooks' dispatcher reads."""
+    return [f for f in FAMILIES if f.stream == stream and WEBHOOK_DISPATCH in f.readers]
 
 
 def worker_consumers() -> list[tuple[MessageFamily, Reader]]:

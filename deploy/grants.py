@@ -115,10 +115,14 @@ def workers_own() -> tuple[list[str], list[str]]:
     publish: list[str] = []
     subscribe: list[str] = []
     for family in FAMILIES:
-        for r in family.worker_consumers():
+        # The pulled ones (worker_consumers) and any other fixed-name durable of the
+        # workers' (the webhooks' dispatcher reads every event family through one).
+        for r in family.readers:
+            if r.role is not Role.WORKER or r.via is not Via.DURABLE:
+                continue
             assert family.stream is not None and r.fixed_durable
             s, d = family.stream.name, r.durable
             publish += [f"{API}.CONSUMER.*.{s}.{d}", f"{API}.CONSUMER.*.*.{s}.{d}",
                         f"{API}.CONSUMER.CREATE.{s}.{d}.>", f"$JS.ACK.{s}.{d}.>"]
             subscribe.append(f"$JS.EVENT.ADVISORY.CONSUMER.*.{s}.{d}")
-    return publish, subscribe
+    return list(dict.fromkeys(publish)), list(dict.fromkeys(subscribe))

@@ -31,6 +31,7 @@ TOKENS: dict[str, str] = {
     "what": "violated or resolved.",
     "webhook_id": "The webhook subscription's ULID.",
     "outcome": "What became of a webhook delivery (delivered, dead_lettered).",
+    "change": "What an operator did to a webhook (added, removed).",
 }
 """Every token a subject pattern may hold, with what it carries (the document says it)."""
 
