@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from bootstrap.setting_types import LogFormat, LogLevel, StreamProfile, parse_addr
+from bootstrap.webhook_settings import read_webhook_key, read_webhook_limits
 from clients.credentials import NatsCredentials
 from contracts.corrections.archive.rules import ArchiveLimits
 
@@ -155,5 +156,6 @@ def read_settings(kind: type[Settings]) -> Settings:
         nats_credentials=NatsCredentials.from_env(),
         cloudevents_schema_base=os.environ.get("CLOUDEVENTS_SCHEMA_BASE")
         or kind.cloudevents_schema_base,
+        webhooks=read_webhook_limits(), webhook_secret_key=read_webhook_key(),
         crash_at=os.environ.get("CORRECTIONS_CRASH_AT") or None,
     )
