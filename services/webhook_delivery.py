@@ -23,7 +23,7 @@ from standardwebhooks.webhooks import Webhook as Signer
 from contracts.shared.outgoing import OutgoingEvent
 from contracts.shared.timestamps import utc_now
 from contracts.webhooks.delivery import after_attempt
-from contracts.webhooks.model import Attempt, Delivery, DeliveryStatus, ended
+from contracts.webhooks.model import Attempt, Delivery, DeliveryStatus, Webhook, ended
 from contracts.webhooks.policy import WebhookLimits
 from services.ports.publishing import EventPublisher
 from services.ports.webhooks import Answer, Claimed, Sender, WebhookRecords
@@ -35,6 +35,8 @@ CLAIM_MARGIN = 30.0
 """Seconds a claim outlives the request's timeout: the settle after it, on a busy store."""
 IDLE_POLL = 0.5
 """Seconds between looks for due deliveries when nothing woke the loop."""
+TARGET_TTL = 5.0
+TARGETS_MAX = 1000
 FORWARDED = ("ce-", "traceparent", "tracestate")
 """Event headers sent on: CloudEvents' attributes (HTTP binary mode) and trace context."""
 
@@ -64,6 +66,7 @@ class DeliveryLoop:
         self._clock = clock
         self._per: Counter[str] = Counter()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._targets: dict[str, tuple[float, Webhook | None, tuple[str, bytes] | None]] = {}
         self.wake = asyncio.Event()
 
     async def run(self) -> None:
@@ -131,9 +134,20 @@ class DeliveryLoop:
             log.warning("webhook delivery %s: the attempt could not be settled; its claim "
                         "expires and it is made again", d.delivery_id, exc_info=True)
 
+    async def _target(self, webhook_id: str) -> tuple[Webhook | None, tuple[str, bytes] | None]:
+        """The webhook and its stored secret, read at most every TARGET_TTL seconds (a
+        removed webhook stops being sent to within that)."""
+        now = asyncio.get_running_loop().time()
+        held = self._targets.get(webhook_id)
+        if held is None or held[0] < now:
+            found = (await self._records.get(webhook_id), await self._records.secret(webhook_id))
+            self._targets[webhook_id] = held = (now + TARGET_TTL, *found)
+            if len(self._targets) > TARGETS_MAX:
+                self._targets.pop(next(iter(self._targets)))
+        return held[1], held[2]
+
     async def _send(self, d: Delivery, payload: bytes, headers: dict[str, str]) -> Answer:
-        webhook = await self._records.get(d.webhook_id)
-        stored = await self._records.secret(d.webhook_id)
+        webhook, stored = await self._target(d.webhook_id)
         if webhook is None or webhook.removed_at is not None or stored is None:
             return Answer(None, "the webhook was removed", None, 0.0, retryable=False)
         try:
