@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 import nats.errors
@@ -29,9 +30,9 @@ from bootstrap.settings import Settings
 from contracts.families import STREAMS, dispatched
 from contracts.shared.families import Stream
 from contracts.webhooks.families import CHANGED, DISPATCHER
+from services.ports.webhooks import Answer
 from services.webhook_delivery import DeliveryLoop
 from services.webhooks import Incoming, WebhookService
-from workers.webhook_http import HttpSender
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,26 @@ REFRESH = 5.0
 ACK_WAIT = 30.0
 
 
+class LazySender:
+    """The HTTP client, made (and httpx imported) at the first delivery: a worker of a
+    ledger without webhooks never loads it."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._made: Any = None
+
+    async def send(self, url: str, body: bytes, headers: Mapping[str, str]) -> Answer:
+        if self._made is None:
+            from workers.webhook_http import HttpSender  # noqa: PLC0415
+            self._made = HttpSender(self._settings.webhooks)
+        answer: Answer = await self._made.send(url, body, headers)
+        return answer
+
+    async def close(self) -> None:
+        if self._made is not None:
+            await self._made.close()
+
+
 class WebhookWorker:
     def __init__(self, nc: Client, service: WebhookService, settings: Settings,
                  owner: str, publisher: Any) -> None:
@@ -51,7 +72,7 @@ class WebhookWorker:
         self._js: JetStreamContext = nc.jetstream()
         self._service = service
         self._settings = settings
-        self._sender = HttpSender(settings.webhooks)
+        self._sender = LazySender(settings)
         self.delivery = DeliveryLoop(service.records, service.sealer, self._sender,
                                      publisher, settings.webhooks, owner=owner)
         self._changed = asyncio.Event()
