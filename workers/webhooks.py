@@ -121,14 +121,16 @@ class WebhookWorker:
 
     async def _dispatch(self, stream: Stream) -> None:
         pull: JetStreamContext.PullSubscription | None = None
+        dropped = False
         while True:
             try:
                 if not self._on.is_set():
-                    if pull is not None:
+                    if not dropped:  # also one an earlier run of the workers left
                         await self._drop(stream, pull)
-                        pull = None
+                        pull, dropped = None, True
                     await self._on.wait()
                     continue
+                dropped = False
                 if pull is None:
                     pull = await self._bind(stream)
                 await self._one_batch(pull)
