@@ -190,10 +190,14 @@ def clashes(holders: Sequence[Holder]) -> list[str]:
 def workers_durables() -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     for family in FAMILIES:
-        for r in family.worker_consumers():
+        # The pulled ones (worker_consumers) and any other fixed-name durable of the
+        # workers' (the webhooks' dispatcher reads every event family through one).
+        for r in family.readers:
+            if r.role is not Role.WORKER or r.via is not Via.DURABLE:
+                continue
             assert family.stream is not None and r.fixed_durable and r.durable
             out.append((family.stream.name, r.durable))
-    return out
+    return list(dict.fromkeys(out))
 
 
 def denied(durables: Iterable[tuple[str, str]]) -> tuple[list[str], list[str]]:

@@ -48,6 +48,7 @@ from workers.readiness import readiness, start_health
 from workers.recovery import Sweeper
 from workers.stream_config import limits_for
 from workers.streams import StreamRefused, ensure_streams
+from workers.webhooks import WebhookWorker
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +73,7 @@ class Runtime:
     sweep: asyncio.Task[None] | None = None
     metrics: Metrics = field(default_factory=Metrics)
     sampler: asyncio.Task[None] | None = None
+    webhooks: WebhookWorker | None = None
 
     def get_ledger(self) -> Ledger:
         assert self.ledger is not None, "the app has not started"
@@ -117,6 +119,7 @@ async def open_runtime(runtime: Runtime, settings: Settings, broker: NatsBroker,
     await require_replica_set(store, settings.mongodb_uri,
                               allow_standalone=settings.allow_standalone_mongodb)
     await store.ensure_indexes()
+    await store.webhooks.ensure_indexes()
     await connect_nats(broker.connect, link, settings.connect_timeout_seconds)
     await prepare_streams(broker, settings)
     runtime.mongo_watch = MongoWatch(store, settings.mongodb_uri,

@@ -45,6 +45,7 @@ def step_span(c: Correction) -> Iterator[None]:
     parent = propagate.extract(c.trace_context) if c.trace_context else None
     with _tracer.start_as_current_span(
             f"correction {c.status.value}", context=parent, attributes={
+                "gen_ai.conversation.id": c.plan_id,
                 "ledger.correction_id": c.correction_id, "ledger.plan_id": c.plan_id,
                 "ledger.decision_id": c.decision_id, "ledger.mode": c.mode.value}):
         yield

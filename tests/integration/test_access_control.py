@@ -309,7 +309,7 @@ async def test_no_stream_was_touched_by_a_refused_operation(
     worker = await connect("worker")
     js = worker.nc.jetstream()
     names = sorted(info.config.name or "" for info in await js.streams_info())
-    assert names == ["CORRECTIONS", "DECISIONS", "INVARIANTS"]
+    assert names == ["CORRECTIONS", "DECISIONS", "INVARIANTS", "WEBHOOKS"]
     assert (await js.stream_info("DECISIONS")).config.max_msgs in (None, -1)
 
 

@@ -97,7 +97,8 @@ def test_each_principal_reads_its_own_inbox_and_owns_its_own_durables() -> None:
     assert owned(holders[1]) == [("CORRECTIONS", "resume_search-agent"),
                                  ("CORRECTIONS", "batch")]
     assert owned(holders[2]) == [("CORRECTIONS", "pager-outcomes"),
-                                 ("INVARIANTS", "pager-outcomes")]
+                                 ("INVARIANTS", "pager-outcomes"),
+                                 ("WEBHOOKS", "pager-outcomes")]
     gs = grants(holders[2], holders)
     assert ("$JS.API.CONSUMER.CREATE.CORRECTIONS.pager-outcomes.corrections.events.*.*"
             in gs.publish)
