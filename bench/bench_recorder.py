@@ -24,6 +24,11 @@ over that bare rate.
 On a machine with fewer cores than processes, more processes cannot add throughput; what
 the table shows instead is the CPU per 1,000 decisions each process spends, and from it
 what each would carry on a core of its own (printed as a projection, not a measurement).
+
+Signatures are on (`--unsigned` turns them off): the workers run with a principals file
+and REQUIRE_SIGNATURES=1, and every decision is signed by an agent's key, as the client
+library signs it. The cost of verifying, per 1,000 decisions, is timed in this process
+on the very messages sent (the worker's check: contracts.trust.policy.FamilyTrust).
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +57,17 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bootstrap.settings import Settings  # noqa: E402
+from contracts.recording.families import RECORDED  # noqa: E402
+from contracts.shared.roles import Role  # noqa: E402
+from contracts.trust.keys import new_user_seed, public_of_seed  # noqa: E402
+from contracts.trust.policy import TrustPolicy  # noqa: E402
+from contracts.trust.principals import (  # noqa: E402
+    Principal,
+    PrincipalKey,
+    load_directory,
+    render_directory,
+)
+from contracts.trust.signing import Signer  # noqa: E402
 from deploy.embedded import die_with_parent, free_port, start_mongo, start_nats  # noqa: E402
 from store.database import DECISIONS, PLAN_LOCKS, connect, ensure_indexes  # noqa: E402
 from tests.factories import encode, headers, plan_tree, subject  # noqa: E402
@@ -104,7 +121,45 @@ async def wait_spread(mongo_uri: str, db_name: str, partitions: int, workers: in
         await client.close()
 
 
-async def run_load(url: str, sent: list[dict[str, Any]], rate: float | None) -> dict[str, float]:
+AGENT = "bench-agent"
+
+
+def trust_setup(data: Path) -> tuple[Signer, Path]:
+    seed = new_user_seed()
+    principals = data / "principals.toml"
+    principals.write_text(render_directory([Principal(
+        name=AGENT, role=Role.AGENT, keys=(PrincipalKey(public=public_of_seed(seed)),))]))
+    return Signer(seed), principals
+
+
+def signed_headers(signer: Signer | None, d: dict[str, Any]) -> dict[str, str]:
+    h = headers(d)
+    if signer is not None:
+        h |= signer.headers(kind=RECORDED.name, subject=subject(d), msg_id=d["decision_id"],
+                            body=encode(d))
+    return h
+
+
+def verification_cost(signer: Signer, principals: Path, sent: list[dict[str, Any]]
+                      ) -> tuple[float, float]:
+    """Seconds to sign and to verify 1,000 of `sent`, as the client and the worker do."""
+    trust = TrustPolicy(load_directory(principals.read_text()), required=True)
+    check = trust.for_family(RECORDED)
+    assert check is not None
+    sample = sent[:1000]
+    start = time.perf_counter()
+    msgs = [(subject(d), encode(d), signed_headers(signer, d)) for d in sample]
+    signing = time.perf_counter() - start
+    now = datetime.now(UTC)
+    start = time.perf_counter()
+    for s, body, h in msgs:
+        assert check.identify(h, s, body, now) is not None
+    verifying = time.perf_counter() - start
+    return signing * 1000 / len(sample), verifying * 1000 / len(sample)
+
+
+async def run_load(url: str, sent: list[dict[str, Any]], rate: float | None,
+                   signer: Signer | None = None) -> dict[str, float]:
     """Publish `sent` (as fast as possible, or at `rate` per second) and time each one."""
     nc = await nats.connect(url)
     js = nc.jetstream(publish_async_max_pending=20_000)
@@ -124,7 +179,8 @@ async def run_load(url: str, sent: list[dict[str, Any]], rate: float | None) -> 
         if rate:
             await asyncio.sleep(max(0.0, start + i / rate - time.perf_counter()))
         published[d["decision_id"]] = time.perf_counter()
-        futures.append(await js.publish_async(subject(d), encode(d), headers=headers(d)))
+        futures.append(await js.publish_async(subject(d), encode(d),
+                                              headers=signed_headers(signer, d)))
     await asyncio.gather(*futures)
     await asyncio.wait_for(done.wait(), timeout=900)
     end = max(persisted.values())
@@ -181,10 +237,12 @@ class Run:
 
 
 async def one_run(k: int, ns_url: str, mongo: Any, args: argparse.Namespace,
-                  data: Path, *, seed: int) -> Run:
+                  data: Path, *, seed: int, signer: Signer | None, principals: Path) -> Run:
     db_name = f"bench_recorder_{k}"
     env = {**os.environ, "NATS_URL": ns_url, "MONGODB_URI": mongo.url, "MONGODB_DB": db_name,
            "PYTHONPATH": str(ROOT), "RECORDER_PARTITIONS": str(args.partitions)}
+    if signer is not None:
+        env |= {"LEDGER_PRINCIPALS": str(principals), "REQUIRE_SIGNATURES": "1"}
     procs = start_workers(k, env, data, f"w{k}")
     try:
         await wait_spread(mongo.url, db_name, args.partitions, k)
@@ -192,12 +250,12 @@ async def one_run(k: int, ns_url: str, mongo: Any, args: argparse.Namespace,
                 "mongo": mongo.process.pid, "publisher": os.getpid()}
         sent = interleaved(args.plans, args.decisions // args.plans, seed)
         cpu0 = cpu_seconds(pids)
-        burst = await run_load(ns_url, sent, None)
+        burst = await run_load(ns_url, sent, None, signer)
         cpu1 = cpu_seconds(pids)
         paced = None
         if args.paced_rate and seed == 0:
             paced = await run_load(ns_url, interleaved(args.plans, 2000 // args.plans, 7),
-                                   args.paced_rate)
+                                   args.paced_rate, signer)
         return Run(k, burst, per_1000(cpu0, cpu1, len(sent)), paced)
     finally:
         for p in procs:
@@ -206,11 +264,16 @@ async def one_run(k: int, ns_url: str, mongo: Any, args: argparse.Namespace,
 
 
 def report(args: argparse.Namespace, runs: list[Run], bare: dict[str, Any],
-           batch: int) -> None:
+           batch: int, signing: tuple[float, float] | None) -> None:
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"\nRecorder bench: {args.decisions} decisions in {args.plans} plans per run, "
           f"{args.partitions} partitions, batch {batch}, {os.cpu_count()} cores, nats-server "
-          f"+ secantusd-py on loopback; load average at the end {load}\n")
+          f"+ secantusd-py on loopback, "
+          f"{'unsigned' if signing is None else 'signed, REQUIRE_SIGNATURES=1'}; "
+          f"load average at the end {load}\n")
+    if signing is not None:
+        print(f"signatures: verifying 1,000 decisions {signing[1]:.3f} s of CPU "
+              f"(signing them {signing[0]:.3f} s)\n")
     print(f"{'workers':>7} {'decisions/s':>12} {'p50 ms':>8} {'p99 ms':>8} "
           f"{'workers CPU s/1000':>19}   split (s/1000 per process)   mongo  publisher")
     print("-" * 110)
@@ -239,7 +302,7 @@ def report(args: argparse.Namespace, runs: list[Run], bare: dict[str, Any],
               "MongoDB keeps up (projection)")
 
 
-async def main() -> None:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--decisions", type=int, default=10_000)
     ap.add_argument("--plans", type=int, default=60)
@@ -250,7 +313,13 @@ async def main() -> None:
                     help="keep the servers' data and the workers' logs under DIR")
     ap.add_argument("--paced-rate", type=float, default=200.0,
                     help="offered rate (decisions/s) of the latency run (0: none)")
-    args = ap.parse_args()
+    ap.add_argument("--unsigned", action="store_true",
+                    help="publish unsigned, workers without principals (as before signing)")
+    return ap.parse_args()
+
+
+async def main() -> None:
+    args = parse_args()
     counts = [int(x) for x in args.workers.split(",")]
     batch = Settings.from_env().recorder_batch_size  # the workers' own, RECORDER_BATCH_SIZE
 
@@ -261,8 +330,13 @@ async def main() -> None:
             print(f"servers' data and the workers' logs kept in {data}", flush=True)
         ns = start_nats(data, port=free_port())
         ms = start_mongo(data, port=free_port())
+        key, principals = trust_setup(data)
+        signer = None if args.unsigned else key
+        signing = None if signer is None else verification_cost(
+            signer, principals, interleaved(args.plans, 100, 99))
         try:
-            runs = [await one_run(k, ns.url, ms, args, data, seed=100_000 * i)
+            runs = [await one_run(k, ns.url, ms, args, data, seed=100_000 * i,
+                                  signer=signer, principals=principals)
                     for i, k in enumerate(counts)]
             bare = await bare_insert(ms.url, f"bench_recorder_{counts[0]}", batch,
                                      args.bare_runs,
@@ -271,7 +345,7 @@ async def main() -> None:
         finally:
             ns.stop()
             ms.stop()
-    report(args, runs, bare, batch)
+    report(args, runs, bare, batch, signing)
 
 
 if __name__ == "__main__":

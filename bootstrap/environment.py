@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from bootstrap.setting_types import LogFormat, LogLevel, StreamProfile, parse_addr
+from bootstrap.webhook_settings import read_webhook_key, read_webhook_limits
 from clients.credentials import NatsCredentials
 from contracts.corrections.archive.rules import ArchiveLimits
 
@@ -65,6 +66,14 @@ def _env_profile() -> StreamProfile:
     except ValueError:
         raise ValueError(f"STREAM_PROFILE={raw!r}: expected one of "
                          f"{', '.join(p.value for p in StreamProfile)}") from None
+
+
+def _env_require_signatures() -> bool:
+    """REQUIRE_SIGNATURES, or by default on in the production profile, unless that runs
+    as a test rig (ALLOW_UNAUTHENTICATED), and off in development."""
+    if os.environ.get("REQUIRE_SIGNATURES", "").strip():
+        return _env_bool("REQUIRE_SIGNATURES")
+    return _env_profile() is StreamProfile.PRODUCTION and not _env_bool("ALLOW_UNAUTHENTICATED")
 
 
 def _env_floats(name: str, default: tuple[float, ...]) -> tuple[float, ...]:
@@ -154,5 +163,15 @@ def read_settings(kind: type[Settings]) -> Settings:
         stream_max_bytes=_env_int("STREAM_MAX_BYTES", 0) or None,
         stream_max_age_seconds=_env_float("STREAM_MAX_AGE_SECONDS", 0.0) or None,
         nats_credentials=NatsCredentials.from_env(),
+        ledger_principals=Path(principals) if (principals := os.environ.get(
+            "LEDGER_PRINCIPALS")) else None,
+        require_signatures=_env_require_signatures(),
+        signature_max_skew_seconds=_env_float("SIGNATURE_MAX_SKEW_SECONDS",
+                                              kind.signature_max_skew_seconds),
+        created_at_max_skew_seconds=_env_float("CREATED_AT_MAX_SKEW_SECONDS",
+                                               kind.created_at_max_skew_seconds),
+        cloudevents_schema_base=os.environ.get("CLOUDEVENTS_SCHEMA_BASE")
+        or kind.cloudevents_schema_base,
+        webhooks=read_webhook_limits(), webhook_secret_key=read_webhook_key(),
         crash_at=os.environ.get("CORRECTIONS_CRASH_AT") or None,
     )

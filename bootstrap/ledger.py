@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bootstrap.identity import own_signer
 from bootstrap.nats_source import NatsSource
 from bootstrap.publisher import Publisher, PublisherOnDemand
 from bootstrap.settings import Settings
@@ -31,6 +32,8 @@ from services.ports.publishing import CorrectionObserver
 from services.read_ports import LedgerReads
 from services.recorder import RecorderService
 from services.recorder_policy import RecorderPolicy
+from services.webhook_secrets import Sealer, parse_key
+from services.webhooks import WebhookService, outbox_flusher
 from store.mongo_store import MongoStore
 
 __all__ = ["OPERATOR", "Ledger", "Role", "open_ledger"]
@@ -70,6 +73,7 @@ class Ledger:
     corrections: CorrectionService
     invariants: InvariantService
     dead_letters: DeadLetterService
+    webhooks: WebhookService
 
     @property
     def reads(self) -> LedgerReads:
@@ -80,7 +84,7 @@ class Ledger:
         """The operator client over this ledger's NATS connection: every correction
         command (request, dry run, cancel, fail, retry) is sent by it, as by any client."""
         return CorrectionClient(await self.nats.client(), requested_by=requested_by,
-                                retry=OPERATOR_RETRY)
+                                retry=OPERATOR_RETRY, signer=own_signer(self.settings))
 
     async def close(self) -> None:
         """NATS first (its drain may still publish), then MongoDB."""
@@ -95,11 +99,13 @@ def open_ledger(settings: Settings, nats: NatsSource, role: Role = OPERATOR) -> 
     store = MongoStore.connect(settings.mongodb_uri, settings.mongodb_db,
                                lease_seconds=settings.corrections_lease_seconds,
                                timeout_ms=role.mongo_timeout_ms)
-    publisher = PublisherOnDemand(nats, role.publish_ack_timeout)
+    publisher = PublisherOnDemand(nats, role.publish_ack_timeout, own_signer(settings),
+                                  settings.cloudevents_schema_base)
     recorder = RecorderService(
         store.recorder, store.dead_letters, publisher,
         RecorderPolicy(parent_wait_seconds=settings.recorder_parent_wait_seconds,
-                       max_payload_bytes=settings.max_payload_bytes),
+                       max_payload_bytes=settings.max_payload_bytes,
+                       created_at_max_skew_seconds=settings.created_at_max_skew_seconds),
         waits=store.parent_waits)
     corrections = CorrectionService(
         store, publisher, Archive(settings.resolved_archive_root(), settings.artifacts_root,
@@ -110,4 +116,7 @@ def open_ledger(settings: Settings, nats: NatsSource, role: Role = OPERATOR) -> 
     return Ledger(settings=settings, store=store, nats=nats, publisher=publisher,
                   recorder=recorder, corrections=corrections,
                   invariants=InvariantService.from_store(store, publisher),
-                  dead_letters=DeadLetterService(store.dead_letters, publisher))
+                  dead_letters=DeadLetterService(store.dead_letters, publisher),
+                  webhooks=WebhookService(store.webhooks, publisher,
+                                          Sealer(parse_key(settings.webhook_secret_key)),
+                                          outbox_flusher(store.outbox, publisher)))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 
 from bootstrap.environment import read_settings
@@ -18,7 +19,11 @@ from bootstrap.setting_types import LogFormat, Retry, StreamProfile
 from clients.credentials import NatsCredentials
 from contracts.corrections.archive.rules import ArchiveLimits
 from contracts.shared.bounds import DEFAULT_MAX_PAYLOAD_BYTES
+from contracts.shared.cloudevents import DEFAULT_SCHEMA_BASE
 from contracts.shared.partitions import MAX_PARTITIONS
+from contracts.trust.policy import TrustPolicy
+from contracts.trust.principals import load_directory
+from contracts.webhooks.policy import WebhookLimits
 
 __all__ = ["Settings"]
 
@@ -128,6 +133,27 @@ class Settings:
     """NATS_USER/NATS_PASSWORD, NATS_TOKEN, NATS_CREDS, NATS_NKEY_SEED and NATS_TLS_CA/
     _CERT/_KEY (clients.credentials); a password in NATS_URL works too. MongoDB's user
     and TLS options belong in MONGODB_URI (docs/operations.md, Access control)."""
+    ledger_principals: Path | None = None
+    """LEDGER_PRINCIPALS: the principals file (contracts.trust.principals) whose keys the
+    workers verify signed messages against; unset: nothing is verified, every message
+    is recorded `verified: false` (docs/security.md)."""
+    require_signatures: bool = False
+    """REQUIRE_SIGNATURES: refuse unsigned messages (rule unsigned). Unset: on in the
+    production profile (unless ALLOW_UNAUTHENTICATED), off in development."""
+    signature_max_skew_seconds: float = 300.0
+    """SIGNATURE_MAX_SKEW_SECONDS: how far Ledger-Signed-At may be from the stream's
+    timestamp of the message (rule signed_at_skew)."""
+    created_at_max_skew_seconds: float = 300.0
+    """CREATED_AT_MAX_SKEW_SECONDS: how far a decision's created_at may be from the
+    stream's timestamp of its message (rule created_at_skew)."""
+    cloudevents_schema_base: str = DEFAULT_SCHEMA_BASE
+    """CLOUDEVENTS_SCHEMA_BASE: the URL docs/schemas/ is published at; every event's
+    `ce-dataschema` is it and `<family>.json` (default: the console `agents up` starts)."""
+    webhooks: WebhookLimits = field(default_factory=WebhookLimits)
+    """WEBHOOK_* (docs/webhooks.md): timeouts, attempts, backoff, concurrency, allowlist."""
+    webhook_secret_key: str | None = field(default=None, repr=False)
+    """WEBHOOK_SECRET_KEY: 32 bytes (base64) sealing webhook secrets at rest; unset:
+    they are stored as they are, in MongoDB."""
     crash_at: str | None = None
     """TEST ONLY (CORRECTIONS_CRASH_AT): SIGKILL the worker at this step (docs/corrections.md)."""
 
@@ -142,6 +168,23 @@ class Settings:
             raise ValueError(
                 f"ARCHIVE_ROOT {archive} is inside ARTIFACTS_ROOT {artifacts}, the tree agents "
                 "write to; set ARCHIVE_ROOT to a folder outside it")
+
+    def trust_policy(self) -> TrustPolicy:
+        """What the workers verify signatures against: the principals file read now (a
+        bad file is a ValueError of one line naming LEDGER_PRINCIPALS)."""
+        directory = None
+        if self.ledger_principals is not None:
+            try:
+                text = self.ledger_principals.read_text()
+            except OSError as exc:
+                raise ValueError(f"LEDGER_PRINCIPALS={self.ledger_principals}: "
+                                 f"{exc.strerror or exc}") from None
+            try:
+                directory = load_directory(text)
+            except ValueError as exc:
+                raise ValueError(f"LEDGER_PRINCIPALS={self.ledger_principals}: {exc}") from None
+        return TrustPolicy(directory, required=self.require_signatures,
+                           max_skew=timedelta(seconds=self.signature_max_skew_seconds))
 
     def retry(self, extra_deliveries: int = 0) -> Retry:
         """The bounded retries of a durable consumer (`extra_deliveries` for waits that
@@ -162,4 +205,5 @@ class Settings:
         if settings.stream_profile is StreamProfile.PRODUCTION \
                 and not settings.allow_unauthenticated:
             require_secrets(settings.nats_url, settings.nats_credentials, settings.mongodb_uri)
+        settings.trust_policy()  # a missing or bad principals file stops the start here
         return settings

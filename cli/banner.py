@@ -44,6 +44,7 @@ def banner(settings: Settings, data_dir: Path, servers: list[ManagedServer],
         table.add_row("console", escape(console_url) + "  [dim](agents console)[/]")
     table.add_row("archive", escape(str(settings.resolved_archive_root())))
     table.add_row(*artifacts_row(settings))
+    table.add_row(*signatures_row(settings))
     if servers:
         table.add_row("data dir", escape(str(data_dir)))
         for server in servers:
@@ -55,6 +56,16 @@ def banner(settings: Settings, data_dir: Path, servers: list[ManagedServer],
     stops = "the workers, then the servers" if servers else "the workers"
     table.add_row("", f"[dim]Ctrl-C stops {stops}[/]")
     return Panel(table, title="agents up", border_style="green", expand=False)
+
+
+def signatures_row(settings: Settings) -> tuple[str, str]:
+    """Whether unsigned messages are accepted (docs/security.md): said, not implied."""
+    if settings.require_signatures:
+        return "signatures", "required (REQUIRE_SIGNATURES): unsigned messages are refused"
+    verified = (f"signed ones verified against {escape(str(settings.ledger_principals))}"
+                if settings.ledger_principals else "nothing verified (no LEDGER_PRINCIPALS)")
+    return ("[yellow]signatures[/]", "[yellow]not required (REQUIRE_SIGNATURES off): unsigned "
+            f"messages are recorded unverified, naming no principal; {verified}[/]")
 
 
 def artifacts_row(settings: Settings) -> tuple[str, str]:

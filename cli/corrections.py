@@ -46,7 +46,7 @@ def list_(
                       "guidance")
         for c in found:
             table.add_row(c.correction_id, short(c.plan_id), short(c.decision_id), c.mode.value,
-                          status_text(c.status.value), escape(c.requested_by),
+                          status_text(c.status.value), escape(c.requester),
                           when(c.requested_at), escape(clip(c.guidance, 40)))
         out.print(table)
 
@@ -68,7 +68,7 @@ def show(
             return
         out.print(f"[bold]correction {c.correction_id}[/] {status_text(c.status.value)}")
         out.print(f"  {c.mode.value} of {c.decision_id} in plan {c.plan_id}")
-        out.print(f"  requested by {escape(c.requested_by)} at {when(c.requested_at)}")
+        out.print(f"  requested by {escape(c.requester)} at {when(c.requested_at)}")
         out.print(f"  guidance: {escape(clip(c.guidance, 200))}")
         if c.chosen_option:
             out.print(f"  chosen option: {escape(c.chosen_option)}")

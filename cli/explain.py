@@ -93,6 +93,8 @@ def _print_explain(d: Decision, path: list[Decision]) -> None:
     row("confidence", d.confidence_score)
     row("rationale", d.rationale)
     row("created", when(d.created_at))
+    row("agent", f"{d.agent.name} {d.agent.version or ''}".strip() if d.agent else None)
+    row("model", f"{d.model.provider} {d.model.name}" if d.model else None)
     status = "current"
     if d.superseded_by:
         status = f"superseded by {d.superseded_by}"
@@ -140,7 +142,7 @@ def _print_corrections(d: Decision, touching: list[Correction]) -> None:
     for c in touching:
         role = "target" if c.decision_id == d.decision_id else "result"
         out.print(f"  {c.correction_id} {c.mode.value} ({role}) "
-                  f"{status_text(c.status.value)} by {escape(c.requested_by)}: "
+                  f"{status_text(c.status.value)} by {escape(c.requester)}: "
                   f"{escape(clip(c.guidance, 50))}")
 
 

@@ -7,25 +7,26 @@ connect to NATS before they act; the listing only reads.
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 
 from cli.context import Ctx, parse_id, run
-from cli.correct import requester
 from cli.errors import USAGE_ERROR, fail
 from cli.invariant_calls import PlanOpt, call
 from cli.render import JsonFlag, clip, dump, emit_json, out, short, when
 
 if TYPE_CHECKING:
     from contracts.invariants.violations import InvariantViolation
+    from contracts.trust.policy import Identity
     from services.invariant_reconciliation import Backfilled
     from services.invariants import InvariantService
 
 
 def _violation_row(v: InvariantViolation) -> list[str]:
-    state = (f"resolved by {escape(v.resolved_by or '?')}" if v.is_resolved
+    state = (f"resolved by {escape(v.resolved_by or 'unverified')}" if v.is_resolved
              else "[red]blocking[/]" if v.blocks else "open")
     return [v.violation_id, short(v.invariant_id), short(v.plan_id), v.severity.value, state,
             when(v.reported_at), escape(clip(v.details, 50))]
@@ -61,24 +62,51 @@ def violations(
 
 def resolve(
     violation_id: Annotated[str, typer.Argument(help="The violation (ULID).")],
-    by: Annotated[str | None, typer.Option(help="Who resolved it (default: $USER).")] = None,
+    by: Annotated[str | None, typer.Option(
+        hidden=True, help="Ignored: who resolved it is the operator whose NATS_NKEY_SEED "
+        "signs the resolution, as verified against LEDGER_PRINCIPALS.")] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Resolve a violation; its plan is unblocked once no unresolved error remains."""
+    """Resolve a violation; its plan is unblocked once no unresolved error remains.
+
+    Signed with NATS_NKEY_SEED and verified against LEDGER_PRINCIPALS: the resolution
+    names that operator (within its projects), or no one when unsigned (development)."""
     violation_id = parse_id(violation_id, "violation")
-    who = by if by is not None else requester()
-    if not who.strip():
-        fail("--by is empty", USAGE_ERROR)
 
     async def body(ctx: Ctx) -> None:
+        await ctx.connected()  # a resolve publishes: NATS first, as every such command
+        who = await signed_resolution(ctx, violation_id)
         done = await call(ctx, lambda s: s.resolve_violation(violation_id, who),
                            publishes=True)
         if as_json:
             emit_json(dump(done))
         else:
-            out.print(f"violation {done.violation_id} resolved by {escape(who)}")
+            out.print(f"violation {done.violation_id} resolved by "
+                      f"{escape(done.resolved_by or 'an unverified operator')}")
 
     run(body)
+
+
+async def signed_resolution(ctx: Ctx, violation_id: str) -> Identity:
+    """The operator resolving, as verified (bootstrap.identity); a refusal is one line."""
+    from bootstrap.identity import own_identity
+    from contracts.invariants import subjects
+    from contracts.invariants.families import EVENTS
+    from contracts.shared.roles import Role
+    from contracts.shared.rules import RuleViolation
+
+    held = await call(ctx, lambda s: s.get_violation(violation_id))
+    body = json.dumps({"violation_id": held.violation_id, "resolved": True}).encode()
+    try:
+        who = own_identity(ctx.settings, kind=EVENTS.name,
+                           subject=subjects.event(held.plan_id, subjects.RESOLVED),
+                           msg_id=subjects.event_msg_id(held.violation_id, subjects.RESOLVED),
+                           body=body, roles={Role.OPERATOR})
+    except ValueError as exc:
+        fail(str(exc))
+    if isinstance(who, RuleViolation):
+        fail(f"the resolution is refused: {who}")
+    return who
 
 
 def _backfilled_json(done: Backfilled) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from nats.js.api import PubAck
 from opentelemetry import propagate
 
 from contracts.shared.ids import MSG_ID_HEADER
+from contracts.trust.signing import Signer
 
 RETRYABLE: tuple[type[BaseException], ...] = (
     TimeoutError,                          # asyncio's, on 3.11 the builtin
@@ -92,15 +93,21 @@ DEFAULT_RETRY = RetryPolicy()
 
 
 async def publish_acked(js: JetStreamContext, subject: str, payload: bytes, msg_id: str,
-                        policy: RetryPolicy = DEFAULT_RETRY) -> PubAck:
+                        policy: RetryPolicy = DEFAULT_RETRY, *, signer: Signer | None = None,
+                        kind: str | None = None) -> PubAck:
     """Publish with `Nats-Msg-Id: msg_id` and return the PubAck, retrying what can be retried.
 
     The current OpenTelemetry context (when the application set one up) goes in the
     headers too (`traceparent`), and the ledger carries it on to the events it publishes
-    about the message."""
+    about the message. With a `signer`, the message is signed as a `kind` message (its
+    family's name) once, before the first try: a retry is the same signed message."""
     headers: dict[str, str] = {}
     propagate.inject(headers)
     headers[MSG_ID_HEADER] = msg_id
+    if signer is not None:
+        if kind is None:
+            raise ValueError("a signed message names its kind (its family's name)")
+        headers |= signer.headers(kind=kind, subject=subject, msg_id=msg_id, body=payload)
     last: BaseException | None = None
     for attempt, delay in enumerate([*policy.delays(), None], start=1):
         try:

@@ -24,8 +24,10 @@ from clients._publish import DEFAULT_RETRY, RetryPolicy, publish_acked
 from clients.correction_errors import DryRunRefused, InvalidCorrection, LedgerUnavailable
 from clients.credentials import NatsCredentials
 from clients.following import CorrectionFollowing
+from clients.signing import signer_for
 from contracts.corrections import subjects
 from contracts.corrections.dry_run import DryRunReport
+from contracts.corrections.families import CANCEL, DRYRUN, FAIL, REQUESTED, RETRY
 from contracts.corrections.refusals import DryRunError
 from contracts.corrections.requests import (
     CancelRequest,
@@ -36,36 +38,45 @@ from contracts.corrections.requests import (
 from contracts.corrections.states import CorrectionMode
 from contracts.shared.ids import new_id
 from contracts.shared.rules import violations_from
+from contracts.shared.tracing import CONVERSATION, GENAI_SCHEMA_URL
+from contracts.trust.signing import Signer
 
 __all__ = ["CorrectionClient"]
 
 
-_tracer = trace.get_tracer("decision_ledger.clients")
+_tracer = trace.get_tracer("decision_ledger.clients", schema_url=GENAI_SCHEMA_URL)
 
 
 class CorrectionClient(CorrectionFollowing, ConnectionOwner):
     """Corrections over one NATS connection (see the module docstring)."""
 
-    def __init__(self, nc: Client, *, requested_by: str = "operator",
-                 retry: RetryPolicy = DEFAULT_RETRY, owns_connection: bool = False) -> None:
+    def __init__(self, nc: Client, *, requested_by: str | None = None,
+                 retry: RetryPolicy = DEFAULT_RETRY, owns_connection: bool = False,
+                 signer: Signer | None = None) -> None:
+        """`requested_by`: what requests call their sender (a claim the ledger keeps as
+        claimed_by); who sent them is the principal whose key `signer` holds."""
         super().__init__(nc, owns_connection=owns_connection)
         self._js = nc.jetstream()
         self._requested_by = requested_by
+        self._signer = signer
         self._retry = retry
         # correction_id -> stream sequence of its request: its events all come later.
         self._requested_at: dict[str, int] = {}
 
     @classmethod
-    def connect(cls, url: str = DEFAULT_NATS_URL, *, requested_by: str = "operator",
+    def connect(cls, url: str = DEFAULT_NATS_URL, *, requested_by: str | None = None,
                 retry: RetryPolicy = DEFAULT_RETRY,
                 connect_timeout: float = CONNECT_TIMEOUT,
-                credentials: NatsCredentials | None = None) -> Connecting[CorrectionClient]:
+                credentials: NatsCredentials | None = None,
+                seed: bytes | None = None) -> Connecting[CorrectionClient]:
         """`ops = await CorrectionClient.connect(url)`, or `async with ... as ops`; raises
         NatsUnreachable when no server answers within `connect_timeout` seconds.
-        `credentials` (e.g. `NatsCredentials.from_env()`) when the URL holds no password."""
+        `credentials` (e.g. `NatsCredentials.from_env()`) when the URL holds no password;
+        their NATS_NKEY_SEED (or `seed`) signs every command (docs/security.md)."""
+        signer = signer_for(credentials, seed)
         return Connecting(url, lambda nc: cls(nc, requested_by=requested_by, retry=retry,
-                                              owns_connection=True), connect_timeout,
-                          credentials)
+                                              owns_connection=True, signer=signer),
+                          connect_timeout, credentials)
 
     def build(self, plan_id: str, decision_id: str, mode: CorrectionMode | str,
               guidance: str | None = None, *, chosen_option: str | None = None,
@@ -98,8 +109,11 @@ class CorrectionClient(CorrectionFollowing, ConnectionOwner):
         req = self.build(plan_id, decision_id, mode, guidance, chosen_option=chosen_option,
                          requested_by=requested_by)
         try:
-            reply = await self._nc.request(subjects.dryrun(req.plan_id),
-                                           req.model_dump_json().encode(), timeout=timeout)
+            subject, body = subjects.dryrun(req.plan_id), req.model_dump_json().encode()
+            headers = self._signer.headers(
+                kind=DRYRUN.name, subject=subject, msg_id=req.correction_id, body=body) \
+                if self._signer else None
+            reply = await self._nc.request(subject, body, timeout=timeout, headers=headers)
         except (nats.errors.NoRespondersError, nats.errors.TimeoutError) as exc:
             raise LedgerUnavailable(
                 f"no answer on {subjects.dryrun(req.plan_id)} within {timeout}s "
@@ -122,6 +136,7 @@ class CorrectionClient(CorrectionFollowing, ConnectionOwner):
         req = self.build(plan_id, decision_id, mode, guidance, chosen_option=chosen_option,
                          requested_by=requested_by, correction_id=correction_id)
         with _tracer.start_as_current_span("correction request", attributes={
+                CONVERSATION: req.plan_id,
                 "ledger.correction_id": req.correction_id, "ledger.plan_id": req.plan_id,
                 "ledger.decision_id": req.decision_id, "ledger.mode": req.mode.value}):
             return await self._send(req)
@@ -129,7 +144,8 @@ class CorrectionClient(CorrectionFollowing, ConnectionOwner):
     async def _send(self, req: CorrectionRequest) -> str:
         ack = await publish_acked(self._js, subjects.requested(req.plan_id),
                                   req.model_dump_json().encode(),
-                                  subjects.request_msg_id(req.correction_id), self._retry)
+                                  subjects.request_msg_id(req.correction_id), self._retry,
+                                  signer=self._signer, kind=REQUESTED.name)
         self._requested_at[req.correction_id] = ack.seq
         return req.correction_id
 
@@ -142,7 +158,8 @@ class CorrectionClient(CorrectionFollowing, ConnectionOwner):
         body = CancelRequest(correction_id=correction_id, plan_id=plan_id, reason=reason)
         await publish_acked(self._js, subjects.cancel(body.plan_id),
                             body.model_dump_json().encode(),
-                            subjects.cancel_msg_id(body.correction_id, reason), self._retry)
+                            subjects.cancel_msg_id(body.correction_id, reason), self._retry,
+                            signer=self._signer, kind=CANCEL.name)
 
     async def fail(self, correction_id: str, plan_id: str, reason: str) -> None:
         """Ask to end a correction stuck in ANALYZING or EXECUTING as FAILED.
@@ -157,7 +174,8 @@ class CorrectionClient(CorrectionFollowing, ConnectionOwner):
             raise InvalidCorrection(violations_from(exc)) from None
         await publish_acked(self._js, subjects.fail(body.plan_id),
                             body.model_dump_json().encode(),
-                            subjects.fail_msg_id(body.correction_id, reason), self._retry)
+                            subjects.fail_msg_id(body.correction_id, reason), self._retry,
+                            signer=self._signer, kind=FAIL.name)
 
     async def retry(self, correction_id: str, plan_id: str, reason: str | None = None, *,
                     retry_id: str | None = None, requested_by: str | None = None) -> str:
@@ -178,6 +196,6 @@ class CorrectionClient(CorrectionFollowing, ConnectionOwner):
         ack = await publish_acked(self._js, subjects.retry(body.plan_id),
                                   body.model_dump_json().encode(),
                                   subjects.retry_msg_id(body.correction_id, body.retry_id),
-                                  self._retry)
+                                  self._retry, signer=self._signer, kind=RETRY.name)
         self._requested_at[body.correction_id] = ack.seq
         return body.retry_id

@@ -35,8 +35,11 @@ from contracts.invariants.wire import (
 from contracts.recording.events import DecisionPersisted
 from contracts.shared.dead_letter import DeadLetter
 from contracts.shared.persistence import InvariantNotFound, ViolationNotFound
+from contracts.shared.rules import RuleViolation
 from contracts.shared.timestamps import utc_now
 from contracts.shared.unreadable import Unreadable
+from contracts.trust.ownership import Ownership, Refused, not_owner, out_of_scope
+from contracts.trust.policy import Identity, principal_name, signature_of
 from services import outbox
 from services.invariant_reconciliation import BACKFILL_PAGE, Backfilled, Reconciler
 from services.ports.invariants import InvariantRecords, InvariantStorePort, ViolationRecords
@@ -128,10 +131,22 @@ class InvariantService:
 
     # --- violations ------------------------------------------------------------------
 
-    async def report_violation(self, violation: InvariantViolation) -> InvariantViolation:
+    async def report_refusal(self, identity: Identity, plan_id: str) -> RuleViolation | None:
+        """`plan_owner` when `identity` may not report against the plan (its owner and
+        delegates may; a plan without a verified owner takes anyone's reports)."""
+        plan = await self._plans.get(plan_id)
+        ownership = Ownership(plan.owner, tuple(plan.delegates)) if plan else Ownership()
+        return not_owner(plan_id, ownership, identity, "report violations against")
+
+    async def report_violation(self, violation: InvariantViolation,
+                               identity: Identity = None) -> InvariantViolation:
         """Store a report and announce it (INVARIANT_VIOLATED) exactly once; reporting the
         same violation again stores and announces nothing new. InvariantNotFound if it
-        names no invariant; ViolationConflict if its ID was reported with other content."""
+        names no invariant; ViolationConflict if its ID was reported with other content.
+        `identity`: who sent it, as verified (its reported_by)."""
+        violation = violation.model_copy(update={
+            "reported_by": principal_name(identity), "verified": identity is not None,
+            "report_signature": signature_of(identity)})
         inv = await self._invariants.require(violation.invariant_id)
         await self._violations.record(
             violation, violation_event(ViolationEventType.INVARIANT_VIOLATED, inv.name),
@@ -148,18 +163,23 @@ class InvariantService:
         """Oldest first."""
         return await self._violations.find(plan_id, unresolved_only=unresolved_only)
 
-    async def resolve_violation(self, violation_id: str, resolved_by: str) -> InvariantViolation:
+    async def resolve_violation(self, violation_id: str,
+                                identity: Identity = None) -> InvariantViolation:
         """Resolve and announce it (INVARIANT_VIOLATION_RESOLVED) exactly once; the plan is
         unblocked when no unresolved error violation remains. ViolationNotFound for an
-        unknown ID, ViolationAlreadyResolved when it was resolved before."""
-        if not resolved_by.strip():
-            raise ValueError("resolved_by names who resolved the violation; it is blank")
+        unknown ID, ViolationAlreadyResolved when it was resolved before; Refused
+        (operator_scope) for an operator outside the plan's project. `identity`: the
+        operator as verified (its resolved_by; None: an unverified resolution)."""
         held = await self._violations.require(violation_id)
+        plan = await self._plans.get(held.plan_id)
+        refused = out_of_scope(identity, held.plan_id, plan.project if plan else None)
+        if refused is not None:
+            raise Refused(refused)
         inv = await self._invariants.get(held.invariant_id)
         done = await self._violations.resolve(
-            violation_id, resolved_by.strip(), self._clock(),
+            violation_id, principal_name(identity), self._clock(),
             violation_event(ViolationEventType.INVARIANT_VIOLATION_RESOLVED,
-                        inv.name if inv else None))
+                            inv.name if inv else None), signature_of(identity))
         await self.flush(done.violation_id)
         return done
 

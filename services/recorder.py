@@ -18,6 +18,7 @@ nothing.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 
 from contracts.decisions.model import Decision
@@ -27,6 +28,7 @@ from contracts.shared.inbound import Inbound
 from contracts.shared.rules import Rule, RuleViolation
 from contracts.shared.timestamps import utc_now
 from contracts.shared.tracing import trace_headers
+from contracts.trust.policy import Identity
 from services.ports.publishing import EventPublisher
 from services.ports.records import DeadLetterRecords, RecordedDecisions
 from services.recorder_batch import (
@@ -68,18 +70,21 @@ class RecorderService:
         """The CPU-only first half: the worker runs it for the next batch while the
         current one waits on the database."""
         now = utc_now()
-        limit = self.policy.max_payload_bytes
-        return self.collect(batch, now, [read_guarded(msg, now, limit) for msg in batch])
+        limit, skew = self.policy.max_payload_bytes, self.policy.created_at_max_skew
+        return self.collect(batch, now, [read_guarded(msg, now, limit, skew) for msg in batch])
 
     def collect(self, batch: Sequence[Inbound], now: datetime,
-                results: Sequence[Candidate | Invalid]) -> ReadBatch:
-        """The batch's read results (one per message, in order) as a ReadBatch."""
+                results: Sequence[Candidate | Invalid],
+                identities: Sequence[Identity] | None = None) -> ReadBatch:
+        """The batch's read results (one per message, in order) as a ReadBatch, each
+        candidate with who sent it as verified (`identities`; None: unverified)."""
         read = ReadBatch(batch, now)
-        for msg, result in zip(batch, results, strict=True):
+        for msg, result, who in zip(batch, results, identities or [None] * len(batch),
+                                    strict=True):
             if isinstance(result, Invalid):
                 read.reject(msg, result.plan_id, None, result.violations)
             else:
-                read.candidates.append(result)
+                read.candidates.append(replace(result, identity=who) if who else result)
         return read
 
     async def dead_letter(self, msg: Inbound, violations: Sequence[RuleViolation]) -> None:
@@ -115,7 +120,8 @@ class RecorderService:
             if optimistic and len(triage.accept) != len(todo):
                 optimistic = False
                 continue
-            stored = await self._decisions.insert_recorded(triage.accept, now, facts.epochs)
+            stored = await self._decisions.insert_recorded(triage.accept, now, facts.epochs,
+                                                           facts.ownership)
             optimistic = False
             if stored is None:
                 # Another worker stored one of these first (or its triage's root), or a
@@ -141,11 +147,10 @@ class RecorderService:
         outage are not waiting)."""
         if not waiting:
             return
-        clock = utc_now()
-        since = await self._waits.since((wait_key(c.stream_sequence) for c in waiting), clock)
+        waits = await self._waits.waited(wait_key(c.stream_sequence) for c in waiting)
         for c in waiting:
             msg = out.read.by_seq[c.stream_sequence]
-            waited = (clock - since[wait_key(c.stream_sequence)]).total_seconds()
+            waited = waits[wait_key(c.stream_sequence)]
             if waited < self.policy.parent_wait_seconds:
                 out.verdicts[c.stream_sequence] = Disposition(Verdict.NAK,
                                                               self.policy.backoff(waited))

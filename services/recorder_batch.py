@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from contracts.decisions.model import Decision
 from contracts.decisions.subjects import (
@@ -34,9 +34,10 @@ def subject_plan(subject: str) -> str | None:
 
 
 def read_guarded(msg: Inbound, now: datetime,
-                 max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> Candidate | Invalid:
+                 max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+                 max_skew: timedelta | None = None) -> Candidate | Invalid:
     """`read_message`, with any exception it raises made this message's `unreadable`."""
-    result = guarded(lambda: read_message(msg, now, max_payload_bytes))
+    result = guarded(lambda: read_message(msg, now, max_payload_bytes, max_skew))
     if isinstance(result, RuleViolation):
         return Invalid(msg.stream_sequence, subject_plan(msg.subject), (result,))
     return result

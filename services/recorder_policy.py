@@ -3,9 +3,10 @@ a decision may wait for its parent: the policy and the clock that measures the w
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import timedelta
 from enum import StrEnum
 from typing import Protocol
 
@@ -34,6 +35,14 @@ class RecorderPolicy:
     max_backoff_seconds: float = 5.0
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
     """A larger message is dead-lettered unread (payload_too_large)."""
+    created_at_max_skew_seconds: float | None = 300.0
+    """How far a sent created_at may be from the stream's time (created_at_skew);
+    None: not checked."""
+
+    @property
+    def created_at_max_skew(self) -> timedelta | None:
+        s = self.created_at_max_skew_seconds
+        return None if s is None else timedelta(seconds=s)
 
     def backoff(self, waited: float) -> float:
         """About as long again as it has waited: 0.25 s, 0.25 s, 0.5 s, 1 s, 2 s, ...
@@ -51,8 +60,11 @@ class RecorderPolicy:
 
 
 class ParentWaitClock(Protocol):
-    async def since(self, keys: Iterable[str], now: datetime) -> dict[str, datetime]:
-        """When each message first waited for its parent (`now` for the new ones)."""
+    async def waited(self, keys: Iterable[str]) -> dict[str, float]:
+        """Seconds each message has waited for its parent since it first waited (0 for
+        the new ones), by the wait store's own clock: the database server's for the
+        MongoDB store (ADR 0027), so a recorder taking over from another whose clock
+        disagrees counts the same wait."""
         ...
 
 
@@ -60,10 +72,11 @@ class MemoryWaits:
     """The wait clock of one process, for tests and tools without a database clock."""
 
     def __init__(self) -> None:
-        self._since: dict[str, datetime] = {}
+        self._since: dict[str, float] = {}
 
-    async def since(self, keys: Iterable[str], now: datetime) -> dict[str, datetime]:
-        return {k: self._since.setdefault(k, now) for k in keys}
+    async def waited(self, keys: Iterable[str]) -> dict[str, float]:
+        now = time.monotonic()
+        return {k: now - self._since.setdefault(k, now) for k in keys}
 
 
 def wait_key(stream_sequence: int) -> str:

@@ -18,6 +18,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from contracts.decisions.plans import PlanStatus, ancestry
 from contracts.recording.facts import PlanClaim, Stored, StoredFacts
 from contracts.recording.message import Candidate
+from contracts.trust.ownership import Ownership
 from store.batch_rare_facts import claim_ancestors, resumes
 from store.cache import RecorderCache
 from store.database import CORRECTION_ATTEMPTS, DECISIONS, PLANS, Document, find_by_ids
@@ -26,7 +27,7 @@ from store.violations import blocking_violations
 
 PLAN_FACTS = {"epoch": 1, "status": 1, "rolled_back_by": 1, "parent_plan_id": 1,
               "spawned_from_decision_id": 1, "spawned_at": 1, "named_parent_plan_id": 1,
-              "root_created_at": 1}
+              "root_created_at": 1, "owner": 1, "delegates": 1, "claim_owners": 1}
 
 
 @dataclass(frozen=True)
@@ -40,11 +41,12 @@ class _Wanted:
     root_plans: set[str]  # plans the batch's roots would join
     claiming: set[str]    # plans of the batch that claim a child plan
     named: set[str]       # stored decisions the batch names as dependents
+    named_parents: set[str]  # parent plans the batch's roots name
 
     @classmethod
     def of(cls, candidates: Sequence[Candidate]) -> _Wanted:
         ids = {c.decision.decision_id for c in candidates}
-        w = cls(ids, set(), set(), set(), set(), set(), set())
+        w = cls(ids, set(), set(), set(), set(), set(), set(), set())
         for c in candidates:
             d = c.decision
             w.plans.add(d.plan_id)
@@ -53,6 +55,8 @@ class _Wanted:
             w.claimed.update(d.downstream_plan_ids)
             if d.is_root:
                 w.root_plans.add(d.plan_id)
+                if d.parent_plan_id is not None:
+                    w.named_parents.add(d.parent_plan_id)
             if d.downstream_plan_ids:
                 w.claiming.add(d.plan_id)
             w.named.update(x for x in d.downstream_decision_ids if x not in ids)
@@ -66,6 +70,7 @@ class _PlanFacts:
     epochs: dict[str, int]
     claims: dict[str, PlanClaim]
     rolled: dict[str, str | None]  # rolled-back plan -> the correction that did it
+    ownership: dict[str, Ownership]
 
     @classmethod
     def of(cls, docs: Iterable[Document], plans: set[str]) -> _PlanFacts:
@@ -75,7 +80,9 @@ class _PlanFacts:
             epochs={d["_id"]: int(d.get("epoch", 0)) for d in ours},
             claims={d["_id"]: _claim(d) for d in docs},
             rolled={d["_id"]: d.get("rolled_back_by") for d in ours
-                    if d.get("status") == PlanStatus.ROLLED_BACK.value})
+                    if d.get("status") == PlanStatus.ROLLED_BACK.value},
+            ownership={d["_id"]: Ownership(d["owner"], tuple(d.get("delegates") or ()))
+                       for d in docs if d.get("owner")})
 
 
 class BatchFacts:
@@ -99,14 +106,14 @@ class BatchFacts:
         existing_docs, plan_docs, root_docs, blocked = await asyncio.gather(
             find_by_ids(self._decisions, w.ids if existing else (),
                         {"content_hash": 1, "recorded_from": 1}),
-            find_by_ids(self._plans, w.plans | w.claimed, PLAN_FACTS),
+            find_by_ids(self._plans, w.plans | w.claimed | w.named_parents, PLAN_FACTS),
             self._roots(w.root_plans),
             # Never cached: a violation reported or resolved a moment ago counts.
             blocking_violations(self._db, w.plans | remembered))
         self._remember_parents(plan_docs, w.plans)
         lineage, blocked = await self._blocking_lineage(w.plans, remembered, blocked)
         plan = _PlanFacts.of(plan_docs, w.plans)
-        plan_of, superseded_by = await self._parents(w, plan.epochs)
+        plan_of, superseded_by, created = await self._parents(w, plan.epochs)
         superseded, rolled_back = await resumes(self._attempts, superseded_by, plan.rolled)
         ancestors, dependents = await asyncio.gather(
             claim_ancestors(self._plans, w.claiming, plan.claims),
@@ -118,7 +125,8 @@ class BatchFacts:
             blocked_plans=blocked, blocking_ancestors=lineage, superseded=superseded,
             rolled_back=rolled_back, epochs=plan.epochs, claims=plan.claims,
             plan_ancestors=ancestors,
-            dependent_plan={d["_id"]: d["plan_id"] for d in dependents})
+            dependent_plan={d["_id"]: d["plan_id"] for d in dependents},
+            ownership=plan.ownership, created_at=created)
 
     def _remember_parents(self, plan_docs: Iterable[Document], plans: set[str]) -> None:
         for d in plan_docs:
@@ -140,23 +148,28 @@ class BatchFacts:
         return lineage, blocked
 
     async def _parents(self, w: _Wanted, epochs: Mapping[str, int]
-                       ) -> tuple[dict[str, str], dict[str, str]]:
-        """The plans of the stored parents, cached ones included while their plan's epoch
-        has not moved; and the parents a revert superseded, with their replacements."""
+                       ) -> tuple[dict[str, str], dict[str, str], dict[str, datetime]]:
+        """The plans and creation times of the stored parents, cached ones included
+        while their plan's epoch has not moved; and the parents a revert superseded,
+        with their replacements."""
         plan_of: dict[str, str] = {}
+        created: dict[str, datetime] = {}
         for p in w.parents:
             cached = self._cache.plan_of.get(p)
-            if cached is not None and cached[1] == epochs.get(cached[0], 0):
-                plan_of[p] = cached[0]
+            at = self._cache.created_at.get(p)
+            if cached is not None and at is not None and cached[1] == epochs.get(cached[0], 0):
+                plan_of[p], created[p] = cached[0], at
         superseded_by: dict[str, str] = {}
         for d in await find_by_ids(self._decisions, [p for p in w.parents if p not in plan_of],
-                                   {"plan_id": 1, "superseded_by": 1}):
+                                   {"plan_id": 1, "superseded_by": 1, "created_at": 1}):
             plan_of[d["_id"]] = d["plan_id"]
+            if (at := _utc(d.get("created_at"))) is not None:
+                created[d["_id"]] = self._cache.created_at[d["_id"]] = at
             if d.get("superseded_by") is not None:
                 superseded_by[d["_id"]] = d["superseded_by"]
             elif d["plan_id"] in w.plans:  # its epoch was read before it
                 self._cache.plan_of[d["_id"]] = (d["plan_id"], epochs.get(d["plan_id"], 0))
-        return plan_of, superseded_by
+        return plan_of, superseded_by, created
 
     async def _roots(self, plans: set[str]) -> list[Document]:
         """Stored roots, only for the plans a root of the batch would join: no other
@@ -171,9 +184,11 @@ class BatchFacts:
 
 
 def _claim(doc: Document) -> PlanClaim:
+    owners = doc.get("claim_owners")
     return PlanClaim(doc.get("parent_plan_id"), doc.get("spawned_from_decision_id"),
                      _utc(doc.get("spawned_at")), doc.get("named_parent_plan_id"),
-                     _utc(doc.get("root_created_at")))
+                     _utc(doc.get("root_created_at")),
+                     tuple(owners) if isinstance(owners, list) else None)
 
 
 def _utc(value: datetime | None) -> datetime | None:

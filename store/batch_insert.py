@@ -14,6 +14,8 @@ from pymongo.asynchronous.database import AsyncDatabase
 from contracts.decisions.model import Decision
 from contracts.decisions.plans import PlanStatus
 from contracts.recording.message import Candidate
+from contracts.trust.ownership import Ownership
+from contracts.trust.policy import principal_name, provenance
 from store.database import DECISIONS, PLANS, Document
 from store.decisions import to_document
 from store.sequences import reserve_many
@@ -34,13 +36,15 @@ def _check_unchanged(plan_id: str, counter: Document | None, epoch: int) -> None
 
 
 async def insert_batch(db: AsyncDatabase[Document], accepted: Sequence[Candidate],
-                       now: datetime, session: AsyncClientSession,
-                       epochs: Mapping[str, int] | None = None) -> list[Decision]:
+                       now: datetime, session: AsyncClientSession, *,
+                       epochs: Mapping[str, int] | None = None,
+                       ownership: Mapping[str, Ownership] | None = None) -> list[Decision]:
     """The transaction's body. Runs again from the top if the transaction is retried, so
     it keeps no state."""
     per_plan: dict[str, list[Candidate]] = {}
     for c in accepted:
         per_plan.setdefault(c.decision.plan_id, []).append(c)
+    rooted = {c.decision.plan_id: c for c in accepted if c.decision.is_root}
     numbered: list[tuple[Candidate, Decision]] = []
     counters = await reserve_many(
         db[PLANS], {plan_id: len(group) for plan_id, group in per_plan.items()}, now, session)
@@ -48,28 +52,46 @@ async def insert_batch(db: AsyncDatabase[Document], accepted: Sequence[Candidate
         before = counters[plan_id]
         if epochs is not None:
             _check_unchanged(plan_id, before, epochs.get(plan_id, 0))
+        if ownership is not None and plan_id not in rooted:
+            _check_owner(plan_id, before, ownership.get(plan_id, Ownership()))
         start = int(before.get("next_sequence", 0)) if before else 0
         numbered.extend((c, c.decision.model_copy(update={"sequence_number": start + i}))
                         for i, c in enumerate(group))
     await db[DECISIONS].insert_many(
-        [to_document(d, c.content_hash, c.stream_sequence) for c, d in numbered],
-        session=session)
-    written = [d for _, d in numbered]
-    for d in written:
+        [to_document(d, c.content_hash, c.stream_sequence)
+         | provenance(c.identity, "recorded_by") for c, d in numbered], session=session)
+    owners = {**(ownership or {}),
+              **{p: _owning(c) for p, c in rooted.items()}}
+    for c, d in numbered:
         if d.is_root:
-            await _record_root(db, d, session)
+            await _record_root(db, d, principal_name(c.identity), session)
         for p in d.downstream_plan_ids:
-            await _record_claim(db, d, p, now, session)
-    return written
+            await _record_claim(db, d, p, claimer=owners.get(d.plan_id, Ownership()), now=now,
+                                session=session)
+    return [d for _, d in numbered]
 
 
-async def _record_root(db: AsyncDatabase[Document], d: Decision,
+def _owning(c: Candidate) -> Ownership:
+    name = principal_name(c.identity)
+    return Ownership(name, tuple(c.decision.delegates)) if name else Ownership()
+
+
+def _check_owner(plan_id: str, counter: Document | None, seen: Ownership) -> None:
+    """Raise StaleFacts if the plan's root (and so its owner) was recorded since the
+    facts were read: the batch's decisions into it are judged again against it."""
+    if counter is not None and counter.get("owner") != seen.owner:
+        raise StaleFacts(f"plan {plan_id} got its owner after its facts were read")
+
+
+async def _record_root(db: AsyncDatabase[Document], d: Decision, owner: str | None,
                        session: AsyncClientSession) -> None:
-    """The root on its plan's record, conditional on the claim the facts saw: a claim
-    committed since (by a decision created after this root, or from another plan
-    than the root names) makes the batch plan again."""
+    """The root on its plan's record, with its owner and delegates, conditional on the
+    claim the facts saw: a claim committed since (by a decision created after this
+    root, from another plan than the root names, or from a plan whose owner and
+    delegates do not include this root's signer) makes the batch plan again."""
     cond: list[dict[str, Any]] = [
-        {"$or": [{"spawned_at": None}, {"spawned_at": {"$lte": d.created_at}}]}]
+        {"$or": [{"spawned_at": None}, {"spawned_at": {"$lte": d.created_at}}]},
+        {"$or": [{"claim_owners": None}, *([{"claim_owners": owner}] if owner else [])]}]
     if d.parent_plan_id is not None:
         cond.append({"$or": [{"parent_plan_id": None},
                              {"parent_plan_id": d.parent_plan_id}]})
@@ -77,27 +99,34 @@ async def _record_root(db: AsyncDatabase[Document], d: Decision,
         {"_id": d.plan_id, "$and": cond},
         {"$set": {"root_decision_id": d.decision_id, "project": d.project,
                   "action_template": d.action_template, "root_created_at": d.created_at,
-                  "named_parent_plan_id": d.parent_plan_id}}, session=session)
+                  "named_parent_plan_id": d.parent_plan_id, "owner": owner,
+                  "delegates": list(d.delegates) if owner else []}}, session=session)
     if res.matched_count != 1:
         raise StaleFacts(f"plan {d.plan_id} was claimed since its facts were read")
 
 
-async def _record_claim(db: AsyncDatabase[Document], d: Decision, plan_id: str, now: datetime,
+async def _record_claim(db: AsyncDatabase[Document], d: Decision, plan_id: str, *,
+                        claimer: Ownership, now: datetime,
                         session: AsyncClientSession) -> None:
-    """`d` spawned `plan_id`: its parent on the child's record. The filter is the
-    claim rules again, so a claim or root committed since the facts were read fails
-    the match, the upsert then collides with the existing _id (DuplicateKeyError)
-    and the batch plans again: two claims of one plan can never both stand."""
+    """`d` spawned `plan_id`: its parent on the child's record, with who may sign its
+    root (the claiming plan's owner and delegates). The filter is the claim rules
+    again, so a claim or root committed since the facts were read (or a root signed by
+    someone the claiming plan's owner does not admit) fails the match, the upsert then
+    collides with the existing _id (DuplicateKeyError) and the batch plans again: two
+    claims of one plan can never both stand, and no plan is adopted by a stranger."""
+    started: dict[str, Any] = {"root_created_at": {"$gte": d.created_at}}
+    if claimer.owner is not None:
+        started["owner"] = {"$in": list(claimer.principals)}
     await db[PLANS].update_one(
         {"_id": plan_id, "$and": [
             {"$or": [{"parent_plan_id": None},
                      {"parent_plan_id": d.plan_id,
                       "spawned_from_decision_id": d.decision_id}]},
             {"$or": [{"named_parent_plan_id": None}, {"named_parent_plan_id": d.plan_id}]},
-            {"$or": [{"root_created_at": None},
-                     {"root_created_at": {"$gte": d.created_at}}]}]},
+            {"$or": [{"root_created_at": None}, started]}]},
         {"$set": {"parent_plan_id": d.plan_id, "spawned_from_decision_id": d.decision_id,
-                  "spawned_at": d.created_at},
+                  "spawned_at": d.created_at,
+                  "claim_owners": list(claimer.principals) if claimer.owner else None},
          "$setOnInsert": {"created_at": now, "status": PlanStatus.ACTIVE.value,
                           "next_sequence": 0}},
         upsert=True, session=session)

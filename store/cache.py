@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Generic, TypeVar
 
 K = TypeVar("K")
@@ -58,6 +59,10 @@ class RecorderCache:
     steady stream nearly every parent was written moments ago by this worker. The epoch
     beside the plan is the plan's correction epoch when the decision was last seen
     current: only a revert supersedes, and every revert bumps the epoch."""
+    created_at: LRUCache[str, datetime] = field(
+        default_factory=lambda: LRUCache(PLAN_OF_CACHE))
+    """decision_id -> created_at of decisions known to be stored (immutable): what a
+    child's created_at is compared with (created_before_parent)."""
     parent_plan: LRUCache[str, str] = field(
         default_factory=lambda: LRUCache(PARENT_PLAN_CACHE))
     """plan_id -> parent plan_id: a plan's parent, once recorded, never changes."""

@@ -32,8 +32,10 @@ a bound on what one request makes the server read, whatever the plan holds."""
 CHILDREN_READ_MAX = 1000
 """Most children one read returns (a decision's panel lists the first of them)."""
 
-INTERNAL_FIELDS = ("_id", "content_hash", "recorded_from")
-"""Bookkeeping beside the Decision's own fields: what a redelivery is compared against."""
+INTERNAL_FIELDS = ("_id", "content_hash", "recorded_from", "recorded_by", "verified",
+                   "signature")
+"""Bookkeeping beside the Decision's own fields: what a redelivery is compared against,
+and who recorded it as the ledger verified (store.provenance reads those)."""
 
 
 def to_document(decision: Decision, content_hash: str | None = None,

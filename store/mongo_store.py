@@ -41,6 +41,7 @@ from store.transactions import SessionHook, on_new_session
 from store.translate import translate_errors
 from store.views import TreeViews
 from store.violations import ViolationRepository
+from store.webhooks import WebhookStore
 from store.workers import WorkerRegistry
 
 __all__ = ["MongoStore"]
@@ -69,6 +70,7 @@ class MongoStore:
         self.writer = CorrectionWriter(db, self.leases)
         self.deliveries = DeliveryFailures(db)
         self.parent_waits = ParentWaits(db)
+        self.webhooks = WebhookStore(db)
 
     @classmethod
     def connect(cls, uri: str, db_name: str, *, lease_seconds: float = 10.0,

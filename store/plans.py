@@ -133,7 +133,13 @@ class PlanRepository:
 
     async def insert_child(self, record: PlanRecord, next_sequence: int,
                            session: AsyncClientSession) -> None:
+        """A child plan an append spawned: it is its parent plan's owner's and delegates'
+        (read in the same transaction), whose runtime records its decisions."""
         doc: Document = record.model_dump(mode="python", exclude={"plan_id"})
+        parent = await self._coll.find_one({"_id": record.parent_plan_id},
+                                           {"owner": 1, "delegates": 1}, session=session)
+        if parent and parent.get("owner"):
+            doc |= {"owner": parent["owner"], "delegates": parent.get("delegates") or []}
         await self._coll.insert_one({"_id": record.plan_id, **doc,
                                      "next_sequence": next_sequence}, session=session)
 

@@ -13,6 +13,7 @@ from pymongo.errors import BulkWriteError, DuplicateKeyError
 from contracts.decisions.model import Decision
 from contracts.recording.facts import StoredFacts
 from contracts.recording.message import Candidate
+from contracts.trust.ownership import Ownership
 from store.batch_facts import BatchFacts
 from store.batch_insert import StaleFacts, insert_batch
 from store.cache import RecorderCache
@@ -46,17 +47,21 @@ class RecorderRepository:
         return await self._facts.read(candidates, existing=existing)
 
     async def insert_recorded(self, accepted: Sequence[Candidate], now: datetime,
-                              epochs: Mapping[str, int] | None = None) -> list[Decision] | None:
+                              epochs: Mapping[str, int] | None = None,
+                              ownership: Mapping[str, Ownership] | None = None
+                              ) -> list[Decision] | None:
         """Number the decisions per plan, in the given order, and insert them with one bulk
         write, all in one transaction. None means a concurrent writer stored one of these
         IDs (or its plan's root) first, or a correction changed one of their plans since
-        `epochs` (the facts' epochs; None: not checked) were read: nothing was written,
-        and the caller plans again."""
+        `epochs` (the facts' epochs; None: not checked) were read, or a plan got an
+        owner other than `ownership` says (the facts'; None: not checked): nothing was
+        written, and the caller plans again."""
         if not accepted:
             return []
         try:
             written = await run_in_transaction(
-                self._client, lambda s: insert_batch(self._db, accepted, now, s, epochs))
+                self._client, lambda s: insert_batch(self._db, accepted, now, s, epochs=epochs,
+                                      ownership=ownership))
         except (DuplicateKeyError, StaleFacts):
             return None
         except BulkWriteError as exc:
@@ -66,4 +71,5 @@ class RecorderRepository:
             raise
         for d in written:  # only once committed: current at the epoch the insert checked
             self._cache.plan_of[d.decision_id] = (d.plan_id, (epochs or {}).get(d.plan_id, 0))
+            self._cache.created_at[d.decision_id] = d.created_at
         return written

@@ -36,7 +36,7 @@ async def reserve(plans: AsyncCollection[Document], plan_id: str, count: int, no
         {"_id": plan_id},
         {"$inc": inc, "$setOnInsert": {"created_at": now, "status": PlanStatus.ACTIVE.value}},
         upsert=True, return_document=ReturnDocument.BEFORE,
-        projection={"next_sequence": 1, "epoch": 1, "status": 1}, session=session,
+        projection={"next_sequence": 1, "epoch": 1, "status": 1, "owner": 1}, session=session,
     )
     return before
 
@@ -53,7 +53,7 @@ async def reserve_many(plans: AsyncCollection[Document], counts: Mapping[str, in
         [(plan_id, count)] = counts.items()
         return {plan_id: await reserve(plans, plan_id, count, now, session)}
     before = {d["_id"]: d async for d in plans.find(
-        {"_id": {"$in": list(counts)}}, {"next_sequence": 1, "epoch": 1, "status": 1},
+        {"_id": {"$in": list(counts)}}, {"next_sequence": 1, "epoch": 1, "status": 1, "owner": 1},
         session=session)}
     await plans.bulk_write(
         [UpdateOne({"_id": plan_id},

@@ -21,6 +21,7 @@ from pymongo.errors import DuplicateKeyError
 from contracts.invariants.errors import ViolationAlreadyResolved, ViolationConflict
 from contracts.invariants.violations import BLOCKING_SEVERITIES, InvariantViolation
 from contracts.shared.outgoing import OutgoingEvent
+from contracts.trust.signing import Signature
 from store.database import ID_CHUNK, INVARIANT_VIOLATIONS, Document
 from store.errors import ViolationNotFound
 from store.outbox import OutboxRepository
@@ -121,8 +122,9 @@ class ViolationRepository:
             return False
         return True
 
-    async def resolve(self, violation_id: str, resolved_by: str, at: datetime,
-                      event_for: EventFor) -> InvariantViolation:
+    async def resolve(self, violation_id: str, resolved_by: str | None, at: datetime,
+                      event_for: EventFor, signature: Signature | None = None
+                      ) -> InvariantViolation:
         """Mark resolved with its event, in one transaction; the condition on resolved_at
         makes a second resolve (or a race of two) fail with ViolationAlreadyResolved."""
         vid = violation_id.upper()
@@ -130,7 +132,9 @@ class ViolationRepository:
         async def write(s: AsyncClientSession) -> InvariantViolation | None:
             doc = await self._coll.find_one_and_update(
                 {"_id": vid, "resolved_at": None},
-                {"$set": {"resolved_at": at, "resolved_by": resolved_by}},
+                {"$set": {"resolved_at": at, "resolved_by": resolved_by,
+                          "resolution_signature": signature.model_dump() if signature
+                          else None}},
                 return_document=ReturnDocument.AFTER, session=s)
             if doc is None:
                 return None

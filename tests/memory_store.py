@@ -60,6 +60,9 @@ from contracts.shared.persistence import (
     ViolationNotFound,
 )
 from contracts.shared.timestamps import utc_now
+from contracts.trust.ownership import Ownership
+from contracts.trust.policy import principal_name, provenance
+from contracts.trust.signing import Signature
 from services.ports.corrections import CorrectionStorePort
 from services.ports.invariants import EventFor, InvariantStorePort
 from services.ports.records import DeadLetterRecords, DeadLetterShelf, RecordedDecisions
@@ -92,6 +95,8 @@ class State:
     recorded: dict[str, tuple[str, int]] = dataclasses.field(default_factory=dict)
     """decision_id -> (content hash, stream sequence that wrote it): what the recorder
     stores beside a decision to know a redelivery from a duplicate."""
+    provenance: dict[str, dict[str, object]] = dataclasses.field(default_factory=dict)
+    """decision_id -> who recorded it, as verified (recorded_by, verified, signature)."""
 
     def copy(self) -> State:
         return State(**{f.name: dict(getattr(self, f.name))
@@ -210,7 +215,9 @@ class MemoryDecisions:
         claimed = {p for c in candidates for p in c.decision.downstream_plan_ids}
         parents = {p for c in candidates
                    if (p := c.decision.parent_decision_id) is not None and p not in ids}
-        docs = {p: st.plans[p] for p in plans | claimed if p in st.plans}
+        named_parents = {p for c in candidates
+                         if c.decision.is_root and (p := c.decision.parent_plan_id)}
+        docs = {p: st.plans[p] for p in plans | claimed | named_parents if p in st.plans}
         parent_of = {p: doc.get("parent_plan_id") for p, doc in st.plans.items()}
         lineage = {p: chain for p in plans if (chain := ancestry(p, parent_of))}
         considered = plans | {a for chain in lineage.values() for a in chain}
@@ -250,21 +257,28 @@ class MemoryDecisions:
             epochs={p: int(doc.get("epoch", 0)) for p, doc in docs.items() if p in plans},
             claims={p: _claim(doc) for p, doc in docs.items()},
             plan_ancestors={p: frozenset(ancestry(p, parent_of)) for p in claiming},
-            dependent_plan={x: st.decisions[x].plan_id for x in named if x in st.decisions})
+            dependent_plan={x: st.decisions[x].plan_id for x in named if x in st.decisions},
+            ownership={p: Ownership(doc["owner"], tuple(doc.get("delegates") or ()))
+                       for p, doc in docs.items() if doc.get("owner")},
+            created_at={p: st.decisions[p].created_at for p in parents
+                        if p in st.decisions})
 
     async def insert_recorded(self, accepted: Sequence[Candidate], now: datetime,
-                              epochs: Mapping[str, int] | None = None
+                              epochs: Mapping[str, int] | None = None,
+                              ownership: Mapping[str, Ownership] | None = None
                               ) -> list[Decision] | None:
         if not accepted:
             return []
         try:
-            written = self._db.transaction(lambda st: self._insert(st, accepted, now, epochs))
+            written = self._db.transaction(
+                lambda st: self._insert(st, accepted, now, epochs, ownership))
         except (DuplicateRecord, _Stale):
             return None
         return written
 
     def _insert(self, st: State, accepted: Sequence[Candidate], now: datetime,
-                epochs: Mapping[str, int] | None) -> list[Decision]:
+                epochs: Mapping[str, int] | None,
+                ownership: Mapping[str, Ownership] | None) -> list[Decision]:
         per_plan: dict[str, list[Candidate]] = defaultdict(list)
         for c in accepted:
             per_plan[c.decision.plan_id].append(c)
@@ -275,17 +289,27 @@ class MemoryDecisions:
                     int(before.get("epoch", 0)) != epochs.get(plan_id, 0)
                     or before.get("status") == PlanStatus.ROLLED_BACK.value):
                 raise _Stale(plan_id)
+            rooted = any(c.decision.is_root for c in group)
+            if ownership is not None and before is not None and not rooted and \
+                    before.get("owner") != ownership.get(plan_id, Ownership()).owner:
+                raise _Stale(plan_id)
             start = int(before.get("next_sequence", 0)) if before else 0
             for i, c in enumerate(group):
                 d = c.decision.model_copy(update={"sequence_number": start + i})
                 _insert_decision(st, d)
                 st.recorded[d.decision_id] = (c.content_hash, c.stream_sequence)
+                st.provenance[d.decision_id] = provenance(c.identity, "recorded_by")
                 out.append(d)
+        owners = dict(ownership or {})
+        for c in accepted:
+            if c.decision.is_root and (name := principal_name(c.identity)):
+                owners[c.decision.plan_id] = Ownership(name, tuple(c.decision.delegates))
+        by_id = {c.decision.decision_id: c for c in accepted}
         for d in out:
             if d.is_root:
-                _record_root(st, d)
+                _record_root(st, d, principal_name(by_id[d.decision_id].identity))
             for p in d.downstream_plan_ids:
-                _record_claim(st, d, p, now)
+                _record_claim(st, d, p, now, owners.get(d.plan_id, Ownership()))
         return out
 
 
@@ -294,24 +318,29 @@ class _Stale(Exception):
 
 
 def _claim(doc: Mapping[str, Any]) -> PlanClaim:
+    owners = doc.get("claim_owners")
     return PlanClaim(doc.get("parent_plan_id"), doc.get("spawned_from_decision_id"),
                      doc.get("spawned_at"), doc.get("named_parent_plan_id"),
-                     doc.get("root_created_at"))
+                     doc.get("root_created_at"), tuple(owners) if owners else None)
 
 
-def _record_root(st: State, d: Decision) -> None:
+def _record_root(st: State, d: Decision, owner: str | None) -> None:
     doc = st.plan_doc(d.plan_id) or {}
     spawned_at, parent = doc.get("spawned_at"), doc.get("parent_plan_id")
+    claim_owners = doc.get("claim_owners")
     if (spawned_at is not None and spawned_at > d.created_at) or (
-            d.parent_plan_id is not None and parent not in (None, d.parent_plan_id)):
+            d.parent_plan_id is not None and parent not in (None, d.parent_plan_id)) or (
+            claim_owners is not None and owner not in claim_owners):
         raise _Stale(d.plan_id)
+    doc.update(owner=owner, delegates=list(d.delegates) if owner else [])
     doc.update(root_decision_id=d.decision_id, project=d.project,
                action_template=d.action_template, root_created_at=d.created_at,
                named_parent_plan_id=d.parent_plan_id)
     st.plans[d.plan_id] = doc
 
 
-def _record_claim(st: State, d: Decision, plan_id: str, now: datetime) -> None:
+def _record_claim(st: State, d: Decision, plan_id: str, now: datetime,
+                  claimer: Ownership) -> None:
     doc = st.plan_doc(plan_id)
     if doc is None:
         doc = {"created_at": now, "status": PlanStatus.ACTIVE.value, "next_sequence": 0}
@@ -319,11 +348,14 @@ def _record_claim(st: State, d: Decision, plan_id: str, now: datetime) -> None:
           or (doc.get("parent_plan_id") == d.plan_id
               and doc.get("spawned_from_decision_id") == d.decision_id)) \
         and doc.get("named_parent_plan_id") in (None, d.plan_id) \
-        and (doc.get("root_created_at") is None or doc["root_created_at"] >= d.created_at)
+        and (doc.get("root_created_at") is None or (
+            doc["root_created_at"] >= d.created_at
+            and (claimer.owner is None or doc.get("owner") in claimer.principals)))
     if not ok:
         raise DuplicateRecord(f"plan {plan_id} is claimed otherwise")
     doc.update(parent_plan_id=d.plan_id, spawned_from_decision_id=d.decision_id,
-               spawned_at=d.created_at)
+               spawned_at=d.created_at,
+               claim_owners=list(claimer.principals) if claimer.owner else None)
     st.plans[plan_id] = doc
 
 
@@ -487,24 +519,26 @@ class MemoryAttempts:
 
 
 class MemoryLeases:
-    """Leases: the rules of store.leases.Leases."""
+    """Leases: the rules of store.leases.Leases, on this process's clock (the store's own
+    clock, as the database server's is the MongoDB store's)."""
 
     def __init__(self, db: Database, ttl_seconds: float) -> None:
         self._db = db
         self.ttl = timedelta(seconds=ttl_seconds)
 
-    async def acquire(self, plan_id: str, owner: str, now: datetime) -> bool:
+    async def acquire(self, plan_id: str, owner: str) -> bool:
+        now = utc_now()
         held = self._db.state.leases.get(plan_id)
         if held is not None and held[0] != owner and not held[1] < now:
             return False
         self._db.state.leases[plan_id] = (owner, now + self.ttl)
         return True
 
-    async def renew(self, plan_id: str, owner: str, now: datetime) -> bool:
+    async def renew(self, plan_id: str, owner: str) -> bool:
         held = self._db.state.leases.get(plan_id)
         if held is None or held[0] != owner:
             return False
-        self._db.state.leases[plan_id] = (owner, now + self.ttl)
+        self._db.state.leases[plan_id] = (owner, utc_now() + self.ttl)
         return True
 
     async def release(self, plan_id: str, owner: str) -> None:
@@ -512,19 +546,19 @@ class MemoryLeases:
         if held is not None and held[0] == owner:
             del self._db.state.leases[plan_id]
 
-    async def live(self, plan_ids: list[str], now: datetime) -> set[str]:
-        leases = self._db.state.leases
+    async def live(self, plan_ids: list[str]) -> set[str]:
+        leases, now = self._db.state.leases, utc_now()
         return {p for p in plan_ids if p in leases and leases[p][1] >= now}
 
     async def holder(self, plan_id: str) -> str | None:
         held = self._db.state.leases.get(plan_id)
         return held[0] if held else None
 
-    def fence(self, st: State, plan_id: str, owner: str, now: datetime) -> None:
+    def fence(self, st: State, plan_id: str, owner: str) -> None:
         held = st.leases.get(plan_id)
         if held is None or held[0] != owner:
             raise LeaseLost(plan_id, owner)
-        st.leases[plan_id] = (owner, now + self.ttl)
+        st.leases[plan_id] = (owner, utc_now() + self.ttl)
 
 
 def _add_events(st: State, key: str, version: int, events: Sequence[OutgoingEvent],
@@ -570,7 +604,7 @@ class MemoryWriter:
     def _write(self, st: State, c: Changes, now: datetime) -> Written:
         plan_id = c.correction.plan_id
         if c.lease_owner is not None:
-            self._leases.fence(st, plan_id, c.lease_owner, now)
+            self._leases.fence(st, plan_id, c.lease_owner)
         cid = c.correction.correction_id
         held = st.corrections.get(cid)
         if c.expected_version is None:
@@ -644,8 +678,11 @@ class MemoryWriter:
         child = writes.child_plan
         if child.plan_id in st.plans:
             raise DuplicateRecord(f"plan {child.plan_id} exists")
+        parent = st.plans.get(writes.plan_id, {})
+        owned = {"owner": parent["owner"], "delegates": parent.get("delegates") or []} \
+            if parent.get("owner") else {}
         st.plans[child.plan_id] = {**child.model_dump(mode="python", exclude={"plan_id"}),
-                                   "next_sequence": 1}
+                                   "next_sequence": 1, **owned}
         _insert_decision(st, writes.child_root)
         _insert_decision(st, intervention)
         return [intervention, writes.child_root]
@@ -759,13 +796,15 @@ class MemoryViolations:
         self._db.transaction(write)
         return True
 
-    async def resolve(self, violation_id: str, resolved_by: str, at: datetime,
-                      event_for: EventFor) -> InvariantViolation:
+    async def resolve(self, violation_id: str, resolved_by: str | None, at: datetime,
+                      event_for: EventFor, signature: Signature | None = None
+                      ) -> InvariantViolation:
         vid = violation_id.upper()
         held = await self.require(vid)
         if held.resolved_at is not None:
             raise ViolationAlreadyResolved(held)
-        done = held.model_copy(update={"resolved_at": at, "resolved_by": resolved_by})
+        done = held.model_copy(update={"resolved_at": at, "resolved_by": resolved_by,
+                                       "resolution_signature": signature})
 
         def write(st: State) -> None:
             st.violations[vid] = done

@@ -26,6 +26,7 @@ from workers.logs import BROKER_LOGGER
 from workers.recovery import Sweeper
 from workers.relay import relay_loop
 from workers.runtime import Runtime, close_runtime, open_runtime
+from workers.webhooks import WebhookWorker
 
 log = logging.getLogger(__name__)
 
@@ -82,13 +83,17 @@ async def start_consumers(runtime: Runtime, settings: Settings, broker: NatsBrok
     assert runtime.mongo is not None
     deps = Deps(settings, recorder=runtime.get_recorder, corrections=runtime.get_corrections,
                 invariants=runtime.get_invariants, dead_letters=runtime.get_dead_letters,
-                failures=runtime.failures, crash=crash_hook(settings.crash_at))
+                failures=runtime.failures, crash=crash_hook(settings.crash_at),
+                trust=settings.trust_policy())
     db = runtime.mongo[settings.mongodb_db]
     runtime.pullers = pullers(js, deps, locks=Leases(db, settings.recorder_lease_seconds),
                               views=LeaseViews(db), owner=runtime.worker_id)
     for puller in runtime.pullers:
         puller.metrics = runtime.metrics
         await puller.start()
+    runtime.webhooks = WebhookWorker(broker.connection, runtime.get_ledger().webhooks,
+                                     settings, runtime.worker_id, runtime.get_ledger().publisher)
+    await runtime.webhooks.start()
     runtime.consuming = True
     every = settings.metrics_sample_seconds
     runtime.sampler = asyncio.create_task(runtime.metrics.sample_forever(
@@ -105,6 +110,8 @@ def start_background(runtime: Runtime, settings: Settings) -> None:
 
 
 async def stop_background(runtime: Runtime, settings: Settings) -> None:
+    if runtime.webhooks is not None:
+        await runtime.webhooks.stop()
     for task in (runtime.relay, runtime.sweep, runtime.sampler):
         if task is not None:
             task.cancel()

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Generic, TypeVar
 
@@ -20,6 +20,7 @@ from nats.aio.msg import Msg
 from bootstrap.setting_types import Retry
 from contracts.shared.dead_letter import dead_letter_id
 from contracts.shared.unreadable import describe
+from contracts.trust.policy import Identity
 from workers.failures import FailureLog
 
 log = logging.getLogger(__name__)
@@ -35,9 +36,13 @@ class Batch(Generic[R]):
 
     def __init__(self, msgs: list[Msg], reads: list[R], now: datetime, *, stream: str,
                  retry: Retry, failures: FailureLog, settled: set[int] | None = None,
-                 count: Count | None = None) -> None:
+                 count: Count | None = None,
+                 identities: Sequence[Identity] | None = None) -> None:
         self.msgs = msgs
         self.reads = reads
+        self.identities: list[Identity] = list(identities or [None] * len(msgs))
+        """Who sent each message, as verified before it was read (workers.inbound)."""
+        self._at = {id(m): i for i, m in enumerate(msgs)}
         self.now = now
         self._stream = stream
         self._retry = retry
@@ -64,8 +69,14 @@ class Batch(Generic[R]):
     def split(self) -> list[Batch[R]]:
         """One batch per unsettled message, settling through this one."""
         return [Batch([m], [r], self.now, stream=self._stream, retry=self._retry,
-                      failures=self._failures, settled=self._settled, count=self.count)
-                for m, r in self.items if id(m) not in self._settled]
+                      failures=self._failures, settled=self._settled, count=self.count,
+                      identities=[who])
+                for m, r, who in zip(self.msgs, self.reads, self.identities, strict=True)
+                if id(m) not in self._settled]
+
+    def identity(self, m: Msg) -> Identity:
+        """Who sent `m`, as verified (None: unsigned, accepted where that is allowed)."""
+        return self.identities[self._at[id(m)]]
 
     @property
     def items(self) -> list[tuple[Msg, R]]:

@@ -33,6 +33,7 @@ from contracts.corrections.requests import (
     RetryRequest,
 )
 from contracts.corrections.wire import read_cancel, read_fail, read_request, read_retry
+from contracts.shared.families import MessageFamily
 from contracts.shared.inbound import Inbound
 from contracts.shared.rules import RuleViolation
 from contracts.shared.subject_tokens import plan_of
@@ -49,11 +50,16 @@ Service = Callable[[], CorrectionService]
 class _Commands:
     """What every command handler shares: the unreadable and exhausted paths."""
 
-    prefix: str
+    family: MessageFamily
 
     def __init__(self, deps: Deps) -> None:
         self._service: Service = deps.corrections
         self._settings = deps.settings
+        self.trust = deps.trust_for(self.family)
+
+    @property
+    def prefix(self) -> str:
+        return self.family.name
 
     def extra_deliveries(self) -> int:
         return 0
@@ -76,8 +82,15 @@ class _Commands:
 
     async def _each(self, batch: Batch[Any], act: Callable[[Msg, Any], Awaitable[None]]
                     ) -> None:
-        """`act` on each readable command in order; an unreadable one is rejected."""
+        """`act` on each readable command in order; an unreadable one is rejected, and so
+        is one a verified operator sends about a plan outside its projects."""
+        svc = self._service()
+
         async def one(m: Msg, r: Any) -> None:
+            if not isinstance(r, Unreadable):
+                refused = await svc.scope_refusal(batch.identity(m), r.plan_id)
+                if refused is not None:
+                    r = Unreadable(r.plan_id, r.correction_id, (refused,))
             if isinstance(r, Unreadable):
                 await self._reject(batch, m, r)
             else:
@@ -101,7 +114,7 @@ class RequestConsumer(_Commands):
     """corrections.requested.*: record each request PENDING (in stream order: the plan's
     order), try to drive the plans, then ack every recorded request."""
 
-    prefix = families.REQUESTED.name
+    family = families.REQUESTED
 
     def __init__(self, deps: Deps) -> None:
         super().__init__(deps)
@@ -117,7 +130,7 @@ class RequestConsumer(_Commands):
 
         async def record(m: Msg, r: CorrectionRequest) -> None:
             await svc.request_correction(r, arrival=m.metadata.sequence.stream,
-                                         trace=m.headers)
+                                         trace=m.headers, identity=batch.identity(m))
             recorded.append((m, r))
 
         await self._each(batch, record)
@@ -130,7 +143,7 @@ class RequestConsumer(_Commands):
 class CancelConsumer(_Commands):
     """corrections.cancel.*: cancel, or report the refusal."""
 
-    prefix = families.CANCEL.name
+    family = families.CANCEL
 
     def read(self, m: Msg, now: datetime) -> CancelRequest | Unreadable:
         return read_cancel(m.subject, m.data,
@@ -153,7 +166,8 @@ class CancelConsumer(_Commands):
                 await batch.nak(m, settings.corrections_retry_delay)
                 return
             outcome = await svc.cancel_correction(r.correction_id, r.reason,
-                                                  plan_id=r.plan_id)
+                                                  plan_id=r.plan_id,
+                                                  identity=batch.identity(m))
             if isinstance(outcome, CancelRefused):
                 log.info("cancel refused: %s", outcome.reason)
             await batch.ack(m)
@@ -165,7 +179,7 @@ class FailConsumer(_Commands):
     """corrections.fail.*: an operator ends a correction stuck in ANALYZING or EXECUTING
     FAILED, or the refusal is reported."""
 
-    prefix = families.FAIL.name
+    family = families.FAIL
 
     def read(self, m: Msg, now: datetime) -> FailRequest | Unreadable:
         return read_fail(m.subject, m.data, max_payload_bytes=self._settings.max_payload_bytes)
@@ -174,7 +188,8 @@ class FailConsumer(_Commands):
         svc = self._service()
 
         async def fail(m: Msg, r: FailRequest) -> None:
-            outcome = await svc.fail_correction(r.correction_id, r.reason, plan_id=r.plan_id)
+            outcome = await svc.fail_correction(r.correction_id, r.reason, plan_id=r.plan_id,
+                                                identity=batch.identity(m))
             if isinstance(outcome, FailRefused):
                 log.info("fail refused: %s", outcome.reason)
             await batch.ack(m)
@@ -187,7 +202,7 @@ class RetryConsumer(_Commands):
     refusal is reported; then the retried plans are driven (the recovery sweep takes
     them up if this fails)."""
 
-    prefix = families.RETRY.name
+    family = families.RETRY
 
     def read(self, m: Msg, now: datetime) -> RetryRequest | Unreadable:
         return read_retry(m.subject, m.data, max_payload_bytes=self._settings.max_payload_bytes)
@@ -199,7 +214,7 @@ class RetryConsumer(_Commands):
         async def retry(m: Msg, r: RetryRequest) -> None:
             outcome = await svc.retry_correction(
                 r.correction_id, r.retry_id, plan_id=r.plan_id, reason=r.reason,
-                requested_by=r.requested_by)
+                identity=batch.identity(m))
             if isinstance(outcome, RetryRefused):
                 log.info("retry refused: %s", outcome.reason)
             else:

@@ -7,10 +7,12 @@ import logging
 import os
 import signal
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 from bootstrap.settings import Settings
+from contracts.shared.families import MessageFamily
+from contracts.trust.policy import FamilyTrust, TrustPolicy
 from services.corrections.policy import CrashHook, no_crash
 from services.corrections.service import CorrectionService
 from services.invariants import InvariantService
@@ -34,6 +36,13 @@ class Deps:
     failures: DeliveryFailures | None = None
     """Where every consumer records its failed deliveries (None: in memory only)."""
     crash: CrashHook = no_crash
+    trust: TrustPolicy = field(default_factory=TrustPolicy)
+    """What is verified of who sent each inbound message (Settings.trust_policy, read
+    once at start)."""
+
+    def trust_for(self, family: MessageFamily) -> FamilyTrust | None:
+        """A handler's `trust`: its family's check (None for an event family)."""
+        return self.trust.for_family(family)
 
 
 class DeclaredHandler(Handler[R], Protocol[R]):

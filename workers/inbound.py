@@ -1,6 +1,12 @@
 """The inbound pipeline, written once for every consumer: read -> validate -> decide ->
 ack / nak(delay) / term.
 
+- Verify: who sent each message is checked first (`Handler.trust`, contracts.trust):
+  its signature against the principals, the key's validity at the signing time, that
+  time against the stream's timestamp for the message, the signer's role against the
+  family's. A refusal is the message's rule (`unsigned`, `bad_signature`, ...), dead-
+  lettered like any other; the verified principal (or None: unsigned where that is
+  allowed) travels with the message in its batch (`Batch.identity`).
 - Read: each message is read by its handler (`Handler.read`) inside a guard. Anything
   it raises makes that one message `Handler.unreadable` (rule `unreadable`, the
   exception's type and a truncated text), which the handler dead-letters and
@@ -26,10 +32,12 @@ from nats.aio.msg import Msg
 
 from bootstrap.setting_types import Retry
 from contracts.shared.inbound import Inbound
+from contracts.shared.partitions import unpartitioned
 from contracts.shared.persistence import StoreUnreachable
 from contracts.shared.rules import RuleViolation
 from contracts.shared.timestamps import utc_now
 from contracts.shared.unreadable import describe, guarded
+from contracts.trust.policy import FamilyTrust, Identity
 from workers.batch import Batch
 from workers.failures import FailureLog
 
@@ -50,11 +58,29 @@ between slices instead of after the whole batch."""
 def to_inbound(m: Msg) -> Inbound:
     meta = m.metadata
     return Inbound(subject=m.subject, headers=dict(m.headers or {}), data=m.data,
-                   stream_sequence=meta.sequence.stream, delivered=meta.num_delivered)
+                   stream_sequence=meta.sequence.stream, delivered=meta.num_delivered,
+                   stream_time=meta.timestamp)
+
+
+def identify(trust: FamilyTrust | None, m: Msg) -> Identity | RuleViolation:
+    """Who sent `m`, as verified (None: unsigned where allowed, or an event family), or
+    the rule its signature breaks. Never raises."""
+    if trust is None:
+        return None
+    # Signed as published: a partitioned family is stored under `<name>.<k>.<token>`
+    # (contracts.shared.partitions), and the signature covers `<name>.<token>`.
+    subject = unpartitioned(trust.kind, m.subject)
+    found = guarded(lambda: trust.identify(dict(m.headers or {}), subject, m.data,
+                                           m.metadata.timestamp))
+    return found
 
 
 class Handler(Protocol[R]):
     """What a consumer's handler supplies to the pipeline."""
+
+    trust: FamilyTrust | None
+    """The check of who sent its family's messages (TrustPolicy.for_family), made before
+    `read`; None only for an event family, which the workers themselves publish."""
 
     def read(self, msg: Msg, now: datetime) -> R:
         """Parse and validate one message, CPU only; may raise (the pipeline guards it)."""
@@ -80,14 +106,22 @@ async def read_batch(handler: Handler[R], msgs: list[Msg], *, stream: str, retry
     READ_SLICE messages; never raises."""
     now = utc_now()
     reads: list[R] = []
+    identities: list[Identity] = []
     for i, m in enumerate(msgs):
         if i and not i % READ_SLICE:
             await asyncio.sleep(0)
+        who = identify(handler.trust, m)
+        if isinstance(who, RuleViolation):
+            reads.append(handler.unreadable(m, who))
+            identities.append(None)
+            continue
         r = guarded(lambda m=m: handler.read(m, now))  # type: ignore[misc]
         if isinstance(r, RuleViolation):
             r = handler.unreadable(m, r)
         reads.append(r)
-    return Batch(msgs, reads, now, stream=stream, retry=retry, failures=failures)
+        identities.append(who)
+    return Batch(msgs, reads, now, stream=stream, retry=retry, failures=failures,
+                 identities=identities)
 
 
 async def decide(handler: Handler[R], batch: Batch[R], subject: str) -> None:

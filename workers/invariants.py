@@ -37,6 +37,7 @@ from contracts.shared.inbound import Inbound
 from contracts.shared.rules import Rule, RuleViolation
 from contracts.shared.timestamps import utc_now
 from contracts.shared.unreadable import Unreadable
+from contracts.trust.policy import Identity
 from services.invariants import InvariantService
 from store.errors import InvariantNotFound
 from workers.batch import Batch
@@ -57,6 +58,7 @@ class ReconcilerConsumer:
         self._service: Service = deps.invariants
         self._settings = deps.settings
         self._dead_letters = deps.dead_letters
+        self.trust = deps.trust_for(PERSISTED)  # None: the recorder's own events
 
     def read(self, m: Msg, now: datetime) -> DecisionPersisted | None:
         if ROOT_TYPE not in m.data:
@@ -119,6 +121,7 @@ class ViolationConsumer:
     def __init__(self, deps: Deps) -> None:
         self._service: Service = deps.invariants
         self._settings = deps.settings
+        self.trust = deps.trust_for(VIOLATIONS)
 
     def extra_deliveries(self) -> int:
         return 0
@@ -134,8 +137,8 @@ class ViolationConsumer:
         svc = self._service()
 
         async def handle(m: Msg, read: InvariantViolation | Unreadable) -> None:
-            r = await self._report(svc, read) if isinstance(read, InvariantViolation) \
-                else read
+            r = await self._report(svc, read, batch.identity(m)) \
+                if isinstance(read, InvariantViolation) else read
             if isinstance(r, Unreadable):
                 meta = m.metadata
                 await svc.reject_report(m.subject, dict(m.headers or {}), m.data,
@@ -153,11 +156,14 @@ class ViolationConsumer:
             delivered=msg.delivered,
             unreadable=Unreadable(_subject_plan(msg.subject), None, tuple(violations)))
 
-    async def _report(self, svc: InvariantService,
-                      v: InvariantViolation) -> InvariantViolation | Unreadable:
+    async def _report(self, svc: InvariantService, v: InvariantViolation,
+                      identity: Identity) -> InvariantViolation | Unreadable:
         """The report as stored, or why it can never be: retrying would not change that."""
+        refused = await svc.report_refusal(identity, v.plan_id)
+        if refused is not None:
+            return Unreadable(v.plan_id, v.violation_id, (refused,))
         try:
-            return await svc.report_violation(v)
+            return await svc.report_violation(v, identity)
         except InvariantNotFound:
             return _rejection(v.plan_id, v.violation_id, Rule.INVARIANT_EXISTS,
                               "invariant_id", f"invariant {v.invariant_id} does not exist "

@@ -23,10 +23,13 @@ partition this is the active/standby recorder it always was.
 
 A replica that cannot renew (the database is unreachable) keeps its pullers until the
 leases it last renewed expire (their batches fail and are retried meanwhile), then
-stops them; another may take over only after that expiry. Two replicas could record a
-partition at once only if one's clock or process stalled past its expiry: harmless for
-the ledger (every write is idempotent and numbers a plan's decisions in its
-transaction), it costs waits.
+stops them; another may take over only after that expiry. The leases' expiry is the
+database server's clock (store.leases, ADR 0027), so replicas whose clocks disagree
+still agree on who holds what; the step-down counts a lease's length on this process's
+monotonic clock from just before the renewal was sent, which ends no later than the
+server's expiry. Two replicas could record a partition at once only if one's process
+stalled past its expiry: harmless for the ledger (every write is idempotent and numbers
+a plan's decisions in its transaction), it costs waits.
 
 Durables of partitions no longer in use (the count was changed: docs/operations.md,
 Partitions) that still hold messages are found every DRAIN_PROBE_ROUNDS rounds and
@@ -38,13 +41,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import datetime
 from typing import Any
 
 from contracts.shared.balance import moves
 from contracts.shared.partitions import Partition
-from contracts.shared.timestamps import utc_now
 from store.lease_view import LeaseView
 from store.leases import Leases
 from workers.metrics import Metrics
@@ -57,7 +59,7 @@ DRAIN_PROBE_ROUNDS = 20
 messages (one consumer lookup per possible durable)."""
 
 MakePuller = Callable[[Partition], BatchPuller[Any]]
-ReadView = Callable[[Sequence[str], datetime], Awaitable[LeaseView]]
+ReadView = Callable[[Sequence[str]], Awaitable[LeaseView]]
 Probe = Callable[[], Awaitable[list[Partition]]]
 
 
@@ -87,7 +89,7 @@ class LeadingPullers:
         self._held: dict[str, tuple[Partition, BatchPuller[Any]]] = {}
         self._leaving: dict[str, asyncio.Task[None]] = {}
         """Partitions being handed over: still leased (and renewed) until released."""
-        self._valid_until = utc_now()
+        self._valid_until = time.monotonic()
         self._rounds = 0
         self._loop: asyncio.Task[None] | None = None
         self._renewer: asyncio.Task[None] | None = None
@@ -103,6 +105,12 @@ class LeadingPullers:
     def held(self) -> list[str]:
         """The durables this replica records now."""
         return sorted(p.durable for p, _ in self._held.values())
+
+    @property
+    def problem(self) -> str | None:
+        """The first held partition's durable's problem (workers.consumer_watch); a
+        replica holding none has none."""
+        return next((p.problem for _, p in self._held.values() if p.problem), None)
 
     @property
     def running(self) -> bool:
@@ -152,7 +160,7 @@ class LeadingPullers:
             try:
                 await self._renew()
             except Exception as exc:  # the database is unreachable: nothing is known
-                if self._held and utc_now() >= self._valid_until:
+                if self._held and time.monotonic() >= self._valid_until:
                     log.warning("cannot renew the %s leases (%s) and they have expired: "
                                 "recording stops", self.stream, type(exc).__name__)
                     for lease in list(self._held):
@@ -160,21 +168,20 @@ class LeadingPullers:
                                         release=False)
 
     async def _renew(self) -> None:
-        now = utc_now()
+        sent = time.monotonic()
         for lease in list(self._leaving):  # a lost one is simply not renewed
-            await self._leases.renew(lease, self._owner, now)
+            await self._leases.renew(lease, self._owner)
         for lease in list(self._held):
-            if not await self._leases.renew(lease, self._owner, now):
+            if not await self._leases.renew(lease, self._owner):
                 log.warning("the %s lease passed to another replica: recording it stops",
                             lease)
                 self._hand_over(lease, "lease lost", self._graceful, release=False)
-        self._valid_until = now + self._leases.ttl
+        self._valid_until = sent + self._leases.ttl.total_seconds()
 
     def _in_use(self) -> list[Partition]:
         return [*self._partitions, *self._leftover]
 
     async def _round(self) -> None:
-        now = utc_now()
         if self._probe is not None and self._rounds % DRAIN_PROBE_ROUNDS == 0:
             try:
                 self._leftover = await self._probe()
@@ -182,13 +189,13 @@ class LeadingPullers:
                 log.debug("looking for durables left to drain failed: %s", exc)
         self._rounds += 1
         try:
-            view = await self._view([p.lease for p in self._in_use()], now)
+            view = await self._view([p.lease for p in self._in_use()])
         except Exception as exc:  # the renewals decide what an outage stops
             log.debug("reading the %s leases failed: %s", self.stream, exc)
             return
-        await self._balance(view, now)
+        await self._balance(view)
 
-    async def _balance(self, view: LeaseView, now: datetime) -> None:
+    async def _balance(self, view: LeaseView) -> None:
         in_use = {p.lease: p for p in self._in_use()}
         for lease in [x for x in self._held if x not in in_use]:
             self._hand_over(lease, "no longer in use", self._graceful)
@@ -200,11 +207,11 @@ class LeadingPullers:
         for lease in todo.take:
             if wanted <= 0 or self._stopping.is_set():
                 return
-            if lease not in self._leaving and await self._take(in_use[lease], now):
+            if lease not in self._leaving and await self._take(in_use[lease]):
                 wanted -= 1
 
-    async def _take(self, partition: Partition, now: datetime) -> bool:
-        if not await self._leases.acquire(partition.lease, self._owner, now):
+    async def _take(self, partition: Partition) -> bool:
+        if not await self._leases.acquire(partition.lease, self._owner):
             return False
         # Said before anything is pulled, and "let go" after everything pulled is
         # settled: the lines bound the time this replica records the partition.

@@ -27,7 +27,6 @@ from nats.js import JetStreamContext
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.shared.timestamps import utc_now
 from store.database import Document
 from store.leases import Leases
 from store.status import ledger_status
@@ -149,7 +148,7 @@ class Metrics:
                                 leases: Leases | None, owner: str) -> bool:
         """One round: sample if this replica holds (or takes) the gauges' lease, else
         show none; whether it sampled."""
-        if leases is None or await leases.acquire(GAUGES_ROLE, owner, utc_now()):
+        if leases is None or await leases.acquire(GAUGES_ROLE, owner):
             await self.sample(js, db, consumers)
             self.sampler.set(1)
             return True

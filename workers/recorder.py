@@ -73,6 +73,7 @@ class RecorderConsumer:
     def __init__(self, deps: Deps) -> None:
         self._service: Callable[[], RecorderService] = deps.recorder
         self._settings = deps.settings
+        self.trust = deps.trust_for(RECORDED)
         # Batches announce in the order they committed (asyncio's lock is first come,
         # first served, and each batch asks for it as soon as it hands off).
         self._announcing = asyncio.Lock()
@@ -83,7 +84,8 @@ class RecorderConsumer:
     def read(self, m: Msg, now: datetime) -> Read:
         msg = published(to_inbound(m))
         self._read[msg.stream_sequence] = msg  # for `decide`, read once per delivery
-        return read_message(msg, now, self._service().policy.max_payload_bytes)
+        policy = self._service().policy
+        return read_message(msg, now, policy.max_payload_bytes, policy.created_at_max_skew)
 
     def unreadable(self, m: Msg, why: RuleViolation) -> Read:
         return Invalid(m.metadata.sequence.stream,
@@ -94,7 +96,8 @@ class RecorderConsumer:
         one's events go out and its messages are settled."""
         svc = self._service()
         inbound = [self._inbound(m) for m in batch.msgs]
-        stored = await svc.write_batch(svc.collect(inbound, batch.now, batch.reads))
+        stored = await svc.write_batch(svc.collect(inbound, batch.now, batch.reads,
+                                                   batch.identities))
         batch.hand_off()
         async with self._announcing:
             verdicts = await svc.announce(stored)

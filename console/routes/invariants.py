@@ -39,7 +39,7 @@ async def resolve(request: Request) -> Response:
     violation_id = ulid_param(request, "violation_id")
     await body_of(request)
     try:
-        done = await d.invariants.resolve_violation(violation_id, d.operator_name)
+        done = await d.invariants.resolve_violation(violation_id)
     except ResourceNotFoundError as exc:
         raise Refused(404, str(exc).strip("'\"")) from None
     except (DomainError, ValueError) as exc:

@@ -64,7 +64,8 @@ def append_writes(
     check_mode(request, CorrectionMode.APPEND)
     validate_target(request, target)
     context = guidance_context(request)
-    origin = f"Correction {request.correction_id} requested by {request.requested_by}."
+    # Who asked is on the correction, as verified; the body's requested_by is only a claim.
+    origin = f"Correction {request.correction_id}."
     child_plan = PlanRecord(
         plan_id=child_plan_id,
         parent_plan_id=target.plan_id,

@@ -26,6 +26,7 @@ from contracts.shared.ids import Ulid, new_id
 from contracts.shared.text import NonEmptyStr
 from contracts.shared.timestamps import UtcTime
 from contracts.shared.tracing import trace_headers
+from contracts.trust.signing import Signature
 
 _RESULT_FIELDS = (
     "new_decision_id", "superseded_ids", "child_plans_rolled_back",
@@ -42,7 +43,15 @@ class Correction(Frozen):
     decision_id: Ulid = Field(description="The target decision.")
     mode: CorrectionMode = Field(description="revert or append.")
     guidance: Guidance = Field(description="Operator guidance.")
-    requested_by: NonEmptyStr = Field(description="Who asked for it.")
+    requested_by: str | None = Field(
+        default=None, description="The principal whose signature on the request the ledger "
+        "verified; None when it was not signed (a development ledger).")
+    claimed_by: str | None = Field(
+        default=None, description="What the request's body called its sender (requested_by "
+        "on the wire): kept, never taken for who asked.")
+    verified: bool = Field(default=False, description="Whether requested_by was verified.")
+    signature: Signature | None = Field(
+        default=None, description="The request's verified signature (contracts.trust).")
     chosen_option: NonEmptyStr | None = Field(
         default=None, description="Revert only: chosen_option of the replacement."
     )
@@ -80,20 +89,32 @@ class Correction(Frozen):
         description="W3C trace context (traceparent, tracestate) the request carried: every "
         "event of the correction carries it too (contracts.shared.tracing).")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _unverified_before(cls, data: Any) -> Any:
+        # Recorded before requesters were verified: the name it carries is the body's.
+        if isinstance(data, dict) and "verified" not in data and "requested_by" in data:
+            return {**data, "requested_by": None, "claimed_by": data["requested_by"]}
+        return data
+
     @classmethod
     def from_request(
         cls, request: CorrectionRequest, at: datetime, *, event_id: str | None = None,
-        trace: Mapping[str, str] | None = None,
+        trace: Mapping[str, str] | None = None, by: Signature | None = None,
     ) -> Correction:
         """A new PENDING correction whose history holds its creation entry; `trace` is the
-        request message's headers (only a well-formed trace context is kept)."""
+        request message's headers (only a well-formed trace context is kept); `by` the
+        request's verified signature (None: unverified)."""
         entry = Transition(
             event_id=event_id or new_id(), from_status=None,
             to_status=CorrectionStatus.PENDING, at=at,
+            by=by.principal if by else None, signature=by,
         )
         return cls(
-            **request.model_dump(), status=CorrectionStatus.PENDING, history=[entry],
-            trace_context=trace_headers(trace),
+            **request.model_dump(exclude={"requested_by"}), status=CorrectionStatus.PENDING,
+            history=[entry], trace_context=trace_headers(trace),
+            requested_by=by.principal if by else None, claimed_by=request.requested_by,
+            verified=by is not None, signature=by,
         )
 
     @property
@@ -121,9 +142,15 @@ class Correction(Frozen):
         return any(t.retry_id == retry_id for t in self.history)
 
     def request(self) -> CorrectionRequest:
+        """The request as it was sent (its requested_by: what the body claimed)."""
         return CorrectionRequest.model_validate(
             self.model_dump(include=set(CorrectionRequest.model_fields))
-        )
+            | {"requested_by": self.claimed_by})
+
+    @property
+    def requester(self) -> str:
+        """Who asked, for text: the verified principal, or that nobody was verified."""
+        return self.requested_by or "an unverified sender"
 
     def transition(
         self, to: CorrectionStatus, at: datetime, *, event_id: str | None = None,
@@ -136,7 +163,8 @@ class Correction(Frozen):
         entry = Transition(
             event_id=event_id or new_id(), from_status=self.status, to_status=to, at=at,
             reason=info.get("reason"), error=info.get("error"), retry_id=info.get("retry_id"),
-            attempts_before=info.get("attempts_before"),
+            attempts_before=info.get("attempts_before"), by=info.get("by"),
+            signature=info.get("signature"),
         )
         update: dict[str, Any] = {"status": to, "history": [*self.history, entry]}
         update |= {k: info[k] for k in _RESULT_FIELDS if k in info}  # type: ignore[literal-required]

@@ -23,12 +23,13 @@ REVERT_CHOSEN_PREFIX = "Revert: "
 guidance: `Revert: <the original chosen_option>`."""
 
 
-def default_revert_guidance(decision_id: str, requested_by: str) -> str:
+def default_revert_guidance(decision_id: str, requested_by: str | None) -> str:
     """The guidance of a revert requested without any (the seeds' `agents plan correct
     --mode=revert ID`): it names the target and the operator. The one place this text is
     made; CorrectionRequest fills it in, whoever builds the request (CLI, client, raw
     publisher), so `guidance_defaulted` can recognise it later."""
-    return f"Revert of decision {decision_id.upper()} requested by {requested_by}"
+    who = f" requested by {requested_by}" if requested_by else ""
+    return f"Revert of decision {decision_id.upper()}{who}"
 
 
 class CorrectionRequest(Frozen):
@@ -54,7 +55,10 @@ class CorrectionRequest(Frozen):
         "<requested_by>'.",
         examples=["Use an online migration that avoids table locks."],
     )
-    requested_by: NonEmptyStr = Field(description="Who asked for it.", examples=["alice"])
+    requested_by: NonEmptyStr | None = Field(
+        default=None, description="What the sender calls itself, kept on the correction as "
+        "claimed_by: who asked is the principal whose signature the ledger verified "
+        "(docs/security.md), never this field.", examples=["alice"])
     chosen_option: NonEmptyStr | None = Field(
         default=None,
         description="Revert only: chosen_option of the replacement decision (default: the "
@@ -70,10 +74,10 @@ class CorrectionRequest(Frozen):
         if (isinstance(data, dict) and data.get("guidance") is None
                 and data.get("mode") in (CorrectionMode.REVERT, CorrectionMode.REVERT.value)
                 and isinstance(data.get("decision_id"), str)
-                and isinstance(data.get("requested_by"), str)
-                and data["requested_by"].strip()):
+                and isinstance(data.get("requested_by"), str | None)
+                and (data.get("requested_by") or "x").strip()):
             return data | {"guidance": default_revert_guidance(
-                data["decision_id"], data["requested_by"])}
+                data["decision_id"], data.get("requested_by"))}
         return data
 
     @property
@@ -118,4 +122,6 @@ class RetryRequest(Frozen):
     )
     reason: str | None = Field(default=None, max_length=REASON_MAX_CHARS,
                                description="Why, for the history and the event.")
-    requested_by: NonEmptyStr = Field(default="operator", description="Who asked for it.")
+    requested_by: NonEmptyStr | None = Field(
+        default=None, description="What the sender calls itself (kept in the history's "
+        "reason); who asked is the verified principal of the message's signature.")

@@ -48,7 +48,9 @@ class ResumeInstruction(Frozen):
     correction_id: Ulid = Field(description="The applied correction.")
     plan_id: Ulid = Field(description="The corrected plan (the subject's token).")
     mode: CorrectionMode = Field(description="revert or append.", examples=["revert"])
-    requested_by: str = Field(description="The operator who asked for it.")
+    requested_by: str | None = Field(
+        description="The operator who asked for it, as the ledger verified its signature; "
+        "None when the request was not signed (a development ledger).")
     guidance: str = Field(description="What the operator said; for a revert without "
                           "guidance, a default naming the operator and the target.")
     guidance_defaulted: bool = Field(

@@ -112,7 +112,8 @@ def revert_writes(
         # The original choice was on the table and the operator overruled it.
         alternatives_considered=[target.chosen_option] if target.chosen_option != chosen else [],
         context_snapshot=guidance_context(request),
-        rationale=f"Correction {request.correction_id} requested by {request.requested_by}.",
+        # Who asked is on the correction, as verified; the body's requested_by is a claim.
+        rationale=f"Correction {request.correction_id}.",
         created_at=at,
         is_correction=True,
         corrects_decision_id=target.decision_id,

@@ -14,6 +14,7 @@ from contracts.corrections.states import CorrectionStatus
 from contracts.shared.base import Frozen
 from contracts.shared.ids import Ulid, new_id
 from contracts.shared.timestamps import UtcTime
+from contracts.trust.signing import Signature
 
 ERROR_MAX_CHARS = 2_000
 """Longest `error` a FAILED correction records (longer ones are cut, see bounded_text)."""
@@ -49,6 +50,12 @@ class Transition(Frozen):
         description="FAILED -> PENDING only: how many attempts the earlier rounds made, so "
         "the new round's attempts are counted against max_attempts without trusting clocks.",
     )
+    by: str | None = Field(
+        default=None, description="An operator's cancel, fail or retry: the principal whose "
+        "signature the ledger verified; None for the ledger's own steps and unsigned "
+        "commands.")
+    signature: Signature | None = Field(
+        default=None, description="The verified signature of the command that made it.")
 
 
 class TransitionInfo(TypedDict, total=False):
@@ -65,3 +72,5 @@ class TransitionInfo(TypedDict, total=False):
     archive_not_copied_count: int
     retry_id: str
     attempts_before: int
+    by: str | None
+    signature: Signature | None

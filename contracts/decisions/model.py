@@ -17,6 +17,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from contracts.decisions.actors import AgentIdentity, ModelIdentity, PrincipalName
 from contracts.decisions.artifacts import ArtifactRef
 from contracts.decisions.context import ContextSnapshot
 from contracts.decisions.cross_field import cross_field_violations
@@ -107,6 +108,17 @@ class Decision(Frozen):
         default=None, description="The plan that spawned this one (root prompt_definition "
         "only, optional): must agree with the decision that names this plan in its "
         "downstream_plan_ids.")
+    delegates: list[PrincipalName] = Field(
+        default_factory=list, max_length=100,
+        description="Root prompt_definition only (ignored on other decisions): principals "
+        "besides the root's signer who may record into the plan, report violations "
+        "against it and start its child plans (docs/security.md, Plan ownership).")
+    # What produced it, as the agent says (signed with the message; who signed is the
+    # record's recorded_by, which the ledger verified).
+    agent: AgentIdentity | None = Field(
+        default=None, description="The agent software that made the decision: name, version.")
+    model: ModelIdentity | None = Field(
+        default=None, description="The model it used: provider, name.")
 
     @field_validator("sequence_number")
     @classmethod

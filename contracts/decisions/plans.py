@@ -57,6 +57,12 @@ class PlanRecord(Frozen):
     root_decision_id: Ulid | None = Field(
         default=None, description="Its root prompt_definition decision, once recorded."
     )
+    owner: str | None = Field(
+        default=None, description="The principal that signed its root (verified); a child "
+        "plan an append spawned has its parent plan's. None: no verified owner.")
+    delegates: list[str] = Field(
+        default_factory=list, description="Principals its root names besides the owner: "
+        "they too may record into it, report against it and start its child plans.")
     rolled_back_by: Ulid | None = Field(
         default=None, description="The correction that rolled it back; None while it stands."
     )

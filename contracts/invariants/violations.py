@@ -13,6 +13,7 @@ from contracts.shared.base import Frozen
 from contracts.shared.ids import Ulid, new_id
 from contracts.shared.text import NonEmptyStr
 from contracts.shared.timestamps import UtcTime, utc_now
+from contracts.trust.signing import Signature
 
 
 class Severity(StrEnum):
@@ -29,6 +30,11 @@ BLOCKED_TYPES: frozenset[DecisionType] = frozenset(
 """What a blocked plan may not record: the Execute phase (implementation_choice,
 resource_selection, tool_invocation, error_recovery, validation_response). Strategize
 decisions still go through, so the agent can record how it re-plans."""
+
+
+LEDGER_FIELDS = ("resolved_at", "resolved_by", "reported_by", "verified", "report_signature",
+                 "resolution_signature")
+"""What the ledger sets on a report, never its reporter."""
 
 
 class InvariantViolation(Frozen):
@@ -51,7 +57,18 @@ class InvariantViolation(Frozen):
                                  description="UTC; the worker's receive time when absent.")
     resolved_at: UtcTime | None = Field(default=None, description="When an operator "
                                         "resolved it; set only by resolve_violation.")
-    resolved_by: str | None = Field(default=None, description="Who resolved it.")
+    resolved_by: str | None = Field(
+        default=None, description="Who resolved it: the operator the ledger verified (None "
+        "for an unverified resolution, and before resolution).")
+    reported_by: str | None = Field(
+        default=None, description="Who reported it: the principal whose signature the ledger "
+        "verified; set by the ledger (None: the report was not signed).")
+    verified: bool = Field(default=False, description="Set by the ledger: whether "
+                           "reported_by was verified.")
+    report_signature: Signature | None = Field(
+        default=None, description="Set by the ledger: the report's verified signature.")
+    resolution_signature: Signature | None = Field(
+        default=None, description="Set by the ledger: the resolution's verified signature.")
 
     @property
     def is_resolved(self) -> bool:
@@ -63,8 +80,7 @@ class InvariantViolation(Frozen):
 
     def report_fields(self) -> dict[str, object]:
         """What identifies the report: a retry stamped later is still the same report."""
-        return self.model_dump(mode="json", exclude={"reported_at", "resolved_at",
-                                                     "resolved_by"})
+        return self.model_dump(mode="json", exclude={"reported_at", *LEDGER_FIELDS})
 
 
 def blocked_types_text() -> str:

@@ -16,7 +16,7 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from contracts.invariants import subjects
-from contracts.invariants.violations import InvariantViolation
+from contracts.invariants.violations import LEDGER_FIELDS, InvariantViolation
 from contracts.shared.bounds import DEFAULT_MAX_PAYLOAD_BYTES, MAX_TEXT_BYTES
 from contracts.shared.ids import MSG_ID_HEADER
 from contracts.shared.payload import json_object, too_large, unreadable
@@ -86,6 +86,12 @@ def _reporter_fields(raw: Mapping[str, object]) -> list[RuleViolation]:
                 rule=Rule.RESOLVED_BY_OPERATOR, field=name,
                 message=f"{name} is set when an operator resolves the violation "
                 "(agents invariant resolve); leave it out"))
+    for name in LEDGER_FIELDS[2:]:
+        if raw.get(name) not in (None, False):
+            broken.append(RuleViolation(
+                rule=Rule.SET_BY_LEDGER, field=name,
+                message=f"{name} is set by the ledger from the report's verified signature; "
+                "leave it out"))
     return broken
 
 

@@ -45,17 +45,20 @@ class ClaimRules:
                 return broken
         return None
 
-    def note(self, d: Decision) -> None:
-        """What an accepted decision claims counts for the rest of the batch."""
+    def note(self, d: Decision, claim_owners: tuple[str, ...] | None = None) -> None:
+        """What an accepted decision claims counts for the rest of the batch;
+        `claim_owners`: who may sign the roots of the plans it claims (its plan's owner
+        and delegates; None when its plan has no verified owner)."""
         if d.is_root:
             old = self.claims.get(d.plan_id, PlanClaim())
             self.claims[d.plan_id] = PlanClaim(
                 old.parent_plan_id, old.spawned_from_decision_id, old.spawned_at,
-                d.parent_plan_id or old.named_parent_plan_id, d.created_at)
+                d.parent_plan_id or old.named_parent_plan_id, d.created_at,
+                old.claim_owners)
         for p in d.downstream_plan_ids:
             old = self.claims.get(p, PlanClaim())
             self.claims[p] = PlanClaim(d.plan_id, d.decision_id, d.created_at,
-                                       old.named_parent_plan_id, old.began_at)
+                                       old.named_parent_plan_id, old.began_at, claim_owners)
 
     def _root_claim(self, d: Decision) -> RuleViolation | None:
         link = self.claims.get(d.plan_id, PlanClaim())

@@ -13,6 +13,7 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict, Field
 
 from contracts.shared.rules import EchoText
+from contracts.trust.ownership import Ownership
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +58,9 @@ class PlanClaim:
     spawned_at: datetime | None = None          # created_at of the claiming decision
     named_parent_plan_id: str | None = None     # what its root says (Decision.parent_plan_id)
     began_at: datetime | None = None            # created_at of its root, once recorded
+    # Who may sign its root: the owner and delegates of the plan that claimed it (None:
+    # not claimed, or claimed from a plan without a verified owner).
+    claim_owners: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,3 +89,8 @@ class StoredFacts:
     plan_ancestors: Mapping[str, frozenset[str]] = field(default_factory=dict)
     # decision_id -> plan_id, for stored decisions the batch names as dependents
     dependent_plan: Mapping[str, str] = field(default_factory=dict)
+    # plan_id -> its owner and delegates, for the batch's plans, the plans it claims and
+    # the parent plans its roots name (absent: no verified owner)
+    ownership: Mapping[str, Ownership] = field(default_factory=dict)
+    # decision_id -> created_at, for the stored parents of the batch's decisions
+    created_at: Mapping[str, datetime] = field(default_factory=dict)

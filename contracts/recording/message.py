@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from pydantic import ValidationError
 
@@ -21,6 +21,10 @@ from contracts.shared.ids import MSG_ID_HEADER, is_ulid
 from contracts.shared.inbound import Inbound
 from contracts.shared.payload import json_object, too_large, unreadable
 from contracts.shared.rules import Rule, RuleViolation, Violations
+from contracts.trust.policy import Identity
+
+LATER_FIELDS = ("parent_plan_id", "delegates", "agent", "model")
+"""Decision fields added after decisions were first stored."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +34,12 @@ class Candidate:
     stream_sequence: int
     decision: Decision
     content_hash: str
+    identity: Identity = None
+    """Who sent it, as verified (workers.inbound): the record's recorded_by."""
+    created_at_sent: bool = True
+    """False when the recorder filled created_at in (the stream's time): the agent
+    claimed no time, so it is not held to its parent's (a child published before its
+    parent gets an earlier stream time)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,11 +53,10 @@ def content_hash(decision: Decision) -> str:
     """What identifies a decision's content: every field but created_at and the
     recorder-assigned ones, so a publisher retry stamped at a later time is still the
     same decision, while a different choice under a reused ID is a conflict."""
-    # parent_plan_id came later (issue 8): left out while unset, so a decision stored
-    # before it existed still hashes the same when redelivered.
     skip = {"created_at", "sequence_number"}
-    if decision.parent_plan_id is None:
-        skip.add("parent_plan_id")
+    # Fields added later are left out while unset, so a decision stored before they
+    # existed still hashes the same when redelivered.
+    skip.update(name for name in LATER_FIELDS if not getattr(decision, name))
     body = decision.model_dump_json(exclude=skip)
     return "sha256:" + hashlib.sha256(body.encode()).hexdigest()
 
@@ -67,21 +76,40 @@ def _plan_hint(data: object, subject: str) -> str | None:
 
 
 def read_message(msg: Inbound, received_at: datetime,
-                 max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> Candidate | Invalid:
+                 max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+                 max_skew: timedelta | None = None) -> Candidate | Invalid:
     """Apply every rule that needs only this message. Never raises: whatever the body
     makes reading throw is reported as that message's `unreadable` violation, and a body
-    over `max_payload_bytes` is refused before anything parses it."""
+    over `max_payload_bytes` is refused before anything parses it. A decision without
+    created_at gets the stream's time for the message (else `received_at`); one with it
+    must lie within `max_skew` of the stream's time (rule created_at_skew), so an agent
+    cannot backdate a decision to slip it before another."""
     big = too_large(msg.data, max_payload_bytes)
     if big is not None:
         return Invalid(msg.stream_sequence, _subject_plan(msg.subject), (big,))
     try:
-        return _read(msg, received_at)
+        return _read(msg, msg.stream_time or received_at, max_skew)
     except Exception as exc:  # hostile input: the message is at fault, never the batch
         return Invalid(msg.stream_sequence, _subject_plan(msg.subject),
                        (unreadable(exc, "a Decision"),))
 
 
-def _read(msg: Inbound, received_at: datetime) -> Candidate | Invalid:
+def _skewed(decision: Decision, msg: Inbound, max_skew: timedelta | None
+            ) -> RuleViolation | None:
+    if max_skew is None or msg.stream_time is None:
+        return None
+    off = decision.created_at - msg.stream_time
+    if abs(off) <= max_skew:
+        return None
+    return RuleViolation(
+        rule=Rule.CREATED_AT_SKEW, field="created_at",
+        message=f"created_at {decision.created_at.isoformat()} is {abs(off).total_seconds():.0f}s "
+        f"{'after' if off > timedelta(0) else 'before'} the stream's time for the message (at "
+        f"most {max_skew.total_seconds():g}s); leave it out to get the stream's time")
+
+
+def _read(msg: Inbound, received_at: datetime, max_skew: timedelta | None
+          ) -> Candidate | Invalid:
     try:
         # Fast path: pydantic parses and validates the bytes in one pass.
         decision = Decision.model_validate_json(msg.data)
@@ -89,16 +117,27 @@ def _read(msg: Inbound, received_at: datetime) -> Candidate | Invalid:
         return _explain_invalid(msg, received_at, exc)
     if "created_at" not in decision.model_fields_set:
         decision = decision.model_copy(update={"created_at": received_at})
-    owned = {"sequence_number": decision.sequence_number,
-             "superseded_by": decision.superseded_by,
-             "superseded_at": decision.superseded_at,
-             "superseded_by_correction": decision.superseded_by_correction,
-             "corrects_decision_id": decision.corrects_decision_id,
-             "is_correction": decision.is_correction}
-    wire = _wire_violations(owned, msg, decision)
+        wire = _wire_violations(_owned(decision), msg, decision)
+        if wire:
+            return Invalid(msg.stream_sequence, decision.plan_id, tuple(wire))
+        return Candidate(msg.stream_sequence, decision, content_hash(decision),
+                         created_at_sent=False)
+    if (skewed := _skewed(decision, msg, max_skew)) is not None:
+        return Invalid(msg.stream_sequence, decision.plan_id, (skewed,))
+    wire = _wire_violations(_owned(decision), msg, decision)
     if wire:
         return Invalid(msg.stream_sequence, decision.plan_id, tuple(wire))
     return Candidate(msg.stream_sequence, decision, content_hash(decision))
+
+
+def _owned(decision: Decision) -> dict[str, object]:
+    """The fields the recorder and the correction workflow set, as sent."""
+    return {"sequence_number": decision.sequence_number,
+            "superseded_by": decision.superseded_by,
+            "superseded_at": decision.superseded_at,
+            "superseded_by_correction": decision.superseded_by_correction,
+            "corrects_decision_id": decision.corrects_decision_id,
+            "is_correction": decision.is_correction}
 
 
 def _wire_violations(raw: Mapping[str, object], msg: Inbound,
@@ -166,7 +205,8 @@ def _explain_invalid(msg: Inbound, received_at: datetime,
     wire = _wire_violations(raw, msg, decision)
     if wire:
         return Invalid(msg.stream_sequence, decision.plan_id, tuple(wire))
-    return Candidate(msg.stream_sequence, decision, content_hash(decision))
+    return Candidate(msg.stream_sequence, decision, content_hash(decision),
+                     created_at_sent=False)
 
 
 def _parse_failure(error: ValidationError) -> bool:

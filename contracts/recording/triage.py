@@ -16,6 +16,7 @@ from contracts.invariants.blocking import ReconciliationBlocked, check_not_block
 from contracts.recording.claims import ClaimRules
 from contracts.recording.facts import Resume, StoredFacts
 from contracts.recording.message import Candidate
+from contracts.recording.ownership import OwnershipRules
 from contracts.shared.rules import Rule, RuleViolation
 
 
@@ -49,7 +50,8 @@ def triage_batch(candidates: Sequence[Candidate], facts: StoredFacts) -> BatchTr
                       facts.superseded, facts.rolled_back,
                       claims=ClaimRules(dict(facts.claims), facts.plan_ancestors,
                                         facts.dependent_plan),
-                      blocking_ancestors=facts.blocking_ancestors)
+                      blocking_ancestors=facts.blocking_ancestors,
+                      owners=OwnershipRules(dict(facts.ownership), dict(facts.created_at)))
     pending = fresh
     while pending:
         undecided = [c for c in pending if not tree.decide(c, triage)]
@@ -99,6 +101,7 @@ class _TreeState:
     """Decisions of the batch refused as stale: their children are stale too."""
     claims: ClaimRules = field(default_factory=ClaimRules)
     blocking_ancestors: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    owners: OwnershipRules = field(default_factory=OwnershipRules)
 
     def decide(self, c: Candidate, triage: BatchTriage) -> bool:
         """Accept or reject `c`, or return False if its parent is still undecided."""
@@ -116,12 +119,13 @@ class _TreeState:
                 and d.parent_decision_id not in self.plan_of:
             return False
         if broken is None:
-            broken = self.claims.broken(d, self.plan_of)
+            broken = self.claims.broken(d, self.plan_of) \
+                or self.owners.broken(c, self.claims.claims)
         if broken is None:
             self.plan_of[d.decision_id] = d.plan_id
             if d.is_root:
                 self.roots[d.plan_id] = d.decision_id
-            self.claims.note(d)
+            self.claims.note(d, self.owners.note(c))
             triage.accept.append(c)
         else:
             self.rejected.add(d.decision_id)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,3 +21,6 @@ class Inbound:
     data: bytes
     stream_sequence: int
     delivered: int = 1
+    stream_time: datetime | None = None
+    """JetStream's timestamp of the message (when the stream stored it): the clock the
+    signing time and created_at are judged against, the same for every worker."""

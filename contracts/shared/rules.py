@@ -71,6 +71,32 @@ class Rule(StrEnum):
     DOWNSTREAM_IN_LINEAGE = "downstream_in_family"  # the wire value is a public contract
     """downstream_decision_ids names only decisions of the same plan (or of its child
     plans), never the decision itself or its parent."""
+    # Who sent it (contracts.trust): the signature every inbound message may carry.
+    UNSIGNED = "unsigned"
+    """No Ledger-* signature headers, where signatures are required (REQUIRE_SIGNATURES)."""
+    BAD_SIGNATURE = "bad_signature"
+    """Signature headers malformed, incomplete, or not a signature of this message by
+    the key named (a changed byte, another subject, another principal's key)."""
+    UNKNOWN_KEY = "unknown_key"
+    """Signed by a key no principal of the principals file holds."""
+    KEY_REVOKED = "key_revoked"
+    """Signed at a time the key was revoked or outside its validity window."""
+    SIGNED_AT_SKEW = "signed_at_skew"
+    """Ledger-Signed-At further from the stream's timestamp than SIGNATURE_MAX_SKEW_SECONDS."""
+    WRONG_ROLE = "wrong_role"
+    """The signer's role does not publish this family (an agent signing a correction)."""
+    SET_BY_LEDGER = "set_by_ledger"
+    """A field the ledger fills in from what it verified (who recorded, reported)."""
+    # Ownership (contracts.trust.ownership): a plan is its root signer's and delegates'.
+    PLAN_OWNER = "plan_owner"
+    """Decisions into a plan, reports against it and claims of it as a child plan come
+    only from its owner (the root's signer) or the delegates its root names."""
+    OPERATOR_SCOPE = "operator_scope"
+    """An operator acts only on plans of the projects the principals file gives it."""
+    CREATED_AT_SKEW = "created_at_skew"
+    """created_at further from the stream's timestamp than CREATED_AT_MAX_SKEW_SECONDS."""
+    CREATED_BEFORE_PARENT = "created_before_parent"
+    """created_at earlier than its parent decision's."""
 
 
 class RuleViolation(BaseModel):

@@ -29,6 +29,7 @@ from __future__ import annotations
 import tomllib
 from collections.abc import Iterable, Mapping
 from datetime import datetime
+from functools import cached_property
 from typing import Annotated, Self
 
 from pydantic import AfterValidator, Field, ValidationError, model_validator
@@ -119,11 +120,16 @@ class Directory(Frozen):
         return [p for p in self.principals if p.role is role]
 
     def key_index(self) -> Mapping[str, tuple[Principal, PrincipalKey]]:
+        return self._index
+
+    @cached_property
+    def _index(self) -> dict[str, tuple[Principal, PrincipalKey]]:
+        # Built once: every inbound message looks its key up here.
         return {k.public: (p, k) for p in self.principals for k in p.keys}
 
     def lookup(self, public: str, at: datetime) -> Principal | KeyRefused:
         """The principal whose key `public` vouched for something signed at `at`."""
-        found = self.key_index().get(public)
+        found = self._index.get(public)
         if found is None:
             return KeyRefused(rule="unknown_key",
                               message=f"key {public[:12]}… belongs to no known principal")

@@ -19,6 +19,7 @@ from contracts.corrections.states import CorrectionStatus as S
 from contracts.shared.errors import DomainError
 from contracts.shared.outgoing import OutgoingEvent
 from contracts.shared.persistence import ConcurrentChange, ResourceNotFoundError
+from contracts.trust.signing import Signature
 from services.corrections.committing import Committer
 from services.corrections.messages import correction_event
 from services.ports.corrections import CorrectionStorePort
@@ -36,7 +37,8 @@ class OperatorCommands:
         self._clock = clock
 
     async def cancel(self, correction_id: str, reason: str | None = None, *,
-                                plan_id: str | None = None) -> Correction | CancelRefused:
+                     plan_id: str | None = None,
+                     by: Signature | None = None) -> Correction | CancelRefused:
         """CANCELLED from PENDING or ANALYZING; otherwise the refusal, which is also
         published to corrections.cancel_refused.<plan_id> (once per status met)."""
         while True:
@@ -46,7 +48,8 @@ class OperatorCommands:
             c = v.correction
             if c.status not in CANCELLABLE:
                 return await self._refuse(correction_id, c.plan_id, c.status)
-            cancelled = c.transition(S.CANCELLED, self._clock(), reason=reason)
+            cancelled = c.transition(S.CANCELLED, self._clock(), reason=reason,
+                                     by=by.principal if by else None, signature=by)
             try:
                 await self._writes.commit(Changes(cancelled, v.version,
                                            events=[correction_event(cancelled)]))
@@ -54,8 +57,8 @@ class OperatorCommands:
                 continue  # the runner moved it meanwhile: decide again on what it is now
             return cancelled
 
-    async def fail(self, correction_id: str, reason: str, *,
-                              plan_id: str | None = None) -> Correction | FailRefused:
+    async def fail(self, correction_id: str, reason: str, *, plan_id: str | None = None,
+                   by: Signature | None = None) -> Correction | FailRefused:
         """An operator ends a correction stuck in ANALYZING or EXECUTING as FAILED.
 
         The reason becomes the correction's error (and its executing attempt, if any,
@@ -74,15 +77,15 @@ class OperatorCommands:
             running = next((a for a in reversed(attempts) if a.state is A.EXECUTING), None)
             try:
                 await self._writes.fail(v, f"failed by an operator: {reason}", None, running,
-                                 reason=reason)
+                                        reason=reason, by=by)
             except ConcurrentChange:
                 continue  # the runner moved it meanwhile: decide again on what it is now
             failed = await self._writes.get(correction_id)
             return failed.correction
 
     async def retry(self, correction_id: str, retry_id: str, *,
-                               plan_id: str | None = None, reason: str | None = None,
-                               requested_by: str = "operator") -> Correction | RetryRefused:
+                    plan_id: str | None = None, reason: str | None = None,
+                    by: Signature | None = None) -> Correction | RetryRefused:
         """An operator starts a new round of a FAILED correction: FAILED -> PENDING.
 
         The runner (or the recovery sweep, which runs every plan with unfinished
@@ -108,12 +111,14 @@ class OperatorCommands:
             except DomainError as exc:
                 return await self._refuse_retry(correction_id, c.plan_id, c.status,
                                                 c.round_of(), target_error=str(exc))
-            why = f"retried by {requested_by}" + (f": {reason}" if reason else "")
+            who = by.principal if by else "an unverified sender"
+            why = f"retried by {who}" + (f": {reason}" if reason else "")
             # No attempt is added while FAILED, and the write below is conditional on the
             # version read, so this count is exact.
             before = len(await self._store.attempts.list_by_correction(correction_id))
             retried = c.transition(S.PENDING, self._clock(), reason=why[:1000],
-                                   retry_id=retry_id, attempts_before=before)
+                                   retry_id=retry_id, attempts_before=before,
+                                   by=by.principal if by else None, signature=by)
             try:
                 await self._writes.commit(Changes(retried, v.version,
                                            events=[correction_event(retried)]))

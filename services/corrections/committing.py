@@ -20,6 +20,7 @@ from contracts.corrections.states import CorrectionMode
 from contracts.corrections.states import CorrectionStatus as S
 from contracts.shared.outgoing import OutgoingEvent
 from contracts.shared.persistence import ResourceNotFoundError
+from contracts.trust.signing import Signature
 from services import outbox
 from services.archive.writer import Archive
 from services.corrections.messages import attempt_event, correction_event
@@ -68,12 +69,13 @@ class Committer:
 
     async def fail(self, v: Versioned, error: str, owner: str | None,
                     attempt: CorrectionAttemptRecord | None, *, reason: str | None = None,
-                    attempt_error: str | None = None) -> None:
+                    attempt_error: str | None = None, by: Signature | None = None) -> None:
         """FAILED with `error`; `owner` None for an operator's fail, which holds no lease
         (its write is conditional on the version read, like a cancel)."""
         c = v.correction
         now = self._clock()
-        failed = c.transition(S.FAILED, now, error=error, reason=reason)
+        failed = c.transition(S.FAILED, now, error=error, reason=reason,
+                              by=by.principal if by else None, signature=by)
         changes: list[AttemptChange] = []
         events: list[OutgoingEvent] = []
         if attempt is not None:

@@ -20,8 +20,11 @@ from contracts.impact.estimate import timing_samples, type_durations, types_with
 from contracts.impact.summary import CorrectionImpact, summarize
 from contracts.shared.ids import new_id
 from contracts.shared.persistence import DuplicateRecord
+from contracts.shared.rules import RuleViolation
 from contracts.shared.timestamps import utc_now
 from contracts.shared.unreadable import Unreadable
+from contracts.trust.ownership import out_of_scope
+from contracts.trust.policy import Identity, signature_of
 from services.archive.writer import Archive
 from services.corrections import rejections
 from services.corrections.commands import OperatorCommands
@@ -59,16 +62,18 @@ class CorrectionService:
 
     async def request_correction(self, request: CorrectionRequest, *,
                                  arrival: int = 0,
-                                 trace: Mapping[str, str] | None = None) -> Correction:
+                                 trace: Mapping[str, str] | None = None,
+                                 identity: Identity = None) -> Correction:
         """Record the request as a PENDING correction; a known correction_id records nothing.
 
         `arrival` orders the plan's corrections (the stream sequence of the request);
         `trace` is the request message's headers, whose trace context every event of the
-        correction carries on.
+        correction carries on; `identity` who sent it, as verified (its requested_by).
         """
         existing = await self._store.corrections.get(request.correction_id)
         if existing is None:
-            created = Correction.from_request(request, self._clock(), trace=trace)
+            created = Correction.from_request(request, self._clock(), trace=trace,
+                                              by=signature_of(identity))
             try:
                 await self._writes.commit(Changes(created, None, arrival=arrival,
                                            events=[correction_event(created)]))
@@ -80,6 +85,14 @@ class CorrectionService:
             assert existing is not None
         await self.flush(request.correction_id)  # its pending event, if a crash left it
         return existing.correction
+
+    async def scope_refusal(self, identity: Identity, plan_id: str) -> RuleViolation | None:
+        """`operator_scope` when a verified operator's command concerns a plan outside
+        its projects (a plan not recorded yet has no project: only `*` covers it)."""
+        if identity is None:
+            return None
+        plan = await self._store.plans.get(plan_id)
+        return out_of_scope(identity, plan_id, plan.project if plan else None)
 
     async def analyze_impact(self, decision_id: str) -> CorrectionImpact:
         """BFS impact of correcting `decision_id`; TargetNotFound if it does not exist.
@@ -145,24 +158,29 @@ class CorrectionService:
         return await self._store.attempts.list_by_correction(correction_id)
 
     async def cancel_correction(self, correction_id: str, reason: str | None = None, *,
-                                plan_id: str | None = None) -> Correction | CancelRefused:
+                                plan_id: str | None = None,
+                                identity: Identity = None) -> Correction | CancelRefused:
         """CANCELLED from PENDING or ANALYZING; otherwise the refusal, which is also
-        published to corrections.cancel_refused.<plan_id> (once per status met)."""
-        return await self._commands.cancel(correction_id, reason, plan_id=plan_id)
+        published to corrections.cancel_refused.<plan_id> (once per status met).
+        `identity`: who asked, as verified (the transition's `by`)."""
+        return await self._commands.cancel(correction_id, reason, plan_id=plan_id,
+                                           by=signature_of(identity))
 
     async def fail_correction(self, correction_id: str, reason: str, *,
-                              plan_id: str | None = None) -> Correction | FailRefused:
+                              plan_id: str | None = None,
+                              identity: Identity = None) -> Correction | FailRefused:
         """An operator ends a correction stuck in ANALYZING or EXECUTING as FAILED
         (`OperatorCommands.fail`); otherwise the refusal."""
-        return await self._commands.fail(correction_id, reason, plan_id=plan_id)
+        return await self._commands.fail(correction_id, reason, plan_id=plan_id,
+                                         by=signature_of(identity))
 
     async def retry_correction(self, correction_id: str, retry_id: str, *,
                                plan_id: str | None = None, reason: str | None = None,
-                               requested_by: str = "operator") -> Correction | RetryRefused:
+                               identity: Identity = None) -> Correction | RetryRefused:
         """An operator starts a new round of a FAILED correction: FAILED -> PENDING
         (`OperatorCommands.retry`); otherwise the refusal."""
         return await self._commands.retry(correction_id, retry_id, plan_id=plan_id,
-                                          reason=reason, requested_by=requested_by)
+                                          reason=reason, by=signature_of(identity))
 
     # --- running ---------------------------------------------------------------------
 

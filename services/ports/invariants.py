@@ -10,6 +10,7 @@ from typing import Protocol
 from contracts.invariants.model import Invariant, InvariantScope
 from contracts.invariants.violations import InvariantViolation
 from contracts.shared.outgoing import OutgoingEvent
+from contracts.trust.signing import Signature
 from services.ports.records import (
     DeadLetterRecords,
     DecisionRecords,
@@ -57,8 +58,9 @@ class ViolationRecords(Protocol):
         was stored before; ViolationConflict if its ID holds other content."""
         ...
 
-    async def resolve(self, violation_id: str, resolved_by: str, at: datetime,
-                      event_for: EventFor) -> InvariantViolation:
+    async def resolve(self, violation_id: str, resolved_by: str | None, at: datetime,
+                      event_for: EventFor, signature: Signature | None = None
+                      ) -> InvariantViolation:
         """Resolved with its event, in one transaction; ViolationAlreadyResolved if it
         was resolved before."""
         ...

@@ -15,6 +15,7 @@ from contracts.recording.facts import StoredFacts
 from contracts.recording.message import Candidate
 from contracts.shared.dead_letter import DeadLetter
 from contracts.shared.outgoing import Pending
+from contracts.trust.ownership import Ownership
 
 
 class DecisionRecords(Protocol):
@@ -40,7 +41,8 @@ class RecordedDecisions(Protocol):
                         existing: bool = True) -> StoredFacts: ...
 
     async def insert_recorded(self, accepted: Sequence[Candidate], now: datetime,
-                              epochs: Mapping[str, int] | None = None
+                              epochs: Mapping[str, int] | None = None,
+                              ownership: Mapping[str, Ownership] | None = None
                               ) -> list[Decision] | None:
         """Number and insert, all or nothing; None when a concurrent writer or a
         correction got there first (the caller triages again)."""

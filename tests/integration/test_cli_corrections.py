@@ -65,7 +65,8 @@ async def test_dry_run_user_errors_and_revert(cli_workers: Workers, agents: Agen
     cid = outcome["correction_id"]
 
     shown = (await agents.ok("correction", "show", cid, "--json")).json
-    assert shown["status"] == "applied" and shown["requested_by"] == "tester"
+    assert shown["status"] == "applied" and shown["requested_by"] is None \
+        and shown["claimed_by"] == "tester"
     text = (await agents.ok("correction", "show", cid)).out
     assert f"correction {cid} applied" in text and "executing → applied" in text
     listed = (await agents.ok("correction", "list", "--plan", plan_id, "--status", "applied",

@@ -54,11 +54,10 @@ async def test_a_retry_after_the_cause_is_fixed_ends_applied_with_every_attempt_
     fixed = make(tmp_path / "archive")  # the operator pointed ARCHIVE_ROOT elsewhere
     retry_id = new_id()
     retried = await fixed.retry_correction(failed.correction_id, retry_id,
-                                           plan_id=scene.plan_id, reason="archive fixed",
-                                           requested_by="bob")
+                                           plan_id=scene.plan_id, reason="archive fixed")
     assert isinstance(retried, Correction)
     assert retried.status is S.PENDING and retried.error is None
-    assert retried.last.reason == "retried by bob: archive fixed"
+    assert retried.last.reason == "retried by an unverified sender: archive fixed"
     # A redelivered retry request is recognised, not a second command nor a refusal.
     again = await fixed.retry_correction(failed.correction_id, retry_id, plan_id=scene.plan_id)
     assert again == retried

@@ -97,7 +97,7 @@ async def test_append_child_plan_is_reconciled_and_blocked_by_its_parent(
     assert await wait_for_count(db, "decisions", 1,
                                 query={"_id": strategize["decision_id"]}) == 1
 
-    await service.resolve_violation(violation, "alice")
+    await service.resolve_violation(violation)
     later = decision(child, child_root["_id"], "implementation_choice")
     await publish_all(js, [later])
     assert await wait_for_count(db, "decisions", 1, query={"_id": later["decision_id"]}) == 1

@@ -159,7 +159,7 @@ async def test_service_errors_and_exactly_once_events(db: AsyncDatabase[Document
     with pytest.raises(InvariantNotFound):
         await svc.remove_invariant(new_id())
     with pytest.raises(ViolationNotFound):
-        await svc.resolve_violation(new_id(), "alice")
+        await svc.resolve_violation(new_id())
     inv = await svc.add_invariant("no-prod-deletes", "Never delete production data")
     plan = new_id()
     v = InvariantViolation(invariant_id=inv.id, plan_id=plan, severity=Severity.ERROR,
@@ -169,9 +169,9 @@ async def test_service_errors_and_exactly_once_events(db: AsyncDatabase[Document
     await svc.report_violation(v)
     await svc.report_violation(v)
     assert await svc.blocked_plans([plan.lower()]) == {plan}
-    await svc.resolve_violation(v.violation_id, "alice")
+    await svc.resolve_violation(v.violation_id)
     with pytest.raises(ViolationAlreadyResolved):
-        await svc.resolve_violation(v.violation_id, "alice")
+        await svc.resolve_violation(v.violation_id)
     got = await events(nc, "invariants.events.>", settle=0.3)
     assert [(s, e["event_type"], e["plan_blocked"]) for s, e, _ in got] == [
         (f"invariants.events.{plan}.violated", "INVARIANT_VIOLATED", True),

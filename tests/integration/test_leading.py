@@ -14,7 +14,6 @@ import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.shared.partitions import Partition, partitions
-from contracts.shared.timestamps import utc_now
 from store.database import Document
 from store.lease_view import LeaseViews
 from store.leases import Leases
@@ -72,14 +71,14 @@ class Replica:
     beat: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        await self.registry.heartbeat(utc_now())
+        await self.registry.heartbeat()
         self.beat = asyncio.create_task(self._beat())
         await self.pullers.start()
 
     async def _beat(self) -> None:
         while True:
             await asyncio.sleep(TTL / 4)
-            await self.registry.heartbeat(utc_now())
+            await self.registry.heartbeat()
 
     async def stop(self) -> None:
         """Graceful: pullers stopped and leases released, then the registry left."""

@@ -24,11 +24,16 @@ from tests.integration.wire import events, publish_all
 pytestmark = pytest.mark.e2e
 __all__ = ["cworkers"]  # the fixture, used by name
 
-T0 = datetime.now(UTC) - timedelta(hours=1)
 
 
 def at(minutes: int) -> str:
-    return (T0 + timedelta(minutes=minutes)).isoformat()
+    """Minutes after a start two minutes before the first call: every time lies within
+    CREATED_AT_MAX_SKEW_SECONDS of the stream's."""
+    start = _START.setdefault("t0", datetime.now(UTC) - timedelta(minutes=2))
+    return (start + timedelta(minutes=minutes)).isoformat()
+
+
+_START: dict[str, datetime] = {}
 
 
 async def settled(db: AsyncDatabase[Document], ids: list[str], timeout: float = 30.0) -> None:

@@ -25,6 +25,8 @@ class Family:
     """Bodies are read as they are; `raise` raises while read; `poison` fails any
     batch it is in (as a message the database refuses would)."""
 
+    trust = None
+
     def __init__(self) -> None:
         self.recorded: list[bytes] = []
         self.terminated: list[str] = []
@@ -89,6 +91,8 @@ async def test_one_bad_message_never_holds_back_its_batch(nc: nats.NATS) -> None
 class Sizes:
     """Records each batch's size; `handing_off` families hand off before settling and
     then wait until the next batch is being decided, which only a pipeline allows."""
+
+    trust = None
 
     def __init__(self, handing_off: bool) -> None:
         self.sizes: list[int] = []

@@ -83,7 +83,7 @@ async def test_a_revert_tells_the_runtime_where_to_resume_and_new_decisions_go_t
         [i] = got
         assert i.mode is CorrectionMode.REVERT and i.correction_id == outcome.correction_id
         assert i.plan_id == plan and i.guidance == "use redis" and not i.guidance_defaulted
-        assert i.requested_by == "alice"
+        assert i.requested_by is None  # unsigned: no principal was verified
         assert i.replacement_decision_id == outcome.new_decision_id
         assert (i.resume_at.plan_id, i.resume_at.decision_id) == (plan, outcome.new_decision_id)
         assert i.parent_decision_id == root.decision_id

@@ -65,6 +65,8 @@ def test_far_created_at_is_unreadable_not_a_crash() -> None:
 class _Family:
     """Reads "ok" bodies, raises on anything else."""
 
+    trust = None
+
     def read(self, msg: Msg, now: datetime) -> str:
         if msg.data != b"ok":
             raise OverflowError("date value out of range")

@@ -25,7 +25,7 @@ from contracts.shared.partitions import (
     unpartitioned,
 )
 from contracts.shared.roles import Role
-from deploy.grants import grants, workers_own
+from deploy.grants import Holder, denied, grants, workers_durables
 from workers.durables import consumer_config
 from workers.streams import stream_configs
 
@@ -73,7 +73,7 @@ def test_the_stored_subject_reads_as_the_published_one() -> None:
 
 def test_the_declaration_gives_the_stream_its_transform_and_the_durables_their_names() -> None:
     assert partitioned(DECISIONS) is RECORDED
-    assert [partitioned(s) for s in STREAMS if s is not DECISIONS] == [None, None]
+    assert all(partitioned(s) is None for s in STREAMS if s is not DECISIONS)
     configs = {c.name: c for c in stream_configs(partitions=lambda f: 6)}
     t = configs["DECISIONS"].subject_transform
     assert t is not None and (t.src, t.dest) == transform(RECORDED.name, 6)
@@ -83,10 +83,13 @@ def test_the_declaration_gives_the_stream_its_transform_and_the_durables_their_n
     config = consumer_config(RECORDED, reader, Settings(), part)
     assert (config.durable_name, config.filter_subject) == ("recorder-5",
                                                             "decisions.recorded.5.*")
-    denied, _ = workers_own()  # every name any count could give is the workers' own
-    assert "$JS.API.CONSUMER.*.DECISIONS.recorder-31" in denied
-    assert "$JS.API.CONSUMER.*.DECISIONS.recorder" in denied
-    worker = grants(Role.WORKER)  # and the workers may acknowledge on every one
+    # Every name any count could give is the workers' own, denied to everyone else.
+    refused, _ = denied(workers_durables())
+    assert "$JS.API.CONSUMER.*.DECISIONS.recorder-31" in refused
+    assert "$JS.API.CONSUMER.*.DECISIONS.recorder" in refused
+    for role in (Role.AGENT, Role.OPERATOR, Role.SUBSCRIBER):
+        assert "$JS.ACK.DECISIONS.recorder-5.>" in grants(Holder.of_role(role)).deny_publish
+    worker = grants(Holder.of_role(Role.WORKER))  # and the workers may acknowledge on every one
     assert {"$JS.ACK.DECISIONS.recorder.>", "$JS.ACK.DECISIONS.recorder-0.>",
             "$JS.ACK.DECISIONS.recorder-31.>"} <= set(worker.publish)
     assert "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.DECISIONS.recorder-7" in \

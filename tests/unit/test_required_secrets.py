@@ -47,7 +47,8 @@ def test_nkey_seeds_creds_and_client_certificates_count(tmp_path: Path) -> None:
 
 def production(monkeypatch: pytest.MonkeyPatch, **env: str) -> None:
     for name in ("NATS_USER", "NATS_PASSWORD", "NATS_TOKEN", "NATS_CREDS", "NATS_NKEY_SEED",
-                 "NATS_TLS_CA", "NATS_TLS_CERT", "NATS_TLS_KEY", "ALLOW_UNAUTHENTICATED"):
+                 "NATS_TLS_CA", "NATS_TLS_CERT", "NATS_TLS_KEY", "ALLOW_UNAUTHENTICATED",
+                 "REQUIRE_SIGNATURES", "LEDGER_PRINCIPALS"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("STREAM_PROFILE", "production")
     monkeypatch.setenv("NATS_URL", OPEN_NATS)
@@ -67,6 +68,11 @@ def test_the_production_profile_refuses_to_start_without_secrets(
     assert "NATS (NATS_NKEY_SEED" in message and "MongoDB (a user in MONGODB_URI" in message
 
     production(monkeypatch, NATS_USER="worker", NATS_PASSWORD="pw", MONGODB_URI=SCRAM)
+    # Signatures are required in production: the principals to verify them against too.
+    with pytest.raises(ValueError, match="needs LEDGER_PRINCIPALS"):
+        Settings.from_env()
+    production(monkeypatch, NATS_USER="worker", NATS_PASSWORD="pw", MONGODB_URI=SCRAM,
+               REQUIRE_SIGNATURES="0")
     assert Settings.from_env().nats_credentials.user == "worker"
     production(monkeypatch, ALLOW_UNAUTHENTICATED="1")
     assert Settings.from_env().allow_unauthenticated

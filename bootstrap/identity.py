@@ -1,0 +1,48 @@
+"""Who this process is, as the ledger verifies it: for the operator's acts that write
+straight to the store rather than travel as a message (`agents invariant resolve`).
+
+The process signs what it does with its seed (NATS_NKEY_SEED, the key its NATS
+connection authenticates with) and verifies that signature against the principals file
+exactly as a worker verifies a message, so the record names a principal only when the
+seed is one the principals file lists, and keeps a signature anyone can check offline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from bootstrap.settings import Settings
+from contracts.shared.ids import MSG_ID_HEADER
+from contracts.shared.roles import Role
+from contracts.shared.rules import RuleViolation
+from contracts.shared.timestamps import utc_now
+from contracts.trust.policy import FamilyTrust, Identity
+from contracts.trust.signing import Signer
+
+__all__ = ["own_identity", "own_signer"]
+
+
+def own_signer(settings: Settings) -> Signer | None:
+    """A signer over NATS_NKEY_SEED; None without one. ValueError (one line) for a seed
+    file that cannot be read or is not a user seed."""
+    seed_file = settings.nats_credentials.nkey_seed_file
+    if seed_file is None:
+        return None
+    try:
+        return Signer(seed_file.read_bytes())
+    except (OSError, ValueError, TypeError) as exc:
+        raise ValueError(f"NATS_NKEY_SEED={seed_file}: not a readable user nkey seed "
+                         f"({type(exc).__name__})") from None
+
+
+def own_identity(settings: Settings, *, kind: str, subject: str, msg_id: str, body: bytes,
+                 roles: Collection[Role]) -> Identity | RuleViolation:
+    """This process's principal for an act of `kind` on `subject` (the message it would
+    be): verified, None (no seed, where signatures are not required), or the rule."""
+    policy = settings.trust_policy()
+    signer = own_signer(settings)
+    headers = {MSG_ID_HEADER: msg_id}
+    if signer is not None:
+        headers |= signer.headers(kind=kind, subject=subject, msg_id=msg_id, body=body)
+    return FamilyTrust(kind, frozenset(roles), policy).identify(headers, subject, body,
+                                                                utc_now())
