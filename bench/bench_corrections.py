@@ -201,6 +201,8 @@ async def measure(mongo_url: str, nats_url: str, db_name: str, plan_sizes: list[
                 bare = await bare_update(client, db_name, ids)
                 rows.append(Row(len(decisions), size, statistics.median(times), rounds,
                                 latency, bare))
+                # As it comes (a long run on a loaded machine shows where it is).
+                print(f"# {rows[-1].line()}", file=sys.stderr, flush=True)
         await nc.close()
     finally:
         await client.close()
@@ -215,6 +217,12 @@ class Row:
     rounds: int
     latency: float
     bare: dict[str, float]
+
+    def line(self) -> str:
+        bare = " / ".join(f"{v:.2f}" for v in self.bare.values())
+        return (f"{self.plan:>10,} | {self.subtree:>8,} | {self.impact:>10.3f} | "
+                f"{self.rounds:>6} | {self.latency:>18.3f} | {bare:>26} | "
+                f"{self.latency / self.best_bare:>5.2f}")
 
     @property
     def best_bare(self) -> float:
@@ -258,9 +266,7 @@ def main() -> None:
     print(f"{'-' * 10}-+-{'-' * 8}-+-{'-' * 10}-+-{'-' * 6}-+-{'-' * 18}-+-{'-' * 26}-+-"
           f"{'-' * 5}")
     for r in rows:
-        bare = " / ".join(f"{v:.2f}" for v in r.bare.values())
-        print(f"{r.plan:>10,} | {r.subtree:>8,} | {r.impact:>10.3f} | {r.rounds:>6} | "
-              f"{r.latency:>18.3f} | {bare:>26} | {r.latency / r.best_bare:>5.2f}")
+        print(r.line())
     print(f"load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
     print(f"bare: one transaction of update_many, `$in` chunks of "
           f"{' / '.join(str(c or 'all') for c in BARE_CHUNKS)} IDs; ratio: revert latency "
