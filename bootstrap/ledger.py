@@ -31,6 +31,7 @@ from services.ports.publishing import CorrectionObserver
 from services.read_ports import LedgerReads
 from services.recorder import RecorderService
 from services.recorder_policy import RecorderPolicy
+from services.upkeep import ReadFacts, UpkeepService
 from store.mongo_store import MongoStore
 
 __all__ = ["OPERATOR", "Ledger", "Role", "open_ledger"]
@@ -70,6 +71,8 @@ class Ledger:
     corrections: CorrectionService
     invariants: InvariantService
     dead_letters: DeadLetterService
+    upkeep: UpkeepService
+    """Comments, plan endings, dead-letter discards (the workers apply them)."""
 
     @property
     def reads(self) -> LedgerReads:
@@ -110,4 +113,5 @@ def open_ledger(settings: Settings, nats: NatsSource, role: Role = OPERATOR) -> 
     return Ledger(settings=settings, store=store, nats=nats, publisher=publisher,
                   recorder=recorder, corrections=corrections,
                   invariants=InvariantService.from_store(store, publisher),
-                  dead_letters=DeadLetterService(store.dead_letters, publisher))
+                  dead_letters=DeadLetterService(store.dead_letters, publisher, store),
+                  upkeep=UpkeepService(store.upkeep, ReadFacts(store)))

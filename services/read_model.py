@@ -17,7 +17,8 @@ from contracts.corrections.record import Correction
 from contracts.decisions.model import Decision
 from contracts.decisions.plans import PlanRecord
 from contracts.shared.bounds import INLINE_IDS_MAX
-from contracts.shared.ids import is_ulid
+from contracts.shared.views import IdKind
+from services.id_lookup import resolve
 from services.read_ports import LedgerReads
 
 MAX_PATH = 10_000
@@ -106,11 +107,14 @@ class Found:
     extra: dict[str, str] = field(default_factory=dict)
 
 
-async def find(reads: LedgerReads, any_id: str) -> Found:
-    """What an ID names: a decision, a plan or a correction (ULIDs never collide)."""
-    if not is_ulid(any_id):
-        return Found("none")
-    any_id = any_id.upper()
+FINDABLE = (IdKind.PLAN, IdKind.DECISION, IdKind.CORRECTION)
+
+
+async def find(reads: LedgerReads, raw: str) -> Found:
+    """What an ID or the last characters of one names: a decision, a plan or a
+    correction (ULIDs never collide). IdNotUsable for text that is no ID or suffix, or
+    a suffix several IDs end with."""
+    any_id = await resolve(reads, raw, FINDABLE)
     d = await reads.decisions.get(any_id)
     if d is not None:
         return Found("decision", plan_id=d.plan_id, decision_id=d.decision_id)

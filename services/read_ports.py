@@ -22,6 +22,7 @@ from typing import Protocol
 from contracts.corrections.changes import Versioned
 from contracts.corrections.record import Correction
 from contracts.corrections.states import CorrectionStatus
+from contracts.decisions.comments import Comment
 from contracts.decisions.model import Decision
 from contracts.decisions.plans import PlanRecord
 from contracts.impact.walk import ImpactWalk
@@ -29,6 +30,7 @@ from contracts.invariants.model import Invariant, InvariantScope
 from contracts.invariants.violations import InvariantViolation
 from contracts.shared.counts import LedgerStatus, PlanCounts
 from contracts.shared.dead_letter import DeadLetter
+from contracts.shared.views import IdMatch, RootFilter
 from services.ports.corrections import AttemptRecords
 
 __all__ = ["CorrectionReads", "DeadLetterReads", "DecisionReads", "InvariantReads",
@@ -71,8 +73,10 @@ class CorrectionReads(Protocol):
 class DeadLetterReads(Protocol):
     async def get(self, dead_letter_id: str) -> DeadLetter | None: ...
 
-    async def list(self, plan_id: str | None = None, limit: int = 100) -> list[DeadLetter]:
-        """Newest first."""
+    async def list(self, plan_id: str | None = None, limit: int = 100, *,
+                   rule: str | None = None, discarded: bool = False) -> list[DeadLetter]:
+        """Newest first: those kept (`discarded`: those discarded), of a plan, whose first
+        reason is `rule`."""
         ...
 
 
@@ -99,8 +103,25 @@ class WalkReads(Protocol):
 class TreeReads(Protocol):
     """Pages of a plan's tree, never the whole ledger: each answers what is on screen."""
 
-    async def recent_roots(self, limit: int, before: str | None = None) -> list[Decision]:
-        """Plan roots (not corrections), newest first, those before `before`."""
+    async def recent_roots(self, limit: int, before: str | None = None,
+                           where: RootFilter | None = None) -> list[Decision]:
+        """Plan roots (not corrections) that `where` keeps, newest first, those before
+        `before`."""
+        ...
+
+    async def recent_corrections(self, plan_id: str | None = None,
+                                 status: CorrectionStatus | None = None, limit: int = 100,
+                                 before: str | None = None) -> list[Correction]:
+        """Corrections newest first, those before the correction ID `before`."""
+        ...
+
+    async def comments(self, decision_id: str) -> list[Comment]:
+        """The decision's comments, oldest first (the newest COMMENTS_SHOWN of them)."""
+        ...
+
+    async def ids_ending(self, suffix: str, limit: int = 10) -> list[IdMatch]:
+        """Plans, decisions, corrections, invariants and violations whose ID ends with
+        `suffix` (upper case), at most `limit` of each kind."""
         ...
 
     async def level(self, plan_id: str, parent: str | None, *, after: int | None,

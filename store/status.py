@@ -31,6 +31,7 @@ async def ledger_status(db: AsyncDatabase[Document], now: datetime) -> LedgerSta
     """Counts as of `now` (a worker is alive while its heartbeat lease has not expired)."""
     by_rule = {str(d["_id"] or "unknown"): int(d["n"]) async for d in
                await db[DEAD_LETTERS].aggregate([
+                   {"$match": {"discarded_at": None}},
                    {"$project": {"first": {"$arrayElemAt": ["$errors", 0]}}},
                    {"$group": {"_id": "$first.rule", "n": {"$sum": 1}}}])}
     groups = [d async for d in await db[CORRECTIONS].aggregate([

@@ -14,10 +14,13 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from contracts.corrections.record import Correction
 from contracts.corrections.states import CORRECTION_LIFECYCLE, CorrectionStatus
+from contracts.decisions.comments import COMMENTS_SHOWN, Comment
 from contracts.decisions.model import Decision
 from contracts.decisions.types import DecisionType
 from contracts.shared.counts import LedgerStatus, PlanCounts
+from contracts.shared.views import IdKind, IdMatch, RootFilter
 
 if TYPE_CHECKING:  # tests/memory_store.py builds these views over its Database
     from tests.memory_store import Database, State
@@ -30,6 +33,17 @@ def _brief(d: Decision) -> Decision:
     return d.model_copy(update={"actor_reasoning": None})
 
 
+def _kept(d: Decision, where: RootFilter | None) -> bool:
+    """As store/lookups.py's root_query (a Decision here names no agent)."""
+    if where is None:
+        return True
+    text = (where.text or "").lower()
+    return ((where.project is None or d.project == where.project) and where.agent is None
+            and (where.since is None or d.created_at >= where.since)
+            and (where.until is None or d.created_at < where.until)
+            and (not text or text in d.question.lower() or text in d.chosen_option.lower()))
+
+
 def _is_plan_root(d: Decision) -> bool:
     return d.decision_type is DecisionType.PROMPT_DEFINITION and not d.is_correction
 
@@ -38,11 +52,45 @@ class MemoryViews:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    async def recent_roots(self, limit: int, before: str | None = None) -> list[Decision]:
+    async def recent_roots(self, limit: int, before: str | None = None,
+                           where: RootFilter | None = None) -> list[Decision]:
         roots = sorted((d for d in self._db.state.decisions.values()
-                        if _is_plan_root(d) and (before is None or d.decision_id < before)),
+                        if _is_plan_root(d) and (before is None or d.decision_id < before)
+                        and _kept(d, where)),
                        key=lambda d: d.decision_id, reverse=True)
         return [_brief(d) for d in roots[:min(limit, MAX_PAGE)]]
+
+    async def recent_corrections(self, plan_id: str | None = None,
+                                 status: CorrectionStatus | None = None, limit: int = 100,
+                                 before: str | None = None) -> list[Correction]:
+        found = sorted((v.correction for v in self._db.state.corrections.values()
+                        if (plan_id is None or v.correction.plan_id == plan_id)
+                        and (status is None or v.correction.status is status)
+                        and (before is None or v.correction.correction_id < before)),
+                       key=lambda c: c.correction_id, reverse=True)
+        return found[:min(limit, MAX_PAGE)]
+
+    async def comments(self, decision_id: str) -> list[Comment]:
+        found = sorted((c for c in self._db.state.comments.values()
+                        if c.decision_id == decision_id), key=lambda c: c.comment_id)
+        return found[-COMMENTS_SHOWN:]
+
+    async def ids_ending(self, suffix: str, limit: int = 10) -> list[IdMatch]:
+        st = self._db.state
+        found = [IdMatch(IdKind.CORRECTION, v.correction.correction_id, v.correction.plan_id)
+                 for v in st.corrections.values()
+                 if v.correction.correction_id.endswith(suffix)][:limit]
+        found += [IdMatch(IdKind.INVARIANT, i) for i in st.invariants
+                  if i.endswith(suffix)][:limit]
+        found += [IdMatch(IdKind.VIOLATION, i, v.plan_id) for i, v in st.violations.items()
+                  if i.endswith(suffix)][:limit]
+        plans = {p for p in st.plans if p.endswith(suffix)} | {
+            d.plan_id for d in st.decisions.values()
+            if _is_plan_root(d) and d.plan_id.endswith(suffix)}
+        found += [IdMatch(IdKind.PLAN, p, p) for p in sorted(plans)][:limit]
+        found += [IdMatch(IdKind.DECISION, d.decision_id, d.plan_id)
+                  for d in st.decisions.values() if d.decision_id.endswith(suffix)][:limit]
+        return found
 
     async def level(self, plan_id: str, parent: str | None, *, after: int | None,
                     limit: int, superseded: bool) -> list[Decision]:
@@ -92,8 +140,8 @@ def _plan_counts(st: State, plan_id: str) -> PlanCounts:
     decisions = counter if isinstance(counter, int) else sum(
         d.plan_id == plan_id for d in st.decisions.values())
     mine = [v.correction for v in st.corrections.values() if v.correction.plan_id == plan_id]
-    superseded = sum(len(c.superseded_ids) for c in mine
-                     if c.status is CorrectionStatus.APPLIED)
+    superseded = sum(d.plan_id == plan_id and d.superseded_by is not None
+                     for d in st.decisions.values())
     return PlanCounts(
         decisions=decisions, current=max(0, decisions - superseded),
         open_corrections=sum(not CORRECTION_LIFECYCLE.is_terminal(c.status) for c in mine),
@@ -104,7 +152,7 @@ def _plan_counts(st: State, plan_id: str) -> PlanCounts:
 def memory_status(st: State, now: datetime) -> LedgerStatus:
     """As store/status.py; the memory store has no workers' heartbeats."""
     by_rule = Counter((d.errors[0].rule.value if d.errors else "unknown")
-                      for d in st.dead_letters.values())
+                      for d in st.dead_letters.values() if d.discarded_at is None)
     flying = [v.correction for v in st.corrections.values()
               if not CORRECTION_LIFECYCLE.is_terminal(v.correction.status)]
     return LedgerStatus(

@@ -15,6 +15,7 @@ from services.corrections.policy import CrashHook, no_crash
 from services.corrections.service import CorrectionService
 from services.invariants import InvariantService
 from services.recorder import RecorderService
+from services.upkeep import UpkeepService
 from store.dead_letters import DeadLetterRepository
 from store.deliveries import DeliveryFailures
 from workers.inbound import Handler
@@ -31,6 +32,8 @@ class Deps:
     corrections: Callable[[], CorrectionService]
     invariants: Callable[[], InvariantService]
     dead_letters: Callable[[], DeadLetterRepository]
+    upkeep: Callable[[], UpkeepService]
+    """Comments, plan endings and dead-letter discards (workers.upkeep)."""
     failures: DeliveryFailures | None = None
     """Where every consumer records its failed deliveries (None: in memory only)."""
     crash: CrashHook = no_crash

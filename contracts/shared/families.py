@@ -29,6 +29,7 @@ TOKENS: dict[str, str] = {
               "executing, applied, failed, cancelled).",
     "state": "The attempt's state after the change (pending, executing, complete, failed).",
     "what": "violated or resolved.",
+    "stream": "The stream a dead letter came from (DECISIONS, CORRECTIONS, INVARIANTS).",
 }
 """Every token a subject pattern may hold, with what it carries (the document says it)."""
 
