@@ -21,13 +21,14 @@ from rich.markup import escape
 
 from cli.context import Ctx, parse_id, run
 from cli.errors import USAGE_ERROR, fail
-from cli.render import JsonFlag, clip, dump, emit_json, out, risk_text, short, status_text
+from cli.render import JsonFlag, dump, emit_json, out, risk_text, seconds, status_text
 from contracts.corrections.states import CorrectionMode, CorrectionStatus
 from contracts.decisions.guidance import GUIDANCE_MAX_CHARS
 
 if TYPE_CHECKING:
     from clients.operator import CorrectionClient
     from contracts.corrections.dry_run import DryRunReport
+    from services.read_ports import LedgerReads
 
 EXIT_FAILED = 3
 EXIT_CANCELLED = 4
@@ -36,6 +37,7 @@ EXIT_CODES = {CorrectionStatus.APPLIED: 0, CorrectionStatus.FAILED: EXIT_FAILED,
 """The exit code of `--wait` per terminal status."""
 DRY_RUN_GUIDANCE = "(dry run: no guidance given)"
 DRY_RUN_TIMEOUT = 30.0
+WAIT_TIMEOUT = 300.0
 
 
 def _guidance(guidance: str | None, mode: CorrectionMode, dry_run: bool) -> str | None:
@@ -80,8 +82,10 @@ def correct(
     wait: Annotated[bool, typer.Option(
         "--wait", help="Follow the correction until APPLIED (exit 0), FAILED (3) or "
         "CANCELLED (4).")] = False,
-    timeout: Annotated[float, typer.Option(
-        min=0.1, help="With --wait: give up (exit 1) after this many seconds.")] = 300.0,
+    timeout: Annotated[float | None, typer.Option(
+        min=0.1, help=f"Seconds to wait: for the dry-run report (default "
+        f"{DRY_RUN_TIMEOUT:g}), or with --wait for the outcome (default "
+        f"{WAIT_TIMEOUT:g}); then exit 1.")] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Correct a decision: --dry-run shows the impact; otherwise request it and print its ID."""
@@ -91,32 +95,36 @@ def correct(
         fail("--chosen-option is empty", USAGE_ERROR)
 
     async def body(ctx: Ctx) -> int:
-        target = await ctx.reads.decisions.get(decision_id)
+        from contracts.shared.views import IdKind
+        from services.read_model import superseded_reason
+
+        wanted = await ctx.resolve(decision_id, IdKind.DECISION)
+        target = await ctx.reads.decisions.get(wanted)
         if target is None:
-            fail(f"no decision {decision_id} is recorded")
+            fail(f"no decision {wanted} is recorded")
         ops = await ctx.operator(requester())
         if dry_run:
-            _show_report(await _dry_run(ops, target.plan_id, decision_id, mode, text,
-                                        chosen_option=chosen_option), as_json)
+            _show_report(await _dry_run(ops, target.plan_id, wanted, mode, text,
+                                        chosen_option=chosen_option,
+                                        timeout=timeout or DRY_RUN_TIMEOUT), as_json)
             return 0
         if target.superseded_by is not None:
-            fail(f"decision {decision_id} is already superseded by {target.superseded_by}; "
-                 f"correct the current decision {target.superseded_by} instead")
-        cid = await ops.request(target.plan_id, decision_id, mode, text,
+            fail(await superseded_reason(ctx.reads, target))
+        cid = await ops.request(target.plan_id, wanted, mode, text,
                                 chosen_option=chosen_option)
         if not wait:
             if as_json:
                 emit_json({"correction_id": cid, "plan_id": target.plan_id,
-                           "decision_id": decision_id, "mode": mode.value,
+                           "decision_id": wanted, "mode": mode.value,
                            "status": "requested"})
             else:
-                out.print(f"correction {cid} requested ({mode.value} of "
-                          f"{short(decision_id)}); follow it with: "
-                          f"agents correction show {cid}")
+                out.print(f"correction {cid} requested ({mode.value} of {wanted}); "
+                          f"follow it with: agents correction show {cid}")
             return 0
         if not as_json:
             out.print(f"correction {cid} requested; waiting…")
-        return await follow_outcome(ops, cid, target.plan_id, timeout, as_json)
+        return await follow_outcome(ops, cid, target.plan_id, timeout or WAIT_TIMEOUT,
+                                    as_json, reads=ctx.reads)
 
     code = run(body)
     if code:
@@ -125,14 +133,20 @@ def correct(
 
 async def _dry_run(ops: CorrectionClient, plan_id: str, decision_id: str,
                    mode: CorrectionMode, guidance: str | None, *,
-                   chosen_option: str | None) -> DryRunReport:
+                   chosen_option: str | None, timeout: float) -> DryRunReport:
+    import nats.errors
+
     from clients.correction_errors import DryRunRefused, LedgerUnavailable
 
     try:
         return await ops.dry_run(plan_id, decision_id, mode, guidance,
-                                 chosen_option=chosen_option, timeout=DRY_RUN_TIMEOUT)
-    except LedgerUnavailable:
-        fail(f"no dry-run answer within {DRY_RUN_TIMEOUT:g}s; are the workers running?")
+                                 chosen_option=chosen_option, timeout=timeout)
+    except LedgerUnavailable as exc:
+        if isinstance(exc.__cause__, nats.errors.NoRespondersError):
+            fail("no worker answers dry runs: are the workers running? (agents up, "
+                 "agents workers; agents status shows them)")
+        fail(f"no dry-run answer within {timeout:g}s: a worker listens but did not answer "
+             "(is MongoDB reachable? agents status); --timeout waits longer")
     except DryRunRefused as exc:
         fail(f"dry run refused ({exc.code}): {exc.error.message}")
 
@@ -162,15 +176,16 @@ def _show_report(report: DryRunReport, as_json: bool) -> None:
         out.print(f"  {p}")
     if impact.affected_child_plan_count > 20:
         out.print(f"  [dim]… and {impact.affected_child_plan_count - 20} more[/]")
-    out.print(f"estimated recompute time: {report.estimated_recompute_time_seconds:g}s")
+    out.print(f"estimated recompute time: {seconds(report.estimated_recompute_time_seconds)}")
     for w in report.warnings:
         out.print(f"[yellow]warning:[/] {escape(w)}")
 
 
 async def follow_outcome(ops: CorrectionClient, correction_id: str, plan_id: str,
-                         timeout: float, as_json: bool) -> int:
+                         timeout: float, as_json: bool, *, reads: LedgerReads) -> int:
     """Print the correction's transitions until it ends (from where this client's request
-    or retry entered the stream); the exit code."""
+    or retry entered the stream); the exit code. Errors are printed whole: their end
+    is often the path or the reason that matters."""
     seen: list[dict[str, Any]] = []
     try:
         async for event in ops.follow(correction_id, plan_id, timeout):
@@ -178,8 +193,8 @@ async def follow_outcome(ops: CorrectionClient, correction_id: str, plan_id: str
             if not as_json:
                 extra = event.error or event.reason or (
                     f"new decision {event.new_decision_id}" if event.new_decision_id else "")
-                out.print(f"  {status_text(event.to_status.value)} "
-                          f"[dim]{escape(clip(extra, 100))}[/]")
+                out.print(f"  {status_text(event.to_status.value)} [dim]{escape(extra)}[/]",
+                          soft_wrap=True)
             if event.to_status in EXIT_CODES:
                 if as_json:
                     emit_json({"correction_id": correction_id,
@@ -187,7 +202,14 @@ async def follow_outcome(ops: CorrectionClient, correction_id: str, plan_id: str
                 return EXIT_CODES[event.to_status]
     except TimeoutError:
         pass
+    recorded = await reads.corrections.get(correction_id)
     if as_json:
-        emit_json({"correction_id": correction_id, "status": None, "events": seen})
-    fail(f"correction {correction_id} did not finish within {timeout:g}s "
-         f"(agents correction show {correction_id})")
+        emit_json({"correction_id": correction_id,
+                   "status": None if recorded else "queued", "events": seen})
+    if recorded is None:
+        fail(f"correction {correction_id} is still queued: no worker took it up within "
+             f"{timeout:g}s (are the workers running? agents status). It runs when they "
+             f"do; do not request it again: agents correction show {correction_id}, or "
+             f"agents correction cancel {correction_id}")
+    fail(f"correction {correction_id} did not finish within {timeout:g}s; it is "
+         f"{recorded.correction.status.value} (agents correction show {correction_id})")

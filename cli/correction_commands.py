@@ -19,11 +19,13 @@ from cli.context import Ctx, parse_id, run
 from cli.errors import USAGE_ERROR, fail
 from cli.render import JsonFlag, emit_json, out
 from contracts.corrections.states import CorrectionStatus
+from contracts.shared.views import IdKind
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Collection
 
     from clients.operator import CorrectionClient
+    from clients.queued import Queued
     from contracts.corrections.record import Correction
 
 
@@ -35,6 +37,35 @@ async def correction_of(ctx: Ctx, correction_id: str) -> Correction:
     return found.correction
 
 
+async def queued_of(ctx: Ctx, correction_id: str) -> Queued | None:
+    """The request still in the stream under that ID, not yet recorded by a worker."""
+    from clients.queued import queued_requests
+
+    found = await queued_requests(await ctx.nats())
+    return next((q for q in found if q.request.correction_id == correction_id), None)
+
+
+async def resolved_correction(ctx: Ctx, raw: str) -> str:
+    """A correction's whole ID from what was typed; a queued one (in the stream only) is
+    found by its whole ID or its last characters too."""
+    from contracts.shared.views import suffix_of
+    from services.id_lookup import IdNotUsable
+
+    try:
+        return await ctx.resolve(raw, IdKind.CORRECTION)
+    except IdNotUsable:
+        suffix = suffix_of(raw)
+        if suffix is None:
+            raise
+        from clients.queued import queued_requests
+
+        queued = [q.request.correction_id for q in await queued_requests(await ctx.nats())
+                  if q.request.correction_id.endswith(suffix)]
+        if len(queued) == 1:
+            return queued[0]
+        raise
+
+
 def cancel(
     correction_id: Annotated[str, typer.Argument(help="The correction (ULID).")],
     reason: Annotated[str | None, typer.Option(help="Why; kept in its history.")] = None,
@@ -42,24 +73,63 @@ def cancel(
         min=0.1, help="How long to wait for the ledger's answer.")] = 10.0,
     as_json: JsonFlag = False,
 ) -> None:
-    """Cancel a pending or analyzing correction; refused once it executes or has ended."""
+    """Cancel a queued, pending or analyzing correction; refused once it executes or has
+    ended. A queued one (in the stream, no worker has taken it up) is cancelled before
+    it runs."""
     correction_id = parse_id(correction_id, "correction")
 
     async def body(ctx: Ctx) -> None:
         from contracts.corrections.refusals import CancelRefused
         from contracts.corrections.states import CANCELLABLE
 
+        wanted = await resolved_correction(ctx, correction_id)
+        if await ctx.reads.corrections.get(wanted) is None:
+            await _cancel_queued(ctx, wanted, reason, timeout, as_json)
+            return
         _, _, outcome = await _command(
-            ctx, correction_id, verb="cancel", allowed=CANCELLABLE,
+            ctx, wanted, verb="cancel", allowed=CANCELLABLE,
             refused=CancelRefused.for_status, done=CorrectionStatus.CANCELLED,
             timeout=timeout, as_json=as_json,
             send=lambda ops, c: ops.cancel(c.correction_id, c.plan_id, reason))
         if as_json:
             emit_json(outcome)
         else:
-            out.print(f"correction {correction_id} cancelled")
+            out.print(f"correction {wanted} cancelled")
 
     run(body)
+
+
+async def _cancel_queued(ctx: Ctx, correction_id: str, reason: str | None, timeout: float,
+                         as_json: bool) -> None:
+    """Cancel a request no worker has taken up: the cancel goes into the stream after it,
+    and the worker that records the request applies the cancel before running it."""
+    from cli.correct import requester
+    from clients.command_answer import command_answer
+
+    queued = await queued_of(ctx, correction_id)
+    if queued is None:
+        fail(f"no correction {correction_id} is recorded or queued")
+    ops = await ctx.operator(requester())
+    c = queued.request
+    outcome = await command_answer(
+        ops, correction_id, c.plan_id, verb="cancel", done=CorrectionStatus.CANCELLED,
+        send=lambda: ops.cancel(correction_id, c.plan_id, reason), timeout=timeout)
+    if outcome["status"] == "refused":
+        if as_json:
+            emit_json(outcome)
+        fail(str(outcome["message"]))
+    if outcome["status"] is None:
+        outcome = {"correction_id": correction_id, "status": "cancel_queued",
+                   "message": "the request and its cancel wait in the stream; the worker "
+                              "that takes the request up cancels it before it runs"}
+    if as_json:
+        emit_json(outcome)
+    elif outcome["status"] == "cancel_queued":
+        out.print(f"correction {correction_id} is queued: cancel queued after it; it will "
+                  "be cancelled before it runs (no worker answered within "
+                  f"{timeout:g}s: agents status)")
+    else:
+        out.print(f"correction {correction_id} cancelled")
 
 
 def fail_(
@@ -79,15 +149,16 @@ def fail_(
         from contracts.corrections.refusals import FailRefused
         from contracts.corrections.states import OPERATOR_FAILABLE
 
+        wanted = await ctx.resolve(correction_id, IdKind.CORRECTION)
         _, _, outcome = await _command(
-            ctx, correction_id, verb="fail", allowed=OPERATOR_FAILABLE,
+            ctx, wanted, verb="fail", allowed=OPERATOR_FAILABLE,
             refused=FailRefused.for_status, done=CorrectionStatus.FAILED,
             timeout=timeout, as_json=as_json,
             send=lambda ops, c: ops.fail(c.correction_id, c.plan_id, reason))
         if as_json:
             emit_json(outcome)
         else:
-            out.print(f"correction {correction_id} failed: {escape(reason)}")
+            out.print(f"correction {wanted} failed: {escape(reason)}")
 
     run(body)
 
@@ -113,8 +184,9 @@ def retry(
         from cli.correct import follow_outcome
         from contracts.corrections.refusals import RetryRefused
 
+        wanted = await ctx.resolve(correction_id, IdKind.CORRECTION)
         ops, c, outcome = await _command(
-            ctx, correction_id, verb="retry", allowed={CorrectionStatus.FAILED},
+            ctx, wanted, verb="retry", allowed={CorrectionStatus.FAILED},
             refused=RetryRefused.for_status, done=CorrectionStatus.PENDING,
             timeout=min(timeout, 10.0), as_json=as_json,
             send=lambda ops, c: ops.retry(c.correction_id, c.plan_id, reason))
@@ -122,13 +194,14 @@ def retry(
             if as_json:
                 emit_json(outcome)
             else:
-                out.print(f"correction {correction_id} retried: pending again; "
-                          f"follow it with: agents correction attempts {correction_id}")
+                out.print(f"correction {wanted} retried: pending again; "
+                          f"follow it with: agents correction attempts {wanted}")
             return 0
         if not as_json:
-            out.print(f"correction {correction_id} retried; waiting…")
+            out.print(f"correction {wanted} retried; waiting…")
         # The client follows from its retry's own place in the stream: nothing is missed.
-        return await follow_outcome(ops, correction_id, c.plan_id, timeout, as_json)
+        return await follow_outcome(ops, wanted, c.plan_id, timeout, as_json,
+                                    reads=ctx.reads)
 
     code = run(body)
     if code:

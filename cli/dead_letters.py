@@ -1,9 +1,15 @@
-"""`agents dead-letters list | show | retry`: what the workers refused to process.
+"""`agents dead-letters list | show | retry | discard`: what the workers refused to
+process, and what an operator does with it.
 
-`retry` is services/dead_letters.py's (the console's Retry calls the same): the
-original message republished as first sent, the dead letter deleted once JetStream
-stores it; refused for a letter kept only in part, and while the stream's duplicate
-window still remembers its Nats-Msg-Id (then it exits 1 and keeps the letter).
+`retry` is services/dead_letters.py's (the console's Retry calls the same): the original
+message republished as first sent, the dead letter deleted once JetStream stores it.
+Only what a retry can fix is retried: a letter a rule refused for its own bytes (its
+schema, its IDs, its size) would be refused again, so it is not republished and the
+command says to discard it; one still blocked (its parent missing, its plan blocked)
+says what to fix first; within the stream's duplicate window, when to try again.
+`discard` is published over NATS and recorded by the workers (who, when, why): the
+letter stays readable (`list --discarded`) and no longer counts in `agents status`.
+Both take one ID, or a filter (`--rule`, `--plan`) for every letter it matches.
 """
 
 from __future__ import annotations
@@ -13,15 +19,23 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
-from cli.context import Ctx, run
-from cli.errors import fail
-from cli.render import JsonFlag, clip, emit_json, out, when
+from cli.context import Ctx, parse_id, run
+from cli.errors import USAGE_ERROR, fail
+from cli.render import JsonFlag, clip, emit_json, out, table, when
+from contracts.shared.dead_letter_care import REASON_MAX_CHARS
 
 if TYPE_CHECKING:
     from contracts.shared.dead_letter import DeadLetter
+    from services.dead_letters import Retried, RetryRefused
 
-app = typer.Typer(help="Messages the workers rejected, and retrying them.",
-                  no_args_is_help=True)
+app = typer.Typer(help="Messages the workers rejected: retry what a retry can fix, "
+                       "discard the rest.", no_args_is_help=True)
+
+RuleOpt = Annotated[str | None, typer.Option(
+    help="Every kept letter whose first reason is this rule (e.g. max_deliveries).")]
+PlanOpt = Annotated[str | None, typer.Option(help="Only this plan's dead letters.")]
+LimitOpt = Annotated[int, typer.Option(min=1, max=500, help="At most this many, newest "
+                                                            "first.")]
 
 
 def _as_json(dl: DeadLetter) -> dict[str, Any]:
@@ -36,32 +50,54 @@ async def _get(ctx: Ctx, dead_letter_id: str) -> DeadLetter:
     return found
 
 
+async def _plan(ctx: Ctx, plan: str | None) -> str | None:
+    from contracts.shared.views import IdKind
+
+    return await ctx.resolve(plan, IdKind.PLAN) if plan else None
+
+
+def _one_or_filter(dead_letter_id: str | None, rule: str | None, plan: str | None) -> None:
+    if dead_letter_id is not None and (rule or plan):
+        fail("give a dead letter ID, or --rule / --plan, not both", USAGE_ERROR)
+    if dead_letter_id is None and not (rule or plan):
+        fail("give a dead letter ID, or --rule / --plan for every letter they match",
+             USAGE_ERROR)
+
+
 @app.command("list")
 def list_(
-    plan: Annotated[str | None, typer.Option(help="Only this plan's dead letters.")] = None,
-    limit: Annotated[int, typer.Option(min=1, help="At most this many, newest first.")] = 50,
+    plan: PlanOpt = None,
+    rule: RuleOpt = None,
+    discarded: Annotated[bool, typer.Option(
+        "--discarded", help="The discarded ones instead (who, when, why).")] = False,
+    limit: LimitOpt = 50,
     as_json: JsonFlag = False,
 ) -> None:
     """Dead letters, newest first."""
-    plan_id = plan.upper() if plan else None
+    plan = parse_id(plan, "plan") if plan else None
 
     async def body(ctx: Ctx) -> None:
-        found = await ctx.reads.dead_letters.list(plan_id, limit)
+        found = await ctx.reads.dead_letters.list(await _plan(ctx, plan), limit, rule=rule,
+                                                  discarded=discarded)
         if as_json:
             emit_json([_as_json(d) for d in found])
             return
         if not found:
-            out.print("no dead letters")
+            out.print("no discarded dead letters" if discarded else "no dead letters")
             return
-        from rich.table import Table
-
-        table = Table("id", "subject", "rejected", "first reason")
+        rows = []
         for d in found:
             reason = d.errors[0].message if d.errors else "-"
             more = f" [dim](+{len(d.errors) - 1})[/]" if len(d.errors) > 1 else ""
-            table.add_row(d.id, escape(d.subject), when(d.rejected_at),
-                          escape(clip(reason, 70)) + more)
-        out.print(table)
+            first = f"{d.errors[0].rule.value}: " if d.errors else ""
+            row = [escape(d.id), escape(d.subject), when(d.rejected_at),
+                   escape(first + clip(reason, 70)) + more]
+            if discarded:
+                row.append(f"{escape(d.discarded_by or '?')} {when(d.discarded_at)}: "
+                           f"{escape(clip(d.discard_reason, 40))}")
+            rows.append(row)
+        table(["id", "subject", "rejected", "first reason",
+               *(["discarded"] if discarded else [])], rows, ids_in={0})
 
     run(body)
 
@@ -78,58 +114,166 @@ def show(
         if as_json:
             emit_json(_as_json(d))
             return
-        out.print(f"[bold]dead letter {escape(d.id)}[/]")
-        out.print(f"  subject: {escape(d.subject)}")
-        out.print(f"  rejected: {when(d.rejected_at)} (delivered {d.delivered}x)")
-        if d.plan_id:
-            out.print(f"  plan: {d.plan_id}")
-        if d.decision_id:
-            out.print(f"  decision: {d.decision_id}")
-        for k, v in d.headers.items():
-            out.print(f"  header {escape(k)}: {escape(v)}")
-        if d.truncated:
-            out.print(f"  [yellow]{escape(d.kept_in_part())}[/]; it cannot be retried")
-        out.print(f"  payload size: {d.payload_size} bytes, sha256 {d.payload_sha256}")
-        out.print("  reasons:")
-        for e in d.errors:
-            field = f" ({e.field})" if e.field else ""
-            out.print(f"    [red]{e.rule.value}[/]{escape(field)}: {escape(e.message)}")
-        shown = d.payload_shown()
-        if shown["payload_encoding"] == "utf-8":
-            out.print(f"  payload (first {len(d.payload)} bytes):" if d.payload_truncated
-                      else "  payload:")
-            out.print(escape(shown["payload"]), markup=True, soft_wrap=True)
-        else:
-            out.print(f"  payload ({len(d.payload)} bytes kept, not UTF-8), hex:")
-            out.print(d.payload.hex(" ", 2), soft_wrap=True)
+        _print_letter(d)
 
     run(body)
 
 
+def _print_letter(d: DeadLetter) -> None:
+    out.print(f"[bold]dead letter {escape(d.id)}[/]")
+    out.print(f"  subject: {escape(d.subject)}")
+    out.print(f"  rejected: {when(d.rejected_at)} (delivered {d.delivered}x)")
+    if d.discarded_at:
+        out.print(f"  [yellow]discarded by {escape(d.discarded_by or '?')} at "
+                  f"{when(d.discarded_at)}: {escape(d.discard_reason or '')}[/]")
+    if d.plan_id:
+        out.print(f"  plan: {d.plan_id}")
+    if d.decision_id:
+        out.print(f"  decision: {d.decision_id}")
+    for k, v in d.headers.items():
+        out.print(f"  header {escape(k)}: {escape(v)}")
+    if d.truncated:
+        out.print(f"  [yellow]{escape(d.kept_in_part())}[/]; it cannot be retried")
+    out.print(f"  payload size: {d.payload_size} bytes, sha256 {d.payload_sha256}")
+    out.print("  reasons:")
+    for e in d.errors:
+        field = f" ({e.field})" if e.field else ""
+        out.print(f"    [red]{e.rule.value}[/]{escape(field)}: {escape(e.message)}")
+    shown = d.payload_shown()
+    if shown["payload_encoding"] == "utf-8":
+        out.print(f"  payload (first {len(d.payload)} bytes):" if d.payload_truncated
+                  else "  payload:")
+        out.print(escape(shown["payload"]), markup=True, soft_wrap=True)
+    else:
+        out.print(f"  payload ({len(d.payload)} bytes kept, not UTF-8), hex:")
+        out.print(d.payload.hex(" ", 2), soft_wrap=True)
+
+
+def _retried_json(r: Retried | RetryRefused) -> dict[str, Any]:
+    from services.dead_letters import Retried
+
+    if isinstance(r, Retried):
+        return {"dead_letter_id": r.dead_letter_id, "subject": r.subject, "stream": r.stream,
+                "stream_sequence": r.stream_sequence, "deleted": True}
+    return {"dead_letter_id": r.dead_letter_id, "refused": r.refusal.value,
+            "message": str(r)}
+
+
 @app.command("retry")
 def retry(
-    dead_letter_id: Annotated[str, typer.Argument(help="e.g. DECISIONS:17")],
+    dead_letter_id: Annotated[str | None, typer.Argument(help="e.g. DECISIONS:17")] = None,
+    rule: RuleOpt = None,
+    plan: PlanOpt = None,
+    limit: LimitOpt = 100,
     as_json: JsonFlag = False,
 ) -> None:
-    """Republish it as it was first sent; delete the dead letter once JetStream stores it."""
+    """Republish it as it was first sent, if a retry can succeed; delete the dead letter
+    once JetStream stores it. With --rule / --plan: every letter they match."""
+    _one_or_filter(dead_letter_id, rule, plan)
+    plan = parse_id(plan, "plan") if plan else None
 
-    async def body(ctx: Ctx) -> None:
+    async def body(ctx: Ctx) -> int:
         from services.dead_letters import RetryRefusal, RetryRefused
 
         await ctx.connected()  # NATS down is said before anything is read
+        service = ctx.ledger.dead_letters
+        if dead_letter_id is None:
+            return _bulk_retried(await service.retry_matching(
+                plan_id=await _plan(ctx, plan), rule=rule, limit=limit), as_json)
         try:
-            done = await ctx.ledger.dead_letters.retry(dead_letter_id)
+            done = await service.retry(dead_letter_id)
         except RetryRefused as exc:
+            if as_json:
+                emit_json(_retried_json(exc))
             hint = " (agents dead-letters list shows them)" \
                 if exc.refusal is RetryRefusal.UNKNOWN else ""
             fail(f"{exc}{hint}")
         if as_json:
-            emit_json({"dead_letter_id": done.dead_letter_id, "subject": done.subject,
-                       "stream": done.stream, "stream_sequence": done.stream_sequence,
-                       "deleted": True})
+            emit_json(_retried_json(done))
         else:
             out.print(f"republished {escape(done.dead_letter_id)} to "
                       f"{escape(done.subject)} as {done.stream}:{done.stream_sequence}; "
                       "dead letter deleted")
+        return 0
+
+    code = run(body)
+    if code:
+        raise typer.Exit(code)
+
+
+def _bulk_retried(outcomes: list[Retried | RetryRefused], as_json: bool) -> int:
+    """Each letter's outcome; exit 1 when any was refused."""
+    from services.dead_letters import Retried
+
+    refused = [r for r in outcomes if not isinstance(r, Retried)]
+    if as_json:
+        emit_json({"retried": len(outcomes) - len(refused), "refused": len(refused),
+                   "outcomes": [_retried_json(r) for r in outcomes]})
+        return 1 if refused else 0
+    for r in outcomes:
+        if isinstance(r, Retried):
+            out.print(f"republished {escape(r.dead_letter_id)} as "
+                      f"{r.stream}:{r.stream_sequence}")
+        else:
+            out.print(f"[yellow]kept[/] {escape(r.dead_letter_id)}: {escape(str(r))}")
+    out.print(f"{len(outcomes) - len(refused)} retried, {len(refused)} kept"
+              if outcomes else "no dead letters match")
+    return 1 if refused else 0
+
+
+@app.command("discard")
+def discard(
+    dead_letter_id: Annotated[str | None, typer.Argument(help="e.g. DECISIONS:17")] = None,
+    *,
+    reason: Annotated[str, typer.Option(
+        help=f"Why (1-{REASON_MAX_CHARS:,} characters); kept with the letter.")],
+    rule: RuleOpt = None,
+    plan: PlanOpt = None,
+    limit: LimitOpt = 100,
+    timeout: Annotated[float, typer.Option(
+        min=0.0, help="How long to wait for the workers to record it.")] = 10.0,
+    as_json: JsonFlag = False,
+) -> None:
+    """Discard a dead letter no retry can fix (recorded: who, when, why; it stays
+    readable with `list --discarded`). With --rule / --plan: every letter they match."""
+    _one_or_filter(dead_letter_id, rule, plan)
+    if not reason.strip() or len(reason) > REASON_MAX_CHARS:
+        fail(f"--reason must hold 1 to {REASON_MAX_CHARS:,} characters, not all blank",
+             USAGE_ERROR)
+    plan = parse_id(plan, "plan") if plan else None
+
+    async def body(ctx: Ctx) -> None:
+        from cli.upkeep import recorded
+
+        if dead_letter_id is not None:
+            letters = [await _get(ctx, dead_letter_id)]
+        else:
+            letters = await ctx.reads.dead_letters.list(await _plan(ctx, plan), limit,
+                                                        rule=rule)
+        notes = await ctx.upkeep()
+        for letter in letters:
+            await notes.discard(letter.id, reason)
+        wanted = {d.id for d in letters}
+        left = set(wanted)
+
+        async def gone() -> bool:
+            for i in list(left):
+                now = await ctx.reads.dead_letters.get(i)
+                if now is None or now.discarded_at is not None:
+                    left.discard(i)
+            return not left
+
+        done = await recorded(gone, timeout) if letters else True
+        if as_json:
+            emit_json({"discarded": sorted(wanted), "status": "recorded" if done
+                       else "queued", "reason": reason})
+        elif not letters:
+            out.print("no dead letters match")
+        elif done:
+            out.print(f"discarded {len(letters)} dead letter(s): "
+                      + ", ".join(escape(i) for i in sorted(wanted)))
+        else:
+            out.print(f"{len(letters)} discard(s) stored in the stream; the workers record "
+                      f"them when they run (none did within {timeout:g}s: agents status)")
 
     run(body)

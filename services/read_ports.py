@@ -119,6 +119,10 @@ class TreeReads(Protocol):
         """The decision's comments, oldest first (the newest COMMENTS_SHOWN of them)."""
         ...
 
+    async def plan_comments(self, plan_id: str, limit: int = 10_000) -> list[Comment]:
+        """Every comment on the plan's decisions, oldest first."""
+        ...
+
     async def ids_ending(self, suffix: str, limit: int = 10) -> list[IdMatch]:
         """Plans, decisions, corrections, invariants and violations whose ID ends with
         `suffix` (upper case), at most `limit` of each kind."""

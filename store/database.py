@@ -81,7 +81,8 @@ _INDEXES: dict[str, list[IndexModel]] = {
     ],
     # A decision's comments, in the order they were made (comment IDs are ULIDs).
     COMMENTS: [IndexModel([("decision_id", ASCENDING), ("_id", ASCENDING)],
-                          name="by_decision")],
+                          name="by_decision"),
+               IndexModel([("plan_id", ASCENDING), ("_id", ASCENDING)], name="by_plan")],
     # The startup sweep looks for a consumer's messages that failed MaxDeliver times.
     DELIVERY_FAILURES: [
         IndexModel([("consumer", ASCENDING), ("count", ASCENDING)], name="by_consumer"),

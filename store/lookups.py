@@ -108,6 +108,13 @@ class Lookups:
             {**{k: v for k, v in d.items() if k != "_id"}, "comment_id": d["_id"]})
             async for d in cursor]))
 
+    async def plan_comments(self, plan_id: str, limit: int = 10_000) -> list[Comment]:
+        """Every comment on the plan's decisions, oldest first (for an export)."""
+        cursor = self._comments.find({"plan_id": plan_id}).sort("_id", 1).limit(limit)
+        return [Comment.model_validate(
+            {**{k: v for k, v in d.items() if k != "_id"}, "comment_id": d["_id"]})
+            async for d in cursor]
+
     async def ids_ending(self, suffix: str, limit: int = 10) -> list[IdMatch]:
         """Every record whose ID ends with `suffix` (upper case), at most `limit` per
         kind; a plan is found by its root or its plan record."""

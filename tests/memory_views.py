@@ -19,7 +19,7 @@ from contracts.corrections.states import CORRECTION_LIFECYCLE, CorrectionStatus
 from contracts.decisions.comments import COMMENTS_SHOWN, Comment
 from contracts.decisions.model import Decision
 from contracts.decisions.types import DecisionType
-from contracts.shared.counts import LedgerStatus, PlanCounts
+from contracts.shared.counts import FAILED_RECENTLY, LedgerStatus, PlanCounts
 from contracts.shared.views import IdKind, IdMatch, RootFilter
 
 if TYPE_CHECKING:  # tests/memory_store.py builds these views over its Database
@@ -74,6 +74,10 @@ class MemoryViews:
         found = sorted((c for c in self._db.state.comments.values()
                         if c.decision_id == decision_id), key=lambda c: c.comment_id)
         return found[-COMMENTS_SHOWN:]
+
+    async def plan_comments(self, plan_id: str, limit: int = 10_000) -> list[Comment]:
+        return sorted((c for c in self._db.state.comments.values() if c.plan_id == plan_id),
+                      key=lambda c: c.comment_id)[:limit]
 
     async def ids_ending(self, suffix: str, limit: int = 10) -> list[IdMatch]:
         st = self._db.state
@@ -155,10 +159,14 @@ def memory_status(st: State, now: datetime) -> LedgerStatus:
                       for d in st.dead_letters.values() if d.discarded_at is None)
     flying = [v.correction for v in st.corrections.values()
               if not CORRECTION_LIFECYCLE.is_terminal(v.correction.status)]
+    failed = [v.correction.last.at for v in st.corrections.values()
+              if v.correction.status is CorrectionStatus.FAILED]
     return LedgerStatus(
         dead_letters=sum(by_rule.values()), dead_letters_by_rule=dict(by_rule),
         corrections_in_flight=dict(Counter(c.status.value for c in flying)),
         oldest_in_flight_at=min((c.requested_at for c in flying), default=None),
         violations_open=dict(Counter(v.severity.value for v in st.violations.values()
                                      if v.resolved_at is None)),
-        workers=[])
+        workers=[], corrections_failed=len(failed),
+        failed_recently=sum(1 for t in failed if t >= now - FAILED_RECENTLY),
+        last_failed_at=max(failed, default=None))
