@@ -43,9 +43,10 @@ WAIT_TIMEOUT = 300.0
 def _guidance(guidance: str | None, mode: CorrectionMode, dry_run: bool) -> str | None:
     """None lets a revert take its default guidance (contracts.corrections.requests.
     default_revert_guidance: it names the target and the operator, and the replacement's
-    chosen option becomes `Revert: <original choice>`), as the seeds' `agents plan
-    correct --mode=revert ID` expects. An append's guidance is the child plan's prompt,
-    which nothing can make up, so it is required. A dry run changes nothing."""
+    chosen option reads `(reverted; no replacement chosen) was: <original choice>`), as
+    the seeds' `agents plan correct --mode=revert ID` expects. An append's guidance is
+    the child plan's prompt, which nothing can make up, so it is required.
+    A dry run changes nothing."""
     if guidance is None:
         if mode is CorrectionMode.REVERT:
             return None
@@ -76,7 +77,7 @@ def correct(
         "--dry-run; a revert defaults to 'Revert of decision ID requested by USER').")] = None,
     chosen_option: Annotated[str | None, typer.Option(
         help="Revert only: the replacement's chosen option (default: the guidance, or "
-        "'Revert: <original choice>' without --guidance).")] = None,
+        "'(reverted; no replacement chosen) was: <original>' without --guidance).")] = None,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Print the impact report; change nothing.")] = False,
     wait: Annotated[bool, typer.Option(

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+from nats.aio.client import Client
+
 from bootstrap.settings import Settings
 from services.corrections.policy import CrashHook, no_crash
 from services.corrections.service import CorrectionService
@@ -35,6 +37,9 @@ class Deps:
     upkeep: Callable[[], UpkeepService]
     """Comments, plan endings and dead-letter discards (workers.upkeep)."""
     failures: DeliveryFailures | None = None
+    nc: Client | None = None
+    """The workers' NATS connection, for reading the stream beside a consumer (a cancel
+    queued after its request); None where no server runs (unit tests)."""
     """Where every consumer records its failed deliveries (None: in memory only)."""
     crash: CrashHook = no_crash
 

@@ -32,7 +32,8 @@ KEPT = {"Nats-Msg-Id": "01JD0000000000000000000001",
 def letter(headers: dict[str, str]) -> DeadLetter:
     return DeadLetter.of_message(
         id="DECISIONS:1", subject="decisions.recorded.x", headers=headers, data=b"{}",
-        plan_id=None, decision_id=None, errors=[RuleViolation(rule=Rule.MAX_DELIVERIES, message="m")],
+        plan_id=None, decision_id=None,
+        errors=[RuleViolation(rule=Rule.MAX_DELIVERIES, message="m")],
         rejected_at=NOW, delivered=1)
 
 
