@@ -34,12 +34,14 @@ def _queued_json(q: Queued) -> dict[str, Any]:
 async def _queued(ctx: Ctx, plan_id: str | None) -> list[Queued]:
     """Requests in the stream that no worker has recorded yet (newest first); none when
     NATS cannot be reached (the list still shows what MongoDB holds)."""
+    import nats.errors
+
     from bootstrap.nats_source import NatsUnavailable
     from clients.queued import queued_requests
 
     try:
         found = await queued_requests(await ctx.nats(), plan_id=plan_id)
-    except NatsUnavailable:
+    except (NatsUnavailable, nats.errors.Error, OSError, TimeoutError):
         return []
     from services.read_model import PLAN_CORRECTIONS_MAX
 

@@ -11,7 +11,15 @@ from __future__ import annotations
 
 from starlette.routing import Route
 
-from console.routes import corrections, dead_letters, decisions, events, invariants, plans
+from console.routes import (
+    corrections,
+    dead_letters,
+    decisions,
+    events,
+    invariants,
+    plans,
+    upkeep,
+)
 from contracts.corrections.states import CANCELLABLE, OPERATOR_FAILABLE, RETRYABLE, CorrectionStatus
 
 
@@ -23,11 +31,15 @@ def routes() -> list[Route]:
         Route("/api/plans/{plan_id}", plans.plan),
         Route("/api/plans/{plan_id}/tree", plans.tree),
         Route("/api/plans/{plan_id}/as-of", plans.as_of),
+        Route("/api/plans/{plan_id}/export", upkeep.export),
+        Route("/api/plans/{plan_id}/complete", upkeep.ending("completed"), methods=["POST"]),
+        Route("/api/plans/{plan_id}/abandon", upkeep.ending("abandoned"), methods=["POST"]),
         Route("/api/decisions/{decision_id}", decisions.decision),
         Route("/api/decisions/{decision_id}/dry-run", decisions.dry_run, methods=["POST"]),
         Route("/api/decisions/{decision_id}/affected", decisions.affected, methods=["POST"]),
         Route("/api/decisions/{decision_id}/corrections", decisions.correct,
               methods=["POST"]),
+        Route("/api/decisions/{decision_id}/comments", upkeep.comment, methods=["POST"]),
         Route("/api/corrections", corrections.corrections),
         Route("/api/corrections/{correction_id}", corrections.correction),
         Route("/api/corrections/{correction_id}/cancel",
@@ -38,8 +50,12 @@ def routes() -> list[Route]:
         Route("/api/corrections/{correction_id}/retry",
               corrections.command("retry", RETRYABLE, cs.PENDING), methods=["POST"]),
         Route("/api/dead-letters", dead_letters.dead_letters),
+        Route("/api/dead-letters/retry", dead_letters.bulk_retry, methods=["POST"]),
+        Route("/api/dead-letters/discard", dead_letters.bulk_discard, methods=["POST"]),
         Route("/api/dead-letters/{dead_letter_id}", dead_letters.dead_letter),
         Route("/api/dead-letters/{dead_letter_id}/retry", dead_letters.dead_letter_retry,
+              methods=["POST"]),
+        Route("/api/dead-letters/{dead_letter_id}/discard", dead_letters.dead_letter_discard,
               methods=["POST"]),
         Route("/api/invariants", invariants.invariants),
         Route("/api/violations", invariants.violations),

@@ -124,6 +124,15 @@ class DeadLetterService:
             raise RetryRefused(RetryRefusal.STILL_BLOCKED, letter.id,
                                f"dead letter {letter.id} is not retried yet: {blocked}")
 
+    async def why_not(self, letter: DeadLetter) -> str | None:
+        """Why a retry of `letter` cannot succeed now (None: it may): what a front end
+        shows beside the letter instead of a Retry that would fail."""
+        try:
+            await self.check(letter)
+        except RetryRefused as exc:
+            return str(exc)
+        return None
+
     async def retry(self, dead_letter_id: str) -> Retried:
         """Republish the letter's message as first sent; delete the letter once stored.
 
