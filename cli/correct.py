@@ -194,8 +194,8 @@ async def follow_outcome(ops: CorrectionClient, correction_id: str, plan_id: str
             if not as_json:
                 extra = event.error or event.reason or (
                     f"new decision {event.new_decision_id}" if event.new_decision_id else "")
-                out.print(f"  {status_text(event.to_status.value)} [dim]{escape(extra)}[/]",
-                          soft_wrap=True)
+                out.print(f"  {status_text(event.to_status.value)}"
+                          + (f" [dim]{escape(extra)}[/]" if extra else ""), soft_wrap=True)
             if event.to_status in EXIT_CODES:
                 if as_json:
                     emit_json({"correction_id": correction_id,

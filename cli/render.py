@@ -71,10 +71,17 @@ def piped() -> bool:
     return not out.is_terminal
 
 
+PIPE_WIDTH = 10_000
+"""The width a pipe is drawn at: wider than any line (a tree's), so none is cut."""
+
+
 def start() -> None:
     """Called as each command starts: text for a pipe is neither wrapped nor cut, and
     IDs print whole unless the command shortens them."""
-    out.soft_wrap = piped()
+    plain = piped()
+    out.soft_wrap = plain
+    if plain:
+        out.width = PIPE_WIDTH
     ids.shorten = False
 
 

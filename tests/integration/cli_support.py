@@ -50,7 +50,13 @@ def _invoke(args: tuple[str, ...], env: dict[str, str]) -> Result:
     width = int(env.get("COLUMNS", "200"))
     for terminal in (render.out, errors.err, banner.terminal):
         terminal.width = width
-    result = CliRunner().invoke(app, list(args), env=env, catch_exceptions=False)
+    # The runner's stdout is a pipe; TEST_TERMINAL=1 makes the CLI write as to a terminal
+    # (colours stripped by the capture), to test what a person sees.
+    render.out._force_terminal = True if env.get("TEST_TERMINAL") == "1" else None
+    try:
+        result = CliRunner().invoke(app, list(args), env=env, catch_exceptions=False)
+    finally:
+        render.out._force_terminal = None
     return Result(result.exit_code, result.stdout, result.stderr)
 
 
