@@ -90,12 +90,11 @@ def table(columns: list[str], rows: list[list[str]], *, ids_in: set[int] | None 
     """A table: on a terminal, Rich's, whose ID columns (`ids_in`, by index) are never cut
     or wrapped; for a pipe, a header line and one tab-separated line per row, plain."""
     if piped():
-        if title:
-            out.print(title, markup=False)
-        for cells in [columns, *rows]:
-            plain = [Text.from_markup(c).plain.replace("\t", " ").replace("\n", " ")
-                     for c in cells]
-            out.print("\t".join(plain), markup=False, highlight=False)
+        # Written as is: Rich would expand the tabs into spaces.
+        lines = [title] if title else []
+        lines += ["\t".join(Text.from_markup(c).plain.replace("\t", " ").replace("\n", " ")
+                             for c in cells) for cells in [columns, *rows]]
+        out.file.write("".join(line + "\n" for line in lines))
         return
     from rich.table import Table
 

@@ -50,7 +50,10 @@ async def _floor(js: nats.js.JetStreamContext) -> int:
 
 
 def _time(raw: object) -> datetime | None:
-    """JetStream's RFC 3339 time (nanoseconds, `Z`) as a UTC datetime."""
+    """When JetStream stored a message, as a UTC datetime (nats-py parses it; an older
+    one handed over the RFC 3339 text, nanoseconds and `Z`)."""
+    if isinstance(raw, datetime):
+        return raw.replace(tzinfo=UTC) if raw.tzinfo is None else raw.astimezone(UTC)
     if not isinstance(raw, str):
         return None
     text = raw.strip().removesuffix("Z")

@@ -91,8 +91,8 @@ class Agents:
         assert proc.returncode is not None
         return Result(proc.returncode, out.decode(), err.decode())
 
-    async def ok(self, *args: str) -> Result:
-        r = await self(*args)
+    async def ok(self, *args: str, env: dict[str, str] | None = None) -> Result:
+        r = await self(*args, env=env)
         assert r.code == 0, f"agents {' '.join(args)} exited {r.code}: {r.err}{r.out}"
         return r
 
