@@ -13,8 +13,13 @@ async function discard(id, after) {
   const reason = askReason(`dead letter ${id}`);
   if (!reason) return;
   try { await post(`/api/dead-letters/${encodeURIComponent(id)}/discard`, { reason }); toast("discard sent; the workers record it"); }
-  catch (e) { toast(e.message, true); }
-  setTimeout(after, 1000);
+  catch (e) { toast(e.message, true); return; }
+  later(after);
+}
+
+// A discard is recorded by a worker: the list is read again a few times after it.
+function later(after) {
+  for (const ms of [600, 1500, 3000, 6000]) setTimeout(after, ms);
 }
 
 async function retry(id, after) {
@@ -46,8 +51,8 @@ export async function deadLettersPage(main) {
     const reason = askReason(`every dead letter matching ${JSON.stringify(f)}`);
     if (!reason) return;
     try { const r = await post("/api/dead-letters/discard", { ...f, reason }); toast(`${r.discarded.length} discard(s) sent`); }
-    catch (e) { toast(e.message, true); }
-    setTimeout(load, 1000);
+    catch (e) { toast(e.message, true); return; }
+    later(load);
   } }, "Discard matching…");
   append(main, h("h1", {}, "Dead letters"),
     h("form", { class: "toolbar", onsubmit: async (e) => { e.preventDefault(); await load(); } },

@@ -264,7 +264,13 @@ export async function planPage(main, planId, selected) {
         await post(`/api/decisions/${d.decision_id}/comments`, { text: text.value });
         text.value = "";
         toast("comment sent; it shows once a worker has recorded it");
-        setTimeout(() => { if (state.selected === d.decision_id) select(d.decision_id); }, 1200);
+        // Shown once recorded: asked again for a few seconds, then left to a reload.
+        for (let i = 0; i < 20; i++) {
+          await new Promise((r) => setTimeout(r, 500));
+          if (state.selected !== d.decision_id) return;
+          const now = await get(`/api/decisions/${d.decision_id}`);
+          if ((now.comments || []).length > comments.length) { await select(d.decision_id); return; }
+        }
       } catch (e) { toast(e.message, true); }
       finally { add.disabled = false; }
     } }, "Add comment");
