@@ -21,13 +21,12 @@ from rich.markup import escape
 
 from cli.context import Ctx, parse_id, run
 from cli.errors import USAGE_ERROR, fail
-from cli.render import JsonFlag, dump, emit_json, out, risk_text, seconds, status_text
+from cli.render import JsonFlag, dump, emit_json, out, status_text
 from contracts.corrections.states import CorrectionMode, CorrectionStatus
 from contracts.decisions.guidance import GUIDANCE_MAX_CHARS
 
 if TYPE_CHECKING:
     from clients.operator import CorrectionClient
-    from contracts.corrections.dry_run import DryRunReport
     from services.read_ports import LedgerReads
 
 EXIT_FAILED = 3
@@ -105,9 +104,12 @@ def correct(
             fail(f"no decision {wanted} is recorded")
         ops = await ctx.operator(requester())
         if dry_run:
-            _show_report(await _dry_run(ops, target.plan_id, wanted, mode, text,
-                                        chosen_option=chosen_option,
-                                        timeout=timeout or DRY_RUN_TIMEOUT), as_json)
+            from cli.dry_run import dry_run as ask
+            from cli.dry_run import show_report
+
+            show_report(await ask(ops, target.plan_id, wanted, mode, text,
+                                  chosen_option=chosen_option,
+                                  timeout=timeout or DRY_RUN_TIMEOUT), as_json)
             return 0
         if target.superseded_by is not None:
             fail(await superseded_reason(ctx.reads, target))
@@ -130,56 +132,6 @@ def correct(
     code = run(body)
     if code:
         raise typer.Exit(code)
-
-
-async def _dry_run(ops: CorrectionClient, plan_id: str, decision_id: str,
-                   mode: CorrectionMode, guidance: str | None, *,
-                   chosen_option: str | None, timeout: float) -> DryRunReport:
-    import nats.errors
-
-    from clients.correction_errors import DryRunRefused, LedgerUnavailable
-
-    try:
-        return await ops.dry_run(plan_id, decision_id, mode, guidance,
-                                 chosen_option=chosen_option, timeout=timeout)
-    except LedgerUnavailable as exc:
-        if isinstance(exc.__cause__, nats.errors.NoRespondersError):
-            fail("no worker answers dry runs: are the workers running? (agents up, "
-                 "agents workers; agents status shows them)")
-        fail(f"no dry-run answer within {timeout:g}s: a worker listens but did not answer "
-             "(is MongoDB reachable? agents status); --timeout waits longer")
-    except DryRunRefused as exc:
-        fail(f"dry run refused ({exc.code}): {exc.error.message}")
-
-
-def _show_report(report: DryRunReport, as_json: bool) -> None:
-    if as_json:
-        emit_json(dump(report))
-        return
-    impact = report.impact
-    out.print(f"[bold]dry run[/] {report.mode.value} of {impact.target_decision_id} "
-              f"[dim](plan {report.plan_id}; nothing was changed)[/]")
-    out.print(f"risk: {risk_text(impact.risk_level.value)}")
-    more = "+" if impact.exceeds_limit else ""  # the walk stopped at the limit
-    out.print(f"affected decisions: {impact.affected_count}{more}")
-    for d in impact.affected_decision_ids[:20]:
-        out.print(f"  {d}")
-    if impact.affected_count > 20:
-        # The reply lists at most the first 100 of each kind; the counts are whole.
-        out.print(f"  [dim]… and {impact.affected_count - 20} more[/]")
-    out.print(f"affected files: {impact.affected_files_count}{more}")
-    for f in impact.affected_files[:20]:
-        out.print(f"  {escape(f)}")
-    if impact.affected_files_count > 20:
-        out.print(f"  [dim]… and {impact.affected_files_count - 20} more[/]")
-    out.print(f"child plans: {impact.affected_child_plan_count}{more}")
-    for p in impact.affected_child_plan_ids[:20]:
-        out.print(f"  {p}")
-    if impact.affected_child_plan_count > 20:
-        out.print(f"  [dim]… and {impact.affected_child_plan_count - 20} more[/]")
-    out.print(f"estimated recompute time: {seconds(report.estimated_recompute_time_seconds)}")
-    for w in report.warnings:
-        out.print(f"[yellow]warning:[/] {escape(w)}")
 
 
 async def follow_outcome(ops: CorrectionClient, correction_id: str, plan_id: str,

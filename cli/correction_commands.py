@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Collection
 
     from clients.operator import CorrectionClient
-    from clients.queued import Queued
     from contracts.corrections.record import Correction
 
 
@@ -35,35 +34,6 @@ async def correction_of(ctx: Ctx, correction_id: str) -> Correction:
     if found is None:
         fail(f"no correction {correction_id} is recorded")
     return found.correction
-
-
-async def queued_of(ctx: Ctx, correction_id: str) -> Queued | None:
-    """The request still in the stream under that ID, not yet recorded by a worker."""
-    from clients.queued import queued_requests
-
-    found = await queued_requests(await ctx.nats())
-    return next((q for q in found if q.request.correction_id == correction_id), None)
-
-
-async def resolved_correction(ctx: Ctx, raw: str) -> str:
-    """A correction's whole ID from what was typed; a queued one (in the stream only) is
-    found by its whole ID or its last characters too."""
-    from contracts.shared.views import suffix_of
-    from services.id_lookup import IdNotUsable
-
-    try:
-        return await ctx.resolve(raw, IdKind.CORRECTION)
-    except IdNotUsable:
-        suffix = suffix_of(raw)
-        if suffix is None:
-            raise
-        from clients.queued import queued_requests
-
-        queued = [q.request.correction_id for q in await queued_requests(await ctx.nats())
-                  if q.request.correction_id.endswith(suffix)]
-        if len(queued) == 1:
-            return queued[0]
-        raise
 
 
 def cancel(
@@ -79,12 +49,13 @@ def cancel(
     correction_id = parse_id(correction_id, "correction")
 
     async def body(ctx: Ctx) -> None:
+        from cli.queued import cancel_queued, resolved_correction
         from contracts.corrections.refusals import CancelRefused
         from contracts.corrections.states import CANCELLABLE
 
         wanted = await resolved_correction(ctx, correction_id)
         if await ctx.reads.corrections.get(wanted) is None:
-            await _cancel_queued(ctx, wanted, reason, timeout, as_json)
+            await cancel_queued(ctx, wanted, reason, timeout, as_json)
             return
         _, _, outcome = await _command(
             ctx, wanted, verb="cancel", allowed=CANCELLABLE,
@@ -97,39 +68,6 @@ def cancel(
             out.print(f"correction {wanted} cancelled")
 
     run(body)
-
-
-async def _cancel_queued(ctx: Ctx, correction_id: str, reason: str | None, timeout: float,
-                         as_json: bool) -> None:
-    """Cancel a request no worker has taken up: the cancel goes into the stream after it,
-    and the worker that records the request applies the cancel before running it."""
-    from cli.correct import requester
-    from clients.command_answer import command_answer
-
-    queued = await queued_of(ctx, correction_id)
-    if queued is None:
-        fail(f"no correction {correction_id} is recorded or queued")
-    ops = await ctx.operator(requester())
-    c = queued.request
-    outcome = await command_answer(
-        ops, correction_id, c.plan_id, verb="cancel", done=CorrectionStatus.CANCELLED,
-        send=lambda: ops.cancel(correction_id, c.plan_id, reason), timeout=timeout)
-    if outcome["status"] == "refused":
-        if as_json:
-            emit_json(outcome)
-        fail(str(outcome["message"]))
-    if outcome["status"] is None:
-        outcome = {"correction_id": correction_id, "status": "cancel_queued",
-                   "message": "the request and its cancel wait in the stream; the worker "
-                              "that takes the request up cancels it before it runs"}
-    if as_json:
-        emit_json(outcome)
-    elif outcome["status"] == "cancel_queued":
-        out.print(f"correction {correction_id} is queued: cancel queued after it; it will "
-                  "be cancelled before it runs (no worker answered within "
-                  f"{timeout:g}s: agents status)")
-    else:
-        out.print(f"correction {correction_id} cancelled")
 
 
 def fail_(

@@ -7,48 +7,22 @@ cli.history's.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 
 from cli import correction_commands, history
 from cli.context import Ctx, parse_id, run
-from cli.correction_commands import correction_of, queued_of, resolved_correction
-from cli.errors import fail
+from cli.correction_commands import correction_of
+from cli.queued import queued_in_stream, queued_json, resolved_correction, show_queued
 from cli.render import JsonFlag, clip, dump, emit_json, out, status_text, table, when
 from contracts.corrections.states import CorrectionStatus
 
 if TYPE_CHECKING:
-    from clients.queued import Queued
     from contracts.corrections.record import Correction
 
 app = typer.Typer(help="Inspect, cancel, fail and retry corrections.", no_args_is_help=True)
-
-
-def _queued_json(q: Queued) -> dict[str, Any]:
-    return {**dump(q.request), "status": "queued", "stream_sequence": q.stream_sequence,
-            "requested_at": q.stored_at.isoformat() if q.stored_at else None}
-
-
-async def _queued(ctx: Ctx, plan_id: str | None) -> list[Queued]:
-    """Requests in the stream that no worker has recorded yet (newest first); none when
-    NATS cannot be reached (the list still shows what MongoDB holds)."""
-    import nats.errors
-
-    from bootstrap.nats_source import NatsUnavailable
-    from clients.queued import queued_requests
-
-    try:
-        found = await queued_requests(await ctx.nats(), plan_id=plan_id)
-    except (NatsUnavailable, nats.errors.Error, OSError, TimeoutError):
-        return []
-    from services.read_model import PLAN_CORRECTIONS_MAX
-
-    recorded = {c.correction_id for c in await ctx.reads.corrections.find(
-        plan_id, None, PLAN_CORRECTIONS_MAX)} if found else set()
-    left = [q for q in found if q.request.correction_id not in recorded]
-    return left[::-1]
 
 
 @app.command("list")
@@ -68,12 +42,12 @@ def list_(
         from contracts.shared.views import IdKind
 
         wanted = await ctx.resolve(plan_id, IdKind.PLAN) if plan_id else None
-        queued = await _queued(ctx, wanted) if status is None else []
+        queued = await queued_in_stream(ctx, wanted) if status is None else []
         found = await ctx.reads.views.recent_corrections(wanted, status, limit)
         queued = queued[:limit]
         found = found[:max(0, limit - len(queued))]
         if as_json:
-            emit_json([_queued_json(q) for q in queued] + [dump(c) for c in found])
+            emit_json([queued_json(q) for q in queued] + [dump(c) for c in found])
             return
         if not (found or queued):
             out.print("no corrections")
@@ -102,7 +76,7 @@ def show(
     async def body(ctx: Ctx) -> None:
         wanted = await resolved_correction(ctx, correction_id)
         if await ctx.reads.corrections.get(wanted) is None:
-            await _show_queued(ctx, wanted, as_json)
+            await show_queued(ctx, wanted, as_json)
             return
         c = await correction_of(ctx, wanted)
         if as_json:
@@ -142,30 +116,6 @@ def _print_correction(c: Correction) -> None:
         out.print(f"    {when(t.at)} {t.from_status or '-'} → "
                   f"{status_text(t.to_status.value)}"
                   + (f" [dim]{escape(clip(why, 80))}[/]" if why else ""))
-
-
-async def _show_queued(ctx: Ctx, correction_id: str, as_json: bool) -> None:
-    from clients.queued import queued_cancel
-
-    q = await queued_of(ctx, correction_id)
-    if q is None:
-        fail(f"no correction {correction_id} is recorded or queued")
-    cancel = await queued_cancel(await ctx.nats(), correction_id, q.request.plan_id,
-                                 q.stream_sequence)
-    if as_json:
-        emit_json({**_queued_json(q), "cancel_queued": cancel is not None})
-        return
-    r = q.request
-    out.print(f"[bold]correction {r.correction_id}[/] {status_text('queued')}")
-    out.print("  in the stream; no worker has taken it up yet (agents status shows the "
-              "workers)")
-    out.print(f"  {r.mode.value} of {r.decision_id} in plan {r.plan_id}")
-    out.print(f"  requested by {escape(r.requested_by)} at {when(q.stored_at)}")
-    out.print(f"  guidance: {escape(clip(r.guidance, 200))}")
-    if cancel is not None:
-        out.print("  [yellow]cancel queued after it[/]: it will be cancelled before it runs")
-    else:
-        out.print(f"  cancel it before it runs: agents correction cancel {r.correction_id}")
 
 
 @app.command("attempts")

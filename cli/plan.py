@@ -13,12 +13,12 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
-from rich.markup import escape
 
 from cli import correct, explain, history, plan_list, upkeep
 from cli.context import Ctx, parse_id, run
 from cli.errors import USAGE_ERROR, fail
-from cli.render import JsonFlag, clip, dump, emit_json, ids, out, piped, short, status_text
+from cli.render import JsonFlag, dump, emit_json, ids, out, piped, short
+from cli.tree_text import node_label
 
 if TYPE_CHECKING:
     from contracts.corrections.record import Correction
@@ -29,38 +29,6 @@ app = typer.Typer(help="List, read, correct, comment on and end plans.",
                   no_args_is_help=True)
 app.command("list")(plan_list.list_)
 app.command("correct")(correct.correct)
-
-
-def _markers(d: Decision, plans: dict[str, PlanRecord],
-             corrections: list[Correction], moment: datetime | None = None) -> str:
-    """What else a node says; `moment`: the child plans' status as it was then."""
-    out = []
-    if d.is_correction:
-        out.append(f"[magenta]correction of {short(d.corrects_decision_id)}[/]")
-    if d.superseded_by is not None:
-        out.append(f"[red]superseded by {short(d.superseded_by)}[/]")
-    for p in d.downstream_plan_ids:
-        record = plans.get(p)
-        status = None if record is None else (
-            record.status if moment is None else record.status_at(moment))
-        out.append(f"[cyan]→ child plan {short(p)}[/]"
-                   + (f" ({status_text(status.value)})" if status else ""))
-    for c in corrections:
-        if c.decision_id == d.decision_id:
-            out.append(f"[yellow]{c.mode.value} {short(c.correction_id)}[/] "
-                       f"({status_text(c.status.value)})")
-    return ("  " + "  ".join(out)) if out else ""
-
-
-def _label(d: Decision, plans: dict[str, PlanRecord], corrections: list[Correction],
-           moment: datetime | None = None) -> str:
-    conf = "-" if d.confidence_score is None else f"{d.confidence_score:.2f}"
-    text = (f"[bold]{d.decision_type.value}[/] {escape(clip(d.chosen_option))}  "
-            f"[dim]#{d.sequence_number} {short(d.decision_id)} conf {conf}[/]")
-    if d.superseded_by is not None:
-        text = f"[strike dim]{d.decision_type.value} {escape(clip(d.chosen_option))}[/]  " \
-               f"[dim]#{d.sequence_number} {short(d.decision_id)}[/]"
-    return text + _markers(d, plans, corrections, moment)
 
 
 def tree(
@@ -179,9 +147,9 @@ def _print_tree(plan_id: str, kids: dict[str | None, list[Decision]], *,
 
     def label(d: Decision) -> str:
         if as_of is None or d.superseded_by is None:
-            return _label(d, plans, corrections, moment)
+            return node_label(d, plans, corrections, moment)
         # Current then: drawn as current, with what replaced it since.
-        then = _label(d.model_copy(update={"superseded_by": None}), plans, corrections,
+        then = node_label(d.model_copy(update={"superseded_by": None}), plans, corrections,
                       moment)
         return then + f"  [dim]later superseded by {short(d.superseded_by)}[/]"
 
