@@ -42,8 +42,7 @@ async def resolve(reads: LedgerReads, raw: str, kinds: Collection[IdKind]) -> st
     if suffix is None:
         raise IdNotUsable(f"{text[:40]!r} is not a ULID (26 characters of Crockford "
                           f"base32) nor the last {SUFFIX_MIN} or more characters of one")
-    found = [m for m in await reads.views.ids_ending(suffix, CANDIDATES_SHOWN + 1)
-             if m.kind in kinds]
+    found = await reads.views.ids_ending(suffix, CANDIDATES_SHOWN + 1, kinds)
     unique = list(dict.fromkeys(m.id for m in found))
     if not unique:
         raise IdNotUsable(f"no {_kinds_text(kinds)} ID ends with {suffix}")

@@ -15,7 +15,7 @@ a database that fails or does not answer raises `StoreFailure`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from datetime import datetime
 from typing import Protocol
 
@@ -30,7 +30,7 @@ from contracts.invariants.model import Invariant, InvariantScope
 from contracts.invariants.violations import InvariantViolation
 from contracts.shared.counts import LedgerStatus, PlanCounts
 from contracts.shared.dead_letter import DeadLetter
-from contracts.shared.views import IdMatch, RootFilter
+from contracts.shared.views import IdKind, IdMatch, RootFilter
 from services.ports.corrections import AttemptRecords
 
 __all__ = ["CorrectionReads", "DeadLetterReads", "DecisionReads", "InvariantReads",
@@ -123,9 +123,10 @@ class TreeReads(Protocol):
         """Every comment on the plan's decisions, oldest first."""
         ...
 
-    async def ids_ending(self, suffix: str, limit: int = 10) -> list[IdMatch]:
-        """Plans, decisions, corrections, invariants and violations whose ID ends with
-        `suffix` (upper case), at most `limit` of each kind."""
+    async def ids_ending(self, suffix: str, limit: int = 10,
+                         kinds: Collection[IdKind] | None = None) -> list[IdMatch]:
+        """Plans, decisions, corrections, invariants and violations (of `kinds` only;
+        None: all) whose ID ends with `suffix` (upper case), at most `limit` of each."""
         ...
 
     async def level(self, plan_id: str, parent: str | None, *, after: int | None,

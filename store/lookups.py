@@ -14,6 +14,7 @@ regular expression, never the caller's pattern.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
@@ -115,26 +116,22 @@ class Lookups:
             {**{k: v for k, v in d.items() if k != "_id"}, "comment_id": d["_id"]})
             async for d in cursor]
 
-    async def ids_ending(self, suffix: str, limit: int = 10) -> list[IdMatch]:
+    async def ids_ending(self, suffix: str, limit: int = 10,
+                         kinds: Collection[IdKind] | None = None) -> list[IdMatch]:
         """Every record whose ID ends with `suffix` (upper case), at most `limit` per
-        kind; a plan is found by its root or its plan record."""
+        kind, of `kinds` only (None: all): only their collections are scanned, so a
+        correction's suffix never costs a scan of the decisions. A plan is found by its
+        plan document (every plan with a decision has one: its sequence counter)."""
         pattern = {"$regex": re.escape(suffix) + "$"}
+        wanted = set(IdKind) if kinds is None else set(kinds)
         found: list[IdMatch] = []
-
-        async def each(coll: Any, query: dict[str, Any], make: Any) -> None:
-            async for d in coll.find(query, {"_id": 1, "plan_id": 1}).limit(limit):
-                found.append(make(d))
-
-        await each(self._corrections, {"_id": pattern},
-                   lambda d: IdMatch(IdKind.CORRECTION, d["_id"], d.get("plan_id")))
-        await each(self._invariants, {"_id": pattern},
-                   lambda d: IdMatch(IdKind.INVARIANT, d["_id"]))
-        await each(self._violations, {"_id": pattern},
-                   lambda d: IdMatch(IdKind.VIOLATION, d["_id"], d.get("plan_id")))
-        await each(self._plans, {"_id": pattern},
-                   lambda d: IdMatch(IdKind.PLAN, d["_id"], d["_id"]))
-        await each(self._decisions, {"plan_id": pattern, **ROOT_QUERY},
-                   lambda d: IdMatch(IdKind.PLAN, d["plan_id"], d["plan_id"]))
-        await each(self._decisions, {"_id": pattern},
-                   lambda d: IdMatch(IdKind.DECISION, d["_id"], d.get("plan_id")))
-        return list(dict.fromkeys(found))
+        scans = ((IdKind.CORRECTION, self._corrections), (IdKind.INVARIANT, self._invariants),
+                 (IdKind.VIOLATION, self._violations), (IdKind.PLAN, self._plans),
+                 (IdKind.DECISION, self._decisions))
+        for kind, coll in scans:
+            if kind not in wanted:
+                continue
+            async for d in coll.find({"_id": pattern}, {"_id": 1, "plan_id": 1}).limit(limit):
+                plan = d["_id"] if kind is IdKind.PLAN else d.get("plan_id")
+                found.append(IdMatch(kind, d["_id"], plan))
+        return found

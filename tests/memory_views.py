@@ -10,7 +10,7 @@ for every plan asked about.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -79,22 +79,19 @@ class MemoryViews:
         return sorted((c for c in self._db.state.comments.values() if c.plan_id == plan_id),
                       key=lambda c: c.comment_id)[:limit]
 
-    async def ids_ending(self, suffix: str, limit: int = 10) -> list[IdMatch]:
+    async def ids_ending(self, suffix: str, limit: int = 10,
+                         kinds: Collection[IdKind] | None = None) -> list[IdMatch]:
         st = self._db.state
-        found = [IdMatch(IdKind.CORRECTION, v.correction.correction_id, v.correction.plan_id)
-                 for v in st.corrections.values()
-                 if v.correction.correction_id.endswith(suffix)][:limit]
-        found += [IdMatch(IdKind.INVARIANT, i) for i in st.invariants
-                  if i.endswith(suffix)][:limit]
-        found += [IdMatch(IdKind.VIOLATION, i, v.plan_id) for i, v in st.violations.items()
-                  if i.endswith(suffix)][:limit]
-        plans = {p for p in st.plans if p.endswith(suffix)} | {
-            d.plan_id for d in st.decisions.values()
-            if _is_plan_root(d) and d.plan_id.endswith(suffix)}
-        found += [IdMatch(IdKind.PLAN, p, p) for p in sorted(plans)][:limit]
-        found += [IdMatch(IdKind.DECISION, d.decision_id, d.plan_id)
-                  for d in st.decisions.values() if d.decision_id.endswith(suffix)][:limit]
-        return found
+        wanted = set(IdKind) if kinds is None else set(kinds)
+        every = {
+            IdKind.CORRECTION: [(v.correction.correction_id, v.correction.plan_id)
+                                for v in st.corrections.values()],
+            IdKind.INVARIANT: [(i, None) for i in st.invariants],
+            IdKind.VIOLATION: [(i, v.plan_id) for i, v in st.violations.items()],
+            IdKind.PLAN: [(p, p) for p in st.plans],
+            IdKind.DECISION: [(d.decision_id, d.plan_id) for d in st.decisions.values()]}
+        return [IdMatch(kind, i, plan) for kind, ids in every.items() if kind in wanted
+                for i, plan in [x for x in ids if x[0].endswith(suffix)][:limit]]
 
     async def level(self, plan_id: str, parent: str | None, *, after: int | None,
                     limit: int, superseded: bool) -> list[Decision]:
