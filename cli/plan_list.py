@@ -120,9 +120,11 @@ def export(
     plan_id: Annotated[str, typer.Argument(help="The plan (its ID or last characters).")],
     output: Annotated[Path | None, typer.Option(
         "--output", "-o", help="Write to this file instead of stdout.")] = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """The plan as one JSON document: record, every decision (superseded too), the
-    corrections and attempts, comments, child plans, violations."""
+    corrections and attempts, comments, child plans, violations (to stdout, or --output
+    FILE; with --json the latter prints what it wrote as JSON)."""
     plan_id = parse_id(plan_id, "plan")
 
     async def body(ctx: Ctx) -> None:
@@ -141,6 +143,11 @@ def export(
             output.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
         except OSError as exc:
             fail(f"cannot write {output}: {exc.strerror or exc}")
+        if as_json:  # the document went to the file; say what was written
+            emit_json({"plan_id": wanted, "output": str(output),
+                       "decisions": len(found.decisions),
+                       "corrections": len(found.corrections)})
+            return
         out.print(f"plan {wanted}: {len(found.decisions)} decision(s), "
                   f"{len(found.corrections)} correction(s) written to {escape(str(output))}")
 
