@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
+from nats.aio.client import Client
+
 from bootstrap.settings import Settings
 from contracts.shared.families import MessageFamily
 from contracts.trust.policy import FamilyTrust, TrustPolicy
@@ -17,6 +19,7 @@ from services.corrections.policy import CrashHook, no_crash
 from services.corrections.service import CorrectionService
 from services.invariants import InvariantService
 from services.recorder import RecorderService
+from services.upkeep import UpkeepService
 from store.dead_letters import DeadLetterRepository
 from store.deliveries import DeliveryFailures
 from workers.inbound import Handler
@@ -33,7 +36,12 @@ class Deps:
     corrections: Callable[[], CorrectionService]
     invariants: Callable[[], InvariantService]
     dead_letters: Callable[[], DeadLetterRepository]
+    upkeep: Callable[[], UpkeepService]
+    """Comments, plan endings and dead-letter discards (workers.upkeep)."""
     failures: DeliveryFailures | None = None
+    nc: Client | None = None
+    """The workers' NATS connection, for reading the stream beside a consumer (a cancel
+    queued after its request); None where no server runs (unit tests)."""
     """Where every consumer records its failed deliveries (None: in memory only)."""
     crash: CrashHook = no_crash
     trust: TrustPolicy = field(default_factory=TrustPolicy)

@@ -33,6 +33,7 @@ from contracts.shared.urls import redact
 from services.corrections.service import CorrectionService
 from services.invariants import InvariantService
 from services.recorder import RecorderService
+from services.upkeep import UpkeepService
 from store.database import Document
 from store.dead_letters import DeadLetterRepository
 from store.deliveries import DeliveryFailures
@@ -87,6 +88,9 @@ class Runtime:
 
     def get_invariants(self) -> InvariantService:
         return self.get_ledger().invariants
+
+    def get_upkeep(self) -> UpkeepService:
+        return self.get_ledger().upkeep
 
     def get_dead_letters(self) -> DeadLetterRepository:
         return self.get_ledger().store.dead_letters
