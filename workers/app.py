@@ -15,6 +15,7 @@ from faststream import FastStream
 from faststream.nats import NatsBroker
 
 from bootstrap.settings import Settings
+from contracts.corrections.families import DRYRUN
 from contracts.shared.urls import nats_servers
 from services.corrections.policy import CrashHook, no_crash
 from store.leases import Leases
@@ -81,7 +82,8 @@ async def start_consumers(runtime: Runtime, settings: Settings, broker: NatsBrok
     js = broker.connection.jetstream()
     start_background(runtime, settings)
     runtime.dry_run = await start_dry_run(broker.connection, runtime.get_corrections,
-                                          settings.max_payload_bytes)
+                                          settings.max_payload_bytes,
+                                          settings.trust_policy().for_family(DRYRUN))
     assert runtime.mongo is not None
     deps = Deps(settings, recorder=runtime.get_recorder, corrections=runtime.get_corrections,
                 invariants=runtime.get_invariants, dead_letters=runtime.get_dead_letters,
