@@ -24,6 +24,7 @@ INVARIANTS = "invariants"
 INVARIANT_VIOLATIONS = "invariant_violations"
 DELIVERY_FAILURES = "delivery_failures"
 PARENT_WAITS = "parent_waits"
+COMMENTS = "comments"
 
 _INDEXES: dict[str, list[IndexModel]] = {
     DECISIONS: [
@@ -45,9 +46,10 @@ _INDEXES: dict[str, list[IndexModel]] = {
     DEAD_LETTERS: [
         IndexModel([("plan_id", ASCENDING), ("rejected_at", ASCENDING)], name="by_plan"),
         IndexModel([("rejected_at", ASCENDING)], name="by_time"),
-        # The gauges and `agents status`: dead letters counted by the first rule that
-        # ended them, one count per rule.
-        IndexModel([("errors.0.rule", ASCENDING)], name="by_first_rule"),
+        # The gauges and `agents status`: dead letters kept (not discarded) counted by
+        # the first rule that ended them, one count per rule.
+        IndexModel([("discarded_at", ASCENDING), ("errors.0.rule", ASCENDING)],
+                   name="kept_by_first_rule"),
     ],
     # A plan's unfinished corrections, oldest arrival first: what a lease holder works through.
     CORRECTIONS: [
@@ -97,6 +99,10 @@ _INDEXES: dict[str, list[IndexModel]] = {
         IndexModel([("resolved_at", ASCENDING), ("severity", ASCENDING)],
                    name="open_by_severity"),
     ],
+    # A decision's comments, in the order they were made (comment IDs are ULIDs).
+    COMMENTS: [IndexModel([("decision_id", ASCENDING), ("_id", ASCENDING)],
+                          name="by_decision"),
+               IndexModel([("plan_id", ASCENDING), ("_id", ASCENDING)], name="by_plan")],
     # The startup sweep looks for a consumer's messages that failed MaxDeliver times.
     DELIVERY_FAILURES: [
         IndexModel([("consumer", ASCENDING), ("count", ASCENDING)], name="by_consumer"),

@@ -2,7 +2,7 @@
 
 Counts only, each one count an index answers (one per rule, status or severity: no
 scan of a collection), so asking for the status of a large ledger stays cheap: dead
-letters (by the rule that ended them: index by_first_rule), corrections not yet ended
+letters kept (by the rule that ended them: index kept_by_first_rule), corrections not yet ended
 (by status, with the oldest: by_status_age), open violations (by severity:
 open_by_severity), and the workers whose heartbeat is current (a small collection).
 """
@@ -18,7 +18,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.corrections.states import CORRECTION_LIFECYCLE, CorrectionStatus
 from contracts.invariants.violations import Severity
-from contracts.shared.counts import LedgerStatus, WorkerSeen
+from contracts.shared.counts import FAILED_RECENTLY, LedgerStatus, WorkerSeen
 from contracts.shared.rules import Rule
 from store.database import (
     CORRECTIONS,
@@ -30,6 +30,8 @@ from store.database import (
 
 __all__ = ["LedgerStatus", "WorkerSeen", "ledger_status"]
 
+FAILED_READ_MAX = 1000
+"""FAILED corrections whose time is read (the count is whole)."""
 IN_FLIGHT = [s.value for s in CorrectionStatus if not CORRECTION_LIFECYCLE.is_terminal(s)]
 WORKERS_SHOWN = 1000
 """Most worker documents read (one per process; far more would be a leak to look at)."""
@@ -47,7 +49,8 @@ async def _counts(coll: AsyncCollection[Document], field: str, values: Iterable[
 
 async def ledger_status(db: AsyncDatabase[Document], now: datetime) -> LedgerStatus:
     """Counts as of `now` (a worker is alive while its heartbeat lease has not expired)."""
-    by_rule = await _counts(db[DEAD_LETTERS], "errors.0.rule", [r.value for r in Rule])
+    by_rule = await _counts(db[DEAD_LETTERS], "errors.0.rule", [r.value for r in Rule],
+                            {"discarded_at": None})
     in_flight = await _counts(db[CORRECTIONS], "status", IN_FLIGHT)
     oldest_docs = await asyncio.gather(*(
         db[CORRECTIONS].find_one({"status": s}, {"requested_at": 1},
@@ -56,6 +59,10 @@ async def ledger_status(db: AsyncDatabase[Document], now: datetime) -> LedgerSta
                   if d and d.get("requested_at")), default=None)
     violations = await _counts(db[INVARIANT_VIOLATIONS], "severity",
                                [s.value for s in Severity], {"resolved_at": None})
+    failed_at = [d["history"][-1].get("at") async for d in db[CORRECTIONS].find(
+        {"status": CorrectionStatus.FAILED.value}, {"history": {"$slice": -1}}
+    ).limit(FAILED_READ_MAX) if d.get("history")]
+    failed = await db[CORRECTIONS].count_documents({"status": CorrectionStatus.FAILED.value})
     workers = [
         WorkerSeen(worker_id=str(d["_id"]), host=d.get("host"), pid=d.get("pid"),
                    started_at=d.get("started_at"), seen_at=d.get("seen_at"),
@@ -66,4 +73,6 @@ async def ledger_status(db: AsyncDatabase[Document], now: datetime) -> LedgerSta
         dead_letters=sum(by_rule.values()), dead_letters_by_rule=by_rule,
         corrections_in_flight=in_flight,
         oldest_in_flight_at=oldest,
-        violations_open=violations, workers=workers)
+        violations_open=violations, workers=workers, corrections_failed=failed,
+        failed_recently=sum(1 for t in failed_at if t and t >= now - FAILED_RECENTLY),
+        last_failed_at=max((t for t in failed_at if t), default=None))
