@@ -27,9 +27,10 @@ ROOT_QUERY: Document = {"decision_type": "prompt_definition", "is_correction": F
 
 
 INTERNAL_FIELDS = ("_id", "content_hash", "recorded_from", "recorded_by", "verified",
-                   "signature")
+                   "signature", "chain")
 """Bookkeeping beside the Decision's own fields: what a redelivery is compared against,
-and who recorded it as the ledger verified (store.provenance reads those)."""
+who recorded it as the ledger verified (store.provenance reads those), and its link in
+its plan's record chain (contracts.trust.chain)."""
 
 
 def to_document(decision: Decision, content_hash: str | None = None,
