@@ -24,6 +24,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.shared.counts import LedgerStatus
 from store.attempts import CorrectionAttemptRepository
+from store.audit import AuditReader
 from store.correction_writes import CorrectionWriter
 from store.corrections import CorrectionRepository
 from store.database import Document, connect, ensure_indexes, replica_set_name
@@ -69,6 +70,7 @@ class MongoStore:
         self.writer = CorrectionWriter(db, self.leases)
         self.deliveries = DeliveryFailures(db)
         self.parent_waits = ParentWaits(db)
+        self.audit = AuditReader(db)
 
     @classmethod
     def connect(cls, uri: str, db_name: str, *, lease_seconds: float = 10.0,

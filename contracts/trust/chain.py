@@ -32,10 +32,11 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import Enum
+from hashlib import sha256
 from typing import Any
 
-from contracts.trust.canonical import SAFE_INT, canonical
-from contracts.trust.signing import field_digest, format_signed_at
+from contracts.trust.canonical import SAFE_INT, canonical, canonical_fast
+from contracts.trust.signing import format_signed_at
 
 DECISION = "decision"
 CORRECTION_REQUEST = "correction.request"
@@ -156,9 +157,23 @@ def _text(text: str) -> Any:
 
 
 def field_digests(record: Mapping[str, Any], skip: Collection[str] = ()) -> dict[str, str]:
-    """The digest of every field of `record` (plain JSON) but those in `skip`."""
-    return {name: field_digest(b"", name, value) for name, value in record.items()
-            if name not in skip}
+    """The digest of every field of `record` but those in `skip`: the same whether the
+    record is the document about to be written or its `plain` form read back."""
+    return {name: _digest(name, value) for name, value in record.items() if name not in skip}
+
+
+def _digest(name: str, value: object) -> str:
+    """`field_digest(b"", name, plain(value))`, without walking a value that is plain
+    already (most of a document is: the recorder digests every field of every decision).
+    A value the fast canonical writer takes as it is, it writes as `plain` would."""
+    kind = type(value)
+    if kind is datetime:
+        data = b'"' + plain(value).encode("ascii") + b'"'
+    elif value is None:
+        data = b"null"
+    else:  # None: not JSON as it is (a date inside, a driver type, a huge int)
+        data = canonical_fast(value) or canonical(plain(value))
+    return "sha256:" + sha256(name.encode("utf-8") + b"\x00" + data).hexdigest()
 
 
 def decision_content(doc: Mapping[str, Any]) -> dict[str, Any]:
