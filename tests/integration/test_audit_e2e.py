@@ -32,8 +32,10 @@ from tests.integration.audit_support import (
     start_workers,
     verifier_command,
 )
-from tests.integration.cli_support import Agents, agents  # noqa: F401 (a fixture)
+from tests.integration.cli_support import Agents, agents
 from tests.integration.wire import until
+
+__all__ = ["agents"]
 
 pytestmark = pytest.mark.e2e
 
@@ -177,7 +179,8 @@ async def test_an_export_verifies_offline_and_fails_once_tampered_with(
     assert {p["name"] for p in head["principals"]} == {"billing-agent", "alice",
                                                        "ledger-worker"}
     assert set(head["plans"]) == {s.plan, s.child_plan}
-    ok = subprocess.run(verifier_command(export), capture_output=True, text=True, timeout=60)
+    ok = subprocess.run(verifier_command(export), check=False, capture_output=True,
+                        text=True, timeout=60)
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "chain intact" in ok.stdout
 
@@ -185,6 +188,29 @@ async def test_an_export_verifies_offline_and_fails_once_tampered_with(
     r = await agents("audit", "export", s.plan, "--principals", str(principals),
                      "--output", str(export))
     assert r.code == 0, r.err
-    bad = subprocess.run(verifier_command(export), capture_output=True, text=True, timeout=60)
+    bad = subprocess.run(verifier_command(export), check=False, capture_output=True,
+                         text=True, timeout=60)
     assert bad.returncode == 1, bad.stdout + bad.stderr
     assert f"changed: plan {s.plan}" in bad.stdout and s.decisions["a"] in bad.stdout
+
+
+async def test_an_export_since_a_time_starts_each_plan_there(
+        scene: tuple[Scene, Path], agents: Agents, db: AsyncDatabase[Document],
+        tmp_path: Path) -> None:
+    s, principals = scene
+    revert = await db.corrections.find_one({"_id": s.revert})
+    assert revert is not None
+    cut = revert["history"][0]["at"].isoformat()  # the revert's request, and on
+    export = tmp_path / "since.jsonl"
+    r = await agents("audit", "export", "--since", cut, "--principals", str(principals),
+                     "-o", str(export))
+    assert r.code == 0, r.err
+    head, *lines = [json.loads(x) for x in export.read_text().splitlines()]
+    assert head["parameters"]["since"] is not None
+    assert set(head["plans"]) == {s.plan, s.child_plan}
+    start = head["plans"][s.plan]["from_seq"]
+    assert start > 0 and lines[0]["chain"]["seq"] == start
+    assert lines[0]["kind"] == "correction.request" and lines[0]["record_id"] == s.revert
+    ok = subprocess.run(verifier_command(export), check=False, capture_output=True,
+                        text=True, timeout=60)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
