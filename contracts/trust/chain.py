@@ -36,7 +36,6 @@ from hashlib import sha256
 from typing import Any
 
 from contracts.trust.canonical import SAFE_INT, canonical, canonical_fast
-from contracts.trust.signing import format_signed_at
 
 DECISION = "decision"
 CORRECTION_REQUEST = "correction.request"
@@ -136,8 +135,7 @@ def plain(value: object) -> Any:  # noqa: PLR0911 - one return per JSON type
     if isinstance(value, float):
         return float(value) if math.isfinite(value) else {"$float": repr(value)}
     if isinstance(value, datetime):
-        at = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-        return format_signed_at(at)
+        return _when(value)
     if isinstance(value, Mapping):
         return {_text(str(k)) if isinstance(k, str) else str(k): plain(v)
                 for k, v in value.items()}
@@ -146,6 +144,12 @@ def plain(value: object) -> Any:  # noqa: PLR0911 - one return per JSON type
     if isinstance(value, bytes):
         return {"$bytes": value.hex()}
     return {"$type": type(value).__name__, "value": str(value)}
+
+
+def _when(at: datetime) -> str:
+    """RFC 3339 UTC with milliseconds (naive: UTC), the precision MongoDB keeps."""
+    at = at.astimezone(UTC) if at.tzinfo is not None else at
+    return at.isoformat(timespec="milliseconds").removesuffix("+00:00") + "Z"
 
 
 def _text(text: str) -> Any:
@@ -166,12 +170,14 @@ def _digest(name: str, value: object) -> str:
     """`field_digest(b"", name, plain(value))`, without walking a value that is plain
     already (most of a document is: the recorder digests every field of every decision).
     A value the fast canonical writer takes as it is, it writes as `plain` would."""
-    kind = type(value)
-    if kind is datetime:
-        data = b'"' + plain(value).encode("ascii") + b'"'
+    if isinstance(value, datetime):
+        data = b'"' + _when(value).encode("ascii") + b'"'
     elif value is None:
         data = b"null"
-    else:  # None: not JSON as it is (a date inside, a driver type, a huge int)
+    else:
+        if isinstance(value, dict):  # a kept signature: its time at the top, the rest JSON
+            value = {k: _when(v) if isinstance(v, datetime) else v for k, v in value.items()}
+        # None: not JSON as it is (a date deeper down, a driver type, a huge int)
         data = canonical_fast(value) or canonical(plain(value))
     return "sha256:" + sha256(name.encode("utf-8") + b"\x00" + data).hexdigest()
 
