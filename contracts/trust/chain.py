@@ -137,8 +137,7 @@ def plain(value: object) -> Any:  # noqa: PLR0911 - one return per JSON type
     if isinstance(value, datetime):
         return _when(value)
     if isinstance(value, Mapping):
-        return {_text(str(k)) if isinstance(k, str) else str(k): plain(v)
-                for k, v in value.items()}
+        return {_key(k): plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [plain(v) for v in value]
     if isinstance(value, bytes):
@@ -150,6 +149,13 @@ def _when(at: datetime) -> str:
     """RFC 3339 UTC with milliseconds (naive: UTC), the precision MongoDB keeps."""
     at = at.astimezone(UTC) if at.tzinfo is not None else at
     return at.isoformat(timespec="milliseconds").removesuffix("+00:00") + "Z"
+
+
+def _key(key: object) -> str:
+    """A key as a string JCS can write (a lone surrogate: tagged, as in `_text`)."""
+    text = str(key)
+    written = _text(text)
+    return text if written is text else "$str:" + str(written["$str"])
 
 
 def _text(text: str) -> Any:
