@@ -6,6 +6,7 @@ chain verifies across batches, a violation report and the recorder's guess missi
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import nats
@@ -14,6 +15,9 @@ from pymongo import AsyncMongoClient, monitoring
 from pymongo.asynchronous.database import AsyncDatabase
 
 from bootstrap.publisher import JetStreamPublisher
+from contracts.corrections.refusals import RetryRefused
+from contracts.corrections.requests import CorrectionRequest
+from contracts.corrections.states import CorrectionStatus
 from contracts.invariants.violations import InvariantViolation, Severity
 from contracts.invariants.wire import ViolationEventType
 from contracts.shared.ids import new_id
@@ -30,6 +34,7 @@ from store.dead_letters import DeadLetterRepository
 from store.recorder import RecorderRepository
 from store.violations import ViolationRepository
 from tests.factories import decision, encode, headers, root, subject
+from tests.integration.conftest import MakeService
 from workers.streams import ensure_streams
 
 pytestmark = pytest.mark.store
@@ -104,3 +109,45 @@ async def test_a_batch_of_one_plan_links_its_records_in_one_command(
     assert counter is not None and counter["chain_length"] == 8
     assert counter["next_sequence"] == 7
 
+
+
+async def test_a_failed_correction_retried_chains_each_end_and_the_retry(
+        make: MakeService, db: AsyncDatabase[Document], nc: nats.NATS,
+        tmp_path: Path) -> None:
+    await ensure_streams(nc.jetstream())
+    recorder = RecorderService(RecorderRepository(db), DeadLetterRepository(db),
+                               JetStreamPublisher(nc))
+    r = root()
+    plan = r["plan_id"]
+    (tmp_path / "artifacts" / "out.txt").write_text("made by the step")
+    step = decision(plan, r["decision_id"], "tool_invocation",
+                    artifacts_produced=[{"artifact_path": "out.txt", "artifact_type": "file"}])
+    await recorder.record([inbound(r, 1), inbound(step, 2)])
+    # The archive root lies under a regular file: the revert ends FAILED.
+    (tmp_path / "a-file").write_text("not a folder")
+    broken = make(tmp_path / "a-file" / "archive")
+    req = CorrectionRequest.model_validate({"plan_id": plan, "mode": "revert",
+                                           "decision_id": step["decision_id"]})
+    await broken.request_correction(req)
+    await broken.run_plan(plan)
+    fixed = make()
+    again = await fixed.retry_correction(req.correction_id, new_id(), plan_id=plan)
+    assert not isinstance(again, RetryRefused), again
+    await fixed.run_plan(plan)
+    done = await fixed.get_correction(req.correction_id)
+    assert done is not None and done.status is CorrectionStatus.APPLIED
+
+    entries, lines = await AuditReader(db).export([plan])
+    assert [ln["kind"] for ln in lines] == [
+        "decision", "decision", "correction.request", "correction.end",
+        "correction.retry", "decision", "correction.end"]
+    report = verify_export(header(exported_at="", parameters={}, principals=[],
+                                  plans=entries), lines)
+    assert report.ok, report.findings
+    # Its status set back by hand is not where its chained events end.
+    await db.corrections.update_one({"_id": req.correction_id},
+                                    {"$set": {"status": "failed"}})
+    entries, lines = await AuditReader(db).export([plan])
+    report = verify_export(header(exported_at="", parameters={}, principals=[],
+                                  plans=entries), lines)
+    assert [f.rule for f in report.findings] == ["unexplained"], report.findings
