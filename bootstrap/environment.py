@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from bootstrap.setting_types import LogFormat, LogLevel, StreamProfile, parse_addr
+from bootstrap.webhook_settings import read_webhook_key, read_webhook_limits
 from clients.credentials import NatsCredentials
 from contracts.corrections.archive.rules import ArchiveLimits
 
@@ -168,5 +169,8 @@ def read_settings(kind: type[Settings]) -> Settings:
                                               kind.signature_max_skew_seconds),
         created_at_max_skew_seconds=_env_float("CREATED_AT_MAX_SKEW_SECONDS",
                                                kind.created_at_max_skew_seconds),
+        cloudevents_schema_base=os.environ.get("CLOUDEVENTS_SCHEMA_BASE")
+        or kind.cloudevents_schema_base,
+        webhooks=read_webhook_limits(), webhook_secret_key=read_webhook_key(),
         crash_at=os.environ.get("CORRECTIONS_CRASH_AT") or None,
     )

@@ -21,6 +21,7 @@ from contracts.trust.policy import Identity
 from services.dead_letters import DeadLetterService
 from services.invariants import InvariantService
 from services.read_ports import LedgerReads
+from services.webhooks import WebhookService
 
 
 @dataclass
@@ -37,12 +38,13 @@ class Deps:
         field(default=lambda violation_id, plan_id: None)
     """Who resolves a violation (violation_id, plan_id), as the ledger verifies it: the
     console's principal signing (console.wiring); None: unverified."""
+    webhooks: WebhookService | None = None
 
     @classmethod
     def of(cls, ledger: Ledger, ops: CorrectionClient, hub: Hub, operator_name: str) -> Deps:
         return cls(reads=ledger.reads, invariants=ledger.invariants,
                    dead_letters=ledger.dead_letters, ops=ops, hub=hub,
-                   operator_name=operator_name)
+                   operator_name=operator_name, webhooks=ledger.webhooks)
 
 
 def deps(request: Request) -> Deps:

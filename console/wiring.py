@@ -23,6 +23,7 @@ from bootstrap.ledger import OPERATOR, Ledger, open_ledger
 from bootstrap.nats_source import LazyNats
 from bootstrap.settings import Settings
 from clients.credentials import NatsCredentials
+from clients.inbox import inbox_prefix_from_env
 from clients.operator import CorrectionClient
 from console.deps import Deps
 from console.live import Hub
@@ -34,14 +35,19 @@ def console_settings(settings: Settings, environ: Mapping[str, str] | None = Non
                      ) -> Settings:
     """The settings the console runs with: with CONSOLE_NKEY_SEED (a file holding the
     console principal's user seed), that key instead of whatever NATS_* authenticates
-    with, TLS kept. ValueError (one line) if the file is not there."""
-    seed = ((os.environ if environ is None else environ).get(SEED_VARIABLE) or "").strip()
+    with, TLS kept, and the inbox prefix of the principal that key is (the one its
+    permissions let it read; NATS_INBOX_PREFIX still wins). ValueError (one line) if
+    the file is not there or its key is no principal's of LEDGER_PRINCIPALS."""
+    env = os.environ if environ is None else environ
+    seed = (env.get(SEED_VARIABLE) or "").strip()
     if not seed:
         return settings
     given = settings.nats_credentials
     try:
+        inbox = inbox_prefix_from_env({**env, "NATS_NKEY_SEED": seed})
         own = NatsCredentials(nkey_seed_file=Path(seed).expanduser(), tls_ca=given.tls_ca,
-                              tls_cert=given.tls_cert, tls_key=given.tls_key)
+                              tls_cert=given.tls_cert, tls_key=given.tls_key,
+                              inbox_prefix=inbox)
     except ValueError as exc:
         raise ValueError(str(exc).replace("NATS_NKEY_SEED", SEED_VARIABLE)) from None
     return dataclasses.replace(settings, nats_credentials=own)
@@ -55,14 +61,14 @@ async def operator_client(ledger: Ledger, principal: str) -> CorrectionClient:
 
 
 @asynccontextmanager
-async def open_deps(settings: Settings, operator_name: str) -> AsyncIterator[Deps]:
+async def open_deps(settings: Settings, principal: str) -> AsyncIterator[Deps]:
     """The routes' dependencies for as long as the console serves; closed after."""
     settings = console_settings(settings)
     ledger = open_ledger(settings, LazyNats(settings, reconnect=True), OPERATOR)
     try:
         nc = await ledger.nats.client()
-        deps = Deps.of(ledger, await operator_client(ledger, operator_name), Hub(nc),
-                       operator_name)
+        deps = Deps.of(ledger, await operator_client(ledger, principal), Hub(nc),
+                       principal)
         deps.resolution_identity = partial(resolution_identity, settings)
         yield deps
     finally:

@@ -42,6 +42,7 @@ from store.transactions import SessionHook, on_new_session
 from store.translate import translate_errors
 from store.views import TreeViews
 from store.violations import ViolationRepository
+from store.webhooks import WebhookStore
 from store.workers import WorkerRegistry
 
 __all__ = ["MongoStore"]
@@ -71,6 +72,7 @@ class MongoStore:
         self.deliveries = DeliveryFailures(db)
         self.parent_waits = ParentWaits(db)
         self.audit = AuditReader(db)
+        self.webhooks = WebhookStore(db)
 
     @classmethod
     def connect(cls, uri: str, db_name: str, *, lease_seconds: float = 10.0,
