@@ -17,7 +17,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from contracts.decisions.model import Decision
 from contracts.decisions.plans import PlanStatus
 from contracts.recording.message import Candidate
-from contracts.trust.chain import DECISION, decision_content, plain
+from contracts.trust.chain import DECISION, decision_content
 from contracts.trust.ownership import Ownership
 from contracts.trust.policy import principal_name, provenance
 from store.cache import CounterGuesses
@@ -111,7 +111,9 @@ def _number(per_plan: Mapping[str, list[Candidate]], counters: Mapping[str, Coun
             d = c.decision.model_copy(update={"sequence_number": start + i})
             doc = (to_document(d, c.content_hash, c.stream_sequence)
                    | provenance(c.identity, "recorded_by"))
-            link = head.link(plan_id, DECISION, d.decision_id, decision_content(plain(doc)))
+            # The document as it is: each field digest equals its `plain` form's
+            # (contracts.trust.chain._digest), without walking the whole document first.
+            link = head.link(plan_id, DECISION, d.decision_id, decision_content(doc))
             doc["chain"] = link.as_document()
             head = head.after(link)
             numbered.append((c, d, doc))
