@@ -4,7 +4,7 @@
 checks them (contracts.trust.audit): the chain, each kept signature against the
 principals file, and each later change against the chained record that explains it. It
 exits 0, or 6 naming the first broken link. `export` writes those lines as JSON Lines
-for a check elsewhere (scripts/verify-audit needs no part of this project).
+for a check elsewhere (examples/verify_audit.py needs no part of this project).
 """
 
 from __future__ import annotations
