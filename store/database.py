@@ -24,6 +24,7 @@ INVARIANTS = "invariants"
 INVARIANT_VIOLATIONS = "invariant_violations"
 DELIVERY_FAILURES = "delivery_failures"
 PARENT_WAITS = "parent_waits"
+COMMENTS = "comments"
 
 _INDEXES: dict[str, list[IndexModel]] = {
     DECISIONS: [
@@ -78,6 +79,10 @@ _INDEXES: dict[str, list[IndexModel]] = {
                     ("severity", ASCENDING)], name="by_plan_open"),
         IndexModel([("reported_at", ASCENDING)], name="by_time"),
     ],
+    # A decision's comments, in the order they were made (comment IDs are ULIDs).
+    COMMENTS: [IndexModel([("decision_id", ASCENDING), ("_id", ASCENDING)],
+                          name="by_decision"),
+               IndexModel([("plan_id", ASCENDING), ("_id", ASCENDING)], name="by_plan")],
     # The startup sweep looks for a consumer's messages that failed MaxDeliver times.
     DELIVERY_FAILURES: [
         IndexModel([("consumer", ASCENDING), ("count", ASCENDING)], name="by_consumer"),

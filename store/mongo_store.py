@@ -40,6 +40,7 @@ from store.recorder import RecorderRepository
 from store.status import ledger_status
 from store.transactions import SessionHook, on_new_session
 from store.translate import translate_errors
+from store.upkeep import UpkeepRepository
 from store.views import TreeViews
 from store.violations import ViolationRepository
 from store.webhooks import WebhookStore
@@ -73,6 +74,7 @@ class MongoStore:
         self.parent_waits = ParentWaits(db)
         self.audit = AuditReader(db)
         self.webhooks = WebhookStore(db)
+        self.upkeep = UpkeepRepository(db)
 
     @classmethod
     def connect(cls, uri: str, db_name: str, *, lease_seconds: float = 10.0,

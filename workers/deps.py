@@ -4,11 +4,11 @@ startup (so building the handlers touches no server)."""
 from __future__ import annotations
 
 import logging
-import os
-import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
+
+from nats.aio.client import Client
 
 from bootstrap.settings import Settings
 from contracts.shared.families import MessageFamily
@@ -17,6 +17,7 @@ from services.corrections.policy import CrashHook, no_crash
 from services.corrections.service import CorrectionService
 from services.invariants import InvariantService
 from services.recorder import RecorderService
+from services.upkeep import UpkeepService
 from store.dead_letters import DeadLetterRepository
 from store.deliveries import DeliveryFailures
 from workers.inbound import Handler
@@ -33,7 +34,12 @@ class Deps:
     corrections: Callable[[], CorrectionService]
     invariants: Callable[[], InvariantService]
     dead_letters: Callable[[], DeadLetterRepository]
+    upkeep: Callable[[], UpkeepService]
+    """Comments, plan endings and dead-letter discards (workers.upkeep)."""
     failures: DeliveryFailures | None = None
+    nc: Client | None = None
+    """The workers' NATS connection, for reading the stream beside a consumer (a cancel
+    queued after its request); None where no server runs (unit tests)."""
     """Where every consumer records its failed deliveries (None: in memory only)."""
     crash: CrashHook = no_crash
     trust: TrustPolicy = field(default_factory=TrustPolicy)
@@ -56,17 +62,3 @@ class DeclaredHandler(Handler[R], Protocol[R]):
 
 HandlerClass = Callable[[Deps], DeclaredHandler[R]]
 """A handler class: built from `Deps`."""
-
-
-def crash_hook(step: str | None) -> CrashHook:
-    """TEST ONLY: CORRECTIONS_CRASH_AT=<step> makes the worker SIGKILL itself at that step,
-    so tests can show nothing is lost or doubled when a process dies there."""
-    if not step:
-        return no_crash
-
-    def crash(at: str) -> None:
-        if at == step:
-            log.warning("CORRECTIONS_CRASH_AT=%s: killing the worker (test hook)", at)
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    return crash
