@@ -68,6 +68,13 @@ class DecisionRepository:
         doc = await self._decisions.find_one({"_id": decision_id})
         return from_document(doc) if doc else None
 
+    async def recorded_by(self, decision_id: str) -> str | None:
+        """The principal that signed the decision, as the recorder verified it (None:
+        recorded unsigned, or by nobody the ledger knows)."""
+        doc = await self._decisions.find_one({"_id": decision_id}, {"recorded_by": 1})
+        by = doc.get("recorded_by") if doc else None
+        return by if isinstance(by, str) else None
+
     async def get_many(self, decision_ids: Iterable[str]) -> dict[str, Decision]:
         return {d["_id"]: from_document(d)
                 for d in await find_by_ids(self._decisions, decision_ids)}
