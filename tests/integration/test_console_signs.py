@@ -88,6 +88,11 @@ async def test_the_console_signs_its_writes_as_its_own_principal(
             done = await ended(db, cid)
             resolved = await http.post(f"/api/violations/{vid}/resolve", json={})
             assert resolved.status_code == 200, resolved.text
+            said = await http.post(f"/api/decisions/{ids['a']}/comments",
+                                   json={"text": "Checked with billing"})
+            assert said.status_code == 202, said.text
+            comment = await until(lambda: db.comments.find_one(
+                {"_id": said.json()["comment_id"]}))
     finally:
         w.stop()
     assert done["status"] == "applied", done.get("error")
@@ -99,10 +104,12 @@ async def test_the_console_signs_its_writes_as_its_own_principal(
         assert done["signature"]["key"] == CONSOLE.public
         assert violation["resolved_by"] == CONSOLE.name
         assert violation["resolution_signature"]["key"] == CONSOLE.public
+        assert comment["author"] == CONSOLE.name and comment["verified"] is True
     else:
         assert done["requested_by"] is None and done["verified"] is False
         assert done["signature"] is None
         assert violation["resolved_by"] is None and violation["resolved_at"] is not None
+        assert comment["author"] == "unverified" and comment["verified"] is False
 
 
 async def _violation(nc: nats.NATS, db: AsyncDatabase[Document], plan: str) -> str:
