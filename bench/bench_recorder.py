@@ -29,6 +29,10 @@ Signatures are on (`--unsigned` turns them off): the workers run with a principa
 and REQUIRE_SIGNATURES=1, and every decision is signed by an agent's key, as the client
 library signs it. The cost of verifying, per 1,000 decisions, is timed in this process
 on the very messages sent (the worker's check: contracts.trust.policy.FamilyTrust).
+Every record is chained (its link computed in the recorder's transaction); after the
+runs, the burst's plans are audited as `agents audit verify` does (read from MongoDB as
+export lines, then the chain, each kept signature and each supersession checked), and
+that cost per 1,000 decisions is printed too.
 """
 
 from __future__ import annotations
@@ -59,6 +63,8 @@ sys.path.insert(0, str(ROOT))
 from bootstrap.settings import Settings  # noqa: E402
 from contracts.recording.families import RECORDED  # noqa: E402
 from contracts.shared.roles import Role  # noqa: E402
+from contracts.trust.audit import verify_export  # noqa: E402
+from contracts.trust.audit_lines import header, principals_json  # noqa: E402
 from contracts.trust.keys import new_user_seed, public_of_seed  # noqa: E402
 from contracts.trust.policy import TrustPolicy  # noqa: E402
 from contracts.trust.principals import (  # noqa: E402
@@ -69,6 +75,7 @@ from contracts.trust.principals import (  # noqa: E402
 )
 from contracts.trust.signing import Signer  # noqa: E402
 from deploy.embedded import die_with_parent, free_port, start_mongo, start_nats  # noqa: E402
+from store.audit import AuditReader  # noqa: E402
 from store.database import DECISIONS, PLAN_LOCKS, connect, ensure_indexes  # noqa: E402
 from tests.factories import encode, headers, plan_tree, subject  # noqa: E402
 
@@ -142,19 +149,20 @@ def signed_headers(signer: Signer | None, d: dict[str, Any]) -> dict[str, str]:
 
 def verification_cost(signer: Signer, principals: Path, sent: list[dict[str, Any]]
                       ) -> tuple[float, float]:
-    """Seconds to sign and to verify 1,000 of `sent`, as the client and the worker do."""
+    """CPU seconds to sign and to verify 1,000 of `sent`, as the client and the worker
+    do (process time, so another process's load on a shared machine does not count)."""
     trust = TrustPolicy(load_directory(principals.read_text()), required=True)
     check = trust.for_family(RECORDED)
     assert check is not None
     sample = sent[:1000]
-    start = time.perf_counter()
+    start = time.process_time()
     msgs = [(subject(d), encode(d), signed_headers(signer, d)) for d in sample]
-    signing = time.perf_counter() - start
+    signing = time.process_time() - start
     now = datetime.now(UTC)
-    start = time.perf_counter()
+    start = time.process_time()
     for s, body, h in msgs:
         assert check.identify(h, s, body, now) is not None
-    verifying = time.perf_counter() - start
+    verifying = time.process_time() - start
     return signing * 1000 / len(sample), verifying * 1000 / len(sample)
 
 
@@ -192,6 +200,34 @@ async def run_load(url: str, sent: list[dict[str, Any]], rate: float | None,
         "p99": latencies[int(len(latencies) * 0.99) - 1],
         "seconds": end - start,
     }
+
+
+def principal_keys(principals: Path | None) -> list[dict[str, Any]]:
+    """The export header's principals (none when unsigned: each record then unverified)."""
+    return principals_json(load_directory(principals.read_text()) if principals else None)
+
+
+async def audit_cost(mongo_uri: str, db_name: str, keys: list[dict[str, Any]],
+                     sent: list[dict[str, Any]]) -> dict[str, float]:
+    """Seconds per 1,000 decisions to read the plans of `sent` as export lines (wall
+    time: mostly the server's) and CPU seconds to verify them (chain, signatures against
+    the principals' keys, supersessions), as `agents audit verify` does; and whether
+    they verified (and were all signed, when `keys`)."""
+    plans = list(dict.fromkeys(d["plan_id"] for d in sent))
+    client: AsyncMongoClient[dict[str, Any]] = connect(mongo_uri)
+    try:
+        start = time.perf_counter()
+        entries, lines = await AuditReader(client[db_name]).export(plans)
+        reading = time.perf_counter() - start
+    finally:
+        await client.close()
+    head = header(exported_at="", parameters={}, plans=entries, principals=keys)
+    start = time.process_time()
+    report = verify_export(head, lines)
+    verifying = time.process_time() - start
+    per = 1000 / max(1, report.records)
+    return {"read": reading * per, "verify": verifying * per, "records": report.records,
+            "ok": float(report.ok and (not keys or report.signed == len(sent)))}
 
 
 async def bare_insert(mongo_uri: str, db_name: str, batch: int, runs: int,
@@ -264,7 +300,8 @@ async def one_run(k: int, ns_url: str, mongo: Any, args: argparse.Namespace,
 
 
 def report(args: argparse.Namespace, runs: list[Run], bare: dict[str, Any],
-           batch: int, signing: tuple[float, float] | None) -> None:
+           batch: int, *, signing: tuple[float, float] | None,
+           audit: dict[str, float]) -> None:
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"\nRecorder bench: {args.decisions} decisions in {args.plans} plans per run, "
           f"{args.partitions} partitions, batch {batch}, {os.cpu_count()} cores, nats-server "
@@ -273,7 +310,11 @@ def report(args: argparse.Namespace, runs: list[Run], bare: dict[str, Any],
           f"load average at the end {load}\n")
     if signing is not None:
         print(f"signatures: verifying 1,000 decisions {signing[1]:.3f} s of CPU "
-              f"(signing them {signing[0]:.3f} s)\n")
+              f"(signing them {signing[0]:.3f} s)")
+    print(f"audit of the first run's {audit['records']:.0f} chained records "
+          f"({'verified' if audit['ok'] else 'NOT VERIFIED'}), per 1,000 decisions: "
+          f"reading {audit['read']:.3f} s, verifying {audit['verify']:.3f} s of CPU "
+          "(chain, signatures, supersessions)\n")
     print(f"{'workers':>7} {'decisions/s':>12} {'p50 ms':>8} {'p99 ms':>8} "
           f"{'workers CPU s/1000':>19}   split (s/1000 per process)   mongo  publisher")
     print("-" * 110)
@@ -342,10 +383,14 @@ async def main() -> None:
                                      args.bare_runs,
                                      lambda: cpu_seconds({"mongo": ms.process.pid,
                                                           "client": os.getpid()}))
+            first = f"bench_recorder_{counts[0]}"
+            keys = principal_keys(principals if signer is not None else None)
+            audit = await audit_cost(ms.url, first, keys,
+                                     interleaved(args.plans, args.decisions // args.plans, 0))
         finally:
             ns.stop()
             ms.stop()
-    report(args, runs, bare, batch, signing)
+    report(args, runs, bare, batch, signing=signing, audit=audit)
 
 
 if __name__ == "__main__":

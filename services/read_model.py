@@ -46,6 +46,8 @@ class Explained:
     """The path holds only the nearest MAX_PATH ancestors, not the root."""
     children_count: int = 0
     """All its children, `children` being the first CHILDREN_SHOWN."""
+    recorded_by: str | None = None
+    """The principal that signed it, as the recorder verified it (None: unverified)."""
 
 
 async def plan_records(reads: LedgerReads, plan_ids: list[str]) -> dict[str, PlanRecord]:
@@ -95,7 +97,8 @@ async def explain(reads: LedgerReads, decision_id: str) -> Explained | None:
     touching = await reads.corrections.touching(decision_id)
     cut = len(path) >= MAX_PATH and path[0].parent_decision_id is not None
     return Explained(d, path, children, list(dependents.values()), plans, touching,
-                     path_cut=cut, children_count=count)
+                     path_cut=cut, children_count=count,
+                     recorded_by=await reads.decisions.recorded_by(decision_id))
 
 
 async def superseded_reason(reads: LedgerReads, d: Decision) -> str:

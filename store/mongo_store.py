@@ -24,6 +24,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.shared.counts import LedgerStatus
 from store.attempts import CorrectionAttemptRepository
+from store.audit import AuditReader
 from store.correction_writes import CorrectionWriter
 from store.corrections import CorrectionRepository
 from store.database import Document, connect, ensure_indexes, replica_set_name
@@ -71,6 +72,7 @@ class MongoStore:
         self.writer = CorrectionWriter(db, self.leases)
         self.deliveries = DeliveryFailures(db)
         self.parent_waits = ParentWaits(db)
+        self.audit = AuditReader(db)
         self.webhooks = WebhookStore(db)
         self.upkeep = UpkeepRepository(db)
 

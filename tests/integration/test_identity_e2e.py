@@ -24,8 +24,10 @@ from contracts.shared.ids import new_id
 from contracts.shared.roles import Role
 from deploy.embedded import ManagedServer
 from services.invariants import InvariantService
+from services.read_model import explain
 from store.database import Document
 from store.invariant_store import InvariantStore
+from store.mongo_store import MongoStore
 from tests.conftest import Workers, worker_env
 from tests.factories import decision, encode, root, subject
 from tests.integration.wire import until, wait_for_count
@@ -143,6 +145,10 @@ async def test_every_refusal_is_named_and_only_verified_principals_are_recorded(
     assert unverified["signature"] is None
     owner = await db.plans.find_one({"_id": plan})
     assert owner is not None and owner["owner"] == AGENT.name
+    # What explain (the CLI, the console) shows as who recorded it.
+    reads = MongoStore(db)
+    assert (await explain(reads, top["decision_id"])).recorded_by == AGENT.name  # type: ignore[union-attr]
+    assert (await explain(reads, other_plan["decision_id"])).recorded_by is None  # type: ignore[union-attr]
     # Nothing stored names a principal the ledger did not verify.
     names = {d.get("recorded_by") async for d in db.decisions.find({})}
     assert names <= {AGENT.name, WORKER.name, None}
