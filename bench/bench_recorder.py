@@ -49,7 +49,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -266,6 +266,8 @@ class Run:
     """CPU seconds per 1,000 decisions of each process during the burst."""
     paced: dict[str, float] | None = None
     """The latency run at `--paced-rate` (first worker count only)."""
+    sent: list[dict[str, Any]] = field(default_factory=list)
+    """The burst's decisions (their plan IDs are new in every call of `interleaved`)."""
 
     @property
     def worker_cpu(self) -> list[float]:
@@ -292,7 +294,7 @@ async def one_run(k: int, ns_url: str, mongo: Any, args: argparse.Namespace,
         if args.paced_rate and seed == 0:
             paced = await run_load(ns_url, interleaved(args.plans, 2000 // args.plans, 7),
                                    args.paced_rate, signer)
-        return Run(k, burst, per_1000(cpu0, cpu1, len(sent)), paced)
+        return Run(k, burst, per_1000(cpu0, cpu1, len(sent)), paced, sent)
     finally:
         for p in procs:
             p.terminate()
@@ -385,8 +387,7 @@ async def main() -> None:
                                                           "client": os.getpid()}))
             first = f"bench_recorder_{counts[0]}"
             keys = principal_keys(principals if signer is not None else None)
-            audit = await audit_cost(ms.url, first, keys,
-                                     interleaved(args.plans, args.decisions // args.plans, 0))
+            audit = await audit_cost(ms.url, first, keys, runs[0].sent)
         finally:
             ns.stop()
             ms.stop()
