@@ -88,6 +88,15 @@ def request(plan_id: str, decision_id: str, mode: str = "revert", **fields: Any
                              requested_by="alice", **fields)
 
 
+CHAIN_COUNTER = ("chain_length", "chain_head")
+
+
+def unchained(plans: list[Document]) -> list[Document]:
+    """Plan documents without their record chain's counter: a correction that changes
+    nothing in the tree still chains its request and its end (docs/security.md)."""
+    return [{k: v for k, v in p.items() if k not in CHAIN_COUNTER} for p in plans]
+
+
 async def dump(db: AsyncDatabase[Document]) -> dict[str, list[Document]]:
     """Every document of every collection, sorted, for before/after comparisons."""
     out = {}

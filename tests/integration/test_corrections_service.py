@@ -44,6 +44,7 @@ from tests.integration.correction_support import (
     revert_scene,
     statuses_of,
     transition_events,
+    unchained,
 )
 from tests.port_wrappers import ImpactThen
 from workers.streams import ensure_streams
@@ -178,7 +179,7 @@ async def test_bad_targets_fail_with_a_reason_and_change_nothing(
     assert c.error is not None and expected in c.error
     after = await dump(db)
     assert after["decisions"] == before["decisions"]
-    assert after["plans"] == before["plans"]
+    assert unchained(after["plans"]) == unchained(before["plans"])
     assert await svc.list_attempts(req.correction_id) == []
     evs = await transition_events(nc)
     assert statuses_of(evs, req.correction_id) == ["pending", "analyzing", "failed"]
