@@ -9,6 +9,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from bootstrap.judge_settings import judge_from_env
 from bootstrap.setting_types import LogFormat, LogLevel, StreamProfile, parse_addr
 from clients.credentials import NatsCredentials
 from contracts.corrections.archive.rules import ArchiveLimits
@@ -168,5 +169,8 @@ def read_settings(kind: type[Settings]) -> Settings:
                                               kind.signature_max_skew_seconds),
         created_at_max_skew_seconds=_env_float("CREATED_AT_MAX_SKEW_SECONDS",
                                                kind.created_at_max_skew_seconds),
+        invariant_eval_budget_seconds=_env_float("INVARIANT_EVAL_BUDGET_SECONDS",
+                                                 kind.invariant_eval_budget_seconds),
+        judge=judge_from_env(),
         crash_at=os.environ.get("CORRECTIONS_CRASH_AT") or None,
     )

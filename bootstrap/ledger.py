@@ -27,6 +27,7 @@ from services.archive.writer import Archive
 from services.corrections.policy import CorrectionPolicy, CrashHook, no_crash
 from services.corrections.service import CorrectionService
 from services.dead_letters import DeadLetterService
+from services.invariant_gate import GateService
 from services.invariants import InvariantService
 from services.ports.publishing import CorrectionObserver
 from services.read_ports import LedgerReads
@@ -102,7 +103,9 @@ def open_ledger(settings: Settings, nats: NatsSource, role: Role = OPERATOR) -> 
         RecorderPolicy(parent_wait_seconds=settings.recorder_parent_wait_seconds,
                        max_payload_bytes=settings.max_payload_bytes,
                        created_at_max_skew_seconds=settings.created_at_max_skew_seconds),
-        waits=store.parent_waits)
+        waits=store.parent_waits,
+        gates=GateService(store.gate_source(judge=settings.judge.enabled), store.outbox,
+                          publisher, settings.invariant_eval_budget_seconds))
     corrections = CorrectionService(
         store, publisher, Archive(settings.resolved_archive_root(), settings.artifacts_root,
                                   settings.archive_limits),

@@ -14,6 +14,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from bootstrap.environment import read_settings
+from bootstrap.judge_settings import JudgeSettings
 from bootstrap.required_secrets import require_secrets
 from bootstrap.setting_types import LogFormat, Retry, StreamProfile
 from clients.credentials import NatsCredentials
@@ -138,6 +139,13 @@ class Settings:
     created_at_max_skew_seconds: float = 300.0
     """CREATED_AT_MAX_SKEW_SECONDS: how far a decision's created_at may be from the
     stream's timestamp of its message (rule created_at_skew)."""
+    invariant_eval_budget_seconds: float = 2.0
+    """INVARIANT_EVAL_BUDGET_SECONDS: evaluation time one recorder batch may spend on
+    checked invariants; past it the batch's remaining evaluations are unevaluated
+    (an error invariant then refuses or holds the decision: docs/invariants.md)."""
+    judge: JudgeSettings = field(default_factory=JudgeSettings)
+    """JUDGE_*: the judge of word-only invariants (bootstrap.judge_settings); off by
+    default."""
     crash_at: str | None = None
     """TEST ONLY (CORRECTIONS_CRASH_AT): SIGKILL the worker at this step (docs/corrections.md)."""
 

@@ -17,11 +17,14 @@ nothing.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 
 from contracts.decisions.model import Decision
+from contracts.invariants.gate import Gate
+from contracts.recording.facts import StoredFacts
 from contracts.recording.message import Candidate, Invalid
 from contracts.recording.triage import triage_batch
 from contracts.shared.inbound import Inbound
@@ -29,6 +32,7 @@ from contracts.shared.rules import Rule, RuleViolation
 from contracts.shared.timestamps import utc_now
 from contracts.shared.tracing import trace_headers
 from contracts.trust.policy import Identity
+from services.invariant_gate import BatchGate, GateService
 from services.ports.publishing import EventPublisher
 from services.ports.records import DeadLetterRecords, RecordedDecisions
 from services.recorder_batch import (
@@ -55,8 +59,11 @@ class RecorderService:
     def __init__(self, decisions: RecordedDecisions, dead_letters: DeadLetterRecords,
                  publisher: EventPublisher,
                  policy: RecorderPolicy | None = None,
-                 waits: ParentWaitClock | None = None) -> None:
+                 waits: ParentWaitClock | None = None,
+                 gates: GateService | None = None) -> None:
         self._decisions = decisions
+        self._gates = gates
+        """The invariants' gate (services.invariant_gate); None: no invariant is evaluated."""
         self._dead_letters = dead_letters
         self._publisher = publisher
         self.policy = policy or RecorderPolicy()
@@ -114,14 +121,16 @@ class RecorderService:
         # the full facts. So does a triage that does not accept every decision, since a
         # stored one would have been a redelivery or a duplicate instead.
         optimistic = all(m.delivered == 1 for m in read.batch)
+        gates = self._gates.begin() if self._gates is not None and todo else None
         for _ in range(RACE_RETRIES + optimistic):
-            facts = await self._decisions.facts_for(todo, existing=not optimistic)
-            triage = triage_batch(todo, facts)
+            facts, gate = await self._facts(todo, gates, existing=not optimistic)
+            triage = triage_batch(todo, facts, gate)
             if optimistic and len(triage.accept) != len(todo):
                 optimistic = False
                 continue
+            effects = gates.effects(gate, facts, now) if gates is not None else None
             stored = await self._decisions.insert_recorded(triage.accept, now, facts.epochs,
-                                                           facts.ownership)
+                                                           facts.ownership, effects)
             optimistic = False
             if stored is None:
                 # Another worker stored one of these first (or its triage's root), or a
@@ -129,6 +138,8 @@ class RecorderService:
                 # stored already: triage them again against the store.
                 continue
             out.written, out.redelivered, waiting = stored, triage.redelivered, triage.wait
+            if gates is not None and effects is not None:
+                await gates.committed(gate, effects)
             read.resume.update(triage.resume)
             for c, violations in triage.reject:
                 reject(by_seq[c.stream_sequence], c.decision.plan_id, c.decision.decision_id,
@@ -139,6 +150,15 @@ class RecorderService:
 
         await self._judge_waits(out, waiting)
         return out
+
+    async def _facts(self, todo: Sequence[Candidate], gates: BatchGate | None, *,
+                     existing: bool) -> tuple[StoredFacts, Gate | None]:
+        """The batch's facts and, read beside them, its gate (None: no gate)."""
+        if gates is None:
+            return await self._decisions.facts_for(todo, existing=existing), None
+        facts, inputs = await asyncio.gather(
+            self._decisions.facts_for(todo, existing=existing), gates.inputs(todo))
+        return facts, gates.gate(inputs, facts)
 
     async def _judge_waits(self, out: Committed, waiting: Sequence[Candidate]) -> None:
         """Nak each decision still waiting for its parent, with a backoff; dead-letter it

@@ -24,6 +24,9 @@ INVARIANTS = "invariants"
 INVARIANT_VIOLATIONS = "invariant_violations"
 DELIVERY_FAILURES = "delivery_failures"
 PARENT_WAITS = "parent_waits"
+INVARIANT_VERSIONS = "invariant_versions"
+DECISION_HOLDS = "decision_holds"
+PLAN_USES = "plan_uses"
 
 _INDEXES: dict[str, list[IndexModel]] = {
     DECISIONS: [
@@ -77,6 +80,11 @@ _INDEXES: dict[str, list[IndexModel]] = {
         IndexModel([("plan_id", ASCENDING), ("resolved_at", ASCENDING),
                     ("severity", ASCENDING)], name="by_plan_open"),
         IndexModel([("reported_at", ASCENDING)], name="by_time"),
+    ],
+    # Held decisions: a plan's by status (pending approvals), and the judge's queue.
+    DECISION_HOLDS: [
+        IndexModel([("plan_id", ASCENDING), ("status", ASCENDING)], name="by_plan_status"),
+        IndexModel([("status", ASCENDING), ("claimed_until", ASCENDING)], name="by_status"),
     ],
     # The startup sweep looks for a consumer's messages that failed MaxDeliver times.
     DELIVERY_FAILURES: [

@@ -30,6 +30,8 @@ from store.database import Document, connect, ensure_indexes, replica_set_name
 from store.dead_letters import DeadLetterRepository
 from store.decisions import DecisionRepository
 from store.deliveries import DeliveryFailures, ParentWaits
+from store.gate_source import GateSource
+from store.holds import HoldRepository
 from store.impact import ImpactReader
 from store.invariants import InvariantRepository
 from store.leases import Leases
@@ -69,6 +71,12 @@ class MongoStore:
         self.writer = CorrectionWriter(db, self.leases)
         self.deliveries = DeliveryFailures(db)
         self.parent_waits = ParentWaits(db)
+        self.holds = HoldRepository(db)
+
+    def gate_source(self, *, judge: bool = False) -> GateSource:
+        """What the recorder's gate reads per batch (one per recorder: it caches);
+        `judge`: word-only invariants are judged (a judge is configured)."""
+        return GateSource(self._db, self.recorder.sink, judge=judge)
 
     @classmethod
     def connect(cls, uri: str, db_name: str, *, lease_seconds: float = 10.0,

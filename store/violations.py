@@ -37,7 +37,7 @@ EventFor = Callable[[InvariantViolation, bool], OutgoingEvent]
 blocked once the change commits (read inside the same transaction)."""
 
 
-def _v_to_doc(v: InvariantViolation) -> Document:
+def violation_document(v: InvariantViolation) -> Document:
     doc: Document = v.model_dump(mode="python", exclude={"violation_id"})
     doc["_id"] = v.violation_id
     return doc
@@ -108,7 +108,7 @@ class ViolationRepository:
         was stored before (a redelivery or a retry); ViolationConflict if its
         violation_id was stored with other content."""
         async def write(s: AsyncClientSession) -> None:
-            await self._coll.insert_one(_v_to_doc(v), session=s)
+            await self._coll.insert_one(violation_document(v), session=s)
             blocked = bool(await blocking_violations(self._db, [v.plan_id], s))
             await self._outbox.add(v.violation_id, VIOLATED_VERSION, [event_for(v, blocked)],
                                    now, s)

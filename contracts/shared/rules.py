@@ -43,6 +43,11 @@ class Rule(StrEnum):
     DECISION_ID_CONFLICT = "decision_id_conflict"
     # Invariants (contracts.invariants.model): a blocked plan, and reading a violation report.
     RECONCILIATION_BLOCKED = "reconciliation_blocked"
+    INVARIANT_VIOLATED = "invariant_violated"
+    """A checked invariant whose consequence is refuse does not hold for the decision."""
+    INVARIANT_UNEVALUATED = "invariant_unevaluated"
+    """A checked error invariant could not be evaluated on the decision (refused: what
+    could not be checked is not let through)."""
     MSG_ID_MATCHES_VIOLATION = "msg_id_matches_violation"
     RESOLVED_BY_OPERATOR = "resolved_by_operator"
     INVARIANT_EXISTS = "invariant_exists"
