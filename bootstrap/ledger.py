@@ -16,8 +16,10 @@ that only reads works with NATS down).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 
 from bootstrap.identity import own_signer
+from bootstrap.judge import OpenAIChatJudge
 from bootstrap.nats_source import NatsSource
 from bootstrap.publisher import Publisher, PublisherOnDemand
 from bootstrap.settings import Settings
@@ -29,6 +31,7 @@ from services.corrections.service import CorrectionService
 from services.dead_letters import DeadLetterService
 from services.invariant_gate import GateService
 from services.invariants import InvariantService
+from services.judging import JudgeService
 from services.ports.publishing import CorrectionObserver
 from services.read_ports import LedgerReads
 from services.recorder import RecorderService
@@ -72,6 +75,8 @@ class Ledger:
     corrections: CorrectionService
     invariants: InvariantService
     dead_letters: DeadLetterService
+    judge: JudgeService | None = None
+    """The judge of word-only invariants; None unless JUDGE_URL is set."""
 
     @property
     def reads(self) -> LedgerReads:
@@ -89,6 +94,8 @@ class Ledger:
         try:
             await self.nats.close()
         finally:
+            if self.judge is not None:
+                await self.judge.judge.close()
             await self.store.close()
 
 
@@ -115,4 +122,17 @@ def open_ledger(settings: Settings, nats: NatsSource, role: Role = OPERATOR) -> 
     return Ledger(settings=settings, store=store, nats=nats, publisher=publisher,
                   recorder=recorder, corrections=corrections,
                   invariants=InvariantService.from_store(store, publisher),
-                  dead_letters=DeadLetterService(store.dead_letters, publisher))
+                  dead_letters=DeadLetterService(store.dead_letters, publisher),
+                  judge=_judge(settings, store, publisher))
+
+
+def _judge(settings: Settings, store: MongoStore, publisher: Publisher) -> JudgeService | None:
+    """The judge, when JUDGE_URL is set. A claim outlives the longest a decision can be
+    asked about (its invariants asked JUDGE_CONCURRENCY at a time, each bounded)."""
+    judge = settings.judge
+    if not judge.enabled:
+        return None
+    return JudgeService(OpenAIChatJudge(judge), holds=store.holds, decisions=store.decisions,
+                        invariants=store.invariants, outbox=store.outbox, publisher=publisher,
+                        lease=timedelta(seconds=judge.timeout_seconds * 4 + 10),
+                        max_attempts=judge.max_attempts)

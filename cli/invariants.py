@@ -18,7 +18,16 @@ from rich.markup import escape
 from cli import violations
 from cli.context import Ctx, parse_id, run
 from cli.errors import USAGE_ERROR, fail
-from cli.invariant_calls import ActionOpt, PlanOpt, ProjectOpt, call
+from cli.invariant_calls import (
+    ActionOpt,
+    CheckOpt,
+    ConsequenceOpt,
+    PlanOpt,
+    ProjectOpt,
+    SeverityOpt,
+    call,
+    checked_options,
+)
 from cli.render import JsonFlag, clip, dump, emit_json, out, when
 
 if TYPE_CHECKING:
@@ -63,16 +72,21 @@ def add(
     project: ProjectOpt = None,
     plan: PlanOpt = None,
     action: ActionOpt = None,
+    check: CheckOpt = None,
+    severity: SeverityOpt = "error",
+    consequence: ConsequenceOpt = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Add an invariant: GLOBAL unless --project, --plan or --action names its scope."""
+    """Add an invariant: GLOBAL unless --project, --plan or --action names its scope.
+    With --check the ledger evaluates it on every decision (docs/invariants.md)."""
     scope, target = _one_scope(project, plan, action)
+    checked = checked_options(check, severity, consequence)
 
     async def body(ctx: Ctx) -> None:
         from contracts.invariants.model import InvariantScope
 
         inv = await call(ctx, lambda s: s.add_invariant(
-            name, description, InvariantScope(scope), target))
+            name, description, InvariantScope(scope), target, **checked))
         if as_json:
             emit_json(dump(inv))
         else:

@@ -53,7 +53,7 @@ class HoldRepository:
         cursor = self._coll.find(query).sort("_id", 1).limit(limit)
         return [hold_from_document(d) async for d in cursor]
 
-    async def claim(self, owner: str, now: datetime, lease: timedelta, max_attempts: int
+    async def claim(self, owner: str, now: datetime, lease: timedelta
                     ) -> tuple[Hold, int] | None:
         """One hold awaiting the judge, leased to `owner`, with its attempt number; None
         when there is none to take."""

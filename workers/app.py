@@ -23,6 +23,7 @@ from workers.dry_run import start_dry_run
 from workers.handlers import pullers
 from workers.logs import BROKER_LOGGER
 from workers.recovery import Sweeper
+from workers.judge import judge_loop
 from workers.relay import relay_loop
 from workers.runtime import Runtime, close_runtime, open_runtime
 
@@ -103,10 +104,14 @@ def start_background(runtime: Runtime, settings: Settings) -> None:
                                         name="outbox-relay")
     runtime.sweeper = Sweeper(runtime.get_corrections, settings, runtime.registry)
     runtime.sweep = asyncio.create_task(runtime.sweeper.run(), name="recovery-sweep")
+    judge = runtime.get_ledger().judge
+    if judge is not None:
+        runtime.judge = asyncio.create_task(judge_loop(lambda: judge, settings.judge),
+                                            name="judge")
 
 
 async def stop_background(runtime: Runtime, settings: Settings) -> None:
-    for task in (runtime.relay, runtime.sweep, runtime.sampler):
+    for task in (runtime.relay, runtime.sweep, runtime.sampler, runtime.judge):
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

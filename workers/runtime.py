@@ -64,6 +64,7 @@ class Runtime:
     worker_id: str = ""
     dry_run: Subscription | None = None
     relay: asyncio.Task[None] | None = None
+    judge: asyncio.Task[None] | None = None
     mongo_watch: MongoWatch | None = None
     health: HealthServer | None = None
     consuming: bool = False

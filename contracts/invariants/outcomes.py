@@ -89,10 +89,12 @@ _WHAT = {
 
 def enforced_outcome(o: Outcome) -> Decision:
     """The invariant_enforced decision recording `o`: under the decision, or under its
-    parent when the decision was refused."""
+    parent when the gate refused it (it is not in the tree; a decision the judge
+    refuses was recorded, and its record goes under it)."""
     d, inv = o.decision, o.invariant
     verdict = "not kept" if o.evaluation.verdict is Verdict.BROKEN else "not evaluated"
-    parent = d.parent_decision_id if o.consequence is Consequence.REFUSE else d.decision_id
+    unrecorded = o.consequence is Consequence.REFUSE and o.found_by is FoundBy.CHECK
+    parent = d.parent_decision_id if unrecorded else d.decision_id
     return Decision(
         decision_id=derived_id(d.decision_id, o.invariant.id, o.kind, "enforced"),
         plan_id=d.plan_id, parent_decision_id=parent,
