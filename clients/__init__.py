@@ -33,7 +33,8 @@ from contracts.decisions.artifacts import ArtifactRef
 from contracts.decisions.context import ContextSnapshot, ResourceRef
 from contracts.decisions.model import Decision
 from contracts.decisions.types import DecisionType
-from contracts.invariants.violations import InvariantViolation, Severity
+from contracts.invariants.severity import Severity
+from contracts.invariants.violations import InvariantViolation
 from contracts.recording.events import DecisionPersisted, DecisionRejected
 
 __all__ = [

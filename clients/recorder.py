@@ -40,7 +40,8 @@ from contracts.decisions.model import Decision
 from contracts.decisions.types import DecisionType
 from contracts.invariants import subjects as invariant_subjects
 from contracts.invariants.families import VIOLATIONS
-from contracts.invariants.violations import LEDGER_FIELDS, InvariantViolation, Severity
+from contracts.invariants.severity import Severity
+from contracts.invariants.violations import LEDGER_FIELDS, InvariantViolation
 from contracts.recording.families import RECORDED
 from contracts.shared.ids import new_id
 from contracts.trust.signing import Signer

@@ -85,7 +85,8 @@ class JudgeService:
         status, reasons, outcomes = settle(d, rulings)
         effects = GateEffects([found(o, now, o.invariant.severity is Severity.ERROR)
                                for o in outcomes])
-        if not await self._holds.settle(hold, owner, status, reasons, effects, now):
+        if not await self._holds.settle(hold, owner, status, reasons=reasons,
+                                        effects=effects, now=now):
             return  # the lease ran out and another worker settles it
         log.info("judged decision %s: %s", d.decision_id, status.value)
         for f in effects.found:

@@ -59,7 +59,7 @@ class RecorderService:
     def __init__(self, decisions: RecordedDecisions, dead_letters: DeadLetterRecords,
                  publisher: EventPublisher,
                  policy: RecorderPolicy | None = None,
-                 waits: ParentWaitClock | None = None,
+                 waits: ParentWaitClock | None = None, *,
                  gates: GateService | None = None) -> None:
         self._decisions = decisions
         self._gates = gates

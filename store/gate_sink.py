@@ -69,9 +69,9 @@ class HoldSink:
                 await self._outbox.add(v.violation_id, VIOLATED_VERSION, f.messages, now,
                                        session)
         for h in effects.holds:
-            await self._holds.update_one({"_id": h.decision_id},
-                                         {"$setOnInsert": _without_id(hold_document(h))}, upsert=True,
-                                         session=session)
+            await self._holds.update_one(
+                {"_id": h.decision_id}, {"$setOnInsert": _without_id(hold_document(h))},
+                upsert=True, session=session)
 
     async def pending_approvals(self, plan_ids: Iterable[str]
                                 ) -> dict[str, tuple[str, ...]]:

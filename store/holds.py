@@ -67,7 +67,7 @@ class HoldRepository:
             return None
         return hold_from_document(doc), int(doc.get("attempts", 1))
 
-    async def settle(self, hold: Hold, owner: str, status: HoldStatus,
+    async def settle(self, hold: Hold, owner: str, status: HoldStatus, *,
                      reasons: list[HoldReason], effects: GateEffects, now: datetime) -> bool:
         """Move a claimed hold to `status` with the violations found (their events in the
         outbox), all at once; False when the claim was lost (another worker settles it)."""

@@ -16,7 +16,6 @@ from store.errors import InvariantNotFound
 from store.transactions import run_in_transaction
 from store.translate import translate_errors
 
-
 VERSION_ID = "invariants"
 """The one document of `invariant_versions`: its `version` moves with every change of
 what is in force, so the recorder's gate (store.gate_source) reloads only then."""

@@ -12,13 +12,13 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from contracts.decisions.model import Decision
+from contracts.invariants.outcomes import GateEffects
 from contracts.recording.facts import StoredFacts
 from contracts.recording.message import Candidate
 from contracts.trust.ownership import Ownership
 from store.batch_facts import BatchFacts
 from store.batch_insert import StaleFacts, insert_batch
 from store.cache import RecorderCache
-from contracts.invariants.outcomes import GateEffects
 from store.database import DECISIONS, Document, find_by_ids
 from store.decisions import from_document
 from store.gate_sink import GateSink, HoldSink

@@ -1,10 +1,11 @@
 """A local server speaking the OpenAI chat completions API, for the judge's tests.
 
 What it answers depends on a word in the decision it is asked about (its chosen_option):
-KEEP and BROKEN a verdict (BREAK-<name> broken for that invariant only), FENCED a verdict inside a ``` fence, SLOW an answer after
-`slow_seconds`, FAIL500 an HTTP 500, GARBAGE prose instead of JSON, NOTJSON a body that
-is not JSON, REFUSE a refusal, HUGE an answer over the size bound; anything else "kept".
-Every request is kept for the test to read (headers and body).
+KEEP and BROKEN a verdict (BREAK-<name>: broken for that invariant only), FENCED a
+verdict inside a ``` fence, SLOW an answer after `slow_seconds`, FAIL500 an HTTP 500,
+GARBAGE prose instead of JSON, NOTJSON a body that is not JSON, REFUSE a refusal, HUGE
+an answer over the size bound; anything else "kept". Every request is kept for the test
+to read (headers and body).
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def serve() -> tuple[ThreadingHTTPServer, JudgeServer]:
     holder: list[JudgeServer] = []
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
+        def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             body = json.loads(self.rfile.read(length))
             server = holder[0]

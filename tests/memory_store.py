@@ -44,9 +44,9 @@ from contracts.invariants.errors import (
     ViolationConflict,
 )
 from contracts.invariants.model import Invariant, InvariantScope
+from contracts.invariants.outcomes import GateEffects
 from contracts.invariants.violations import BLOCKING_SEVERITIES, InvariantViolation
 from contracts.recording.facts import PlanClaim, Resume, Stored, StoredFacts
-from contracts.invariants.outcomes import GateEffects
 from contracts.recording.message import Candidate
 from contracts.shared.counts import LedgerStatus
 from contracts.shared.dead_letter import DeadLetter

@@ -21,9 +21,9 @@ from workers.connections import NatsLink, nats_options
 from workers.deps import Deps, crash_hook
 from workers.dry_run import start_dry_run
 from workers.handlers import pullers
+from workers.judge import judge_loop
 from workers.logs import BROKER_LOGGER
 from workers.recovery import Sweeper
-from workers.judge import judge_loop
 from workers.relay import relay_loop
 from workers.runtime import Runtime, close_runtime, open_runtime
 

@@ -20,8 +20,8 @@ from pydantic_core import PydanticCustomError
 from contracts.decisions.actors import AgentIdentity, ModelIdentity, PrincipalName
 from contracts.decisions.artifacts import ArtifactRef
 from contracts.decisions.context import ContextSnapshot
-from contracts.decisions.tools import ToolCall
 from contracts.decisions.cross_field import cross_field_violations
+from contracts.decisions.tools import ToolCall
 from contracts.decisions.types import DecisionType
 from contracts.shared.base import Frozen
 from contracts.shared.ids import Ulid, new_id

@@ -1,11 +1,12 @@
-"""The recorder's gate: every decision of a batch that passed the tree rules is held to
-its plan's checked invariants before it is accepted.
+"""The recorder's gate: every decision of a batch that passed the tree rules is held to its
+plan's checked invariants before it is accepted.
 
-`triage_batch` calls `Gate.admit` with each decision last, in write order (a parent before its children).
-It answers a refusal (the rule that refuses the decision) or None (accept); what it
-decided for the decisions it accepts or refuses is in `outcomes` and `holds`, which the
-recorder writes in the batch's transaction (contracts.invariants.outcomes). Pure: the
-stored facts come in `GateInputs`, read with the batch's.
+`triage_batch` calls `Gate.admit` with each decision last, in write order (a parent
+before its children). It answers a refusal (the rule that refuses the decision) or None
+(accept); what it decided for the decisions it accepts or refuses is in `outcomes` and
+`holds`, which the recorder writes in the batch's transaction
+(contracts.invariants.outcomes). Pure: the stored facts come in `GateInputs`, read with
+the batch's.
 
 Per decision (not the roots, not invariant_enforced decisions: the ledger's own):
 
@@ -16,10 +17,10 @@ Per decision (not the roots, not invariant_enforced decisions: the ledger's own)
 3. with a judge configured, each word-only invariant in force: the decision is held
    awaiting the judge (services.judging rules on it after it is recorded).
 
-A broken or unevaluated invariant gives the decision its consequence: refuse (an
-error invariant's default) refuses it, hold records it awaiting approval, record
-(warning, info) records it. Unevaluated counts as broken: an error invariant never
-lets through what it could not check.
+A broken or unevaluated invariant gives the decision its consequence: refuse (an error
+invariant's default) refuses it, hold records it awaiting approval, record (warning,
+info) records it. Unevaluated counts as broken: an error invariant never lets through
+what it could not check.
 """
 
 from __future__ import annotations

@@ -16,7 +16,6 @@ from contracts.shared.text import NonEmptyStr
 from contracts.shared.timestamps import UtcTime, utc_now
 from contracts.trust.signing import Signature
 
-
 BLOCKING_SEVERITIES: frozenset[Severity] = frozenset({Severity.ERROR})
 """An unresolved violation of these severities blocks its plan; the others only inform."""
 

@@ -38,7 +38,7 @@ class HoldRecords(Protocol):
         """One hold awaiting the judge, leased to `owner`, with its attempt number."""
         ...
 
-    async def settle(self, hold: Hold, owner: str, status: HoldStatus,
+    async def settle(self, hold: Hold, owner: str, status: HoldStatus, *,
                      reasons: list[HoldReason], effects: GateEffects, now: datetime) -> bool:
         """Move a claimed hold on with the violations found; False if the claim was lost."""
         ...

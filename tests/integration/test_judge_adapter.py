@@ -9,10 +9,10 @@ import pytest
 
 from bootstrap.judge import OpenAIChatJudge
 from bootstrap.judge_settings import JudgeSettings
+from contracts.decisions.model import Decision
 from contracts.invariants.evaluation import Verdict
 from contracts.invariants.judge import failed, messages, read_answer
 from contracts.invariants.model import Invariant
-from contracts.decisions.model import Decision
 from contracts.shared.ids import new_id
 from services.ports.judge import JudgeUnavailable
 from tests.factories import decision
