@@ -32,6 +32,7 @@ from services.dead_letters import DeadLetterService
 from services.invariant_gate import GateService
 from services.invariants import InvariantService
 from services.judging import JudgeService
+from services.plan_templates import PlanTemplateService
 from services.ports.publishing import CorrectionObserver
 from services.read_ports import LedgerReads
 from services.recorder import RecorderService
@@ -75,6 +76,8 @@ class Ledger:
     corrections: CorrectionService
     invariants: InvariantService
     dead_letters: DeadLetterService
+    templates: PlanTemplateService | None = None
+    """`agents plan use`: action templates applied to plans."""
     judge: JudgeService | None = None
     """The judge of word-only invariants; None unless JUDGE_URL is set."""
 
@@ -119,10 +122,14 @@ def open_ledger(settings: Settings, nats: NatsSource, role: Role = OPERATOR) -> 
         policy=CorrectionPolicy(max_attempts=settings.corrections_max_attempts,
                                 max_decisions=settings.corrections_max_decisions),
         crash=role.crash, worker_id=role.worker_id, observer=role.observer)
+    invariants = InvariantService.from_store(store, publisher)
     return Ledger(settings=settings, store=store, nats=nats, publisher=publisher,
-                  recorder=recorder, corrections=corrections,
-                  invariants=InvariantService.from_store(store, publisher),
+                  recorder=recorder, corrections=corrections, invariants=invariants,
                   dead_letters=DeadLetterService(store.dead_letters, publisher),
+                  templates=PlanTemplateService(invariants, plans=store.plans,
+                                                uses=store.plan_uses,
+                                                decisions=store.decisions,
+                                                publisher=publisher),
                   judge=_judge(settings, store, publisher))
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from cli import correct, explain, history
+from cli import correct, explain, history, plan_use
 from cli.context import Ctx, parse_id, run
 from cli.errors import USAGE_ERROR, fail
 from cli.render import JsonFlag, clip, dump, emit_json, out, short, status_text
@@ -167,3 +167,4 @@ def _print_tree(plan_id: str, kids: dict[str | None, list[Decision]], *,
 
 app.command("tree")(tree)
 app.command("explain")(explain.explain)
+app.command("use")(plan_use.use)

@@ -36,6 +36,7 @@ from store.impact import ImpactReader
 from store.invariants import InvariantRepository
 from store.leases import Leases
 from store.outbox import OutboxRepository
+from store.plan_uses import PlanUseRepository
 from store.plans import PlanRepository
 from store.recorder import RecorderRepository
 from store.status import ledger_status
@@ -72,6 +73,7 @@ class MongoStore:
         self.deliveries = DeliveryFailures(db)
         self.parent_waits = ParentWaits(db)
         self.holds = HoldRepository(db)
+        self.plan_uses = PlanUseRepository(db)
 
     def gate_source(self, *, judge: bool = False) -> GateSource:
         """What the recorder's gate reads per batch (one per recorder: it caches);

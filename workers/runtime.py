@@ -33,6 +33,7 @@ from contracts.shared.timestamps import utc_now
 from contracts.shared.urls import redact
 from services.corrections.service import CorrectionService
 from services.invariants import InvariantService
+from services.plan_templates import PlanTemplateService
 from services.recorder import RecorderService
 from store.database import Document
 from store.dead_letters import DeadLetterRepository
@@ -87,6 +88,11 @@ class Runtime:
 
     def get_invariants(self) -> InvariantService:
         return self.get_ledger().invariants
+
+    def get_templates(self) -> PlanTemplateService:
+        templates = self.get_ledger().templates
+        assert templates is not None
+        return templates
 
     def get_dead_letters(self) -> DeadLetterRepository:
         return self.get_ledger().store.dead_letters
