@@ -36,7 +36,6 @@ class TemplateConsumer:
     is dead-lettered and reported on invariants.rejected.<plan_id>, never retried."""
 
     def __init__(self, deps: Deps) -> None:
-        assert deps.templates is not None, "the workers wire the template service"
         self._templates = deps.templates
         self._service: Service = deps.invariants
         self._settings = deps.settings
@@ -53,6 +52,8 @@ class TemplateConsumer:
         return Unreadable(_subject_plan(m.subject, subjects.TEMPLATES_PREFIX), None, (why,))
 
     async def decide(self, batch: Batch[PlanUseRequest | Unreadable]) -> None:
+        if self._templates is None:
+            raise RuntimeError("the workers did not wire the template service")
         svc = self._templates()
 
         async def handle(m: Msg, read: PlanUseRequest | Unreadable) -> None:
