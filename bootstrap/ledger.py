@@ -25,6 +25,7 @@ from bootstrap.publisher import Publisher, PublisherOnDemand
 from bootstrap.settings import Settings
 from clients._publish import RetryPolicy
 from clients.operator import CorrectionClient
+from services.append_forecast import InvariantForecaster
 from services.archive.writer import Archive
 from services.corrections.policy import CorrectionPolicy, CrashHook, no_crash
 from services.corrections.service import CorrectionService
@@ -121,7 +122,9 @@ def open_ledger(settings: Settings, nats: NatsSource, role: Role = OPERATOR) -> 
                                   settings.archive_limits),
         policy=CorrectionPolicy(max_attempts=settings.corrections_max_attempts,
                                 max_decisions=settings.corrections_max_decisions),
-        crash=role.crash, worker_id=role.worker_id, observer=role.observer)
+        crash=role.crash, worker_id=role.worker_id, observer=role.observer,
+        forecaster=InvariantForecaster(invariants=store.invariants, violations=store.violations,
+                                       plans=store.plans, judged=settings.judge.enabled))
     invariants = InvariantService.from_store(store, publisher)
     return Ledger(settings=settings, store=store, nats=nats, publisher=publisher,
                   recorder=recorder, corrections=corrections, invariants=invariants,
