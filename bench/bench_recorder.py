@@ -11,6 +11,12 @@ run (BARE_RUNS times, the median counts): the ratio is the recorder's rate over 
 bare rate. Last, the CPU time each process spent per 1,000 decisions in the burst and
 in the bare inserts (from /proc).
 
+Checked invariants are in force (`--checks N`, default 20; 0 for none): N GLOBAL
+invariants with a CEL check each, all kept by the decisions sent, so the recorder's gate
+evaluates every one on every decision (contracts.invariants.gate). The cost of that
+evaluation, per 1,000 decisions, is timed in this process on the very decisions sent
+(a Gate over the same rule set, as the recorder builds one per batch).
+
 Signatures are on (`--unsigned` turns them off): the workers run with a principals file
 and REQUIRE_SIGNATURES=1, and every decision is signed by an agent's key, as the client
 library signs it. The cost of verifying, per 1,000 decisions, is timed in this process
@@ -40,7 +46,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bootstrap.settings import Settings  # noqa: E402
+from contracts.decisions.model import Decision  # noqa: E402
 from contracts.decisions.subjects import DECISIONS_STREAM, RECORDER_DURABLE  # noqa: E402
+from contracts.invariants.evaluation import Budget  # noqa: E402
+from contracts.invariants.gate import Gate, GateInputs  # noqa: E402
+from contracts.invariants.model import Invariant, InvariantScope  # noqa: E402
+from contracts.invariants.rules import RuleSet  # noqa: E402
 from contracts.recording.families import RECORDED  # noqa: E402
 from contracts.shared.roles import Role  # noqa: E402
 from contracts.trust.keys import new_user_seed, public_of_seed  # noqa: E402
@@ -54,6 +65,7 @@ from contracts.trust.principals import (  # noqa: E402
 from contracts.trust.signing import Signer  # noqa: E402
 from deploy.embedded import die_with_parent, free_port, start_mongo, start_nats  # noqa: E402
 from store.database import DECISIONS, connect, ensure_indexes  # noqa: E402
+from store.invariants import InvariantRepository  # noqa: E402
 from tests.factories import encode, headers, plan_tree, subject  # noqa: E402
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -77,6 +89,60 @@ def cpu_per_1000(before: dict[str, float], after: dict[str, float], n: int) -> s
     if not before or not after:
         return "n/a (no /proc)"
     return ", ".join(f"{k} {(after[k] - before[k]) * 1000 / n:.2f}" for k in before)
+
+
+CHECKS = [
+    '!(tool.name == "shell" && tool.arguments.cmd.contains("rm -rf"))',
+    '!paths.exists(p, p.startsWith("deploy/prod/"))',
+    "confidence == null || confidence >= 0.1",
+    '!chosen_option.contains("DROP TABLE")',
+    "size(question) < 5000",
+    'decision_type != "subplan_parallel_spawn"',
+    '!artifacts.exists(a, a.endsWith(".pem"))',
+    "size(alternatives) <= 50",
+    '!(decision_type == "tool_invocation" && tool.name == "curl")',
+    'project == null || project != "frozen"',
+    "size(path) < 200",
+    '!resources.exists(r, r.id == "prod-db")',
+    '!question.matches("(?i)password")',
+    'chosen_option != ""',
+    'size(path) == 0 || path[0] == "prompt_definition"',
+    'action_template == null || action_template != "forbidden"',
+    '!tool.arguments.exists(k, k == "sudo")',
+    "size(paths) < 256",
+    '!chosen_option.startsWith("sudo ")',
+    '!alternatives.exists(a, a == "rm -rf /")',
+]
+"""Checks of the kinds operators write, each kept by every decision the bench sends."""
+
+
+def checked_invariants(n: int) -> list[Invariant]:
+    return [Invariant(name=f"bench-check-{i}", description="bench", check=CHECKS[i % len(CHECKS)],
+                      scope=InvariantScope.GLOBAL) for i in range(n)]
+
+
+def evaluation_cost(invariants: list[Invariant], sent: list[dict[str, Any]]) -> tuple[float, int]:
+    """Seconds of CPU the gate spends on 1,000 of `sent`, and the evaluations it made."""
+    sample = [Decision.model_validate(d) for d in sent[:1000]]
+    rules = RuleSet.of(1, invariants)
+    budget = Budget(3600.0)
+    gate = Gate(GateInputs(rules), budget)
+    start = time.process_time()
+    refused = [d.decision_id for d in sample if gate.admit(d) is not None]
+    spent = time.process_time() - start
+    assert not refused and not gate.outcomes, "every bench decision keeps every check"
+    return spent * 1000 / len(sample), budget.evaluations * 1000 // len(sample)
+
+
+async def add_invariants(mongo_uri: str, db_name: str, invariants: list[Invariant]
+                         ) -> list[Invariant]:
+    client: AsyncMongoClient[dict[str, Any]] = connect(mongo_uri)
+    db = client[db_name]
+    await ensure_indexes(db)
+    for inv in invariants:
+        await InvariantRepository(db).add(inv)
+    await client.close()
+    return invariants
 
 
 def interleaved(plans: int, per_plan: int, seed: int) -> list[dict[str, Any]]:
@@ -216,6 +282,8 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--paced-rate", type=float, default=200.0,
                     help="offered rate (decisions/s) of the latency run")
+    ap.add_argument("--checks", type=int, default=20,
+                    help="checked invariants in force (0: none)")
     ap.add_argument("--unsigned", action="store_true",
                     help="publish unsigned, workers without principals (as before signing)")
     return ap.parse_args()
@@ -238,6 +306,7 @@ async def main() -> None:
             env |= {"LEDGER_PRINCIPALS": str(principals), "REQUIRE_SIGNATURES": "1"}
             sign_s, verify_s = verification_cost(signer, principals,
                                                  interleaved(args.plans, 100, 99))
+        invariants = await add_invariants(ms.url, db_name, checked_invariants(args.checks))
         procs = start_workers(args.workers, env, data)
         try:
             await wait_ready(ns.url, args.workers)
@@ -245,6 +314,7 @@ async def main() -> None:
             pids = {**{f"worker{i}": p.pid for i, p in enumerate(procs)},
                     "mongo": ms.process.pid, "nats": ns.process.pid, "publisher": os.getpid()}
             sent = interleaved(args.plans, per_plan, 0)
+            eval_s, evaluations = evaluation_cost(invariants, sent)
             cpu0 = cpu_seconds(pids)
             burst = await run_load(ns.url, sent, None, signer)
             cpu1 = cpu_seconds(pids)
@@ -264,7 +334,10 @@ async def main() -> None:
     print(f"\nRecorder bench: {args.decisions} decisions in {args.plans} plans, "
           f"{args.workers} worker process(es), batch {batch}, 2-core machine, "
           "nats-server + secantusd-py on loopback, "
-          f"{'unsigned' if signer is None else 'signed, REQUIRE_SIGNATURES=1'}\n")
+          f"{'unsigned' if signer is None else 'signed, REQUIRE_SIGNATURES=1'}, "
+          f"{args.checks} checked invariants\n")
+    print(f"checked invariants: {args.checks} in force; evaluating them on 1,000 decisions "
+          f"{eval_s:.3f} s of CPU ({evaluations} evaluations)\n")
     if signer is not None:
         print(f"signatures: verifying 1,000 decisions {verify_s:.3f} s of CPU "
               f"(signing them {sign_s:.3f} s)\n")

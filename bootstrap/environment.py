@@ -169,8 +169,8 @@ def read_settings(kind: type[Settings]) -> Settings:
                                               kind.signature_max_skew_seconds),
         created_at_max_skew_seconds=_env_float("CREATED_AT_MAX_SKEW_SECONDS",
                                                kind.created_at_max_skew_seconds),
-        invariant_eval_budget_seconds=_env_float("INVARIANT_EVAL_BUDGET_SECONDS",
-                                                 kind.invariant_eval_budget_seconds),
+        invariant_eval_budget_ms=_env_float("INVARIANT_EVAL_BUDGET_MS",
+                                            kind.invariant_eval_budget_ms),
         judge=judge_from_env(),
         crash_at=os.environ.get("CORRECTIONS_CRASH_AT") or None,
     )

@@ -116,7 +116,7 @@ def open_ledger(settings: Settings, nats: NatsSource, role: Role = OPERATOR) -> 
                        created_at_max_skew_seconds=settings.created_at_max_skew_seconds),
         waits=store.parent_waits,
         gates=GateService(store.gate_source(judge=settings.judge.enabled), store.outbox,
-                          publisher, settings.invariant_eval_budget_seconds))
+                          publisher, settings.invariant_eval_budget_ms))
     corrections = CorrectionService(
         store, publisher, Archive(settings.resolved_archive_root(), settings.artifacts_root,
                                   settings.archive_limits),

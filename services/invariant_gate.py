@@ -4,12 +4,13 @@ batch's transaction, and announce them once committed.
 
 The triage of a batch may run more than once (a concurrent writer, a correction): the
 inputs are read once per batch, and each evaluation is memoised and charged to one
-budget (`INVARIANT_EVAL_BUDGET_SECONDS`), so a batch evaluates each check on each
-decision at most once whatever happens.
+budget (`INVARIANT_EVAL_BUDGET_MS` per decision of the batch), so a batch evaluates
+each check on each decision at most once whatever happens.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -23,9 +24,10 @@ from contracts.recording.message import Candidate
 from services import outbox
 from services.ports.gates import GateInputsSource
 from services.ports.publishing import EventPublisher
-from services.ports.records import OutboxRecords
+from services.ports.records import OutboxRecords, RecordedDecisions
 
-DEFAULT_BUDGET_SECONDS = 2.0
+DEFAULT_BUDGET_MS = 20.0
+"""CPU milliseconds of evaluation per decision of a batch (INVARIANT_EVAL_BUDGET_MS)."""
 
 
 @dataclass
@@ -36,6 +38,13 @@ class BatchGate:
     budget: Budget
     memo: dict[tuple[str, str], Evaluation] = field(default_factory=dict)
     loaded: GateInputs | None = None
+
+    async def facts(self, decisions: RecordedDecisions, todo: Sequence[Candidate], *,
+                    existing: bool) -> tuple[StoredFacts, Gate | None]:
+        """The batch's facts and, read beside them, its gate (None: nothing gates)."""
+        facts, inputs = await asyncio.gather(decisions.facts_for(todo, existing=existing),
+                                             self.inputs(todo))
+        return facts, self.gate(inputs, facts)
 
     async def inputs(self, candidates: Sequence[Candidate]) -> GateInputs:
         if self.loaded is None:
@@ -74,11 +83,12 @@ class BatchGate:
 class GateService:
     def __init__(self, source: GateInputsSource, outbox: OutboxRecords,
                  publisher: EventPublisher,
-                 budget_seconds: float = DEFAULT_BUDGET_SECONDS) -> None:
+                 budget_ms: float = DEFAULT_BUDGET_MS) -> None:
         self.source = source
         self.outbox = outbox
         self.publisher = publisher
-        self.budget_seconds = budget_seconds
+        self.budget_ms = budget_ms
 
-    def begin(self) -> BatchGate:
-        return BatchGate(self, Budget(self.budget_seconds))
+    def begin(self, decisions: int) -> BatchGate:
+        """The gate of a batch of `decisions` decisions, with their budget."""
+        return BatchGate(self, Budget(self.budget_ms * max(1, decisions) / 1000))

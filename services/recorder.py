@@ -17,14 +17,11 @@ nothing.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 
 from contracts.decisions.model import Decision
-from contracts.invariants.gate import Gate
-from contracts.recording.facts import StoredFacts
 from contracts.recording.message import Candidate, Invalid
 from contracts.recording.triage import triage_batch
 from contracts.shared.inbound import Inbound
@@ -32,7 +29,7 @@ from contracts.shared.rules import Rule, RuleViolation
 from contracts.shared.timestamps import utc_now
 from contracts.shared.tracing import trace_headers
 from contracts.trust.policy import Identity
-from services.invariant_gate import BatchGate, GateService
+from services.invariant_gate import GateService
 from services.ports.publishing import EventPublisher
 from services.ports.records import DeadLetterRecords, RecordedDecisions
 from services.recorder_batch import (
@@ -121,9 +118,12 @@ class RecorderService:
         # the full facts. So does a triage that does not accept every decision, since a
         # stored one would have been a redelivery or a duplicate instead.
         optimistic = all(m.delivered == 1 for m in read.batch)
-        gates = self._gates.begin() if self._gates is not None and todo else None
+        gates = self._gates.begin(len(todo)) if self._gates is not None and todo else None
         for _ in range(RACE_RETRIES + optimistic):
-            facts, gate = await self._facts(todo, gates, existing=not optimistic)
+            if gates is None:
+                facts, gate = await self._decisions.facts_for(todo, existing=not optimistic), None
+            else:
+                facts, gate = await gates.facts(self._decisions, todo, existing=not optimistic)
             triage = triage_batch(todo, facts, gate)
             if optimistic and len(triage.accept) != len(todo):
                 optimistic = False
@@ -150,15 +150,6 @@ class RecorderService:
 
         await self._judge_waits(out, waiting)
         return out
-
-    async def _facts(self, todo: Sequence[Candidate], gates: BatchGate | None, *,
-                     existing: bool) -> tuple[StoredFacts, Gate | None]:
-        """The batch's facts and, read beside them, its gate (None: no gate)."""
-        if gates is None:
-            return await self._decisions.facts_for(todo, existing=existing), None
-        facts, inputs = await asyncio.gather(
-            self._decisions.facts_for(todo, existing=existing), gates.inputs(todo))
-        return facts, gates.gate(inputs, facts)
 
     async def _judge_waits(self, out: Committed, waiting: Sequence[Candidate]) -> None:
         """Nak each decision still waiting for its parent, with a backoff; dead-letter it

@@ -58,13 +58,14 @@ def _clip(text: str) -> str:
 
 @dataclass
 class Budget:
-    """Seconds of evaluation one batch may spend (its triage may run more than once: the
-    budget is the batch's)."""
+    """CPU seconds of evaluation one batch may spend (its triage may run more than once:
+    the budget is the batch's). CPU time of this process, not the wall clock: the other
+    processes of a loaded machine do not spend it."""
 
     seconds: float
     spent: float = 0.0
     evaluations: int = 0
-    _clock: Any = field(default=time.perf_counter, repr=False)
+    _clock: Any = field(default=time.process_time, repr=False)
 
     @property
     def left(self) -> bool:
@@ -73,8 +74,9 @@ class Budget:
     def run(self, check: CompiledCheck, context: Any) -> Evaluation:
         if not self.left:
             return Evaluation(Verdict.UNEVALUATED,
-                              f"the batch spent its evaluation budget ({self.seconds:g}s, "
-                              "INVARIANT_EVAL_BUDGET_SECONDS); send the decision again")
+                              f"the batch spent its evaluation budget ({self.seconds:g}s of "
+                              "CPU, INVARIANT_EVAL_BUDGET_MS per decision); send the "
+                              "decision again")
         started = self._clock()
         try:
             return evaluate(check, context)

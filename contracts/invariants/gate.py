@@ -110,35 +110,43 @@ class Gate:
 
     def _evaluate(self, d: Decision, checked: Sequence[Invariant],
                   scope: PlanScope) -> list[tuple[Invariant, Evaluation]]:
-        context = self._context(d, checked, scope)
+        context, missing = self._context(d, checked, scope)
         out = []
         for inv in checked:
             key = (d.decision_id, inv.id)
             ev = self._memo.get(key)
             if ev is None:
-                ev = self._memo[key] = self._one(inv, context)
+                ev = self._memo[key] = self._one(inv, context, missing)
             if ev.verdict is not Verdict.KEPT:
                 out.append((inv, ev))
         return out
 
     def _context(self, d: Decision, checked: Sequence[Invariant],
-                 scope: PlanScope) -> Any:
-        names = self._in.rules.variables(checked)
+                 scope: PlanScope) -> tuple[Any, dict[str, str]]:
+        """The values the checks read, as one CEL context, and why any variable could not
+        be read (only the checks that read it are then unevaluated)."""
+        names = set(self._in.rules.variables(checked))
+        missing: dict[str, str] = {}
         chain = self._chain(d.parent_decision_id) if "path" in names else ()
         if chain is None:
-            return Evaluation(Verdict.UNEVALUATED, "the decision's path from the root is "
-                              "not known (a parent outside the stored tree)")
-        try:
-            return cel.Context(activation(d, names, chain, scope))
-        except InputTooLarge as exc:
-            return Evaluation(Verdict.UNEVALUATED, f"input_too_large: {exc}")
+            missing["path"] = ("the decision's path from the root is not known (a parent "
+                               "outside the stored tree)")
+            chain = ()
+        values: dict[str, Any] = {}
+        for name in sorted(names - missing.keys()):
+            try:
+                values |= activation(d, [name], chain, scope)
+            except InputTooLarge as exc:
+                missing[name] = f"input_too_large: {exc}"
+        return cel.Context(values), missing
 
-    def _one(self, inv: Invariant, context: Any) -> Evaluation:
-        if isinstance(context, Evaluation):
-            return context
+    def _one(self, inv: Invariant, context: Any, missing: dict[str, str]) -> Evaluation:
         check = self._in.rules.compiled.get(inv.id)
         if not isinstance(check, CompiledCheck):
             return Evaluation(Verdict.UNEVALUATED, f"its check no longer compiles: {check}")
+        unread = sorted(check.variables & missing.keys())
+        if unread:
+            return Evaluation(Verdict.UNEVALUATED, missing[unread[0]])
         return self._budget.run(check, context)
 
     def _settle(self, d: Decision, failing: Sequence[tuple[Invariant, Evaluation]],
