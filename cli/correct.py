@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
+from cli.child_plan import show_child_plan
 from cli.context import Ctx, parse_id, run
 from cli.errors import USAGE_ERROR, fail
 from cli.render import JsonFlag, clip, dump, emit_json, out, risk_text, short, status_text
@@ -163,6 +164,7 @@ def _show_report(report: DryRunReport, as_json: bool) -> None:
     if impact.affected_child_plan_count > 20:
         out.print(f"  [dim]… and {impact.affected_child_plan_count - 20} more[/]")
     out.print(f"estimated recompute time: {report.estimated_recompute_time_seconds:g}s")
+    show_child_plan(report.child_plan)
     for w in report.warnings:
         out.print(f"[yellow]warning:[/] {escape(w)}")
 

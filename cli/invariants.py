@@ -51,16 +51,22 @@ def _one_scope(project: str | None, plan: str | None, action: str | None) -> tup
     return scope, target
 
 
+def _gate(i: Invariant) -> str:
+    """What the ledger does with it: `error/refuse check` is evaluated on every decision,
+    `error/refuse` alone is reported by agents (or ruled on by a judge)."""
+    return f"{i.severity.value}/{i.outcome.value}" + (" check" if i.check else "")
+
+
 def _table(invariants: list[Invariant]) -> None:
     if not invariants:
         out.print("no invariants")
         return
     from rich.table import Table
 
-    table = Table("id", "name", "scope", "target", "created", "description")
+    table = Table("id", "name", "scope", "target", "created", "gate", "description")
     for i in invariants:
         table.add_row(i.id, escape(i.name), i.scope.value, escape(i.scope_target or "-"),
-                      when(i.created_at), escape(clip(i.description, 60)))
+                      when(i.created_at), _gate(i), escape(clip(i.description, 60)))
     out.print(table)
 
 

@@ -39,6 +39,7 @@ async def test_checks_at_add(agents: Agents) -> None:
                                        "--severity", "warning", "--consequence", "refuse"),
                           2, "record")
     assert (await agents.ok("invariant", "list", "--json")).json[0]["name"] == "no-rm"
+    assert "error/hold check" in (await agents.ok("invariant", "list")).out
 
 
 async def test_plan_use_promotes_the_templates_invariants(
