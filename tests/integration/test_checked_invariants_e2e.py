@@ -1,6 +1,7 @@
 """Checked invariants through the public subjects, with the workers as their own process:
 a check that passes and one that fails, each severity and consequence, each scope and
-its precedence, evaluation errors, and an invariant added while agents record."""
+its precedence, evaluation errors, an invariant added while agents record, and an
+agent's client naming its tool and told of the refusal."""
 
 from __future__ import annotations
 
@@ -13,9 +14,14 @@ import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
 from bootstrap.publisher import JetStreamPublisher
+from clients.recorder import DecisionRecorder
+from clients.recording_errors import DecisionRejectedError
+from contracts.decisions.tools import ToolCall
 from contracts.invariants.model import InvariantScope
 from contracts.invariants.severity import Consequence, Severity
 from contracts.shared.ids import new_id
+from contracts.shared.rules import Rule
+from deploy.embedded import ManagedServer
 from services.invariants import InvariantService
 from store.database import Document
 from store.invariant_store import InvariantStore
@@ -224,3 +230,21 @@ async def _events(nc: nats.NATS, subject: str, n: int) -> list[dict[str, Any]] |
 
 async def _blocked(service: InvariantService, plan: str) -> bool:
     return plan in await service.blocked_plans([plan])
+
+
+async def test_an_agents_client_names_the_tool_and_learns_of_the_refusal(
+        service: InvariantService, nats_server: ManagedServer) -> None:
+    await service.add_invariant("no-rm-rf", "Never rm -rf", check=NO_RM)
+    async with DecisionRecorder.connect(nats_server.url) as rec:
+        r = await rec.root("Clean the build", context="clean it")
+        ok = await rec.record(parent=r, decision_type="tool_invocation", question="How?",
+                              chosen_option="make clean", context="clean it",
+                              tool=ToolCall(name="shell", arguments={"cmd": "make clean"}))
+        bad = await rec.record(parent=r, decision_type="tool_invocation", question="How?",
+                               chosen_option="wipe it", context="clean it",
+                               tool=ToolCall(name="shell", arguments={"cmd": "rm -rf /"}))
+        assert (await rec.wait_persisted(ok, timeout=20)).sequence_number == 1
+        with pytest.raises(DecisionRejectedError) as caught:
+            await rec.wait_persisted(bad, timeout=20)
+    [error] = caught.value.rejection.errors
+    assert error.rule is Rule.INVARIANT_VIOLATED and "no-rm-rf" in error.message
