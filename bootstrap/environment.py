@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from bootstrap.judge_settings import judge_from_env
 from bootstrap.setting_types import LogFormat, LogLevel, StreamProfile, parse_addr
+from bootstrap.webhook_settings import read_webhook_key, read_webhook_limits
 from clients.credentials import NatsCredentials
 from contracts.corrections.archive.rules import ArchiveLimits
 
@@ -172,5 +173,8 @@ def read_settings(kind: type[Settings]) -> Settings:
         invariant_eval_budget_ms=_env_float("INVARIANT_EVAL_BUDGET_MS",
                                             kind.invariant_eval_budget_ms),
         judge=judge_from_env(),
+        cloudevents_schema_base=os.environ.get("CLOUDEVENTS_SCHEMA_BASE")
+        or kind.cloudevents_schema_base,
+        webhooks=read_webhook_limits(), webhook_secret_key=read_webhook_key(),
         crash_at=os.environ.get("CORRECTIONS_CRASH_AT") or None,
     )

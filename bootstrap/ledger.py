@@ -38,6 +38,8 @@ from services.ports.publishing import CorrectionObserver
 from services.read_ports import LedgerReads
 from services.recorder import RecorderService
 from services.recorder_policy import RecorderPolicy
+from services.webhook_secrets import Sealer, parse_key
+from services.webhooks import WebhookService, outbox_flusher
 from store.mongo_store import MongoStore
 
 __all__ = ["OPERATOR", "Ledger", "Role", "open_ledger"]
@@ -77,6 +79,7 @@ class Ledger:
     corrections: CorrectionService
     invariants: InvariantService
     dead_letters: DeadLetterService
+    webhooks: WebhookService
     templates: PlanTemplateService | None = None
     """`agents plan use`: action templates applied to plans."""
     judge: JudgeService | None = None
@@ -108,7 +111,8 @@ def open_ledger(settings: Settings, nats: NatsSource, role: Role = OPERATOR) -> 
     store = MongoStore.connect(settings.mongodb_uri, settings.mongodb_db,
                                lease_seconds=settings.corrections_lease_seconds,
                                timeout_ms=role.mongo_timeout_ms)
-    publisher = PublisherOnDemand(nats, role.publish_ack_timeout, own_signer(settings))
+    publisher = PublisherOnDemand(nats, role.publish_ack_timeout, own_signer(settings),
+                                  settings.cloudevents_schema_base)
     recorder = RecorderService(
         store.recorder, store.dead_letters, publisher,
         RecorderPolicy(parent_wait_seconds=settings.recorder_parent_wait_seconds,
@@ -129,6 +133,9 @@ def open_ledger(settings: Settings, nats: NatsSource, role: Role = OPERATOR) -> 
     return Ledger(settings=settings, store=store, nats=nats, publisher=publisher,
                   recorder=recorder, corrections=corrections, invariants=invariants,
                   dead_letters=DeadLetterService(store.dead_letters, publisher),
+                  webhooks=WebhookService(store.webhooks, publisher,
+                                          Sealer(parse_key(settings.webhook_secret_key)),
+                                          outbox_flusher(store.outbox, publisher)),
                   templates=PlanTemplateService(invariants, plans=store.plans,
                                                 uses=store.plan_uses,
                                                 decisions=store.decisions,

@@ -72,10 +72,13 @@ class LazyNats:
             options = ({"max_reconnect_attempts": -1} if self._reconnect else
                        {"allow_reconnect": False, "max_reconnect_attempts": 1,
                         "error_cb": _quiet, "disconnected_cb": _quiet, "closed_cb": _quiet})
+            creds, url = self._settings.nats_credentials, self._settings.nats_url
             try:
+                # The principal's own inbox prefix (clients.inbox): its replies reach it
+                # alone under per-principal permissions.
                 self._nc = await nats.connect(
-                    nats_servers(self._settings.nats_url), connect_timeout=CONNECT_TIMEOUT,
-                    **options, **self._settings.nats_credentials.options())
+                    nats_servers(url), connect_timeout=CONNECT_TIMEOUT,
+                    inbox_prefix=creds.inbox_for(url), **options, **creds.options())
             except (OSError, TimeoutError, nats.errors.Error) as exc:
                 raise NatsUnavailable(describe(exc, CONNECT_TIMEOUT)) from None
         return self._nc

@@ -17,11 +17,14 @@ import nats.js.errors
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
+from bootstrap.event_log import log_event
 from bootstrap.nats_source import NatsSource
-from contracts.families import FAMILIES
+from contracts.families import FAMILIES, event_headers
+from contracts.shared.cloudevents import DEFAULT_SCHEMA_BASE
 from contracts.shared.families import Direction
 from contracts.shared.ids import MSG_ID_HEADER
 from contracts.shared.outgoing import OutgoingEvent, StreamAck
+from contracts.shared.timestamps import utc_now
 from contracts.trust.signing import Signer
 from services.ports.publishing import EventPublisher, MessagePublisher, NotStored
 
@@ -43,16 +46,24 @@ def inbound_kind(subject: str) -> str | None:
 
 
 class JetStreamPublisher:
+    """Every event the services publish goes out here, with its CloudEvents headers
+    (contracts.families.event_headers) beside its trace context and Nats-Msg-Id; what it
+    sends to an inbound family (the reconciler's decisions) is signed with the worker's key."""
+
     def __init__(self, nc: Client, ack_timeout: float = 10.0,
-                 signer: Signer | None = None) -> None:
+                 signer: Signer | None = None,
+                 schema_base: str = DEFAULT_SCHEMA_BASE) -> None:
         """`signer`: the worker's own key, which signs what it sends to an inbound family
         (events need no signature: only workers may publish them)."""
         self._js: JetStreamContext = nc.jetstream(publish_async_max_pending=10_000)
         self._ack_timeout = ack_timeout
         self._signer = signer
+        self._schema_base = schema_base
 
     def _headers(self, e: OutgoingEvent) -> dict[str, str]:
-        headers = {**dict(e.headers), MSG_ID_HEADER: e.msg_id}
+        ce = event_headers(e.subject, e.msg_id, e.payload, e.time or utc_now(),
+                           self._schema_base)
+        headers = {**ce, **dict(e.headers), MSG_ID_HEADER: e.msg_id}
         kind = inbound_kind(e.subject) if self._signer is not None else None
         if self._signer is not None and kind is not None:
             headers |= self._signer.headers(kind=kind, subject=e.subject, msg_id=e.msg_id,
@@ -64,13 +75,18 @@ class JetStreamPublisher:
         # Sending does not yield on its own, so it yields every SLICE events: the other
         # batch in flight gets its database replies taken up meanwhile.
         futures = []
+        sent: list[tuple[dict[str, str], bytes]] = []
         for i, e in enumerate(events):
             if i and not i % SLICE:
                 await asyncio.sleep(0)
-            futures.append(await self._js.publish_async(e.subject, e.payload,
-                                                        headers=self._headers(e)))
+            headers = self._headers(e)
+            futures.append(await self._js.publish_async(e.subject, e.payload, headers=headers))
+            sent.append((headers, e.payload))
         if futures:
             await asyncio.wait_for(asyncio.gather(*futures), self._ack_timeout)
+        # Once the stream has them: corrections and violations as log events too.
+        for headers, payload in sent:
+            log_event(headers, payload)
 
     async def publish_message(self, subject: str, payload: bytes,
                               headers: Mapping[str, str]) -> StreamAck:
@@ -91,16 +107,18 @@ class PublisherOnDemand:
     """A JetStreamPublisher made over the source's connection at the first publish."""
 
     def __init__(self, nats: NatsSource, ack_timeout: float,
-                 signer: Signer | None = None) -> None:
+                 signer: Signer | None = None,
+                 schema_base: str = DEFAULT_SCHEMA_BASE) -> None:
         self._nats = nats
         self._ack_timeout = ack_timeout
         self._signer = signer
+        self._schema_base = schema_base
         self._publisher: JetStreamPublisher | None = None
 
     async def _made(self) -> JetStreamPublisher:
         if self._publisher is None:
             self._publisher = JetStreamPublisher(await self._nats.client(), self._ack_timeout,
-                                                 self._signer)
+                                                 self._signer, self._schema_base)
         return self._publisher
 
     async def publish_all(self, events: Sequence[OutgoingEvent]) -> None:

@@ -20,8 +20,10 @@ from bootstrap.setting_types import LogFormat, Retry, StreamProfile
 from clients.credentials import NatsCredentials
 from contracts.corrections.archive.rules import ArchiveLimits
 from contracts.shared.bounds import DEFAULT_MAX_PAYLOAD_BYTES
+from contracts.shared.cloudevents import DEFAULT_SCHEMA_BASE
 from contracts.trust.policy import TrustPolicy
 from contracts.trust.principals import load_directory
+from contracts.webhooks.policy import WebhookLimits
 
 __all__ = ["Settings"]
 
@@ -147,6 +149,14 @@ class Settings:
     judge: JudgeSettings = field(default_factory=JudgeSettings)
     """JUDGE_*: the judge of word-only invariants (bootstrap.judge_settings); off by
     default."""
+    cloudevents_schema_base: str = DEFAULT_SCHEMA_BASE
+    """CLOUDEVENTS_SCHEMA_BASE: the URL docs/schemas/ is published at; every event's
+    `ce-dataschema` is it and `<family>.json` (default: the console `agents up` starts)."""
+    webhooks: WebhookLimits = field(default_factory=WebhookLimits)
+    """WEBHOOK_* (docs/webhooks.md): timeouts, attempts, backoff, concurrency, allowlist."""
+    webhook_secret_key: str | None = field(default=None, repr=False)
+    """WEBHOOK_SECRET_KEY: 32 bytes (base64) sealing webhook secrets at rest; unset:
+    they are stored as they are, in MongoDB."""
     crash_at: str | None = None
     """TEST ONLY (CORRECTIONS_CRASH_AT): SIGKILL the worker at this step (docs/corrections.md)."""
 

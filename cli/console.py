@@ -36,12 +36,13 @@ def config_from(host: str | None, port: int | None) -> ConsoleConfig:
         fail(f"console not started: {exc}", USAGE_ERROR)
 
 
-def connector(settings: Settings, operator_name: str
+def connector(settings: Settings, config: ConsoleConfig
               ) -> Callable[[], AbstractAsyncContextManager[Deps]]:
-    """Opens the console's dependencies when the server starts, once."""
+    """Opens the console's dependencies when the server starts, once; its writes are
+    made as the console's principal (CONSOLE_PRINCIPAL)."""
     from console.wiring import open_deps
 
-    return lambda: open_deps(settings, operator_name)
+    return lambda: open_deps(settings, config.principal)
 
 
 def console(
@@ -53,15 +54,15 @@ def console(
 ) -> None:
     """Serve the operator console: plans, live trees, corrections, dead letters, invariants."""
     from bootstrap.nats_source import NatsUnavailable
-    from cli.correct import requester
     from console.app import run_console
     from contracts.shared.urls import redact
 
     config = config_from(host, port)
     settings = settings_from_env()
-    typer.echo(f"console on {config.url}" + ("  (token required)" if config.token else ""))
+    typer.echo(f"console on {config.url} as {config.principal}"
+               + ("  (token required)" if config.token else ""))
     try:
-        asyncio.run(run_console(config, connector(settings, requester())))
+        asyncio.run(run_console(config, connector(settings, config)))
     except KeyboardInterrupt:
         pass
     except NatsUnavailable as exc:
@@ -75,7 +76,7 @@ class Background:
     """The console beside the workers in `agents up`: its own thread and event loop, so
     neither the workers' signal handling nor their loop is shared."""
 
-    def __init__(self, config: ConsoleConfig, settings: Settings, operator_name: str) -> None:
+    def __init__(self, config: ConsoleConfig, settings: Settings) -> None:
         self._loop = asyncio.new_event_loop()
         self._stop = asyncio.Event()
         self.error: BaseException | None = None
@@ -86,7 +87,7 @@ class Background:
             asyncio.set_event_loop(self._loop)
             try:
                 self._loop.run_until_complete(run_console(
-                    config, connector(settings, operator_name), self._stop))
+                    config, connector(settings, config), self._stop))
             except BaseException as exc:  # reported by `stop`, never raised in a thread
                 self.error = exc
             finally:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import typer
 
-from cli import console, corrections, dead_letters, invariants, plan, run, status
+from cli import console, corrections, dead_letters, invariants, plan, run, status, webhooks
 
 app = typer.Typer(
     name="agents",
@@ -28,6 +28,7 @@ app.add_typer(plan.app, name="plan")
 app.add_typer(corrections.app, name="correction")
 app.add_typer(invariants.app, name="invariant")
 app.add_typer(dead_letters.app, name="dead-letters")
+app.add_typer(webhooks.app, name="webhook")
 
 
 if __name__ == "__main__":

@@ -107,9 +107,8 @@ def _start_console(config: ConsoleConfig | None, settings: Settings) -> Backgrou
     if config is None:
         return None
     from cli.console import Background
-    from cli.correct import requester
 
-    background = Background(config, settings, requester())
+    background = Background(config, settings)
     background.start()
     return background
 

@@ -40,7 +40,8 @@ class NatsUnreachable(ConnectionError):
 async def connect_bounded(url: str, timeout: float = CONNECT_TIMEOUT,
                           credentials: NatsCredentials | None = None) -> Client:
     """A connection that reconnects without limit once made, made within `timeout`;
-    `credentials` add a user, token, creds or nkey file and TLS to what `url` holds."""
+    `credentials` add a user, token, creds or nkey file and TLS to what `url` holds, and
+    say the inbox prefix (clients.inbox: the principal's own, where its replies arrive)."""
     last: list[BaseException] = []
 
     async def note(exc: Exception) -> None:
@@ -49,11 +50,12 @@ async def connect_bounded(url: str, timeout: float = CONNECT_TIMEOUT,
         if not (last and _refused(last[0])):
             last[:] = [exc]
 
+    creds = credentials or NatsCredentials()
     try:
         return await asyncio.wait_for(
             nats.connect(nats_servers(url), max_reconnect_attempts=-1,
                          connect_timeout=min(timeout, 2.0), error_cb=note,
-                         **(credentials or NatsCredentials()).options()),
+                         inbox_prefix=creds.inbox_for(url), **creds.options()),
             timeout)
     except TimeoutError:
         reason = _reason(last[0]) if last else f"no answer within {timeout:g} s"

@@ -5,6 +5,12 @@ a durable that outlives the process (the server remembers what was acknowledged,
 what was published while the client was down is delivered when it comes back), a
 retry that ends (MaxDeliver and a BackOff, then an ERROR naming the message), and a
 poll that never gives up while the server is quiet. One implementation, here.
+
+A durable reads one filter and is created by its name with that filter in the create
+subject (`$JS.API.CONSUMER.CREATE.<stream>.<name>.<filter>`): that is how the generated
+permissions let a principal create only its own durables, reading only their family
+(deploy.grants; the server refuses a body whose filter differs from the subject's).
+What the pull delivers is checked before it is read (clients._feed_guard).
 """
 
 from __future__ import annotations
@@ -21,7 +27,9 @@ import nats.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
-from nats.js.errors import BadRequestError, NotFoundError
+from nats.js.errors import NotFoundError
+
+from clients._feed_guard import FeedGuard, subject_matches
 
 log = logging.getLogger("clients")
 
@@ -32,37 +40,26 @@ BACKOFF: tuple[float, ...] = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 MAX_DELIVERIES_ADVISORY = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES"
 
 
-def replay_from(start: int | None) -> ConsumerConfig:
-    """An ordered consumer from stream sequence `start`, or from the stream's start.
-
-    The wait helpers replay from their own publish's sequence, so an outcome or
-    transition published before the wait began is not missed."""
-    return ConsumerConfig(
-        deliver_policy=DeliverPolicy.BY_START_SEQUENCE if start else DeliverPolicy.ALL,
-        opt_start_seq=start or None)
-
-
 @dataclass(frozen=True, slots=True)
 class DurableSpec:
     """Which messages a durable reads, and how it retries them."""
 
     stream: str
     durable: str
-    filters: Sequence[str]
+    filter_subject: str
     ack_wait: float = 60.0
     from_start: bool = False
     max_deliver: int = MAX_DELIVER
     backoff: Sequence[float] = BACKOFF
 
     def config(self) -> ConsumerConfig:
-        one = len(self.filters) == 1
         backoff = tuple(self.backoff) or BACKOFF
+        # `name` too: nats-py then puts the filter in the create subject.
         return ConsumerConfig(
-            durable_name=self.durable, ack_policy=AckPolicy.EXPLICIT, ack_wait=self.ack_wait,
+            name=self.durable, durable_name=self.durable, ack_policy=AckPolicy.EXPLICIT,
+            ack_wait=self.ack_wait,
             deliver_policy=DeliverPolicy.ALL if self.from_start else DeliverPolicy.NEW,
-            filter_subject=self.filters[0] if one else None,
-            filter_subjects=None if one else list(self.filters),
-            max_deliver=self.max_deliver,
+            filter_subject=self.filter_subject, max_deliver=self.max_deliver,
             # JetStream takes the first value as the ack wait; fewer values than MaxDeliver.
             backoff=[max(self.ack_wait, b) for b in backoff][:max(1, self.max_deliver - 1)])
 
@@ -85,6 +82,8 @@ class DurablePull:
         self.spec = spec
         self._sub: Any = None
         self._advisory: Any = None
+        self.guard = FeedGuard(f"durable {spec.durable}", [spec.filter_subject], spec.stream,
+                               spec.durable)
         self.closing = False
         """Set by whoever stops the reader, before cancelling it."""
 
@@ -94,16 +93,20 @@ class DurablePull:
             return
         spec = self.spec
         try:
-            # Creates the durable, or updates an existing one to these settings.
-            await self._js.add_consumer(spec.stream, spec.config())
-        except BadRequestError as exc:
-            # It exists with another configuration: fine if it reads the same subjects.
             info = await self._js.consumer_info(spec.stream, spec.durable)
-            existing = sorted(info.config.filter_subjects or [info.config.filter_subject or ""])
-            if existing != sorted(spec.filters):
+        except NotFoundError:
+            pass
+        else:
+            # Another feed's durable must not be repointed under it; one that reads a
+            # part of what this feed reads (an older feed of the same name) is widened.
+            existing = list(info.config.filter_subjects or [info.config.filter_subject or ""])
+            if not all(subject_matches(spec.filter_subject, e) for e in existing):
                 raise ValueError(
-                    f"durable {spec.durable!r} already reads {existing}, not "
-                    f"{sorted(spec.filters)}; pick another durable name") from exc
+                    f"durable {spec.durable!r} already reads {sorted(existing)}, not "
+                    f"{spec.filter_subject}: stop the feed that uses it (delete it when its "
+                    "plan is done), or pick another durable name")
+        # Creates the durable, or brings an existing one to these settings.
+        await self._js.add_consumer(spec.stream, spec.config())
         self._advisory = await self._nc.subscribe(
             f"{MAX_DELIVERIES_ADVISORY}.{spec.stream}.{spec.durable}", cb=self._exhausted)
         self._sub = await self._js.pull_subscribe_bind(durable=spec.durable, stream=spec.stream)
@@ -120,8 +123,9 @@ class DurablePull:
                 msgs = await self._sub.fetch(1, timeout=poll_timeout)
             except (TimeoutError, nats.errors.TimeoutError):
                 continue  # nothing yet; keep the pull open
-            if msgs:
-                return msgs[0]  # type: ignore[no-any-return]
+            for msg in msgs:
+                if self.guard.accepts(msg):
+                    return msg  # type: ignore[no-any-return]
 
     async def close(self, *, delete: bool = False) -> None:
         """Stop reading; `delete` also removes the durable (what it has not acked is lost)."""

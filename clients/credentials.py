@@ -11,6 +11,9 @@ credentials=...)` and `CorrectionClient.connect`:
     NATS_NKEY_SEED              a file holding a user's nkey seed (SU...)
     NATS_TLS_CA                 CA bundle to verify the server (turns TLS on)
     NATS_TLS_CERT / NATS_TLS_KEY  client certificate and key (mutual TLS)
+    NATS_INBOX_PREFIX           where replies arrive: `_INBOX_<principal>` under per-principal
+                                permissions (else looked up from LEDGER_PRINCIPALS and
+                                NATS_NKEY_SEED, or a password user's; clients.inbox)
 
 Files are named by path and checked at start (a missing one is a one-line error naming
 its variable); what they hold is never printed, and `repr` leaves the password and the
@@ -26,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from clients.inbox import check_inbox_prefix, connection_inbox_prefix, inbox_prefix_from_env
+
 
 @dataclass(frozen=True)
 class NatsCredentials:
@@ -39,8 +44,14 @@ class NatsCredentials:
     tls_ca: Path | None = None
     tls_cert: Path | None = None
     tls_key: Path | None = None
+    inbox_prefix: str | None = None
+    """Where replies arrive (clients.inbox): `_INBOX_<principal>` under per-principal
+    permissions, which let each principal read its own prefix only; None: the password
+    user's `_INBOX_<user>`, else `_INBOX` (`inbox_for`)."""
 
     def __post_init__(self) -> None:
+        if self.inbox_prefix is not None:
+            check_inbox_prefix(self.inbox_prefix)
         proofs = [name for name, given in (
             ("NATS_USER/NATS_PASSWORD", self.user or self.password),
             ("NATS_TOKEN", self.token), ("NATS_CREDS", self.creds_file),
@@ -72,7 +83,8 @@ class NatsCredentials:
         return cls(user=text("NATS_USER"), password=text("NATS_PASSWORD"),
                    token=text("NATS_TOKEN"), creds_file=path("NATS_CREDS"),
                    nkey_seed_file=path("NATS_NKEY_SEED"), tls_ca=path("NATS_TLS_CA"),
-                   tls_cert=path("NATS_TLS_CERT"), tls_key=path("NATS_TLS_KEY"))
+                   tls_cert=path("NATS_TLS_CERT"), tls_key=path("NATS_TLS_KEY"),
+                   inbox_prefix=inbox_prefix_from_env(env))
 
     @property
     def uses_tls(self) -> bool:
@@ -92,6 +104,10 @@ class NatsCredentials:
         if self.uses_tls:
             opts["tls"] = self.tls_context()
         return opts
+
+    def inbox_for(self, url: str) -> str:
+        """The inbox prefix of a connection to `url` with these credentials."""
+        return connection_inbox_prefix(url, self.inbox_prefix, self.user)
 
     def tls_context(self) -> ssl.SSLContext:
         """Verifies the server against NATS_TLS_CA (the system's CAs when unset) and

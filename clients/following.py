@@ -5,15 +5,18 @@ before the call is still found."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 
-from nats.js.client import JetStreamContext
+from nats.aio.client import Client
 
-from clients._durable import replay_from
+from clients._replay import StreamReplay
 from contracts.corrections import subjects
 from contracts.corrections.events import CorrectionTransitioned
 from contracts.corrections.states import CORRECTION_LIFECYCLE
 from contracts.shared.ids import is_ulid
+
+log = logging.getLogger("clients")
 
 
 def plan_events(plan_id: str) -> str:
@@ -26,7 +29,7 @@ def plan_events(plan_id: str) -> str:
 class CorrectionFollowing:
     """The following half of `CorrectionClient` (clients.operator)."""
 
-    _js: JetStreamContext
+    _nc: Client
     _requested_at: dict[str, int]
     """correction_id -> stream sequence of its request: its events all come later."""
 
@@ -34,26 +37,33 @@ class CorrectionFollowing:
                      timeout: float = 120.0) -> AsyncIterator[CorrectionTransitioned]:
         """Every transition of the correction, in order, ending with the terminal one.
 
-        An ordered consumer on `corrections.events.<plan_id>.*` from the request's own
-        stream position when this client sent it (else from the start of the stream),
-        so transitions published before the call are delivered too. Raises TimeoutError
-        if the correction is not terminal within `timeout`.
+        `corrections.events.<plan_id>.*` read from the request's own stream position
+        when this client sent it (else from the start of the stream), so transitions
+        published before the call are delivered too. A message there that is not a
+        transition of this plan is skipped (logged once). Raises TimeoutError if the
+        correction is not terminal within `timeout`.
         """
         start = self._requested_at.get(correction_id.upper())
-        sub = await self._js.subscribe(plan_events(plan_id),
-                                       ordered_consumer=True, config=replay_from(start))
-        try:
+        unreadable = 0
+        async with StreamReplay(self._nc, subjects.CORRECTIONS_STREAM, plan_events(plan_id),
+                                start, [plan_events(plan_id)]) as replay:
             async with asyncio.timeout(timeout):
                 while True:
-                    msg = await sub.next_msg(timeout=None)
-                    event = CorrectionTransitioned.model_validate_json(msg.data)
-                    if event.correction_id != correction_id.upper():
+                    msg = await replay.next()
+                    try:
+                        event = CorrectionTransitioned.model_validate_json(msg.data or b"")
+                    except Exception:  # hostile bytes on the subject: never the outcome
+                        unreadable += 1
+                        if unreadable == 1:
+                            log.warning("skipped a message on %s that is no transition",
+                                        (msg.subject or "")[:120])
+                        continue
+                    if (event.correction_id != correction_id.upper()
+                            or event.plan_id.upper() != plan_id.upper()):
                         continue
                     yield event
                     if CORRECTION_LIFECYCLE.is_terminal(event.to_status):
                         return
-        finally:
-            await sub.unsubscribe()
 
     async def wait_for_outcome(self, correction_id: str, plan_id: str,
                                timeout: float = 120.0) -> CorrectionTransitioned:

@@ -38,12 +38,13 @@ from contracts.corrections.requests import (
 from contracts.corrections.states import CorrectionMode
 from contracts.shared.ids import new_id
 from contracts.shared.rules import violations_from
+from contracts.shared.tracing import CONVERSATION, GENAI_SCHEMA_URL
 from contracts.trust.signing import Signer
 
 __all__ = ["CorrectionClient"]
 
 
-_tracer = trace.get_tracer("decision_ledger.clients")
+_tracer = trace.get_tracer("decision_ledger.clients", schema_url=GENAI_SCHEMA_URL)
 
 
 class CorrectionClient(CorrectionFollowing, ConnectionOwner):
@@ -135,6 +136,7 @@ class CorrectionClient(CorrectionFollowing, ConnectionOwner):
         req = self.build(plan_id, decision_id, mode, guidance, chosen_option=chosen_option,
                          requested_by=requested_by, correction_id=correction_id)
         with _tracer.start_as_current_span("correction request", attributes={
+                CONVERSATION: req.plan_id,
                 "ledger.correction_id": req.correction_id, "ledger.plan_id": req.plan_id,
                 "ledger.decision_id": req.decision_id, "ledger.mode": req.mode.value}):
             return await self._send(req)

@@ -19,7 +19,6 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from nats.aio.client import Client
-from opentelemetry import trace
 
 from clients._connect import CONNECT_TIMEOUT, DEFAULT_NATS_URL, Connecting, ConnectionOwner
 from clients._durable import BACKOFF, MAX_DELIVER
@@ -35,6 +34,7 @@ from clients.credentials import NatsCredentials
 from clients.persisted import PersistedWaiting
 from clients.resume import ResumeCallback, ResumeSubscription
 from clients.signing import signer_for
+from clients.telemetry import Conversations, recording
 from contracts.corrections.resume_points import DecisionRef
 from contracts.decisions.model import Decision
 from contracts.decisions.tools import ToolCall
@@ -49,8 +49,6 @@ from contracts.trust.signing import Signer
 
 __all__ = ["DecisionRecorder"]
 
-
-_tracer = trace.get_tracer("decision_ledger.clients")
 
 
 class DecisionRecorder(PersistedWaiting, ConnectionOwner):
@@ -70,6 +68,7 @@ class DecisionRecorder(PersistedWaiting, ConnectionOwner):
         # decision_id -> (plan_id, stream sequence of its recorded message): where to
         # start reading for its persisted event, so waiting never scans the whole plan.
         self._published: dict[str, tuple[str, int]] = {}
+        self._conversations = Conversations()
 
     @classmethod
     def connect(cls, url: str = DEFAULT_NATS_URL, *,
@@ -126,13 +125,18 @@ class DecisionRecorder(PersistedWaiting, ConnectionOwner):
         acknowledged it; publishing the same decision again later is safe).
         """
         subject, body, msg_id = wire_message(decision)
-        with _tracer.start_as_current_span("decision publish", attributes={
-                "ledger.plan_id": decision.plan_id, "ledger.decision_id": decision.decision_id,
-                "ledger.decision_type": decision.decision_type.value}):
+        # Its span (contracts.shared.tracing: invoke_agent, execute_tool or
+        # record_decision) is the trace context the message carries to the workers.
+        with recording(decision, self._conversations.learn(decision)):
             ack = await publish_acked(self._js, subject, body, msg_id, self._retry,
                                       signer=self._signer, kind=RECORDED.name)
         self._published[decision.decision_id] = (decision.plan_id, ack.seq)
         return decision
+
+    def conversation_of(self, plan_id: str) -> str:
+        """The root plan of `plan_id`'s lineage as far as this recorder saw it (its
+        `gen_ai.conversation.id`): a child plan's root names its parent."""
+        return self._conversations.of(plan_id)
 
     # --- resuming after a correction ---------------------------------------------------
 
@@ -143,8 +147,8 @@ class DecisionRecorder(PersistedWaiting, ConnectionOwner):
                         backoff: Sequence[float] = BACKOFF) -> ResumeSubscription:
         """Hand each ResumeInstruction of these plans to `callback`, in the background.
 
-        A durable consumer (default name `resume-<plan_id>` for one plan; name one for
-        several, or for all plans when none is given) on `corrections.resume.<plan_id>`:
+        A durable consumer (default name `resume_<principal>`, the connection's principal,
+        or without one `resume-<plan_id>` for one plan) on `corrections.resume.<plan_id>`:
         an instruction published while the runtime was down arrives when it comes back,
         and is acked only after `callback` returned (see clients/resume.py). Returns the
         started subscription; `await sub.stop()` ends it, or use `async with`.

@@ -16,6 +16,17 @@ mid-resume gets it again, so a callback should be idempotent (the instruction's
 A callback that raises gets the instruction back after a backoff, at most `max_deliver`
 times, then an ERROR is logged and the server gives up on it. While a callback runs, the
 instruction is kept from being redelivered elsewhere by in-progress acknowledgements.
+
+Whose durable: under per-principal permissions a runtime owns `resume_<principal>` (its
+principal is named by its connection's inbox prefix, clients.inbox) and the names it
+declares in the principals file, and no one else may touch them. A durable reads one
+filter: one plan's subject, or every plan's (`corrections.resume.*`) when following
+several, of which this subscription hands over only its own plans' (the others are
+acknowledged and skipped: a durable serves one subscription). Without a principal
+(development, no authorization) the durable of one plan is `resume-<plan_id>`.
+Only what the durable delivers on its subjects is read (clients._feed_guard), and an
+instruction whose body names another plan than its subject is terminated, never handed
+over.
 """
 
 from __future__ import annotations
@@ -37,9 +48,11 @@ from clients._durable import (
     bounded,
     settle_quietly,
 )
+from clients.inbox import principal_of_connection
 from contracts.corrections import subjects
 from contracts.corrections.resume import ResumeInstruction
 from contracts.shared.ids import is_ulid
+from contracts.shared.subject_tokens import plan_of
 
 __all__ = ["ResumeCallback", "ResumeSubscription", "parse_instruction", "resume_durable"]
 
@@ -57,9 +70,18 @@ def parse_instruction(msg: Msg | bytes) -> ResumeInstruction:
     return ResumeInstruction.model_validate_json(data)
 
 
-def resume_durable(plan_id: str) -> str:
-    """The default durable of a runtime following one plan."""
+def resume_durable(plan_id: str | None, principal: str | None = None) -> str:
+    """The default durable: the principal's own (`resume_<principal>`), else, with no
+    principal (development), one per plan (`resume-<plan_id>`)."""
+    if principal:
+        return f"resume_{principal}"
+    if plan_id is None:
+        raise ValueError("name a durable when following all plans or several")
     return f"resume-{plan_id.upper()}"
+
+
+def _filter(plan_ids: Sequence[str]) -> str:
+    return subjects.resume(plan_ids[0]) if len(plan_ids) == 1 else subjects.ALL_RESUMES
 
 
 class ResumeSubscription:
@@ -76,16 +98,19 @@ class ResumeSubscription:
         for plan_id in plan_ids:
             if not is_ulid(plan_id):
                 raise ValueError(f"plan_id {plan_id!r} is not a ULID")
+        plans = sorted({p.upper() for p in plan_ids})
         if durable is None:
-            if len(plan_ids) != 1:
+            principal = principal_of_connection(nc)
+            if principal is None and len(plans) != 1:
                 raise ValueError("name a durable when following all plans or several")
-            durable = resume_durable(plan_ids[0])
-        filters = sorted({subjects.resume(p) for p in plan_ids}) or [subjects.ALL_RESUMES]
+            durable = resume_durable(plans[0] if len(plans) == 1 else None, principal)
+        self._plans = frozenset(plans)
+        """The plans handed over (empty: all)."""
         # A plan's durable is created when its runtime starts (before any correction), so
         # reading from the start misses nothing and costs nothing; a durable over all
         # plans starts with what comes next unless asked otherwise.
         self._pull = DurablePull(nc, DurableSpec(
-            stream=subjects.CORRECTIONS_STREAM, durable=durable, filters=filters,
+            stream=subjects.CORRECTIONS_STREAM, durable=durable, filter_subject=_filter(plans),
             ack_wait=ack_wait, max_deliver=max_deliver, backoff=backoff,
             from_start=bool(plan_ids) if from_start is None else from_start))
         self._callback = callback
@@ -136,12 +161,19 @@ class ResumeSubscription:
             msg = await self._pull.next(self._poll)
             try:
                 instruction = parse_instruction(msg)
+                token = plan_of(msg.subject, subjects.RESUME_PREFIX) or ""
+                if token.upper() != instruction.plan_id.upper():
+                    raise ValueError(f"its body names plan {instruction.plan_id}")
             except Exception as exc:
-                # Not an instruction this library can read: retrying cannot help, and it
-                # must not hold back the ones behind it.
+                # Not an instruction this library can read, or not for the plan its
+                # subject names: retrying cannot help, and it must not hold back the ones
+                # behind it.
                 log.error("terminating unreadable resume instruction on %s: %s",
                           msg.subject, bounded(exc))
                 await settle_quietly(msg.term())
+                continue
+            if self._plans and instruction.plan_id.upper() not in self._plans:
+                await settle_quietly(msg.ack())  # another plan's, on a durable over all
                 continue
             await self._deliver(msg, instruction)
 

@@ -7,6 +7,13 @@
 The feed is a durable JetStream consumer on CORRECTIONS: the server remembers what this
 `durable` name has acknowledged, so a service that was down gets what it missed when it
 comes back, and several replicas sharing one name split the events between them.
+
+Under per-principal permissions the durable is one the subscriber declares in the
+principals file (`consumers`), created with one filter within `corrections.events`:
+one status's subject, or every status's when several are asked for (the others are
+acknowledged and skipped). Only what the durable delivers on its subject is read
+(clients._feed_guard); an event whose body names another plan or status than its
+subject is terminated, never yielded.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from contracts.corrections import subjects
 from contracts.corrections.events import CorrectionTransitioned
 from contracts.corrections.states import CorrectionStatus
 from contracts.shared.ids import is_ulid
+from contracts.shared.subject_tokens import plan_of
 
 __all__ = ["Outcomes", "event_subjects", "outcomes", "parse_event"]
 
@@ -52,6 +60,20 @@ def event_subjects(statuses: Iterable[CorrectionStatus | str],
     plan = plan_id.upper() if plan_id else "*"
     return sorted(f"{subjects.EVENTS_PREFIX}.{plan}.{CorrectionStatus(s).value}"
                   for s in set(statuses))
+
+
+def events_filter(statuses: Iterable[CorrectionStatus | str], plan_id: str | None = None
+                  ) -> str:
+    """The one filter of a feed of `statuses`: that status's subject, or every status's
+    (`corrections.events.<plan_id or *>.*`) when there are several."""
+    wanted = event_subjects(statuses, plan_id)
+    return wanted[0] if len(wanted) == 1 else wanted[0].rsplit(".", 1)[0] + ".*"
+
+
+def _consistent(subject: str, event: CorrectionTransitioned) -> bool:
+    """The body names the plan and the status its subject does."""
+    token = (plan_of(subject, subjects.EVENTS_PREFIX) or "").upper()
+    return token == event.plan_id.upper() and subject.rsplit(".", 1)[-1] == event.to_status
 
 
 class Outcomes:
@@ -84,10 +106,12 @@ class Outcomes:
                  ack_wait: float = 60.0, from_start: bool = False,
                  poll_timeout: float = 5.0, max_deliver: int = MAX_DELIVER,
                  backoff: Sequence[float] = BACKOFF) -> None:
+        statuses = {CorrectionStatus(s) for s in statuses}
         self._pull = DurablePull(nc, DurableSpec(
             stream=subjects.CORRECTIONS_STREAM, durable=durable,
-            filters=event_subjects(statuses, plan_id), ack_wait=ack_wait,
+            filter_subject=events_filter(statuses, plan_id), ack_wait=ack_wait,
             from_start=from_start, max_deliver=max_deliver, backoff=backoff))
+        self._statuses = statuses
         self._limit = limit
         self._poll = poll_timeout
 
@@ -106,12 +130,19 @@ class Outcomes:
                 msg = await self._pull.next(self._poll)
                 try:
                     event = parse_event(msg)
+                    if not _consistent(msg.subject, event):
+                        raise ValueError(f"its body is about plan {event.plan_id}, status "
+                                         f"{event.to_status}")
                 except Exception as exc:
-                    # Not an event this library understands (whatever the parser raised):
-                    # retrying cannot help, and it must not hold back the others.
+                    # Not an event this library understands (whatever the parser raised),
+                    # or not the one its subject names: retrying cannot help, and it must
+                    # not hold back the others.
                     log.error("terminating unreadable event on %s: %s", msg.subject,
                               bounded(exc))
                     await settle_quietly(msg.term())
+                    continue
+                if event.to_status not in self._statuses:
+                    await settle_quietly(msg.ack())  # a status this feed does not yield
                     continue
                 try:
                     yield event

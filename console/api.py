@@ -11,7 +11,15 @@ from __future__ import annotations
 
 from starlette.routing import Route
 
-from console.routes import corrections, dead_letters, decisions, events, invariants, plans
+from console.routes import (
+    corrections,
+    dead_letters,
+    decisions,
+    events,
+    invariants,
+    plans,
+    webhooks,
+)
 from contracts.corrections.states import CANCELLABLE, OPERATOR_FAILABLE, RETRYABLE, CorrectionStatus
 
 
@@ -45,4 +53,9 @@ def routes() -> list[Route]:
         Route("/api/violations", invariants.violations),
         Route("/api/violations/{violation_id}/resolve", invariants.resolve, methods=["POST"]),
         Route("/api/events", events.events),
+        Route("/api/webhooks", webhooks.webhooks),
+        Route("/api/webhooks", webhooks.add, methods=["POST"]),
+        Route("/api/webhooks/deliveries", webhooks.deliveries),
+        Route("/api/webhooks/{webhook_id}/remove", webhooks.remove, methods=["POST"]),
+        Route("/schemas/{name}", webhooks.schema),
     ]

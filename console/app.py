@@ -14,34 +14,38 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from urllib.parse import parse_qs
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from console.api import routes
 from console.config import ConsoleConfig
 from console.deps import Deps
-from console.security import COOKIE, Guard, token_ok
+from console.limits import BodyLimit
+from console.login import login_routes
+from console.security import Guard
+from console.sessions import Sessions
+from console.throttle import LoginThrottle
 from console.web import Refused
 
 log = logging.getLogger("console")
 
 STATIC = Path(__file__).parent / "static"
-LOGIN_PAGE = """<!doctype html><html lang="en"><head><meta charset="utf-8">
-<title>Decision ledger console: sign in</title><link rel="stylesheet" href="/static/app.css">
-</head><body class="login"><form method="post" action="/login">
-<h1>Decision ledger console</h1><p>{message}</p>
-<label>Console token <input type="password" name="token" autofocus required></label>
-<button type="submit">Sign in</button></form></body></html>"""
 
 
 async def refused(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, Refused)
     return JSONResponse({"error": str(exc)}, exc.status)
+
+
+def with_principal(page: str, principal: str) -> str:
+    """The page with the principal the console acts as at the end of its header."""
+    badge = (f'<span id="principal" class="principal" title="the operator principal this '
+             f'console acts as">as {html.escape(principal)}</span>')
+    return page.replace("</header>", f"  {badge}\n</header>", 1)
 
 
 def create_app(deps: Deps, config: ConsoleConfig) -> Starlette:
@@ -54,29 +58,24 @@ def create_app(deps: Deps, config: ConsoleConfig) -> Starlette:
             await deps.hub.stop()
 
     async def index(request: Request) -> Response:
-        return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-store"})
+        page = (STATIC / "index.html").read_text(encoding="utf-8")
+        return HTMLResponse(with_principal(page, config.principal),
+                            headers={"Cache-Control": "no-store"})
 
-    async def login(request: Request) -> Response:
-        if request.method == "GET" or config.token is None:
-            return HTMLResponse(LOGIN_PAGE.format(message="This console needs its token."))
-        # A one-field urlencoded form: parsed here rather than with python-multipart.
-        raw = await request.body()
-        given = parse_qs(raw[:4096].decode("utf-8", "replace")).get("token", [""])[0]
-        if not token_ok(given, config.token):
-            return HTMLResponse(LOGIN_PAGE.format(
-                message=html.escape("Wrong token; try again.")), 401)
-        response = RedirectResponse("/", 303)
-        response.set_cookie(COOKIE, given, httponly=True, samesite="strict",
-                            secure=request.url.scheme == "https")
-        return response
-
+    sessions = Sessions()
+    login, logout = login_routes(config.token, sessions, LoginThrottle())
     app = Starlette(
         routes=[Route("/", index), Route("/login", login, methods=["GET", "POST"]),
+                Route("/logout", logout, methods=["POST"]),
                 *routes(), Mount("/static", StaticFiles(directory=STATIC), name="static")],
         exception_handlers={Refused: refused},
         lifespan=lifespan)
     app.state.deps = deps
-    app.add_middleware(Guard, token=config.token)
+    app.state.sessions = sessions
+    # The last added runs first: the guard (host, origin, token) before any body is read.
+    app.add_middleware(BodyLimit)
+    app.add_middleware(Guard, token=config.token, served_under=config.served_under(),
+                       sessions=sessions)
     return app
 
 

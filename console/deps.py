@@ -18,6 +18,7 @@ from console.live import Hub
 from services.dead_letters import DeadLetterService
 from services.invariants import InvariantService
 from services.read_ports import LedgerReads
+from services.webhooks import WebhookService
 
 
 @dataclass
@@ -30,12 +31,13 @@ class Deps:
     hub: Hub
     operator_name: str = "operator"
     affected: AffectedSets = field(default_factory=AffectedSets)
+    webhooks: WebhookService | None = None
 
     @classmethod
     def of(cls, ledger: Ledger, ops: CorrectionClient, hub: Hub, operator_name: str) -> Deps:
         return cls(reads=ledger.reads, invariants=ledger.invariants,
                    dead_letters=ledger.dead_letters, ops=ops, hub=hub,
-                   operator_name=operator_name)
+                   operator_name=operator_name, webhooks=ledger.webhooks)
 
 
 def deps(request: Request) -> Deps:

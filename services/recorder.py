@@ -158,11 +158,10 @@ class RecorderService:
         outage are not waiting)."""
         if not waiting:
             return
-        clock = utc_now()
-        since = await self._waits.since((wait_key(c.stream_sequence) for c in waiting), clock)
+        waits = await self._waits.waited(wait_key(c.stream_sequence) for c in waiting)
         for c in waiting:
             msg = out.read.by_seq[c.stream_sequence]
-            waited = (clock - since[wait_key(c.stream_sequence)]).total_seconds()
+            waited = waits[wait_key(c.stream_sequence)]
             if waited < self.policy.parent_wait_seconds:
                 out.verdicts[c.stream_sequence] = Disposition(Verdict.NAK,
                                                               self.policy.backoff(waited))

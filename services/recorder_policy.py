@@ -3,9 +3,10 @@ a decision may wait for its parent: the policy and the clock that measures the w
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from enum import StrEnum
 from typing import Protocol
 
@@ -59,8 +60,11 @@ class RecorderPolicy:
 
 
 class ParentWaitClock(Protocol):
-    async def since(self, keys: Iterable[str], now: datetime) -> dict[str, datetime]:
-        """When each message first waited for its parent (`now` for the new ones)."""
+    async def waited(self, keys: Iterable[str]) -> dict[str, float]:
+        """Seconds each message has waited for its parent since it first waited (0 for
+        the new ones), by the wait store's own clock: the database server's for the
+        MongoDB store (ADR 0027), so a recorder taking over from another whose clock
+        disagrees counts the same wait."""
         ...
 
 
@@ -68,10 +72,11 @@ class MemoryWaits:
     """The wait clock of one process, for tests and tools without a database clock."""
 
     def __init__(self) -> None:
-        self._since: dict[str, datetime] = {}
+        self._since: dict[str, float] = {}
 
-    async def since(self, keys: Iterable[str], now: datetime) -> dict[str, datetime]:
-        return {k: self._since.setdefault(k, now) for k in keys}
+    async def waited(self, keys: Iterable[str]) -> dict[str, float]:
+        now = time.monotonic()
+        return {k: now - self._since.setdefault(k, now) for k in keys}
 
 
 def wait_key(stream_sequence: int) -> str:

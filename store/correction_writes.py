@@ -54,7 +54,7 @@ class CorrectionWriter:
     async def _write(self, c: Changes, now: datetime, s: AsyncClientSession) -> Written:
         plan_id = c.correction.plan_id
         if c.lease_owner is not None:
-            await self._leases.fence(plan_id, c.lease_owner, now, s)
+            await self._leases.fence(plan_id, c.lease_owner, s)
         version = await self._write_correction(c, s)
         for a in c.attempts:
             if a.expected is None:

@@ -6,11 +6,13 @@
   (MaxDeliver), its dead letter lists these errors; then the document is removed. The
   worker that settles a message after a failure removes it too; what another worker
   settled is removed a day after its last failure (at a worker's start).
-- `parent_waits`: {_id: "<stream>:<seq>", since} for a decision whose parent was not
-  stored when it was first judged: the recorder's parent wait is counted from `since`
-  in seconds, not in deliveries, so deliveries spent in a database outage do not
-  count. Written only for messages that wait; left behind once decided (small, and
-  swept by `forget_older_than`).
+- `parent_waits`: {_id: "<stream>:<seq>", since, seen} for a decision whose parent was
+  not stored when it was first judged: the recorder's parent wait is counted from
+  `since` in seconds, not in deliveries, so deliveries spent in a database outage do
+  not count. Both times are the database server's (`$$NOW`, ADR 0027), so a recorder
+  that takes over from one whose clock disagrees counts the same wait. Written only for
+  messages that wait; left behind once decided (small, and swept by
+  `forget_older_than`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pymongo.errors import BulkWriteError
 
 from store.database import DELIVERY_FAILURES, PARENT_WAITS, Document, find_by_ids
 from store.dead_letters import DUPLICATE_KEY
+from store.server_clock import NOW
 from store.translate import translate_errors
 
 MAX_ATTEMPTS_KEPT = 25
@@ -105,16 +108,17 @@ class ParentWaits:
     def __init__(self, db: AsyncDatabase[Document]) -> None:
         self._coll = db[PARENT_WAITS]
 
-    async def since(self, keys: Iterable[str], now: datetime) -> dict[str, datetime]:
-        """When each message started waiting: `now` for the ones new to waiting."""
+    async def waited(self, keys: Iterable[str]) -> dict[str, float]:
+        """Seconds each message has waited by the server's clock (0 for the new ones):
+        one write stamps `since` once and `seen` every time, both `$$NOW`, then one read."""
         wanted = list(dict.fromkeys(keys))
         if not wanted:
             return {}
-        await self._coll.bulk_write(
-            [UpdateOne({"_id": k}, {"$setOnInsert": {"since": now}}, upsert=True)
-             for k in wanted], ordered=False)
+        stamp = [{"$set": {"since": {"$ifNull": ["$since", NOW]}, "seen": NOW}}]
+        await self._coll.bulk_write([UpdateOne({"_id": k}, stamp, upsert=True)
+                                     for k in wanted], ordered=False)
         found = await find_by_ids(self._coll, wanted)
-        return {d["_id"]: d["since"] for d in found}
+        return {d["_id"]: max(0.0, (d["seen"] - d["since"]).total_seconds()) for d in found}
 
     async def forget_older_than(self, cutoff: datetime) -> int:
         res = await self._coll.delete_many({"since": {"$lt": cutoff}})

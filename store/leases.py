@@ -10,11 +10,16 @@ While a runner holds a plan's lease a heartbeat renews it (`renew`, conditional 
 owner), so a long impact walk or archive copy never loses it; every correction
 transaction also renews it conditionally on its owner (`fence`), so a runner that
 stalled past its expiry (its heartbeat stalled with it) cannot commit over its successor.
+
+Every expiry is stamped and judged by the database server's clock (store.server_clock,
+ADR 0027): no method takes a time, so a worker whose clock is off can neither write a
+lease that is already over nor take one that is still running.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
+from typing import Any
 
 from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.asynchronous.database import AsyncDatabase
@@ -22,6 +27,7 @@ from pymongo.errors import DuplicateKeyError
 
 from store.database import PLAN_LOCKS, Document
 from store.errors import LeaseLost
+from store.server_clock import after_now, expired, unexpired
 from store.translate import translate_errors
 
 
@@ -31,37 +37,39 @@ class Leases:
         self._coll = db[PLAN_LOCKS]
         self.ttl = timedelta(seconds=ttl_seconds)
 
-    async def acquire(self, plan_id: str, owner: str, now: datetime) -> bool:
+    def _stamp(self, owner: str) -> list[dict[str, Any]]:
+        """The update pipeline that makes `owner` the holder until now + ttl (server's now)."""
+        return [{"$set": {"owner": {"$literal": owner}, "expires_at": after_now(self.ttl)}}]
+
+    async def acquire(self, plan_id: str, owner: str) -> bool:
+        free_or_ours = {"$or": [{"$eq": ["$owner", {"$literal": owner}]},
+                                expired("expires_at")]}
         try:
             await self._coll.find_one_and_update(
-                {"_id": plan_id, "$or": [{"owner": owner}, {"expires_at": {"$lt": now}}]},
-                {"$set": {"owner": owner, "expires_at": now + self.ttl}}, upsert=True)
+                {"_id": plan_id, "$expr": free_or_ours}, self._stamp(owner), upsert=True)
         except DuplicateKeyError:
             return False
         return True
 
-    async def renew(self, plan_id: str, owner: str, now: datetime) -> bool:
+    async def renew(self, plan_id: str, owner: str) -> bool:
         """Push the expiry on if the lease is still `owner`'s; False once it is not."""
-        res = await self._coll.update_one(
-            {"_id": plan_id, "owner": owner}, {"$set": {"expires_at": now + self.ttl}})
+        res = await self._coll.update_one({"_id": plan_id, "owner": owner}, self._stamp(owner))
         return res.matched_count == 1
 
     async def release(self, plan_id: str, owner: str) -> None:
         await self._coll.delete_one({"_id": plan_id, "owner": owner})
 
-    async def fence(self, plan_id: str, owner: str, now: datetime,
-                    session: AsyncClientSession) -> None:
+    async def fence(self, plan_id: str, owner: str, session: AsyncClientSession) -> None:
         """Renew inside a transaction; raise LeaseLost (aborting it) if no longer ours."""
-        res = await self._coll.update_one(
-            {"_id": plan_id, "owner": owner}, {"$set": {"expires_at": now + self.ttl}},
-            session=session)
+        res = await self._coll.update_one({"_id": plan_id, "owner": owner},
+                                          self._stamp(owner), session=session)
         if res.matched_count != 1:
             raise LeaseLost(plan_id, owner)
 
-    async def live(self, plan_ids: list[str], now: datetime) -> set[str]:
+    async def live(self, plan_ids: list[str]) -> set[str]:
         """Which of these plans have a lease that has not expired: a runner is on them."""
-        cursor = self._coll.find({"_id": {"$in": plan_ids}, "expires_at": {"$gte": now}},
-                                 {"_id": 1})
+        cursor = self._coll.find({"_id": {"$in": plan_ids}, "expires_at": {"$type": "date"},
+                                  "$expr": unexpired("expires_at")}, {"_id": 1})
         return {str(d["_id"]) async for d in cursor}
 
     async def holder(self, plan_id: str) -> str | None:

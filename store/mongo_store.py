@@ -44,6 +44,7 @@ from store.transactions import SessionHook, on_new_session
 from store.translate import translate_errors
 from store.views import TreeViews
 from store.violations import ViolationRepository
+from store.webhooks import WebhookStore
 from store.workers import WorkerRegistry
 
 __all__ = ["MongoStore"]
@@ -74,6 +75,7 @@ class MongoStore:
         self.parent_waits = ParentWaits(db)
         self.holds = HoldRepository(db)
         self.plan_uses = PlanUseRepository(db)
+        self.webhooks = WebhookStore(db)
 
     def gate_source(self, *, judge: bool = False) -> GateSource:
         """What the recorder's gate reads per batch (one per recorder: it caches);

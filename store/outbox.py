@@ -33,7 +33,8 @@ ORDER_STRIDE = 1000
 def _from_doc(doc: Document) -> Pending:
     headers = tuple((str(k), str(v)) for k, v in (doc.get("headers") or {}).items())
     return Pending(doc["correction_id"], int(doc["order"]),
-                   OutgoingEvent(doc["subject"], bytes(doc["payload"]), doc["_id"], headers))
+                   OutgoingEvent(doc["subject"], bytes(doc["payload"]), doc["_id"], headers,
+                                 time=doc.get("created_at")))
 
 
 @translate_errors

@@ -17,6 +17,10 @@ those documents meets a write conflict and retries. So each worker
 A worker that was only stalled past its heartbeat (not dead) loses its open
 transaction the same way; that is safe, since every transaction here is all or
 nothing and retried, and its next heartbeat registers it again.
+
+Heartbeats are stamped and judged by the database server's clock (store.server_clock,
+ADR 0027): a worker whose own clock is behind would otherwise write a heartbeat that
+has already expired for the others, and one ahead would take every live worker for dead.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from bson.binary import Binary
@@ -33,6 +37,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import PyMongoError
 
 from store.database import WORKERS, Document
+from store.server_clock import NOW, after_now, expired
 from store.translate import translate_errors
 
 log = logging.getLogger(__name__)
@@ -57,14 +62,15 @@ class WorkerRegistry:
         self.lease = timedelta(seconds=lease_seconds)
         self._registered: set[bytes] = set()
 
-    async def heartbeat(self, now: datetime) -> None:
+    async def heartbeat(self) -> None:
         """Renew this worker's lease. If a reaper removed the document (we stalled), the
         sessions it listed were ended: forget them, so each is registered again."""
+        first = {"started_at": NOW, "host": {"$literal": socket.gethostname()},
+                 "pid": os.getpid(), "lsids": {"$literal": []}}
         res = await self._coll.update_one(
             {"_id": self.worker_id},
-            {"$set": {"expires_at": now + self.lease, "seen_at": now},
-             "$setOnInsert": {"started_at": now, "host": socket.gethostname(),
-                              "pid": os.getpid(), "lsids": []}},
+            [{"$set": {"expires_at": after_now(self.lease), "seen_at": NOW,
+                       **{k: {"$ifNull": [f"${k}", v]} for k, v in first.items()}}}],
             upsert=True)
         if res.upserted_id is not None:
             self._registered.clear()
@@ -78,11 +84,13 @@ class WorkerRegistry:
             {"_id": self.worker_id}, {"$addToSet": {"lsids": lsid}}, upsert=True)
         self._registered.add(bytes(lsid))
 
-    async def reap(self, now: datetime) -> list[str]:
-        """End the sessions of every worker whose heartbeat expired; return their ids."""
+    async def reap(self) -> list[str]:
+        """End the sessions of every worker whose heartbeat expired (by the server's
+        clock); return their ids."""
         reaped = []
-        async for doc in self._coll.find({"expires_at": {"$lt": now},
-                                          "_id": {"$ne": self.worker_id}}):
+        async for doc in self._coll.find({"_id": {"$ne": self.worker_id},
+                                          "expires_at": {"$type": "date"},
+                                          "$expr": expired("expires_at")}):
             lsids = [{"id": x} for x in doc.get("lsids", [])]
             try:
                 if lsids:

@@ -29,6 +29,7 @@ from pymongo import AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 from ulid import ULID
 
+from clients.inbox import connection_inbox_prefix
 from contracts.decisions.subjects import DECISIONS_STREAM, RECORDER_DURABLE
 from deploy.embedded import ManagedServer, die_with_parent, free_port, start_mongo, start_nats
 from store.database import Document, connect, ensure_indexes
@@ -179,7 +180,9 @@ async def wait_for_consumer(nats_url: str, proc: subprocess.Popen[bytes], log: P
                             timeout: float = 30.0, **connect: Any) -> None:
     """Ready when the recorder's durable consumer has a pull waiting (an idle worker), or
     has delivered more than before this start (a worker busy with a backlog: its pulls
-    are answered at once, so none is ever seen waiting)."""
+    are answered at once, so none is ever seen waiting). The probe reads its replies
+    under the URL's user's inbox prefix, as the clients do (clients.inbox)."""
+    connect.setdefault("inbox_prefix", connection_inbox_prefix(nats_url, None, None))
     client = await nats.connect(nats_url, **connect)
     try:
         js = client.jetstream()

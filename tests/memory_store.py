@@ -500,24 +500,26 @@ class MemoryAttempts:
 
 
 class MemoryLeases:
-    """Leases: the rules of store.leases.Leases."""
+    """Leases: the rules of store.leases.Leases, on this process's clock (the store's own
+    clock, as the database server's is the MongoDB store's)."""
 
     def __init__(self, db: Database, ttl_seconds: float) -> None:
         self._db = db
         self.ttl = timedelta(seconds=ttl_seconds)
 
-    async def acquire(self, plan_id: str, owner: str, now: datetime) -> bool:
+    async def acquire(self, plan_id: str, owner: str) -> bool:
+        now = utc_now()
         held = self._db.state.leases.get(plan_id)
         if held is not None and held[0] != owner and not held[1] < now:
             return False
         self._db.state.leases[plan_id] = (owner, now + self.ttl)
         return True
 
-    async def renew(self, plan_id: str, owner: str, now: datetime) -> bool:
+    async def renew(self, plan_id: str, owner: str) -> bool:
         held = self._db.state.leases.get(plan_id)
         if held is None or held[0] != owner:
             return False
-        self._db.state.leases[plan_id] = (owner, now + self.ttl)
+        self._db.state.leases[plan_id] = (owner, utc_now() + self.ttl)
         return True
 
     async def release(self, plan_id: str, owner: str) -> None:
@@ -525,19 +527,19 @@ class MemoryLeases:
         if held is not None and held[0] == owner:
             del self._db.state.leases[plan_id]
 
-    async def live(self, plan_ids: list[str], now: datetime) -> set[str]:
-        leases = self._db.state.leases
+    async def live(self, plan_ids: list[str]) -> set[str]:
+        leases, now = self._db.state.leases, utc_now()
         return {p for p in plan_ids if p in leases and leases[p][1] >= now}
 
     async def holder(self, plan_id: str) -> str | None:
         held = self._db.state.leases.get(plan_id)
         return held[0] if held else None
 
-    def fence(self, st: State, plan_id: str, owner: str, now: datetime) -> None:
+    def fence(self, st: State, plan_id: str, owner: str) -> None:
         held = st.leases.get(plan_id)
         if held is None or held[0] != owner:
             raise LeaseLost(plan_id, owner)
-        st.leases[plan_id] = (owner, now + self.ttl)
+        st.leases[plan_id] = (owner, utc_now() + self.ttl)
 
 
 def _add_events(st: State, key: str, version: int, events: Sequence[OutgoingEvent],
@@ -583,7 +585,7 @@ class MemoryWriter:
     def _write(self, st: State, c: Changes, now: datetime) -> Written:
         plan_id = c.correction.plan_id
         if c.lease_owner is not None:
-            self._leases.fence(st, plan_id, c.lease_owner, now)
+            self._leases.fence(st, plan_id, c.lease_owner)
         cid = c.correction.correction_id
         held = st.corrections.get(cid)
         if c.expected_version is None:

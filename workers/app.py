@@ -26,6 +26,7 @@ from workers.logs import BROKER_LOGGER
 from workers.recovery import Sweeper
 from workers.relay import relay_loop
 from workers.runtime import Runtime, close_runtime, open_runtime
+from workers.webhooks import WebhookWorker
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +92,9 @@ async def start_consumers(runtime: Runtime, settings: Settings, broker: NatsBrok
     for puller in runtime.pullers:
         puller.metrics = runtime.metrics
         await puller.start()
+    runtime.webhooks = WebhookWorker(broker.connection, runtime.get_ledger().webhooks,
+                                     settings, runtime.worker_id, runtime.get_ledger().publisher)
+    await runtime.webhooks.start()
     runtime.consuming = True
     assert runtime.mongo is not None
     runtime.sampler = asyncio.create_task(runtime.metrics.sample_forever(
@@ -112,6 +116,8 @@ def start_background(runtime: Runtime, settings: Settings) -> None:
 
 
 async def stop_background(runtime: Runtime, settings: Settings) -> None:
+    if runtime.webhooks is not None:
+        await runtime.webhooks.stop()
     for task in (runtime.relay, runtime.sweep, runtime.sampler, runtime.judge):
         if task is not None:
             task.cancel()

@@ -38,6 +38,8 @@ def nats_options(settings: Settings, link: NatsLink) -> dict[str, Any]:
     `max_reconnect_attempts=-1`: never give up, whatever the outage lasts; the startup
     deadline is `connect_nats`'s, not nats-py's. Pings every 10 s notice a server that
     vanished without closing the socket within about 30 s instead of nats-py's 4 minutes.
+    The inbox prefix is the workers' principal's (clients.inbox), so the replies to their
+    pulls and requests reach them alone.
     """
     return {
         "max_reconnect_attempts": -1,
@@ -50,6 +52,7 @@ def nats_options(settings: Settings, link: NatsLink) -> dict[str, Any]:
         "reconnected_cb": link.on_reconnected,
         "closed_cb": link.on_closed,
         "security": broker_security(settings.nats_credentials),
+        "inbox_prefix": settings.nats_credentials.inbox_for(settings.nats_url),
     }
 
 

@@ -2,7 +2,11 @@
 one worker answers each request (both from the family's declaration).
 
 Read-only; every request is answered, with a DryRunReport or a DryRunError saying why
-there is none, never over the connection's payload limit.
+there is none, never over the connection's payload limit. Answered only to an inbox
+(`_INBOX…`): nats-server does not check a reply subject against the requester's
+permissions, and the workers may publish events, so a request naming
+`corrections.events.<plan>.applied` as its reply would otherwise have the report stored
+there as if it were an event.
 """
 
 from __future__ import annotations
@@ -78,7 +82,7 @@ async def start_dry_run(nc: Client, service: Service,
         if len(body) > nc.max_payload:
             body = _internal_error(msg.subject, f"the report is {len(body)} bytes, over the "
                                    f"{nc.max_payload}-byte payload limit")
-        if msg.reply:
+        if msg.reply and msg.reply.startswith("_INBOX"):
             try:
                 await msg.respond(body)
             except Exception as exc:

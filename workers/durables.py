@@ -3,7 +3,9 @@ family each one reads (contracts.families), and bringing an existing durable to 
 
 nats-py never updates an existing durable, so on start the durable is created, or
 updated to the configuration in code; fields the server cannot change are named in a
-warning and left as they are (recreating the durable would lose its position).
+warning and left as they are (recreating the durable would lose its position). A
+durable the workers re-created from where it stopped (workers.consumer_watch) starts by
+sequence: that is its declared start policy carried on, not a difference.
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ MUTABLE = ("description", "ack_wait", "max_deliver", "backoff", "max_ack_pending
            "inactive_threshold", "num_replicas", "sample_freq", "metadata")
 """Consumer fields an update may change (nats-server 2.10+); the others are immutable."""
 COMPARED = (*MUTABLE, "deliver_policy", "ack_policy", "replay_policy")
+WATCHED = tuple(f for f in COMPARED if f != "deliver_policy")
+"""What the running workers keep as declared (workers.consumer_watch): where a durable
+starts matters once, when it is created."""
 DELIVER = {Deliver.ALL: DeliverPolicy.ALL, Deliver.NEW: DeliverPolicy.NEW}
 
 
@@ -60,10 +65,13 @@ def consumer_config(family: MessageFamily, reader: Reader, settings: Settings
                             batch_size(reader, settings) * spec.pending_batches))
 
 
-def config_changes(have: ConsumerConfig, want: ConsumerConfig) -> dict[str, tuple[Any, Any]]:
+def config_changes(have: ConsumerConfig, want: ConsumerConfig,
+                   fields: tuple[str, ...] = COMPARED) -> dict[str, tuple[Any, Any]]:
     """The fields `want` sets that the existing consumer has otherwise."""
     out: dict[str, tuple[Any, Any]] = {}
-    for name in COMPARED:
+    if have.deliver_policy is DeliverPolicy.BY_START_SEQUENCE:
+        fields = tuple(f for f in fields if f != "deliver_policy")  # re-created by the workers
+    for name in fields:
         wanted, had = getattr(want, name, None), getattr(have, name, None)
         if wanted is None:
             continue
@@ -78,17 +86,22 @@ def config_changes(have: ConsumerConfig, want: ConsumerConfig) -> dict[str, tupl
     return out
 
 
-async def ensure_consumer(js: JetStreamContext, stream: str, want: ConsumerConfig) -> None:
-    """Create the durable, or update it to `want`; an immutable difference is logged."""
+async def ensure_consumer(js: JetStreamContext, stream: str, want: ConsumerConfig
+                          ) -> ConsumerConfig:
+    """Create the durable, or update it to `want`; an immutable difference is logged.
+    Returns the configuration it has now (what the running workers keep)."""
     durable = want.durable_name or ""
     try:
         info = await js.consumer_info(stream, durable)
     except NotFoundError:
         await js.add_consumer(stream, want)
-        return
+        return want
+    if info.config.deliver_policy is DeliverPolicy.BY_START_SEQUENCE:
+        want = dataclasses.replace(want, deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
+                                   opt_start_seq=info.config.opt_start_seq)
     changes = config_changes(info.config, want)
     if not changes:
-        return
+        return want
     fixed = {k: v for k, v in changes.items() if k not in MUTABLE}
     if fixed:
         log.warning("consumer %s on %s differs in fields the server cannot update: %s; "
@@ -101,3 +114,4 @@ async def ensure_consumer(js: JetStreamContext, stream: str, want: ConsumerConfi
         log.info("consumer %s on %s updated: %s", durable, stream,
                  ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in changes.items()
                            if k in MUTABLE))
+    return want

@@ -1,15 +1,24 @@
 """The fetches of a pull loop (workers.pull): they never raise, take what a pull
-delivered late, and top a batch up while the stream says more is waiting."""
+delivered late, top a batch up while the stream says more is waiting, and hand on only
+what the durable delivered on its family's subjects.
+
+A pull's inbox takes whatever is published to it (nats-server does not check a reply
+subject against the sender's permissions), so a message whose ack subject does not name
+this stream and durable, or whose subject is not the family's, is dropped unread and
+unanswered, logged once (clients._feed_guard). A failed fetch (the durable deleted under
+the loop answers like a busy server) makes the durable's watch look at once."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import nats.errors
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
+
+from clients._feed_guard import FeedGuard
 
 log = logging.getLogger(__name__)
 
@@ -48,13 +57,17 @@ class Fetcher:
     """One pull subscription's fetches, for batches of up to `batch_size`."""
 
     def __init__(self, sub: JetStreamContext.PullSubscription, batch_size: int,
-                 subject: str) -> None:
+                 subject: str, *, stream: str, durable: str,
+                 failed: Callable[[], None] = lambda: None) -> None:
         self._sub = sub
         self._batch_size = batch_size
         self._subject = subject
+        self._guard = FeedGuard(f"the {durable} puller", [subject], stream, durable)
+        self._failed = failed
+        self._failures = 0
 
     def delivered_late(self) -> list[Msg]:
-        return _delivered_late(self._sub)
+        return [m for m in _delivered_late(self._sub) if self._guard.accepts(m)]
 
     async def fill(self, msgs: list[Msg]) -> list[Msg]:
         """Top the batch up to batch_size while the stream says more is waiting.
@@ -84,14 +97,24 @@ class Fetcher:
         if n <= 0:
             return []
         try:
-            return await self._sub.fetch(n, timeout=timeout)
+            msgs = await self._sub.fetch(n, timeout=timeout)
         except (nats.errors.TimeoutError, TimeoutError):
             return []
         except (nats.errors.ConnectionClosedError, nats.errors.ConnectionReconnectingError):
             await asyncio.sleep(0.5)
             return []
-        except Exception:
-            # Never let the loop die: an unexpected error is logged and retried.
-            log.exception("fetch failed on %s; retrying", self._subject)
+        except Exception as exc:
+            # Never let the loop die: retried; the watch looks at the durable at once. The
+            # first of a run of failures is logged whole, the rest counted.
+            self._failed()
+            self._failures += 1
+            if self._failures == 1:
+                log.warning("fetch failed on %s (%s); retrying every second while the "
+                            "durable is checked", self._subject, type(exc).__name__)
             await asyncio.sleep(1.0)
             return []
+        if self._failures:
+            log.info("fetch on %s works again after %d failures", self._subject,
+                     self._failures)
+            self._failures = 0
+        return [m for m in msgs if self._guard.accepts(m)]

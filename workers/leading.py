@@ -18,10 +18,13 @@ Growing past one recorder means partitioning the subjects per plan
 
 A replica that cannot renew (the database is unreachable) keeps its puller until the
 lease it last renewed expires (its batches fail and are retried meanwhile, as with one
-worker), then stops; a standby may take over only after that expiry. Two recorders
-could overlap only if one's clock or process stalled past its expiry: harmless for the
-ledger (every write is idempotent; the overlap costs waits), unlike a standby that
-never takes over.
+worker), then stops; a standby may take over only after that expiry. The lease's expiry
+is the database server's clock (store.leases, ADR 0027), so replicas whose clocks
+disagree still agree on who holds it; the step-down counts the lease's length on this
+process's monotonic clock from just before the renewal was sent, which ends no later
+than the server's expiry. Two recorders could overlap only if one's process stalled
+past its expiry: harmless for the ledger (every write is idempotent; the overlap costs
+waits), unlike a standby that never takes over.
 """
 
 from __future__ import annotations
@@ -29,10 +32,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
-from contracts.shared.timestamps import utc_now
 from store.leases import Leases
 from workers.metrics import Metrics
 from workers.pull import BatchPuller
@@ -61,13 +64,18 @@ class LeadingPuller:
         self.durable = durable
         self.metrics: Metrics | None = None
         self._active: BatchPuller[Any] | None = None
-        self._valid_until = utc_now()
+        self._valid_until = time.monotonic()
         self._loop: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
 
     @property
     def leading(self) -> bool:
         return self._active is not None
+
+    @property
+    def problem(self) -> str | None:
+        """The active puller's durable's (workers.consumer_watch); a standby has none."""
+        return self._active.problem if self._active is not None else None
 
     @property
     def running(self) -> bool:
@@ -101,18 +109,18 @@ class LeadingPuller:
             await self._step()
 
     async def _step(self) -> None:
-        now = utc_now()
+        sent = time.monotonic()
         try:
-            held = await (self._locks.renew(self._role, self._owner, now) if self.leading
-                          else self._locks.acquire(self._role, self._owner, now))
+            held = await (self._locks.renew(self._role, self._owner) if self.leading
+                          else self._locks.acquire(self._role, self._owner))
         except Exception as exc:  # the database is unreachable: nothing is known
-            if self.leading and utc_now() >= self._valid_until:
+            if self.leading and time.monotonic() >= self._valid_until:
                 log.warning("cannot renew the %s lease (%s) and it has expired: recording "
                             "stops", self._role, type(exc).__name__)
                 await self._step_down()
             return
         if held:
-            self._valid_until = now + self._locks.ttl
+            self._valid_until = sent + self._locks.ttl.total_seconds()
         if held and not self.leading and not self._stopping.is_set():
             puller = self._make()
             puller.metrics = self.metrics

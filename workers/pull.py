@@ -1,25 +1,23 @@
 """A durable JetStream pull loop running the inbound pipeline (workers.inbound).
 
 Why not FastStream's `PullSub(batch=True)`: its loop waits for a full batch or the
-timeout (latency at low traffic), and nats-py raises `asyncio.TimeoutError` from one
-fetch path where FastStream only catches `nats.errors.TimeoutError`; FastStream's task
-supervisor restarts a crashed consume task once per distinct exception per hour, so
-the second such timeout silently stops consumption (faststream#1525). This loop takes
-one message when idle and a full batch under a backlog (it tops the batch up while the
-stream says more is waiting), treats every timeout as "nothing yet", and keeps going
-until stopped.
+timeout (latency at low traffic), and its task supervisor restarts a crashed consume
+task once per distinct exception per hour, so the second `asyncio.TimeoutError` (which
+nats-py raises from one fetch path, where FastStream catches only nats' own) silently
+stops consumption (faststream#1525). This loop takes one message when idle and a full
+batch under a backlog, treats every timeout as "nothing yet", and keeps going.
 
 Batches overlap in two ways: the next batch is read (CPU) while the previous one waits
 on the database, and a handler may `hand_off` a batch once its writes are committed,
 so the next one is decided while the first still publishes its events and settles its
 messages (at most IN_FLIGHT batches at once; the handler keeps their order).
 
-Around the loop: on start the durable is created or brought to its configuration
-(workers.durables); a batch whose `decide` raises while the servers answer is decided
-again message by message, so a message that makes its batch's write fail holds back no
-other; every batch in hand gets in-progress acks every ack_wait/3 until it is settled,
-so a live worker never has a message redelivered under it; and what exhausts its
-MaxDeliver is dead-lettered (workers.exhaustion).
+Around the loop: the durable is created or brought to its configuration, then watched
+(re-created from where it stopped if deleted or changed: workers.consumer_watch); a
+batch whose `decide` raises while the servers answer is decided again message by
+message, so a message that makes its batch's write fail holds back no other; every
+batch in hand gets in-progress acks every ack_wait/3 until it is settled; and what
+exhausts its MaxDeliver is dead-lettered (workers.exhaustion).
 """
 
 from __future__ import annotations
@@ -37,7 +35,7 @@ from nats.js.api import ConsumerConfig
 from bootstrap.setting_types import Retry
 from store.deliveries import DeliveryFailures
 from workers.batch import Batch
-from workers.durables import ensure_consumer
+from workers.consumer_watch import CHECK_EVERY, ConsumerWatch, stop_task, watch_durable
 from workers.exhaustion import Exhaustion
 from workers.failures import FailureLog
 from workers.fetch import LATE_GRACE, Fetcher
@@ -58,7 +56,8 @@ class BatchPuller(Generic[R]):
                  config: ConsumerConfig, batch_size: int, max_wait: float,
                  consumer: Handler[R], retry: Retry,
                  failures: DeliveryFailures | None = None,
-                 backoff_after_ack_wait: bool = True) -> None:
+                 backoff_after_ack_wait: bool = True, check_every: float = CHECK_EVERY
+                 ) -> None:
         """`backoff_after_ack_wait=False`: a message whose worker died comes back after
         the ack wait every time, instead of after the consumer's BackOff at its delivery
         count (see workers.recorder for why the recorder wants that)."""
@@ -86,13 +85,16 @@ class BatchPuller(Generic[R]):
         self._live: set[Batch[R]] = set()
         self._carry: list[Msg] = []
         self._stopping = asyncio.Event()
+        self._check_every = check_every
+        self.watch: ConsumerWatch | None = None
 
     @property
     def durable(self) -> str:
         return self._durable
 
     async def start(self) -> None:
-        await ensure_consumer(self._js, self._stream, self._config)
+        self.watch = await watch_durable(self._js, self._stream, self._config,
+                                         self._check_every)
         await self._exhaustion.start()
         self._sub = await self._js.pull_subscribe_bind(durable=self._durable,
                                                        stream=self._stream)
@@ -108,6 +110,11 @@ class BatchPuller(Generic[R]):
         """Started and its loop alive (what the readiness endpoint asks)."""
         return self._task is not None and not self._task.done()
 
+    @property
+    def problem(self) -> str | None:
+        """Why the durable is not as declared (missing, changed), or None."""
+        return self.watch.problem if self.watch is not None else None
+
     async def stop(self, timeout: float) -> None:
         """Finish the batch in hand (its acks included), then stop fetching."""
         self._stopping.set()
@@ -115,13 +122,10 @@ class BatchPuller(Generic[R]):
             try:
                 await asyncio.wait_for(asyncio.shield(self._task), timeout)
             except TimeoutError:
-                self._task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await self._task
-        if self._beat is not None:
-            self._beat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._beat
+                await stop_task(self._task)
+        await stop_task(self._beat)
+        if self.watch is not None:
+            await self.watch.stop()
         await self._exhaustion.stop()
         if self._sub is not None:
             # Unsubscribed, so the connection's drain does not wait on an idle pull inbox.
@@ -129,7 +133,9 @@ class BatchPuller(Generic[R]):
                 await self._sub.unsubscribe()
 
     async def _run(self, sub: JetStreamContext.PullSubscription) -> None:
-        fetcher = Fetcher(sub, self._batch_size, self._subject)
+        assert self.watch is not None
+        fetcher = Fetcher(sub, self._batch_size, self._subject, stream=self._stream,
+                          durable=self._durable, failed=self.watch.poke)
         # Batches being decided, oldest first: at most IN_FLIGHT, and only the newest may
         # not have handed off yet.
         flight: list[tuple[Batch[R], asyncio.Task[None]]] = []
@@ -150,8 +156,8 @@ class BatchPuller(Generic[R]):
                 if not first:
                     continue
                 msgs = first if self._stopping.is_set() else await fetcher.fill(first)
-                # A fetch can return more than asked (what an earlier pull delivered
-                # late comes with it): the rest starts the next batch.
+                # A fetch can return more than asked (a pull's late deliveries): the rest
+                # starts the next batch.
                 msgs, self._carry = msgs[:self._batch_size], msgs[self._batch_size:]
                 # Read while the previous batch is still committing: the database and
                 # this process work at the same time instead of taking turns.

@@ -18,7 +18,9 @@ log = logging.getLogger(__name__)
 
 
 def readiness(runtime: Runtime, link: NatsLink) -> Readiness:
-    """Ready: NATS connected, MongoDB answered a ping lately, every consumer pulling."""
+    """Ready: NATS connected, MongoDB answered a ping lately, every consumer pulling from
+    its durable as declared (one deleted or changed under it fails the check until it is
+    re-created and seen back: workers.consumer_watch)."""
 
     def nats_check() -> str | None:
         return link.problem()
@@ -32,7 +34,10 @@ def readiness(runtime: Runtime, link: NatsLink) -> Readiness:
         if not runtime.consuming:
             return "not started" if not runtime.pullers else "stopping"
         stopped = sum(not p.running for p in runtime.pullers)
-        return f"{stopped} of {len(runtime.pullers)} stopped" if stopped else None
+        if stopped:
+            return f"{stopped} of {len(runtime.pullers)} stopped"
+        problems = [p.problem for p in runtime.pullers if p.problem]
+        return "; ".join(problems)[:500] if problems else None
 
     return Readiness({"nats": nats_check, "mongodb": mongo_check,
                       "consumers": consumers_check})

@@ -5,7 +5,9 @@ Two things a SIGKILLed worker leaves:
 - its open MongoDB transactions, which hold their write locks until the server gives
   up on them (60 s): every tick this worker renews its own heartbeat and ends the
   sessions of workers whose heartbeat expired (store.workers), so a redelivered batch
-  or a resumed correction finds its documents free;
+  or a resumed correction finds its documents free. Heartbeats and leases expire by the
+  database server's clock (ADR 0027), so a worker whose clock is off is neither taken
+  for dead nor takes the live for dead;
 - its corrections (below).
 
 A driver holds its plan's lease while it works and renews it; a SIGKILLed driver
@@ -27,7 +29,6 @@ import logging
 from collections.abc import Callable
 
 from bootstrap.settings import Settings
-from contracts.shared.timestamps import utc_now
 from services.corrections.service import CorrectionService
 from store.workers import WorkerRegistry
 
@@ -64,9 +65,8 @@ class Sweeper:
         """Renew this worker's heartbeat; end the sessions of workers that stopped."""
         if self._registry is None:
             return []
-        now = utc_now()
-        await self._registry.heartbeat(now)
-        return await self._registry.reap(now)
+        await self._registry.heartbeat()
+        return await self._registry.reap()
 
     async def sweep_once(self) -> list[str]:
         """Start a drive for every orphaned plan not already being driven here."""

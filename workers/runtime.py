@@ -29,7 +29,6 @@ from bootstrap.reachability import (
 )
 from bootstrap.settings import Settings
 from contracts.shared.ids import new_id
-from contracts.shared.timestamps import utc_now
 from contracts.shared.urls import redact
 from services.corrections.service import CorrectionService
 from services.invariants import InvariantService
@@ -50,6 +49,7 @@ from workers.readiness import readiness, start_health
 from workers.recovery import Sweeper
 from workers.stream_config import limits_for
 from workers.streams import StreamRefused, ensure_streams
+from workers.webhooks import WebhookWorker
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +75,7 @@ class Runtime:
     sweep: asyncio.Task[None] | None = None
     metrics: Metrics = field(default_factory=Metrics)
     sampler: asyncio.Task[None] | None = None
+    webhooks: WebhookWorker | None = None
 
     def get_ledger(self) -> Ledger:
         assert self.ledger is not None, "the app has not started"
@@ -125,6 +126,7 @@ async def open_runtime(runtime: Runtime, settings: Settings, broker: NatsBroker,
     await require_replica_set(store, settings.mongodb_uri,
                               allow_standalone=settings.allow_standalone_mongodb)
     await store.ensure_indexes()
+    await store.webhooks.ensure_indexes()
     await connect_nats(broker.connect, link, settings.connect_timeout_seconds)
     await prepare_streams(broker, settings)
     runtime.mongo_watch = MongoWatch(store, settings.mongodb_uri,
@@ -135,7 +137,7 @@ async def open_runtime(runtime: Runtime, settings: Settings, broker: NatsBroker,
     # Every transaction's session is noted first, so if this process dies inside one,
     # another worker can end it at once (store.workers).
     store.note_sessions(runtime.registry.register)
-    await runtime.registry.heartbeat(utc_now())
+    await runtime.registry.heartbeat()
     if settings.artifacts_root is None:
         log.warning("archiving is off: ARTIFACTS_ROOT is unset, so a revert's archive lists "
                     "the artifacts in its manifest and copies none")

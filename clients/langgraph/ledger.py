@@ -24,6 +24,7 @@ from clients.langgraph.state import (
 from clients.recorder import DecisionRecorder
 from clients.recording_errors import StaleBranchError
 from clients.resume import ResumeSubscription
+from clients.telemetry import invoke_agent
 from contracts.corrections.resume import ResumeInstruction
 from contracts.corrections.states import CorrectionMode
 from contracts.shared.ids import new_id
@@ -93,16 +94,19 @@ class GraphLedger(NodeRecording):
         """
         plan_id = plan_id or new_id()
         thread_id = thread_id or plan_id
-        root = await self.recorder.root(
-            prompt, plan_id=plan_id, chosen_option=chosen_option, project=project,
-            action_template=action_template,
-            context=snapshot(prompt) if context is None else context)
-        if self._confirm:
-            await self.recorder.wait_persisted(root, timeout=self._confirm_timeout)
-        config = thread_config(thread_id)
-        start: LedgerPointer = {"plan_id": root.plan_id, "decision_id": root.decision_id}
-        async with self._threads.hold(thread_id):
-            values = await self.graph.ainvoke({**(inputs or {}), LEDGER_KEY: start}, config)
+        # The run is the plan's invoke_agent span (clients.telemetry), the graph its agent.
+        with invoke_agent(plan_id, agent={"name": self.graph.name}):
+            root = await self.recorder.root(
+                prompt, plan_id=plan_id, chosen_option=chosen_option, project=project,
+                action_template=action_template,
+                context=snapshot(prompt) if context is None else context)
+            if self._confirm:
+                await self.recorder.wait_persisted(root, timeout=self._confirm_timeout)
+            config = thread_config(thread_id)
+            start: LedgerPointer = {"plan_id": root.plan_id, "decision_id": root.decision_id}
+            async with self._threads.hold(thread_id):
+                values = await self.graph.ainvoke({**(inputs or {}), LEDGER_KEY: start},
+                                                  config)
         return Run(root=root, thread_id=thread_id, config=config, values=dict(values))
 
     async def resume(self, instruction: ResumeInstruction) -> Resumed:
@@ -116,15 +120,22 @@ class GraphLedger(NodeRecording):
         Raises UnresumableInstruction when there is nothing to go back to,
         StaleBranchError when a later correction superseded the branch.
         """
-        if instruction.mode is CorrectionMode.REVERT:
-            thread_id, checkpoint_id = parse_checkpoint_ref(instruction.target.actor_state_ref)
+        # A resumed run is an invoke_agent of the plan it records into (the corrected
+        # plan, or the child plan of an append), in the corrected plan's conversation.
+        at = instruction.resume_at.plan_id
+        seen = getattr(self.recorder, "conversation_of", None)  # none in a unit test's stub
+        with invoke_agent(at, conversation_id=seen(instruction.plan_id) if seen else None,
+                          agent={"name": self.graph.name}):
+            if instruction.mode is CorrectionMode.REVERT:
+                thread_id, checkpoint_id = parse_checkpoint_ref(
+                    instruction.target.actor_state_ref)
+                async with self._threads.hold(thread_id):
+                    return await fork(self.graph, self._checkpointer, instruction,
+                                      thread_id, checkpoint_id)
+            thread_id = self._child_thread(instruction)
             async with self._threads.hold(thread_id):
-                return await fork(self.graph, self._checkpointer, instruction, thread_id,
-                                  checkpoint_id)
-        thread_id = self._child_thread(instruction)
-        async with self._threads.hold(thread_id):
-            return await child(self.graph, self._checkpointer, instruction, thread_id,
-                               self._child_input)
+                return await child(self.graph, self._checkpointer, instruction, thread_id,
+                                   self._child_input)
 
     # --- subscribing ------------------------------------------------------------------
 

@@ -55,12 +55,16 @@ def _command(prefix: str, body: type[BaseModel], durable: str, *, sent_by: str,
                         consumer=consumer),))
 
 
+ABOUT_CORRECTION = "plan/{plan_id}/correction/{correction_id}"
+
+
 def _event(prefix: str, body: type[BaseModel], *, msg_id: str, description: str,
-           readers: tuple[Reader, ...] = ()) -> MessageFamily:
+           event_type: str, readers: tuple[Reader, ...] = (),
+           about: str = ABOUT_CORRECTION) -> MessageFamily:
     return MessageFamily(
         prefix, body, Direction.EVENT, CORRECTIONS, msg_id=msg_id, description=description,
         publishers=(Publisher(Role.WORKER, "the correction workers (services.corrections)"),),
-        readers=readers)
+        readers=readers, event_type=event_type, about=about)
 
 
 def _waits_for(command: str) -> Reader:
@@ -121,39 +125,44 @@ RETRY = _command(
 
 EVENTS = _event(
     f"{subjects.EVENTS_PREFIX}.{{plan_id}}.{{status}}", CorrectionTransitioned,
+    event_type="correction.{status}",
     msg_id="<correction_id>:<status>, or <correction_id>:<status>:r<round> after an "
     "operator's retry",
     description="One per lifecycle transition, exactly once, in order per correction. "
     "Lists carry their first 100 IDs and a count, so an event stays far under the payload "
     "limit. Subscribe e.g. corrections.events.*.applied.",
     readers=(
-        Reader(Role.OPERATOR, Via.ORDERED, "CorrectionClient.follow and wait_for_outcome "
+        Reader(Role.OPERATOR, Via.REPLAY, "CorrectionClient.follow and wait_for_outcome "
                "(agents plan correct --wait, the console)"),
         Reader(Role.OPERATOR, Via.CORE, "agents correction cancel | fail | retry wait for "
                "the outcome; the console's live view (console.live)"),
         Reader(Role.SUBSCRIBER, Via.DURABLE, "outcomes (clients.subscriber): a durable "
-               "named by the subscriber", durable="{name}"),
+               "the subscriber declares", durable="{consumer}"),
     ))
 
 ATTEMPTS = _event(
     f"{subjects.ATTEMPTS_PREFIX}.{{plan_id}}.{{state}}", AttemptTransitioned,
+    event_type="correction.attempt.{state}",
     msg_id="attempt:<attempt_id>:<state>",
     description="One per attempt state change.")
 
 CANCEL_REFUSED = _event(
     f"{subjects.CANCEL_REFUSED_PREFIX}.{{plan_id}}", CancelRefused,
+    event_type="correction.cancel_refused",
     msg_id="cancel_refused:<correction_id>:<status met, or missing>",
     description="A cancel that came too late (or named no correction of the plan).",
     readers=(_waits_for("cancel"),))
 
 REJECTED = _event(
     f"{subjects.REJECTED_PREFIX}.{{plan_id}}", CorrectionRejected,
+    event_type="correction.rejected", about="plan/{plan_id}",
     msg_id="correction_rejected:<stream seq>",
     description="An unreadable request or command, kept in dead_letters; plan_id "
     "'unknown' when unreadable.")
 
 FAIL_REFUSED = _event(
     f"{subjects.FAIL_REFUSED_PREFIX}.{{plan_id}}", FailRefused,
+    event_type="correction.fail_refused",
     msg_id="fail_refused:<correction_id>:<status met, or missing>",
     description="An operator's fail of a correction that is not analyzing or executing "
     "(or of no correction of the plan).",
@@ -161,6 +170,7 @@ FAIL_REFUSED = _event(
 
 RETRY_REFUSED = _event(
     f"{subjects.RETRY_REFUSED_PREFIX}.{{plan_id}}", RetryRefused,
+    event_type="correction.retry_refused",
     msg_id="retry_refused:<correction_id>:<status met, or missing>:<round>",
     description="An operator's retry of a correction that is not failed (or of no "
     "correction of the plan), or whose target can no longer be corrected.",
@@ -168,6 +178,7 @@ RETRY_REFUSED = _event(
 
 RESUME = _event(
     f"{subjects.RESUME_PREFIX}.{{plan_id}}", ResumeInstruction,
+    event_type="correction.resume",
     msg_id="resume:<correction_id>",
     description="Where the plan's runtime goes on, once per applied correction, in the "
     "stream (a runtime that was down gets it when it comes back). revert: go back to "
@@ -175,8 +186,9 @@ RESUME = _event(
     "append: run the child plan, its decisions under resume_at (the child's root). "
     "plan_id is the corrected plan. Client: DecisionRecorder.on_resume (docs/clients.md).",
     readers=(Reader(Role.AGENT, Via.DURABLE, "DecisionRecorder.on_resume (clients.resume): "
-                    "resume-<plan_id> for one plan, else a durable the runtime names",
-                    durable="resume-{plan_id}"),))
+                    "the runtime's own resume_<principal>", durable="resume_{principal}"),
+             Reader(Role.AGENT, Via.DURABLE, "DecisionRecorder.on_resume (clients.resume) "
+                    "with a durable the runtime declares", durable="{consumer}")))
 
 FAMILIES = (REQUESTED, DRYRUN, CANCEL, FAIL, RETRY, EVENTS, ATTEMPTS, CANCEL_REFUSED,
             REJECTED, FAIL_REFUSED, RETRY_REFUSED, RESUME)

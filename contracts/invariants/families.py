@@ -39,7 +39,8 @@ VIOLATIONS = MessageFamily(
 
 EVENTS = MessageFamily(
     f"{subjects.EVENTS_PREFIX}.{{plan_id}}.{{what}}", ViolationEvent, Direction.EVENT,
-    INVARIANTS, msg_id="violation:<violation_id>:<what>",
+    INVARIANTS, msg_id="violation:<violation_id>:<what>", event_type="invariant.{what}",
+    about="plan/{plan_id}/violation/{violation.violation_id}",
     description="INVARIANT_VIOLATED on .violated when a report is stored, "
     "INVARIANT_VIOLATION_RESOLVED on .resolved when an operator resolves it; exactly once "
     "each.",
@@ -51,14 +52,14 @@ EVENTS = MessageFamily(
     ),
     readers=(
         Reader(Role.OPERATOR, Via.CORE, "the console's live view (console.live)"),
-        Reader(Role.SUBSCRIBER, Via.DURABLE, "a subscriber's own durable feed",
-               durable="{name}"),
+        Reader(Role.SUBSCRIBER, Via.DURABLE, "a durable feed the subscriber declares",
+               durable="{consumer}"),
     ),
 )
 
 REJECTED = MessageFamily(
     f"{subjects.REJECTED_PREFIX}.{{plan_id}}", ViolationRejected, Direction.EVENT,
-    INVARIANTS, msg_id="rejected:<stream seq>",
+    INVARIANTS, msg_id="rejected:<stream seq>", event_type="invariant.rejected",
     description="A violation report that will never be stored, kept in dead_letters; "
     "plan_id 'unknown' when unreadable.",
     publishers=(Publisher(Role.WORKER, "the violations consumer"),),

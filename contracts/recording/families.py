@@ -14,8 +14,8 @@ DECISIONS = Stream(
     "events.")
 
 WAIT_PERSISTED = Reader(
-    Role.AGENT, Via.ORDERED, "DecisionRecorder.wait_persisted (clients.recorder): an "
-    "ordered consumer over the plan's decisions.*.<plan_id>")
+    Role.AGENT, Via.REPLAY, "DecisionRecorder.wait_persisted (clients.recorder): the "
+    "plan's decisions.*.<plan_id> read by sequence from the decision's own")
 
 RECORDED = MessageFamily(
     f"{subjects.RECORDED_PREFIX}.{{plan_id}}", Decision, Direction.INBOUND, DECISIONS,
@@ -44,7 +44,8 @@ RECORDED = MessageFamily(
 
 PERSISTED = MessageFamily(
     f"{subjects.PERSISTED_PREFIX}.{{plan_id}}", DecisionPersisted, Direction.EVENT, DECISIONS,
-    msg_id="persisted:<decision_id>",
+    msg_id="persisted:<decision_id>", event_type="decision.persisted",
+    about="plan/{plan_id}/decision/{decision_id}",
     description="One per recorded decision, after its write committed (also for the "
     "decisions a correction writes, from its outbox).",
     publishers=(Publisher(Role.WORKER, "the recorder, and the correction driver's outbox"),),
@@ -64,7 +65,7 @@ PERSISTED = MessageFamily(
 
 REJECTED = MessageFamily(
     f"{subjects.REJECTED_PREFIX}.{{plan_id}}", DecisionRejected, Direction.EVENT, DECISIONS,
-    msg_id="rejected:<stream seq>",
+    msg_id="rejected:<stream seq>", event_type="decision.rejected",
     description="One per rejected message (plan_id 'unknown' when unreadable); the "
     "message is kept in the dead_letters collection.",
     publishers=(Publisher(Role.WORKER, "the recorder"),),

@@ -29,6 +29,9 @@ TOKENS: dict[str, str] = {
               "executing, applied, failed, cancelled).",
     "state": "The attempt's state after the change (pending, executing, complete, failed).",
     "what": "violated or resolved.",
+    "webhook_id": "The webhook subscription's ULID.",
+    "outcome": "What became of a webhook delivery (delivered, dead_lettered).",
+    "change": "What an operator did to a webhook (added, removed).",
 }
 """Every token a subject pattern may hold, with what it carries (the document says it)."""
 
@@ -65,6 +68,16 @@ class MessageFamily:
     readers: tuple[Reader, ...]
     replies: tuple[type[BaseModel], ...] = ()
     """The bodies a request is answered with (request-reply only)."""
+    event_type: str | None = None
+    """An event's CloudEvents type stem, `{token}`s allowed (`correction.{status}`):
+    contracts.shared.cloudevents makes `io.decision-ledger.<stem>.v<version>` of it.
+    None: the family's name (a new event family gets a type without saying one)."""
+    about: str = "plan/{plan_id}"
+    """An event's CloudEvents subject: subject tokens, else body fields (dotted for a
+    nested one), e.g. `plan/{plan_id}/correction/{correction_id}`."""
+    version: int = 1
+    """The body's schema version: in the CloudEvents type and its dataschema. Raised
+    when a change would break a reader of the previous body."""
 
     def __post_init__(self) -> None:
         unknown = [t for t in self.tokens if t not in TOKENS]

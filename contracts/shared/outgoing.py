@@ -7,7 +7,8 @@ decided is what makes a republished copy a duplicate JetStream drops.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,6 +20,10 @@ class OutgoingEvent:
     msg_id: str
     headers: tuple[tuple[str, str], ...] = ()
     """Headers besides the Nats-Msg-Id: the trace context of what the event is about."""
+    time: datetime | None = field(default=None, compare=False)
+    """When the event was decided (the outbox's row time, for a republished one): its
+    CloudEvents `ce-time`. None: when it is published. Not part of the event's identity
+(a stored and a republished copy are equal)."""
 
 
 @dataclass(frozen=True, slots=True)

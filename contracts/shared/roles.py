@@ -1,12 +1,14 @@
 """Who may publish a message family and who may read it, and how (contracts.shared.families).
 
-Roles are what nats-server enforces today (one user per role). Each reader says how it
-reads (its own durable consumer, an ordered consumer, a core subscription, or as the
-responder of a request) and, for a durable, the consumer's name: a fixed name (the
-workers' `recorder`), or a pattern whose tokens the reader fills in. A `{principal}`
-token is known when permissions are written, so a permission can name that principal's
-consumers alone; any other token (`{plan_id}`, `{name}`) is chosen at run time, so the
-permission can only say "any name" (`*`). Pure data: no I/O.
+nats-server enforces it per user: one user per principal of the principals file (or one
+per role, for password users). Each reader says how it reads (its own durable consumer,
+a replay of the stream by sequence, a core subscription, or as the responder of a
+request) and, for a durable, the consumer's name: a fixed name (the workers'
+`recorder`), or a pattern naming whose it is. NATS permissions match whole subject
+tokens, never parts of one, so a consumer can only be owned by its exact name, written
+when the permissions are: `{principal}` is the reading principal's name
+(`resume_{principal}`), `{consumer}` any name the principal declares it owns (its
+`consumers` in the principals file). Pure data: no I/O.
 """
 
 from __future__ import annotations
@@ -16,7 +18,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 PRINCIPAL = "principal"
-"""The durable-name token a permission can fill in: the reader's own principal."""
+"""The durable-name token filled in with the reading principal's name."""
+CONSUMER = "consumer"
+"""The durable-name token standing for each name the principal declares it owns."""
+NAME_TOKENS = (PRINCIPAL, CONSUMER)
 
 
 class Role(StrEnum):
@@ -41,14 +46,12 @@ class Grant(StrEnum):
 
     MANAGE_STREAMS = "manage_streams"
     INSPECT_STREAMS = "inspect_streams"
-    TEND_CONSUMERS = "tend_consumers"
 
 
 GRANT_DOCS: dict[Grant, str] = {
     Grant.MANAGE_STREAMS: "create, update, purge and delete the streams and any consumer",
     Grant.INSPECT_STREAMS: "list the streams and their consumers with their lag, read one "
     "message by its sequence (agents status; what a dead letter names)",
-    Grant.TEND_CONSUMERS: "delete a consumer someone left behind (never the workers')",
 }
 
 
@@ -56,9 +59,12 @@ class Via(StrEnum):
     """How a reader reads a family."""
 
     DURABLE = "durable"
-    """A durable pull consumer the reader owns: it creates, reads, acks and deletes it."""
-    ORDERED = "ordered"
-    """An ephemeral ordered consumer (a replay, then what follows), gone when done."""
+    """A durable pull consumer the reader owns (by its name): it creates it with one
+    filter within the family, reads, acks and deletes it."""
+    REPLAY = "replay"
+    """The stream's messages read one by one by sequence (`STREAM.MSG.GET` with
+    `next_by_subj`), woken by a core subscription to the family: no consumer at all, so
+    nothing to create that another's consumer could be mistaken for."""
     CORE = "core"
     """A core subscription: what is published while it listens, no acknowledgement."""
     RESPONDER = "responder"
@@ -132,6 +138,12 @@ class Reader:
             raise ValueError("only the workers' durables carry a consumer spec")
         if self.via is Via.RESPONDER and not self.queue:
             raise ValueError("a responder answers in a queue group")
+        unknown = [t for t in tokens(self.durable or "") if t not in NAME_TOKENS]
+        if unknown or "." in (self.durable or "") or (self.role is Role.WORKER
+                                                       and tokens(self.durable or "")):
+            raise ValueError(f"durable {self.durable!r}: one subject token, owned by being "
+                             f"written out, so its only tokens are {NAME_TOKENS} (none for "
+                             "workers)")
 
     @property
     def fixed_durable(self) -> bool:

@@ -45,6 +45,7 @@ def step_span(c: Correction) -> Iterator[None]:
     parent = propagate.extract(c.trace_context) if c.trace_context else None
     with _tracer.start_as_current_span(
             f"correction {c.status.value}", context=parent, attributes={
+                "gen_ai.conversation.id": c.plan_id,
                 "ledger.correction_id": c.correction_id, "ledger.plan_id": c.plan_id,
                 "ledger.decision_id": c.decision_id, "ledger.mode": c.mode.value}):
         yield
@@ -67,7 +68,7 @@ class PlanRunner:
 
         False if another runner holds the plan's lease (it will do the work)."""
         owner = self._owner()
-        if not await self._store.leases.acquire(plan_id, owner, self._clock()):
+        if not await self._store.leases.acquire(plan_id, owner):
             return False
         async with self._holding(plan_id, owner):
             # Read again after each one: a request recorded meanwhile takes its place
@@ -82,7 +83,7 @@ class PlanRunner:
         v = await self._writes.get(correction_id)
         owner = self._owner()
         plan_id = v.correction.plan_id
-        if not await self._store.leases.acquire(plan_id, owner, self._clock()):
+        if not await self._store.leases.acquire(plan_id, owner):
             raise PlanBusy(plan_id)
         async with self._holding(plan_id, owner):
             return await self._advance(correction_id, owner)
@@ -108,7 +109,7 @@ class PlanRunner:
         while True:
             await asyncio.sleep(every)
             try:
-                if not await self._store.leases.renew(plan_id, owner, self._clock()):
+                if not await self._store.leases.renew(plan_id, owner):
                     log.warning("lease on plan %s lost by %s; its next commit will fail",
                                 plan_id, owner)
                     return
@@ -122,7 +123,7 @@ class PlanRunner:
         plans = await self._store.corrections.plans_with_unfinished()
         if not plans:
             return []
-        live = await self._store.leases.live(plans, self._clock())
+        live = await self._store.leases.live(plans)
         return [p for p in plans if p not in live]
 
     async def _advance(self, correction_id: str, owner: str) -> Correction:

@@ -51,22 +51,24 @@ class CorrectionCommits(Protocol):
 
 
 class PlanLeases(Protocol):
-    """One runner at a time per plan: a lease that expires unless renewed."""
+    """One runner at a time per plan: a lease that expires unless renewed. Its clock is
+    the store's (the database server's, ADR 0027), never the caller's: no method takes
+    a time."""
 
     @property
     def ttl(self) -> timedelta: ...
 
-    async def acquire(self, plan_id: str, owner: str, now: datetime) -> bool:
+    async def acquire(self, plan_id: str, owner: str) -> bool:
         """True if `owner` now holds it (it was free, expired, or already theirs)."""
         ...
 
-    async def renew(self, plan_id: str, owner: str, now: datetime) -> bool:
+    async def renew(self, plan_id: str, owner: str) -> bool:
         """False once the lease is no longer `owner`'s."""
         ...
 
     async def release(self, plan_id: str, owner: str) -> None: ...
 
-    async def live(self, plan_ids: list[str], now: datetime) -> set[str]:
+    async def live(self, plan_ids: list[str]) -> set[str]:
         """Which of these plans have a lease that has not expired."""
         ...
 

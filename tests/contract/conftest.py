@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -28,6 +29,7 @@ from tests.factories import decision, root
 from tests.memory_store import MemoryStore
 
 LEASE_SECONDS = 5.0
+LONG_AGO = datetime(2000, 1, 1, tzinfo=UTC)
 
 
 @dataclass
@@ -40,6 +42,9 @@ class Backend:
     raw: Any
     """The concrete store, for the reads beyond the ports (in_sequence, holder, count)."""
     load: Callable[[Sequence[Decision]], Awaitable[list[Decision]]]
+    expire_lease: Callable[[str], Awaitable[None]]
+    """Make a plan's lease run out now, as its holder's silence would after the TTL: the
+    lease's clock is the store's own, which a test cannot move."""
 
 
 @pytest.fixture(params=[pytest.param("memory", marks=pytest.mark.unit),
@@ -48,8 +53,14 @@ def b(request: pytest.FixtureRequest) -> Backend:
     """The backend under test (short: every test of the suite takes it)."""
     if request.param == "memory":
         m = MemoryStore(lease_seconds=LEASE_SECONDS)
-        return Backend("memory", m, m, m.decisions, m, m, m.load_plan)
+
+        async def expire_in_memory(plan_id: str) -> None:
+            owner, _ = m.db.state.leases[plan_id]
+            m.db.state.leases[plan_id] = (owner, LONG_AGO)
+
+        return Backend("memory", m, m, m.decisions, m, m, m.load_plan, expire_in_memory)
     # Only the mongo half starts a server (and imports the driver).
+    from store.database import PLAN_LOCKS  # noqa: PLC0415
     from store.mongo_store import MongoStore  # noqa: PLC0415
     from tests.bulk import load_plan  # noqa: PLC0415
 
@@ -59,7 +70,10 @@ def b(request: pytest.FixtureRequest) -> Backend:
     async def load(decisions: Sequence[Decision]) -> list[Decision]:
         return await load_plan(db, decisions)
 
-    return Backend("mongo", ms, ms, ms.recorder, ms, ms, load)
+    async def expire_in_mongo(plan_id: str) -> None:
+        await db[PLAN_LOCKS].update_one({"_id": plan_id}, {"$set": {"expires_at": LONG_AGO}})
+
+    return Backend("mongo", ms, ms, ms.recorder, ms, ms, load, expire_in_mongo)
 
 
 def d(plan_id: str, parent: str | None, kind: str = "strategy_choice",

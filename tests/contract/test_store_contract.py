@@ -140,14 +140,16 @@ async def test_an_attempt_changes_only_from_the_state_it_was_read_in(b: Backend)
 async def test_a_plan_lease_has_one_holder_until_it_expires(b: Backend) -> None:
     leases, plan = b.store.leases, new_id()
     assert leases.ttl == timedelta(seconds=5)
-    assert await leases.acquire(plan, "a", NOW)
-    assert await leases.acquire(plan, "a", NOW)  # its own again
-    assert not await leases.acquire(plan, "b", NOW + timedelta(seconds=4))
-    assert await leases.live([plan, new_id()], NOW) == {plan}
-    assert await leases.renew(plan, "a", NOW + timedelta(seconds=4))
-    assert not await leases.acquire(plan, "b", NOW + timedelta(seconds=8))  # renewed
-    assert await leases.acquire(plan, "b", NOW + timedelta(seconds=10))  # expired: taken
-    assert not await leases.renew(plan, "a", NOW + timedelta(seconds=10))
+    assert await leases.acquire(plan, "a")
+    assert await leases.acquire(plan, "a")  # its own again
+    assert not await leases.acquire(plan, "b")
+    assert await leases.live([plan, new_id()]) == {plan}
+    assert await leases.renew(plan, "a")
+    assert not await leases.acquire(plan, "b")  # renewed
+    await b.expire_lease(plan)
+    assert await leases.live([plan]) == set()
+    assert await leases.acquire(plan, "b")  # expired: taken
+    assert not await leases.renew(plan, "a")
     await leases.release(plan, "a")  # not a's to release
     assert await b.raw.leases.holder(plan) == "b"
     await leases.release(plan, "b")
@@ -158,10 +160,11 @@ async def test_a_step_commits_only_under_its_lease(b: Backend) -> None:
     tree = await chain(b)
     c = await pending(b, tree)
     plan = tree[0].plan_id
-    assert await b.store.leases.acquire(plan, "runner", NOW)
+    assert await b.store.leases.acquire(plan, "runner")
     analyzing = c.transition(S.ANALYZING, NOW)
     await b.store.writer.commit(Changes(analyzing, 1, lease_owner="runner"), NOW)
-    assert await b.store.leases.acquire(plan, "successor", NOW + timedelta(seconds=6))
+    await b.expire_lease(plan)
+    assert await b.store.leases.acquire(plan, "successor")
     with pytest.raises(LeaseLost):
         await b.store.writer.commit(Changes(analyzing.transition(S.CANCELLED, NOW), 2,
                                             lease_owner="runner", events=[event("x")]), NOW)

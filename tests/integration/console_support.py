@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import nats
 import pytest
@@ -37,23 +38,33 @@ class Console:
 
 @asynccontextmanager
 async def serve_console(db: AsyncDatabase[Document], nc: nats.NATS,
-                        token: str | None = None) -> AsyncIterator[Console]:
-    deps = deps_over(MongoStore(db), nc)
+                        token: str | None = None, *,
+                        connect: Callable[[ConsoleConfig], AbstractAsyncContextManager[Deps]]
+                        | None = None, **config_fields: Any) -> AsyncIterator[Console]:
+    """`connect(config)` opens the Deps (default: over the test's store and connection);
+    `config_fields` go to ConsoleConfig (hosts, principal)."""
+    config = ConsoleConfig(port=free_port(), token=token, **config_fields)
+    opened: list[Deps] = []
 
     @asynccontextmanager
-    async def connect() -> AsyncIterator[Deps]:
-        yield deps
+    async def over_test_store() -> AsyncIterator[Deps]:
+        yield deps_over(MongoStore(db), nc)
 
-    config = ConsoleConfig(port=free_port(), token=token)
+    @asynccontextmanager
+    async def opening() -> AsyncIterator[Deps]:
+        async with (connect(config) if connect else over_test_store()) as deps:
+            opened.append(deps)
+            yield deps
+
     stop = asyncio.Event()
     ready = asyncio.Event()
-    task = asyncio.create_task(run_console(config, connect, stop, ready.set))
+    task = asyncio.create_task(run_console(config, opening, stop, ready.set))
     waiter = asyncio.create_task(ready.wait())
     await asyncio.wait({task, waiter}, timeout=10, return_when=asyncio.FIRST_COMPLETED)
     if task.done():
         task.result()
     try:
-        yield Console(config.url.rstrip("/"), deps)
+        yield Console(config.url.rstrip("/"), opened[0])
     finally:
         stop.set()
         await asyncio.wait_for(task, 10)

@@ -1,15 +1,19 @@
-"""deploy/nats-auth.conf enforced by a real nats-server: what each role may and may not do.
+"""deploy/nats-auth.conf (one password user per role) enforced by a real nats-server:
+what each role may and may not do.
 
 Each forbidden publish, subscribe and stream operation is refused by the server (nats-py
 hands its `-ERR 'Permissions Violation ...'` to `error_cb`; a refused JetStream API
 request then times out, since its request never reached JetStream), and each allowed one
 works. The end-to-end test runs the workers and the three client libraries, each as its
-own user, and finds no violation in the server's log.
+own user, and finds no violation in the server's log. Every role connects with its own
+inbox prefix (`_INBOX_<role>`, what the clients derive from the user's name). The
+per-principal file is attacked at length by tests/attack.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -20,8 +24,10 @@ import nats.errors
 import pytest
 from nats.aio.client import Client
 from nats.js.api import ConsumerConfig, StreamConfig
+from nats.js.errors import NotFoundError
 from pymongo.asynchronous.database import AsyncDatabase
 
+from clients._replay import StreamReplay
 from clients.operator import CorrectionClient
 from clients.recorder import DecisionRecorder
 from clients.subscriber import outcomes
@@ -79,14 +85,14 @@ class Session:
 @pytest.fixture
 async def connect(secured: Secured) -> AsyncIterator[Callable[[str], Awaitable[Session]]]:
     opened: list[Client] = []
-    worker = await nats.connect(secured.url("worker"))
+    worker = await nats.connect(secured.url("worker"), inbox_prefix="_INBOX_worker")
     await ensure_streams(worker.jetstream())
     opened.append(worker)
 
     async def open_session(role: str) -> Session:
         session = Session(nc=None)  # type: ignore[arg-type]
         session.nc = await nats.connect(secured.url(role), error_cb=session.on_error,
-                                        allow_reconnect=False)
+                                        allow_reconnect=False, inbox_prefix=f"_INBOX_{role}")
         opened.append(session.nc)
         return session
 
@@ -193,11 +199,34 @@ def ordered(subject: str) -> Callable[[Client], Awaitable[object]]:
     return act
 
 
+def hijack(stream: str, durable: str) -> Callable[[Client], Awaitable[object]]:
+    """A consumer create without a name in the subject, whose body names an existing
+    durable: the server would update it (its filter, here)."""
+    async def act(nc: Client) -> object:
+        body = {"stream_name": stream, "config": {"name": durable, "ack_policy": "explicit",
+                                                  "filter_subject": f"{stream.lower()}.x"}}
+        return await nc.request(f"$JS.API.CONSUMER.CREATE.{stream}", json.dumps(body).encode(),
+                                timeout=1.0)
+    return act
+
+
+def msg_get(stream: str) -> Callable[[Client], Awaitable[object]]:
+    async def act(nc: Client) -> object:
+        try:
+            return await nc.jetstream(timeout=1.0).get_msg(stream, seq=1, next=True,
+                                                          subject=">")
+        except NotFoundError:
+            return "no message"  # allowed, and the stream holds none
+    return act
+
+
 EVENT = f"corrections.events.{PLAN}.applied"
 WORKERS_OWN = [consumer_info("CORRECTIONS", "corrector"), delete_consumer("DECISIONS", "recorder"),
                request("$JS.API.CONSUMER.MSG.NEXT.CORRECTIONS.correction-canceller"),
                request("$JS.API.CONSUMER.CREATE.DECISIONS.reconciler.decisions.persisted.*"),
-               delete_consumer("INVARIANTS", "invariant-violations")]
+               delete_consumer("INVARIANTS", "invariant-violations"),
+               hijack("DECISIONS", "recorder"), hijack("CORRECTIONS", "corrector"),
+               ordered("decisions.>"), subscribe("_INBOX.>")]
 """The workers' own durables are theirs alone: a client that could delete or pull one
 would silence (or swallow) a whole family of messages."""
 STREAM_OPS = [purge("DECISIONS"), delete("CORRECTIONS"), update("DECISIONS"),
@@ -208,12 +237,14 @@ FORGERIES = [publish(EVENT), js_publish(EVENT), publish(f"decisions.persisted.{P
 
 FORBIDDEN: dict[str, list[Callable[[Client], Awaitable[object]]]] = {
     "agent": [*STREAM_OPS, *FORGERIES, *WORKERS_OWN, publish(f"corrections.requested.{PLAN}"),
-              publish(f"decisions.recorded.{PLAN}.extra"),
+              publish(f"decisions.recorded.{PLAN}.extra"), subscribe("_INBOX_operator.>"),
+              msg_get("CORRECTIONS"),
               publish(f"corrections.cancel.{PLAN}"), request(f"corrections.dryrun.{PLAN}"),
               subscribe("corrections.dryrun.>", "corrections-dryrun"),
               subscribe("decisions.>"), subscribe(">")],
     "operator": [*STREAM_OPS, *FORGERIES, *WORKERS_OWN, publish(f"decisions.rejected.{PLAN}"),
-                 ordered(f"decisions.persisted.{PLAN}"),
+                 ordered(f"decisions.persisted.{PLAN}"), subscribe("_INBOX_worker.>"),
+                 delete_consumer("CORRECTIONS", "resume_agent"),
                  subscribe("corrections.dryrun.>", "corrections-dryrun"),
                  subscribe("corrections.>")],
     "subscriber": [*STREAM_OPS, *FORGERIES, *WORKERS_OWN, publish(f"decisions.recorded.{PLAN}"),
@@ -221,14 +252,14 @@ FORBIDDEN: dict[str, list[Callable[[Client], Awaitable[object]]]] = {
                    publish(f"corrections.requested.{PLAN}"),
                    request(f"corrections.dryrun.{PLAN}"),
                    subscribe("corrections.dryrun.>", "corrections-dryrun"),
-                   subscribe("corrections.events.>")],
-    # The workers publish events, never a command.
-    "worker": [publish(f"corrections.requested.{PLAN}"), publish(f"corrections.cancel.{PLAN}")],
+                   subscribe("corrections.events.>"), subscribe("_INBOX_agent.>"),
+                   consumer_info("CORRECTIONS", "resume_agent")],
+    # The workers publish events, never a command, and read their own replies only.
+    "worker": [publish(f"corrections.requested.{PLAN}"), publish(f"corrections.cancel.{PLAN}"),
+               subscribe("_INBOX.>"), subscribe("_INBOX_operator.>")],
 }
 
 ALLOWED: dict[str, list[Callable[[Client], Awaitable[object]]]] = {
-    "agent": [js_publish(f"decisions.recorded.{PLAN}"),
-              js_publish(f"invariants.violations.{PLAN}")],
     "operator": [js_publish(f"corrections.requested.{PLAN}"),
                  js_publish(f"corrections.cancel.{PLAN}"),
                  js_publish(f"corrections.fail.{PLAN}"),
@@ -243,7 +274,10 @@ ALLOWED: dict[str, list[Callable[[Client], Awaitable[object]]]] = {
                  subscribe(f"corrections.retry_refused.{PLAN}"),
                  # the console's live view (console.live)
                  subscribe("decisions.persisted.>"), subscribe("invariants.events.>"),
-                 status()],
+                 status(), msg_get("CORRECTIONS")],
+    "agent": [js_publish(f"decisions.recorded.{PLAN}"),
+              js_publish(f"invariants.violations.{PLAN}"), msg_get("DECISIONS"),
+              subscribe(f"decisions.persisted.{PLAN}")],
     "worker": [js_publish(EVENT), js_publish(f"decisions.persisted.{PLAN}"),
                subscribe("corrections.dryrun.>", "corrections-dryrun"),
                manage_streams()],
@@ -275,7 +309,7 @@ async def test_no_stream_was_touched_by_a_refused_operation(
     worker = await connect("worker")
     js = worker.nc.jetstream()
     names = sorted(info.config.name or "" for info in await js.streams_info())
-    assert names == ["CORRECTIONS", "DECISIONS", "INVARIANTS"]
+    assert names == ["CORRECTIONS", "DECISIONS", "INVARIANTS", "WEBHOOKS"]
     assert (await js.stream_info("DECISIONS")).config.max_msgs in (None, -1)
 
 
@@ -287,23 +321,22 @@ async def test_a_connection_without_credentials_or_with_a_wrong_password_is_refu
                                connect_timeout=2)
 
 
-async def test_agent_reads_its_outcomes_and_resume_feed_with_the_clients_own_consumers(
+async def test_agent_reads_its_outcomes_and_resume_feed_with_the_clients_own_reads(
         connect: Callable[[str], Awaitable[Session]]) -> None:
-    """What wait_persisted and on_resume create: an ordered consumer on DECISIONS and a
-    durable pull consumer on CORRECTIONS; both allowed to the agent, and nothing else."""
+    """What wait_persisted and on_resume do: read DECISIONS by sequence, and pull the
+    role's own resume durable (`resume_agent`); both allowed to the agent."""
     agent = await connect("agent")
     worker = await connect("worker")
     plan = new_id()
     await worker.nc.jetstream().publish(f"decisions.persisted.{plan}", b"{}")
     await worker.nc.jetstream().publish(f"corrections.resume.{plan}", b"{}")
 
-    async def ordered(nc: Client) -> object:
-        sub = await nc.jetstream().subscribe(f"decisions.*.{plan}", ordered_consumer=True)
-        msg = await sub.next_msg(timeout=5)
-        await sub.unsubscribe()
-        return msg
+    async def replay(nc: Client) -> object:
+        async with StreamReplay(nc, "DECISIONS", f"decisions.*.{plan}", 1,
+                                [f"decisions.persisted.{plan}"]) as r:
+            return await asyncio.wait_for(r.next(), 5)
 
-    assert (await agent.allowed(ordered)).subject == f"decisions.persisted.{plan}"  # type: ignore[attr-defined]
+    assert (await agent.allowed(replay)).subject == f"decisions.persisted.{plan}"  # type: ignore[attr-defined]
     got: list[ResumeInstruction] = []
     rec = DecisionRecorder(agent.nc)
 
@@ -313,6 +346,7 @@ async def test_agent_reads_its_outcomes_and_resume_feed_with_the_clients_own_con
     async def resume(nc: Client) -> object:
         # The body above is no instruction: the feed terminates it, and says so.
         sub = await rec.on_resume(note, plan_id=plan, from_start=True)
+        assert sub.durable == "resume_agent"
         await asyncio.sleep(0.5)
         await sub.stop(delete=True)
         return sub
@@ -325,7 +359,8 @@ async def test_subscriber_reads_events_through_its_durable(
         connect: Callable[[str], Awaitable[Session]]) -> None:
     subscriber = await connect("subscriber")
     worker = await connect("worker")
-    feed = outcomes(subscriber.nc, durable="acl-feed", statuses=["applied"], limit=1)
+    feed = outcomes(subscriber.nc, durable="acl-feed", statuses=["applied", "failed"],
+                    limit=1)
     await feed.open()
     await worker.nc.jetstream().publish(EVENT, b"not an event")  # terminated, then skipped
 
@@ -399,7 +434,7 @@ async def _run_every_role(secured: Secured) -> str:
             await resumed.put(instruction)
 
         resume = await rec.on_resume(on_resume, plan_id=plan)
-        sub_nc = await nats.connect(secured.url("subscriber"))
+        sub_nc = await nats.connect(secured.url("subscriber"), inbox_prefix="_INBOX_subscriber")
         try:
             feed = outcomes(sub_nc, durable="acl-e2e", statuses=["applied"], limit=1)
             await feed.open()
@@ -423,22 +458,18 @@ async def _run_every_role(secured: Secured) -> str:
     return root.decision_id
 
 
-async def test_a_push_consumer_cannot_inject_messages_into_a_stream(
+async def test_a_push_consumer_aimed_at_a_stream_subject_cannot_be_created(
         connect: Callable[[str], Awaitable[Session]]) -> None:
     """The server does not check a consumer's deliver subject against its creator's
-    permissions (docs/operations.md), but it delivers only to a core subscription, and a
-    stream capturing the subject is none: an agent cannot get what it wrote stored on
-    corrections.events."""
+    permissions; no role but the workers may create a consumer without naming it, and
+    a named one only with its own name and filter: an agent's push consumer aimed at
+    `corrections.events.<plan>.applied` is refused."""
     agent = await connect("agent")
-    worker = await connect("worker")
     plan = new_id()
-    js = agent.nc.jetstream()
-    await js.publish(f"decisions.recorded.{plan}", b'{"forged": "applied event"}')
-    before = (await worker.nc.jetstream().stream_info("CORRECTIONS")).state.messages
-    info = await js.add_consumer("DECISIONS", ConsumerConfig(
-        deliver_subject=f"corrections.events.{plan}.applied",
-        filter_subject=f"decisions.recorded.{plan}"))
-    await asyncio.sleep(1.0)
-    after = await worker.nc.jetstream().consumer_info("DECISIONS", info.name)
-    assert after.delivered.stream_seq == 0 and after.num_pending == 1
-    assert (await worker.nc.jetstream().stream_info("CORRECTIONS")).state.messages == before
+
+    async def push(nc: Client) -> object:
+        return await nc.jetstream(timeout=1.0).add_consumer("DECISIONS", ConsumerConfig(
+            deliver_subject=f"corrections.events.{plan}.applied",
+            filter_subject=f"decisions.recorded.{plan}"))
+
+    assert "permissions violation" in (await agent.refused(push)).lower()

@@ -31,7 +31,6 @@ from contracts.decisions.model import Decision
 from contracts.shared.bounds import INLINE_IDS_MAX
 from contracts.shared.ids import new_id
 from contracts.shared.persistence import LeaseLost
-from contracts.shared.timestamps import utc_now
 from services.archive.watch import Progress
 from services.archive.writer import Archive, ArchiveResult
 from services.corrections.policy import CorrectionPolicy
@@ -205,7 +204,7 @@ async def test_the_lease_is_renewed_while_a_slow_archive_is_written(
     running = asyncio.create_task(svc.run_plan(plan))
     await asyncio.sleep(2.0)  # twice the lease, in the middle of the copy
     intruder = CorrectionStore.open(db, lease_seconds=1.0).leases
-    assert not await intruder.acquire(plan, "intruder", utc_now())
+    assert not await intruder.acquire(plan, "intruder")
     assert await running
     c = await svc.get_correction(req.correction_id)
     assert c is not None and c.status is S.APPLIED

@@ -84,7 +84,7 @@ async def memory() -> MemoryStore:
 async def http(memory: MemoryStore) -> AsyncIterator[httpx.AsyncClient]:
     app = create_app(deps_over(memory, Client()), ConsoleConfig())
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                 base_url="http://127.0.0.1") as client:
+                                 base_url="http://127.0.0.1:8090") as client:
         yield client
 
 

@@ -12,7 +12,13 @@ from contracts.corrections.record import Correction
 from contracts.corrections.requests import CorrectionRequest
 from contracts.corrections.states import CorrectionMode
 from contracts.shared.ids import new_id
-from contracts.shared.tracing import TRACESTATE_MAX, trace_headers, trace_id
+from contracts.shared.tracing import (
+    TRACESTATE_MAX,
+    agent_span,
+    decision_span,
+    trace_headers,
+    trace_id,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -57,3 +63,38 @@ def test_a_correction_keeps_only_a_well_formed_context_of_its_request() -> None:
     assert kept.trace_context == {"traceparent": GOOD}
     dropped = Correction.from_request(request, at, trace={"traceparent": "[[[[" * 1000})
     assert dropped.trace_context == {}
+
+
+class _Agent:
+    name = "billing-agent"
+    version = "2.0"
+
+
+def test_a_decisions_span_follows_the_genai_agent_conventions() -> None:
+    plan, did = new_id(), new_id()
+    name, attrs = decision_span({"plan_id": plan, "decision_id": did,
+                                 "decision_type": "tool_invocation",
+                                 "chosen_option": "pytest " + "x" * 500,
+                                 "agent": _Agent(), "model": {"provider": "openai",
+                                                              "name": "gpt-x"}}, "ROOT")
+    assert name == "execute_tool pytest " + "x" * 121  # the tool name cut at 128
+    assert attrs["gen_ai.operation.name"] == "execute_tool"
+    assert (attrs["gen_ai.tool.call.id"], attrs["gen_ai.conversation.id"]) == (did, "ROOT")
+    assert (attrs["gen_ai.agent.name"], attrs["gen_ai.agent.version"]) == ("billing-agent",
+                                                                           "2.0")
+    assert (attrs["gen_ai.provider.name"], attrs["gen_ai.request.model"]) == ("openai",
+                                                                              "gpt-x")
+    root, root_attrs = decision_span({"plan_id": plan, "decision_id": did,
+                                      "decision_type": "prompt_definition"})
+    assert (root, root_attrs["gen_ai.operation.name"]) == ("invoke_agent", "invoke_agent")
+    assert root_attrs["gen_ai.conversation.id"] == plan and "gen_ai.agent.name" not in root_attrs
+    other, other_attrs = decision_span({"plan_id": plan, "decision_id": did,
+                                        "decision_type": "strategy_choice", "agent": None,
+                                        "model": {"name": 7}})
+    assert other == "record_decision strategy_choice"
+    assert "gen_ai.request.model" not in other_attrs  # not a string: left out
+
+
+def test_an_agent_span_is_named_after_its_agent() -> None:
+    assert agent_span("P", "C", {"gen_ai.agent.name": "a"})[0] == "invoke_agent a"
+    assert agent_span("P")[1]["gen_ai.conversation.id"] == "P"

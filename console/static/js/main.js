@@ -8,6 +8,7 @@ import { correctionPage, correctionsPage } from "./corrections.js";
 import { deadLetterPage, deadLettersPage } from "./deadletters.js";
 import { invariantsPage } from "./invariants.js";
 import { asOfPage } from "./asof.js";
+import { webhooksPage } from "./webhooks.js";
 
 const root = document.getElementById("main");
 
@@ -22,6 +23,7 @@ const routes = [
   [/^#\/dead-letters$/, (m, main) => deadLettersPage(main), "dead-letters"],
   [/^#\/dead-letter\/(.+)$/, (m, main) => deadLetterPage(main, decodeURIComponent(m[1])), "dead-letters"],
   [/^#\/invariants(?:\/([0-9A-Za-z]{26}))?$/, (m, main) => invariantsPage(main, m[1] && m[1].toUpperCase()), "invariants"],
+  [/^#\/webhooks$/, (m, main) => webhooksPage(main), "webhooks"],
 ];
 
 let current = null;

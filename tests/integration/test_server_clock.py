@@ -1,0 +1,85 @@
+"""Leases, heartbeats and parent waits are stamped and judged by the database server's
+clock (`$$NOW`, store.server_clock): nothing in them reads this process's clock, so the
+values stored are the server's time plus the lease, and what counts as expired is what
+the server's time says. (tests/integration/test_clock_skew.py runs workers whose clocks
+are really off.)"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from pymongo.asynchronous.database import AsyncDatabase
+
+from contracts.shared.ids import new_id
+from store.database import PARENT_WAITS, PLAN_LOCKS, WORKERS, Document
+from store.deliveries import ParentWaits
+from store.leases import Leases
+from store.workers import WorkerRegistry
+
+pytestmark = pytest.mark.store
+
+MS = timedelta(milliseconds=1)
+
+
+async def server_now(db: AsyncDatabase[Document]) -> datetime:
+    found: datetime = (await db.client.admin.command("hello"))["localTime"]
+    return found if found.tzinfo else found.replace(tzinfo=UTC)
+
+
+async def test_a_lease_expires_a_ttl_after_the_servers_time(db: AsyncDatabase[Document]) -> None:
+    leases, plan = Leases(db, 5.0), new_id()
+    before = await server_now(db)
+    assert await leases.acquire(plan, "a")
+    after = await server_now(db)
+    doc = await db[PLAN_LOCKS].find_one({"_id": plan})
+    assert doc is not None
+    assert before + leases.ttl - MS <= doc["expires_at"] <= after + leases.ttl + MS
+
+
+async def test_an_expired_lease_is_judged_by_the_servers_time(db: AsyncDatabase[Document]
+                                                              ) -> None:
+    leases, plan, soon = Leases(db, 5.0), new_id(), new_id()
+    now = await server_now(db)
+    await db[PLAN_LOCKS].insert_many([
+        {"_id": plan, "owner": "a", "expires_at": now - timedelta(seconds=1)},
+        {"_id": soon, "owner": "a", "expires_at": now + timedelta(seconds=30)}])
+    assert await leases.live([plan, soon]) == {soon}
+    assert await leases.acquire(plan, "b")  # over by the server's clock: taken
+    assert not await leases.acquire(soon, "b")  # not yet, whatever the taker's clock says
+    assert await leases.live([plan, soon]) == {plan, soon}
+
+
+async def test_the_heartbeat_and_the_reaping_follow_the_servers_time(
+        db: AsyncDatabase[Document]) -> None:
+    me = WorkerRegistry(db, "me", lease_seconds=5.0)
+    before = await server_now(db)
+    await me.heartbeat()
+    mine = await db[WORKERS].find_one({"_id": "me"})
+    assert mine is not None and mine["lsids"] == [] and mine["pid"] > 0
+    assert before - MS <= mine["seen_at"] and mine["started_at"] == mine["seen_at"]
+    assert mine["expires_at"] - mine["seen_at"] == me.lease
+    await me.heartbeat()  # renewed: started_at kept
+    again = await db[WORKERS].find_one({"_id": "me"})
+    assert again is not None and again["started_at"] == mine["started_at"]
+    now = await server_now(db)
+    await db[WORKERS].insert_many([
+        {"_id": "dead", "expires_at": now - timedelta(seconds=1), "lsids": []},
+        {"_id": "alive", "expires_at": now + timedelta(seconds=30), "lsids": []},
+        {"_id": "registering", "lsids": []}])  # noted a session before its first beat
+    assert await me.reap() == ["dead"]
+    left = {d["_id"] async for d in db[WORKERS].find({}, {"_id": 1})}
+    assert left == {"me", "alive", "registering"}
+
+
+async def test_a_parent_wait_is_counted_on_the_servers_clock(db: AsyncDatabase[Document]
+                                                             ) -> None:
+    waits = ParentWaits(db)
+    assert await waits.waited(["DECISIONS:1", "DECISIONS:2"]) == {
+        "DECISIONS:1": 0.0, "DECISIONS:2": 0.0}
+    await asyncio.sleep(0.3)
+    later = await waits.waited(["DECISIONS:1", "DECISIONS:3"])
+    assert later["DECISIONS:1"] >= 0.29 and later["DECISIONS:3"] == 0.0
+    first = await db[PARENT_WAITS].find_one({"_id": "DECISIONS:1"})
+    assert first is not None and first["since"] < first["seen"]
