@@ -4,9 +4,10 @@ template's ACTION invariants into the plan's scope (contracts.invariants.plan_us
 Applied: the plan's document names the template (the invariants' version moves, so the
 recorder's gate evaluates them from its next batch), and each ACTION invariant of the
 template now in force for the plan gets its invariant_enforced decision under the
-plan's root, published to the recorder like the reconciler's (as the seeds describe:
-an enforced decision per invariant). Idempotent: a request is answered once and its
-outcome kept; applying the same template again publishes only what the plan lacks.
+plan's root, published to the recorder like the reconciler's (one enforced decision
+per invariant, so the tree says from when it bound the plan). Idempotent: a request is
+answered once and its outcome kept; applying the same template again publishes only
+what the plan lacks.
 """
 
 from __future__ import annotations
