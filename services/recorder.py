@@ -140,6 +140,7 @@ class RecorderService:
             out.written, out.redelivered, waiting = stored, triage.redelivered, triage.wait
             if gates is not None and effects is not None:
                 await gates.committed(gate, effects)
+                out.holds = {h.decision_id: h.status.value for h in effects.holds}
             read.resume.update(triage.resume)
             for c, violations in triage.reject:
                 reject(by_seq[c.stream_sequence], c.decision.plan_id, c.decision.decision_id,
@@ -178,7 +179,8 @@ class RecorderService:
         by_seq = read.by_seq
         traces = {c.decision.decision_id: trace for c in read.candidates
                   if (trace := trace_headers(by_seq[c.stream_sequence].headers))}
-        await self._publish_persisted(stored.written, stored.redelivered, traces)
+        await self._publish_persisted(stored.written, stored.redelivered, traces,
+                                      stored.holds)
         await reject_letters(self._dead_letters, self._publisher, read.letters, read.now,
                              read.resume)
         for seq in read.letters:
@@ -189,8 +191,10 @@ class RecorderService:
 
     async def _publish_persisted(self, written: list[Decision],
                                  redelivered: list[Candidate],
-                                 traces: Mapping[str, Mapping[str, str]]) -> None:
-        events = [persisted_event(d, traces.get(d.decision_id)) for d in written]
+                                 traces: Mapping[str, Mapping[str, str]],
+                                 holds: Mapping[str, str]) -> None:
+        events = [persisted_event(d, traces.get(d.decision_id), holds.get(d.decision_id))
+                  for d in written]
         if redelivered:
             stored = await self._decisions.get_many(c.decision.decision_id for c in redelivered)
             events += [persisted_event(d, traces.get(d.decision_id)) for d in stored.values()]

@@ -1,7 +1,7 @@
 """Checked invariants through the public subjects, with the workers as their own process:
 a check that passes and one that fails, each severity and consequence, each scope and
 its precedence, evaluation errors, an invariant added while agents record, and an
-agent's client naming its tool and told of the refusal."""
+agent's client naming its tool, told of the refusal, and told that a decision is held."""
 
 from __future__ import annotations
 
@@ -248,3 +248,20 @@ async def test_an_agents_client_names_the_tool_and_learns_of_the_refusal(
             await rec.wait_persisted(bad, timeout=20)
     [error] = caught.value.rejection.errors
     assert error.rule is Rule.INVARIANT_VIOLATED and "no-rm-rf" in error.message
+
+
+async def test_a_held_decision_is_announced_held(service: InvariantService,
+                                                 nats_server: ManagedServer) -> None:
+    await service.add_invariant("prod-needs-a-person", "Writes to prod need approval",
+                                check='!artifacts.exists(p, p.startsWith("deploy/prod/"))',
+                                consequence=Consequence.HOLD)
+    async with DecisionRecorder.connect(nats_server.url) as rec:
+        r = await rec.root("Ship it", context="ship")
+        staging = await rec.record(parent=r, decision_type="implementation_choice",
+                                   question="Where?", chosen_option="staging first",
+                                   context="ship", artifacts=["deploy/staging/app.yaml"])
+        prod = await rec.record(parent=staging, decision_type="implementation_choice",
+                                question="Then?", chosen_option="prod", context="ship",
+                                artifacts=["deploy/prod/app.yaml"])
+        assert (await rec.wait_persisted(staging, timeout=20)).hold is None
+        assert (await rec.wait_persisted(prod, timeout=20)).hold == "awaiting_approval"
