@@ -38,6 +38,7 @@ from services.ports.publishing import CorrectionObserver
 from services.read_ports import LedgerReads
 from services.recorder import RecorderService
 from services.recorder_policy import RecorderPolicy
+from services.upkeep import ReadFacts, UpkeepService
 from services.webhook_secrets import Sealer, parse_key
 from services.webhooks import WebhookService, outbox_flusher
 from store.mongo_store import MongoStore
@@ -80,6 +81,8 @@ class Ledger:
     invariants: InvariantService
     dead_letters: DeadLetterService
     webhooks: WebhookService
+    upkeep: UpkeepService
+    """Comments, plan endings, dead-letter discards (the workers apply them)."""
     templates: PlanTemplateService | None = None
     """`agents plan use`: action templates applied to plans."""
     judge: JudgeService | None = None
@@ -132,7 +135,8 @@ def open_ledger(settings: Settings, nats: NatsSource, role: Role = OPERATOR) -> 
     invariants = InvariantService.from_store(store, publisher)
     return Ledger(settings=settings, store=store, nats=nats, publisher=publisher,
                   recorder=recorder, corrections=corrections, invariants=invariants,
-                  dead_letters=DeadLetterService(store.dead_letters, publisher),
+                  dead_letters=DeadLetterService(store.dead_letters, publisher, store),
+                  upkeep=UpkeepService(store.upkeep, ReadFacts(store)),
                   webhooks=WebhookService(store.webhooks, publisher,
                                           Sealer(parse_key(settings.webhook_secret_key)),
                                           outbox_flusher(store.outbox, publisher)),

@@ -21,11 +21,14 @@ from typing import TYPE_CHECKING, TypeVar
 from cli.errors import USAGE_ERROR, fail
 
 if TYPE_CHECKING:
+    from nats.aio.client import Client
     from nats.js import JetStreamContext
 
     from bootstrap.ledger import Ledger
     from bootstrap.settings import Settings
     from clients.operator import CorrectionClient
+    from clients.upkeep import UpkeepClient
+    from contracts.shared.views import IdKind
     from services.read_ports import LedgerReads
 
 T = TypeVar("T")
@@ -51,8 +54,30 @@ class Ctx:
     async def operator(self, requested_by: str) -> CorrectionClient:
         return await self.ledger.operator(requested_by)
 
+    async def nats(self) -> Client:
+        return await self.ledger.nats.client()
+
     async def jetstream(self) -> JetStreamContext:
         return (await self.ledger.nats.client()).jetstream()
+
+    async def upkeep(self) -> UpkeepClient:
+        """Comments, plan endings and dead-letter discards, published over NATS."""
+        from bootstrap.identity import own_signer
+        from bootstrap.ledger import OPERATOR_RETRY
+        from clients.upkeep import UpkeepClient
+
+        try:
+            signer = own_signer(self.settings)
+        except ValueError as exc:
+            fail(str(exc))
+        return UpkeepClient(await self.ledger.nats.client(), OPERATOR_RETRY, signer=signer)
+
+    async def resolve(self, raw: str, *kinds: IdKind) -> str:
+        """The full ID `raw` (a whole ID or its last characters) names among `kinds`;
+        one line (exit 1) when none or several end with it."""
+        from services.id_lookup import resolve
+
+        return await resolve(self.reads, raw, kinds)
 
 
 def settings_from_env() -> Settings:
@@ -66,13 +91,18 @@ def settings_from_env() -> Settings:
 
 
 def parse_id(value: str, what: str) -> str:
-    """IDs are ULIDs stored upper case; accept any case, refuse anything else at once."""
+    """An ID as typed: a whole ULID (upper-cased) or the last 4 or more characters of
+    one (resolved later by `Ctx.resolve`, which needs the ledger); anything else is
+    refused at once (exit 2), before a server is asked."""
     from contracts.shared.ids import is_ulid
+    from contracts.shared.views import SUFFIX_MIN, suffix_of
 
-    if not is_ulid(value):
-        fail(f"{what} {value!r} is not a ULID (26 characters of Crockford base32)",
-             USAGE_ERROR)
-    return value.upper()
+    if is_ulid(value):
+        return value.upper()
+    if suffix_of(value) is None:
+        fail(f"{what} {value!r} is not a ULID (26 characters of Crockford base32) nor "
+             f"its last {SUFFIX_MIN} or more characters", USAGE_ERROR)
+    return value.strip()
 
 
 def run(body: Callable[[Ctx], Awaitable[T]]) -> T:
@@ -83,9 +113,11 @@ def run(body: Callable[[Ctx], Awaitable[T]]) -> T:
     from bootstrap.ledger import OPERATOR, open_ledger
     from bootstrap.nats_source import LazyNats, NatsUnavailable
     from bootstrap.reachability import describe
+    from cli.render import start
     from clients._publish import PublishFailed
     from contracts.shared.persistence import StoreFailure, StoreUnreachable
     from contracts.shared.urls import redact
+    from services.id_lookup import IdNotUsable
 
     # Services log a failed publish with a traceback before the relay retries it; the
     # operator gets the outcome from the command itself.
@@ -93,6 +125,7 @@ def run(body: Callable[[Ctx], Awaitable[T]]) -> T:
     logging.lastResort = None
     settings = settings_from_env()
     timeout = (OPERATOR.mongo_timeout_ms or 0) / 1000
+    start()
 
     async def main() -> T:
         ledger = open_ledger(settings, LazyNats(settings, reconnect=False), OPERATOR)
@@ -103,6 +136,8 @@ def run(body: Callable[[Ctx], Awaitable[T]]) -> T:
 
     try:
         return asyncio.run(main())
+    except IdNotUsable as exc:
+        fail(str(exc))
     except StoreUnreachable as exc:
         fail(f"cannot reach MongoDB at MONGODB_URI={redact(settings.mongodb_uri)} "
              f"({describe(exc, timeout)})")

@@ -19,6 +19,7 @@ from cli.context import Ctx, parse_id, run
 from cli.errors import USAGE_ERROR, fail
 from cli.render import JsonFlag, emit_json, out
 from contracts.corrections.states import CorrectionStatus
+from contracts.shared.views import IdKind
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Collection
@@ -42,22 +43,29 @@ def cancel(
         min=0.1, help="How long to wait for the ledger's answer.")] = 10.0,
     as_json: JsonFlag = False,
 ) -> None:
-    """Cancel a pending or analyzing correction; refused once it executes or has ended."""
+    """Cancel a queued, pending or analyzing correction; refused once it executes or has
+    ended. A queued one (in the stream, no worker has taken it up) is cancelled before
+    it runs."""
     correction_id = parse_id(correction_id, "correction")
 
     async def body(ctx: Ctx) -> None:
+        from cli.queued import cancel_queued, resolved_correction
         from contracts.corrections.refusals import CancelRefused
         from contracts.corrections.states import CANCELLABLE
 
+        wanted = await resolved_correction(ctx, correction_id)
+        if await ctx.reads.corrections.get(wanted) is None:
+            await cancel_queued(ctx, wanted, reason, timeout, as_json)
+            return
         _, _, outcome = await _command(
-            ctx, correction_id, verb="cancel", allowed=CANCELLABLE,
+            ctx, wanted, verb="cancel", allowed=CANCELLABLE,
             refused=CancelRefused.for_status, done=CorrectionStatus.CANCELLED,
             timeout=timeout, as_json=as_json,
             send=lambda ops, c: ops.cancel(c.correction_id, c.plan_id, reason))
         if as_json:
             emit_json(outcome)
         else:
-            out.print(f"correction {correction_id} cancelled")
+            out.print(f"correction {wanted} cancelled")
 
     run(body)
 
@@ -79,15 +87,16 @@ def fail_(
         from contracts.corrections.refusals import FailRefused
         from contracts.corrections.states import OPERATOR_FAILABLE
 
+        wanted = await ctx.resolve(correction_id, IdKind.CORRECTION)
         _, _, outcome = await _command(
-            ctx, correction_id, verb="fail", allowed=OPERATOR_FAILABLE,
+            ctx, wanted, verb="fail", allowed=OPERATOR_FAILABLE,
             refused=FailRefused.for_status, done=CorrectionStatus.FAILED,
             timeout=timeout, as_json=as_json,
             send=lambda ops, c: ops.fail(c.correction_id, c.plan_id, reason))
         if as_json:
             emit_json(outcome)
         else:
-            out.print(f"correction {correction_id} failed: {escape(reason)}")
+            out.print(f"correction {wanted} failed: {escape(reason)}")
 
     run(body)
 
@@ -113,8 +122,9 @@ def retry(
         from cli.correct import follow_outcome
         from contracts.corrections.refusals import RetryRefused
 
+        wanted = await ctx.resolve(correction_id, IdKind.CORRECTION)
         ops, c, outcome = await _command(
-            ctx, correction_id, verb="retry", allowed={CorrectionStatus.FAILED},
+            ctx, wanted, verb="retry", allowed={CorrectionStatus.FAILED},
             refused=RetryRefused.for_status, done=CorrectionStatus.PENDING,
             timeout=min(timeout, 10.0), as_json=as_json,
             send=lambda ops, c: ops.retry(c.correction_id, c.plan_id, reason))
@@ -122,13 +132,14 @@ def retry(
             if as_json:
                 emit_json(outcome)
             else:
-                out.print(f"correction {correction_id} retried: pending again; "
-                          f"follow it with: agents correction attempts {correction_id}")
+                out.print(f"correction {wanted} retried: pending again; "
+                          f"follow it with: agents correction attempts {wanted}")
             return 0
         if not as_json:
-            out.print(f"correction {correction_id} retried; waiting…")
+            out.print(f"correction {wanted} retried; waiting…")
         # The client follows from its retry's own place in the stream: nothing is missed.
-        return await follow_outcome(ops, correction_id, c.plan_id, timeout, as_json)
+        return await follow_outcome(ops, wanted, c.plan_id, timeout, as_json,
+                                    reads=ctx.reads)
 
     code = run(body)
     if code:

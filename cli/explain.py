@@ -14,6 +14,7 @@ from cli.render import JsonFlag, clip, dump, emit_json, out, short, status_text,
 
 if TYPE_CHECKING:
     from contracts.corrections.record import Correction
+    from contracts.decisions.comments import Comment
     from contracts.decisions.model import Decision
     from contracts.decisions.plans import PlanRecord
 
@@ -28,15 +29,18 @@ def explain(
     as_json: JsonFlag = False,
 ) -> None:
     """One decision in full: its path from the root, alternatives, what depends on it,
-    and how corrections touched it."""
+    how corrections touched it, and the comments on it."""
     decision_id = parse_id(decision_id, "decision")
 
     async def body(ctx: Ctx) -> None:
+        from contracts.shared.views import IdKind
         from services.read_model import explain as read
 
-        found = await read(ctx.reads, decision_id)
+        wanted = await ctx.resolve(decision_id, IdKind.DECISION)
+        found = await read(ctx.reads, wanted)
         if found is None:
-            fail(f"no decision {decision_id} is recorded")
+            fail(f"no decision {wanted} is recorded")
+        comments = await ctx.reads.views.comments(wanted)
         d, path, children = found.decision, found.path, found.children
         dependents, plans, touching = found.dependents, found.child_plans, found.corrections
         hidden = set()
@@ -54,11 +58,13 @@ def explain(
                     {"plan_id": p, **({"status": plans[p].status.value} if p in plans else {})}
                     for p in d.downstream_plan_ids],
                 "corrections": [dump(c) for c in touching],
+                "comments": [dump(c) for c in comments],
             })
             return
         _print_explain(d, path)
         _print_downstream(d, children, dependents, plans)
         _print_corrections(d, touching)
+        _print_comments(comments)
         if show_context:
             _print_context(d)
         if show_reasoning:
@@ -144,6 +150,16 @@ def _print_corrections(d: Decision, touching: list[Correction]) -> None:
         out.print(f"  {c.correction_id} {c.mode.value} ({role}) "
                   f"{status_text(c.status.value)} by {escape(c.requester)}: "
                   f"{escape(clip(c.guidance, 50))}")
+
+
+def _print_comments(comments: list[Comment]) -> None:
+    if not comments:
+        return
+    out.print("\n[bold]comments[/]")
+    for c in comments:
+        who = c.author if c.verified else f"{c.author} (unverified)" \
+            if c.author != "unverified" else "unverified"
+        out.print(f"  {when(c.created_at)} {escape(who)}: {escape(c.text)}")
 
 
 def _print_context(d: Decision) -> None:

@@ -6,7 +6,7 @@ module only loads it and prints it. `plan tree` and `correction` register the en
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -28,14 +28,54 @@ BEFORE_HELP = "With --as-of CORRECTION_ID: the tree just before that correction 
 
 
 def parse_as_of(value: str) -> str | datetime:
-    """A correction ID (upper-cased) or a UTC time; anything else is a usage error."""
+    """A correction ID (upper-cased, or its last characters) or a UTC time; anything
+    else is a usage error."""
+    from contracts.shared.views import suffix_of
     from services.tree_model import moment_of
 
     try:
         return moment_of(value)
     except ValueError:
+        if suffix_of(value) is not None:
+            return value.strip()
         fail(f"--as-of {value!r} is neither a correction ID nor an ISO time "
              "(e.g. 2026-11-30T12:00:00Z)", USAGE_ERROR)
+
+
+async def moment_id(ctx: Ctx, moment: str | datetime) -> str | datetime:
+    """A correction named by its last characters, resolved to its whole ID."""
+    from contracts.shared.views import IdKind
+    from services.id_lookup import IdNotUsable
+
+    if isinstance(moment, datetime):
+        return moment
+    try:
+        return await ctx.resolve(moment, IdKind.CORRECTION)
+    except IdNotUsable as exc:
+        fail(f"--as-of {moment!r} is neither a correction ID nor an ISO time "
+             f"(e.g. 2026-11-30T12:00:00Z): {exc}", USAGE_ERROR)
+
+
+def cut_moment(cut: Cut, decisions: list[Decision], corrections: list[Correction]
+               ) -> datetime | None:
+    """The time a cut stands for (child plans are shown with their status then): a
+    time's own; a correction's, when it was applied (just before, for --before); else
+    the last decision's time at the cut."""
+    from contracts.corrections.as_of import TimeCut, applied_at
+
+    if isinstance(cut, TimeCut):
+        return cut.at
+    seq = {d.decision_id: d.sequence_number for d in decisions}
+    for c in corrections:
+        at = applied_at(c)
+        made = seq.get(c.new_decision_id or "")
+        if at is not None and made == cut.sequence:
+            return at
+        if at is not None and made == cut.sequence + 1:
+            return at - timedelta(milliseconds=1)
+    times = [d.created_at for d in decisions
+             if d.sequence_number is not None and d.sequence_number <= cut.sequence]
+    return max(times, default=None)
 
 
 def resolve_cut(as_of: str | datetime, before: bool, decisions: list[Decision],
@@ -92,7 +132,9 @@ def diff(
     correction_id = parse_id(correction_id, "correction")
 
     async def body(ctx: Ctx) -> None:
-        result = await load_diff(ctx, correction_id)
+        from contracts.shared.views import IdKind
+
+        result = await load_diff(ctx, await ctx.resolve(correction_id, IdKind.CORRECTION))
         if as_json:
             emit_json(dump(result))
             return

@@ -28,7 +28,7 @@ from cli.invariant_calls import (
     call,
     checked_options,
 )
-from cli.render import JsonFlag, clip, dump, emit_json, out, when
+from cli.render import JsonFlag, clip, dump, emit_json, out, table, when
 
 if TYPE_CHECKING:
     from contracts.invariants.model import Invariant
@@ -61,13 +61,27 @@ def _table(invariants: list[Invariant]) -> None:
     if not invariants:
         out.print("no invariants")
         return
-    from rich.table import Table
+    table(["id", "name", "scope", "target", "created", "gate", "description"],
+          [[i.id, escape(i.name), i.scope.value, escape(i.scope_target or "-"),
+            when(i.created_at), _gate(i), escape(clip(i.description, 60))]
+           for i in invariants],
+          ids_in={0})
 
-    table = Table("id", "name", "scope", "target", "created", "gate", "description")
-    for i in invariants:
-        table.add_row(i.id, escape(i.name), i.scope.value, escape(i.scope_target or "-"),
-                      when(i.created_at), _gate(i), escape(clip(i.description, 60)))
-    out.print(table)
+
+async def plan_target(ctx: Ctx, raw: str) -> str:
+    """The plan `--plan` names: refused when the ID is a decision's or a correction's
+    (an invariant on it would bind no plan), or nothing is recorded under it."""
+    from contracts.shared.views import IdKind
+    from services.read_model import find
+
+    wanted = await ctx.resolve(raw, IdKind.PLAN)
+    found = await find(ctx.reads, wanted)
+    if found.kind in ("decision", "correction"):
+        fail(f"--plan {wanted} is a {found.kind} of plan {found.plan_id}, not a plan "
+             f"(--plan {found.plan_id}?)")
+    if found.kind == "none":
+        fail(f"--plan {wanted}: no plan is recorded under that ID")
+    return wanted
 
 
 @app.command("add")
@@ -91,12 +105,13 @@ def add(
     async def body(ctx: Ctx) -> None:
         from contracts.invariants.model import InvariantScope
 
+        bound = await plan_target(ctx, target or "") if scope == "PLAN" else target
         inv = await call(ctx, lambda s: s.add_invariant(
-            name, description, InvariantScope(scope), target, **checked))
+            name, description, InvariantScope(scope), bound, **checked))
         if as_json:
             emit_json(dump(inv))
         else:
-            where = f" {escape(target)}" if target else ""
+            where = f" {escape(bound)}" if bound else ""
             out.print(f"invariant {inv.id} added: {escape(inv.name)} "
                       f"({inv.scope.value}{where})")
 
@@ -123,7 +138,8 @@ def list_(
 
     async def body(ctx: Ctx) -> None:
         if effective:
-            found = await call(ctx, lambda s: s.effective_for(plan_id, project, action))
+            wanted = await plan_target(ctx, plan_id) if plan_id else None
+            found = await call(ctx, lambda s: s.effective_for(wanted, project, action))
         else:
             found = await ctx.reads.invariants.find()
         if as_json:
@@ -143,7 +159,10 @@ def remove(
     invariant_id = parse_id(invariant_id, "invariant")
 
     async def body(ctx: Ctx) -> None:
-        inv = await call(ctx, lambda s: s.remove_invariant(invariant_id))
+        from contracts.shared.views import IdKind
+
+        wanted = await ctx.resolve(invariant_id, IdKind.INVARIANT)
+        inv = await call(ctx, lambda s: s.remove_invariant(wanted))
         if as_json:
             emit_json(dump(inv))
         else:

@@ -8,9 +8,24 @@ bootstrap, nats, pydantic models) inside the commands, so `agents --help` stays 
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
+from typer.core import TyperOption
 
 from cli import console, corrections, dead_letters, invariants, plan, run, status, webhooks
+
+
+def _flag_type(self: TyperOption, ctx: Any) -> str | None:
+    """A flag takes no value, so its help shows no type: Typer's own `<bool>` beside
+    `--dry-run` reads as if it wanted one, and `--dry-run true` then fails."""
+    if self.is_flag:
+        return None
+    return _typed(self, ctx)
+
+
+_typed = TyperOption.display_type_rich
+TyperOption.display_type_rich = _flag_type  # type: ignore[method-assign]
 
 app = typer.Typer(
     name="agents",

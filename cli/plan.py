@@ -1,58 +1,34 @@
-"""`agents plan tree | explain | correct`: a plan as an operator reads it.
+"""`agents plan tree | explain | correct | list | export | comment | complete |
+abandon`: a plan as an operator reads it, and what an operator does to it.
 
 Reads go through the read port (services/read_ports.py: a read changes nothing, so
 there is no reason to route it over NATS); `explain` lives in cli.explain, `correct` in
-cli.correct.
+cli.correct, `list` and `export` in cli.plan_list, the rest in cli.upkeep.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TYPE_CHECKING, Annotated
+from datetime import datetime
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
-from rich.markup import escape
 
-from cli import correct, explain, history, plan_use
+from cli import correct, explain, history, plan_list, plan_use, upkeep
 from cli.context import Ctx, parse_id, run
 from cli.errors import USAGE_ERROR, fail
-from cli.render import JsonFlag, clip, dump, emit_json, out, short, status_text
+from cli.render import JsonFlag, dump, emit_json, ids, out, piped, short
+from cli.tree_text import node_label
 
 if TYPE_CHECKING:
     from contracts.corrections.record import Correction
     from contracts.decisions.model import Decision
     from contracts.decisions.plans import PlanRecord
 
-app = typer.Typer(help="Read a plan's decision tree and correct it.", no_args_is_help=True)
+app = typer.Typer(help="List, read, correct, comment on and end plans.",
+                  no_args_is_help=True)
+app.command("list")(plan_list.list_)
 app.command("correct")(correct.correct)
-
-
-def _markers(d: Decision, plans: dict[str, PlanRecord],
-             corrections: list[Correction]) -> str:
-    out = []
-    if d.is_correction:
-        out.append(f"[magenta]correction of {short(d.corrects_decision_id)}[/]")
-    if d.superseded_by is not None:
-        out.append(f"[red]superseded by {short(d.superseded_by)}[/]")
-    for p in d.downstream_plan_ids:
-        record = plans.get(p)
-        out.append(f"[cyan]→ child plan {short(p)}[/]"
-                   + (f" ({status_text(record.status.value)})" if record else ""))
-    for c in corrections:
-        if c.decision_id == d.decision_id:
-            out.append(f"[yellow]{c.mode.value} {short(c.correction_id)}[/] "
-                       f"({status_text(c.status.value)})")
-    return ("  " + "  ".join(out)) if out else ""
-
-
-def _label(d: Decision, plans: dict[str, PlanRecord], corrections: list[Correction]) -> str:
-    conf = "-" if d.confidence_score is None else f"{d.confidence_score:.2f}"
-    text = (f"[bold]{d.decision_type.value}[/] {escape(clip(d.chosen_option))}  "
-            f"[dim]#{d.sequence_number} {short(d.decision_id)} conf {conf}[/]")
-    if d.superseded_by is not None:
-        text = f"[strike dim]{d.decision_type.value} {escape(clip(d.chosen_option))}[/]  " \
-               f"[dim]#{d.sequence_number} {short(d.decision_id)}[/]"
-    return text + _markers(d, plans, corrections)
 
 
 def tree(
@@ -65,9 +41,12 @@ def tree(
     as_of: Annotated[str | None, typer.Option(
         "--as-of", metavar="TIME|CORRECTION_ID", help=history.AS_OF_HELP)] = None,
     before: Annotated[bool, typer.Option("--before", help=history.BEFORE_HELP)] = False,
+    full_ids: Annotated[bool, typer.Option(
+        "--full-ids", help="Whole IDs on a terminal too (a pipe always gets them whole).")
+    ] = False,
     as_json: JsonFlag = False,
 ) -> None:
-    """The plan's current decision tree: type, chosen option, sequence, short ID, confidence."""
+    """The plan's current decision tree: type, chosen option, sequence, ID, confidence."""
     plan_id = parse_id(plan_id, "plan")
     moment = history.parse_as_of(as_of) if as_of is not None else None
     if moment is not None and show_superseded:
@@ -76,28 +55,32 @@ def tree(
         fail("--before goes with --as-of CORRECTION_ID", USAGE_ERROR)
 
     async def body(ctx: Ctx) -> None:
+        from contracts.shared.views import IdKind
         from services.read_model import plan_corrections, plan_records
 
         reads = ctx.reads
-        decisions = await (reads.decisions.full_tree(plan_id)
+        wanted = await ctx.resolve(plan_id, IdKind.PLAN, IdKind.DECISION, IdKind.CORRECTION)
+        decisions = await (reads.decisions.full_tree(wanted)
                            if show_superseded or moment is not None
-                           else reads.decisions.current_tree(plan_id))
+                           else reads.decisions.current_tree(wanted))
         if not decisions:
-            fail(f"no decisions recorded for plan {plan_id}")
-        corrections = await plan_corrections(reads, plan_id)
-        cut = None
+            await _no_tree(ctx, wanted)
+        corrections = await plan_corrections(reads, wanted)
+        cut = then = None
         if moment is not None:
-            cut = history.resolve_cut(moment, before, decisions, corrections)
+            cut = history.resolve_cut(await history.moment_id(ctx, moment), before,
+                                      decisions, corrections)
+            then = history.cut_moment(cut, decisions, corrections)
             decisions, corrections = history.as_of(decisions, corrections, cut)
             if not decisions:
-                fail(f"plan {plan_id} had no decisions {history.cut_text(cut)}")
+                fail(f"plan {wanted} had no decisions {history.cut_text(cut)}")
         plans = await plan_records(reads, [p for d in decisions for p in d.downstream_plan_ids])
         kids, levels = _shape(decisions)
         if as_json:
             shown = [d for d in decisions
                      if depth is None or levels.get(d.decision_id, 0) <= depth]
             emit_json({
-                "plan_id": plan_id, "show_superseded": show_superseded, "depth": depth,
+                "plan_id": wanted, "show_superseded": show_superseded, "depth": depth,
                 **({"as_of": history.cut_json(cut)} if cut is not None else {}),
                 "decisions": [{**dump(d), "depth": levels.get(d.decision_id, 0)}
                               for d in shown],
@@ -105,11 +88,35 @@ def tree(
                 "corrections": [dump(c) for c in corrections],
             })
             return
-        _print_tree(plan_id, kids, plans=plans, corrections=corrections, depth=depth,
+        ids.shorten = not (full_ids or piped())
+        _print_tree(wanted, kids, plans=plans, corrections=corrections, depth=depth,
                     total=len(decisions), show_superseded=show_superseded,
-                    as_of=history.cut_text(cut) if cut is not None else None)
+                    as_of=history.cut_text(cut) if cut is not None else None,
+                    moment=then)
 
     run(body)
+
+
+async def _no_tree(ctx: Ctx, wanted: str) -> NoReturn:
+    """Why there is no tree to draw, in the words that help: the ID is a decision's or
+    a correction's, or the plan's decisions are all superseded (rolled back)."""
+    from services.read_model import find
+
+    found = await find(ctx.reads, wanted)
+    if found.kind == "decision":
+        fail(f"{wanted} is a decision of plan {found.plan_id}, not a plan: "
+             f"agents plan tree {found.plan_id}  (or agents plan explain {wanted})")
+    if found.kind == "correction":
+        fail(f"{wanted} is a correction of plan {found.plan_id}, not a plan: "
+             f"agents plan tree {found.plan_id} --as-of {wanted}")
+    record = await ctx.reads.plans.get(wanted)
+    every = await ctx.reads.decisions.full_tree(wanted)
+    if every:
+        why = (f"it was rolled back by correction {record.rolled_back_by}"
+               if record is not None and record.rolled_back_by else "")
+        fail(f"plan {wanted} has no current decision: all {len(every)} are superseded"
+             + (f" ({why})" if why else "") + "; --show-superseded shows them")
+    fail(f"no decisions recorded for plan {wanted}")
 
 
 def _shape(decisions: list[Decision]
@@ -132,7 +139,7 @@ def _shape(decisions: list[Decision]
 def _print_tree(plan_id: str, kids: dict[str | None, list[Decision]], *,
                 plans: dict[str, PlanRecord], corrections: list[Correction],
                 depth: int | None, total: int, show_superseded: bool,
-                as_of: str | None = None) -> None:
+                as_of: str | None = None, moment: datetime | None = None) -> None:
     from rich.tree import Tree
 
     which = f"tree {as_of}" if as_of else ("full" if show_superseded else "current") + " tree"
@@ -140,9 +147,10 @@ def _print_tree(plan_id: str, kids: dict[str | None, list[Decision]], *,
 
     def label(d: Decision) -> str:
         if as_of is None or d.superseded_by is None:
-            return _label(d, plans, corrections)
+            return node_label(d, plans, corrections, moment)
         # Current then: drawn as current, with what replaced it since.
-        then = _label(d.model_copy(update={"superseded_by": None}), plans, corrections)
+        then = node_label(d.model_copy(update={"superseded_by": None}), plans, corrections,
+                      moment)
         return then + f"  [dim]later superseded by {short(d.superseded_by)}[/]"
 
     def count_below(decision_id: str) -> int:
@@ -167,4 +175,8 @@ def _print_tree(plan_id: str, kids: dict[str | None, list[Decision]], *,
 
 app.command("tree")(tree)
 app.command("explain")(explain.explain)
+app.command("export")(plan_list.export)
+app.command("comment")(upkeep.comment)
+app.command("complete")(upkeep.complete)
+app.command("abandon")(upkeep.abandon)
 app.command("use")(plan_use.use)

@@ -179,6 +179,8 @@ def up(
     console = _console_config(no_console, console_port)
     servers.preflight(host, nats_wanted, mongo_wanted, data_dir,
                       None if base.health_addr else health_port)
+    servers.check_given(base, nats_given=nats_wanted is None,
+                        mongo_given=mongo_wanted is None)
     started: list[ManagedServer] = []
     try:
         with servers.terminate_unwinds():

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from cli.errors import USAGE_ERROR, fail
 from deploy.embedded import (
@@ -24,6 +25,9 @@ from deploy.embedded import (
     start_mongo,
     start_nats,
 )
+
+if TYPE_CHECKING:
+    from bootstrap.settings import Settings
 
 log = logging.getLogger("cli")
 
@@ -124,3 +128,65 @@ def start_servers(servers: list[ManagedServer], data_dir: Path, host: str,
         raise KeyboardInterrupt
     if failure is not None:
         fail(failure)
+
+
+def check_given(settings: Settings, nats_given: bool, mongo_given: bool) -> None:
+    """The servers NATS_URL / MONGODB_URI name answer, or one line saying which do not
+    and what to do (exit 1), before anything starts: `agents up` starts only what the
+    environment does not name, and a stale export from an earlier run otherwise ends
+    in a worker retrying a dead server, with a traceback per try."""
+    if not (nats_given or mongo_given):
+        return
+    import asyncio
+
+    dead = asyncio.run(_unreachable(settings, nats_given, mongo_given))
+    if not dead:
+        return
+    names = " and ".join(v for v, _ in dead)
+    fail(f"{names} {'are' if len(dead) > 1 else 'is'} exported, so agents up starts no "
+         f"server for {'them' if len(dead) > 1 else 'it'}, but "
+         + "; ".join(why for _, why in dead)
+         + f". Start {'those servers' if len(dead) > 1 else 'that server'}, or run "
+         f"`unset {' '.join(v for v, _ in dead)}` and agents up starts its own")
+
+
+async def _unreachable(settings: Settings, nats_given: bool, mongo_given: bool
+                       ) -> list[tuple[str, str]]:
+    """(variable, why) for each given server that does not answer within seconds."""
+    import asyncio
+
+    from bootstrap.ledger import OPERATOR
+    from bootstrap.nats_source import LazyNats, NatsUnavailable
+    from bootstrap.reachability import describe
+    from contracts.shared.persistence import StoreFailure
+    from contracts.shared.urls import redact
+    from store.mongo_store import MongoStore
+
+    async def nats_dead() -> tuple[str, str] | None:
+        source = LazyNats(settings, reconnect=False)
+        try:
+            await source.client()
+        except NatsUnavailable as exc:
+            return ("NATS_URL", f"nothing answers at NATS_URL={redact(settings.nats_url)} "
+                                f"({exc})")
+        finally:
+            await source.close()
+        return None
+
+    async def mongo_dead() -> tuple[str, str] | None:
+        timeout_ms = OPERATOR.mongo_timeout_ms or 3000
+        store = MongoStore.connect(settings.mongodb_uri, settings.mongodb_db,
+                                   timeout_ms=timeout_ms)
+        try:
+            await store.ping(timeout_ms / 1000)
+        except StoreFailure as exc:
+            return ("MONGODB_URI", f"nothing answers at MONGODB_URI="
+                                   f"{redact(settings.mongodb_uri)} "
+                                   f"({describe(exc, timeout_ms / 1000)})")
+        finally:
+            await store.close()
+        return None
+
+    probes = [*([nats_dead()] if nats_given else []), *([mongo_dead()] if mongo_given else [])]
+    dead = [d for d in await asyncio.gather(*probes) if d is not None]
+    return dead

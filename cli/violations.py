@@ -16,7 +16,7 @@ from rich.markup import escape
 from cli.context import Ctx, parse_id, run
 from cli.errors import USAGE_ERROR, fail
 from cli.invariant_calls import PlanOpt, call
-from cli.render import JsonFlag, clip, dump, emit_json, out, short, when
+from cli.render import JsonFlag, clip, dump, emit_json, out, table, when
 
 if TYPE_CHECKING:
     from contracts.invariants.violations import InvariantViolation
@@ -25,10 +25,11 @@ if TYPE_CHECKING:
     from services.invariants import InvariantService
 
 
-def _violation_row(v: InvariantViolation) -> list[str]:
+def _violation_row(v: InvariantViolation, names: dict[str, str]) -> list[str]:
     state = (f"resolved by {escape(v.resolved_by or 'unverified')}" if v.is_resolved
              else "[red]blocking[/]" if v.blocks else "open")
-    return [v.violation_id, short(v.invariant_id), short(v.plan_id), v.severity.value, state,
+    broke = escape(names.get(v.invariant_id, "(removed)")) + f" {v.invariant_id}"
+    return [v.violation_id, broke, v.plan_id, v.severity.value, state,
             when(v.reported_at), escape(clip(v.details, 50))]
 
 
@@ -38,24 +39,24 @@ def violations(
         "--unresolved", help="Only violations not resolved yet.")] = False,
     as_json: JsonFlag = False,
 ) -> None:
-    """Reported violations, oldest first."""
+    """Reported violations, oldest first, each with the invariant it broke."""
     plan_id = parse_id(plan, "plan") if plan else None
 
     async def body(ctx: Ctx) -> None:
-        found = await ctx.reads.violations.find(plan_id, unresolved_only=unresolved)
+        from contracts.shared.views import IdKind
+
+        wanted = await ctx.resolve(plan_id, IdKind.PLAN) if plan_id else None
+        found = await ctx.reads.violations.find(wanted, unresolved_only=unresolved)
+        names = {i.id: i.name for i in await ctx.reads.invariants.find()}
         if as_json:
-            emit_json([dump(v) for v in found])
+            emit_json([{**dump(v), "invariant_name": names.get(v.invariant_id)}
+                       for v in found])
             return
         if not found:
             out.print("no violations")
             return
-        from rich.table import Table
-
-        table = Table("violation", "invariant", "plan", "severity", "state", "reported",
-                      "details")
-        for v in found:
-            table.add_row(*_violation_row(v))
-        out.print(table)
+        table(["violation", "invariant", "plan", "severity", "state", "reported", "details"],
+              [_violation_row(v, names) for v in found], ids_in={0, 2})
 
     run(body)
 
@@ -74,10 +75,13 @@ def resolve(
     violation_id = parse_id(violation_id, "violation")
 
     async def body(ctx: Ctx) -> None:
+        from contracts.shared.views import IdKind
+
+        wanted = await ctx.resolve(violation_id, IdKind.VIOLATION)
         await ctx.connected()  # a resolve publishes: NATS first, as every such command
-        who = await signed_resolution(ctx, violation_id)
-        done = await call(ctx, lambda s: s.resolve_violation(violation_id, who),
-                           publishes=True)
+        who = await signed_resolution(ctx, wanted)
+        done = await call(ctx, lambda s: s.resolve_violation(wanted, who),
+                          publishes=True)
         if as_json:
             emit_json(dump(done))
         else:
@@ -142,9 +146,13 @@ def reconcile(
     plan_id = parse_id(plan, "plan") if plan else None
 
     async def body(ctx: Ctx) -> None:
+        from contracts.shared.views import IdKind
+
+        wanted = await ctx.resolve(plan_id, IdKind.PLAN) if plan_id else None
+
         async def go(s: InvariantService) -> list[Backfilled]:
-            if plan_id is not None:
-                found = await s.backfill([plan_id])
+            if wanted is not None:
+                found = await s.backfill([wanted])
                 if not as_json:
                     for done in found:
                         _print_backfilled(done)

@@ -92,6 +92,7 @@ async def main() -> None:
     for d, p in zip(recorded, persisted, strict=True):
         print(f"  {d.decision_type.value:<22} {d.decision_id}  seq {p.sequence_number:<2} "
               f"{d.chosen_option}")
+    print(f"Look at it with:\n  .venv/bin/agents plan tree {root.plan_id}")
     print("Revert the strategy with:")
     print(f"  .venv/bin/python examples/operator_reverts.py {root.plan_id} "
           f"{strategy.decision_id}")

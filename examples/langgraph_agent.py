@@ -151,8 +151,11 @@ async def main(args: argparse.Namespace) -> int:
                 plan_id = run.plan_id
                 print(f"plan_id {plan_id}  thread {run.thread_id}")
                 print("Look at it, then revert the strategy:")
-                print(f"  agents plan tree {plan_id}")
-                print("  agents plan correct --mode=revert STRATEGY_ID --guidance 'use redis'")
+                # Spelled as a clone runs them: `agents` is on the PATH only in an
+                # activated venv.
+                print(f"  .venv/bin/agents plan tree {plan_id}")
+                print("  .venv/bin/agents plan correct --mode=revert STRATEGY_ID "
+                      "--guidance 'use redis'")
             return await listen(ledger, plan_id, args.count, args.timeout)
     finally:
         if mongo is not None:

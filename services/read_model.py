@@ -17,7 +17,8 @@ from contracts.corrections.record import Correction
 from contracts.decisions.model import Decision
 from contracts.decisions.plans import PlanRecord
 from contracts.shared.bounds import INLINE_IDS_MAX
-from contracts.shared.ids import is_ulid
+from contracts.shared.views import IdKind
+from services.id_lookup import resolve
 from services.read_ports import LedgerReads
 
 MAX_PATH = 10_000
@@ -82,6 +83,23 @@ async def explain(reads: LedgerReads, decision_id: str) -> Explained | None:
     return Explained(d, path, children, list(dependents.values()), plans, touching)
 
 
+async def superseded_reason(reads: LedgerReads, d: Decision) -> str:
+    """Why a superseded decision cannot be corrected, and what to correct instead: its
+    own replacement when a revert of it replaced it; when it went with an ancestor's
+    revert, the decision that replaced that ancestor is no replacement of its own."""
+    by = d.superseded_by_correction
+    found = await reads.corrections.get(by) if by else None
+    c = found.correction if found else None
+    if c is None or c.decision_id == d.decision_id:
+        via = f" by correction {by}" if by else ""
+        return (f"decision {d.decision_id} is already superseded{via}: it was replaced by "
+                f"{d.superseded_by}; correct {d.superseded_by} instead")
+    return (f"decision {d.decision_id} is superseded: correction {c.correction_id} reverted "
+            f"its ancestor {c.decision_id} (replaced by {c.new_decision_id}), and it went "
+            f"with it; it has no replacement of its own. Correct a current decision of plan "
+            f"{d.plan_id} (agents plan tree {d.plan_id})")
+
+
 async def correction_diff_of(reads: LedgerReads, correction_id: str) -> CorrectionDiff | None:
     """What a correction changed (`agents correction diff`, the console's correction
     page); None when no such correction is recorded."""
@@ -106,11 +124,14 @@ class Found:
     extra: dict[str, str] = field(default_factory=dict)
 
 
-async def find(reads: LedgerReads, any_id: str) -> Found:
-    """What an ID names: a decision, a plan or a correction (ULIDs never collide)."""
-    if not is_ulid(any_id):
-        return Found("none")
-    any_id = any_id.upper()
+FINDABLE = (IdKind.PLAN, IdKind.DECISION, IdKind.CORRECTION)
+
+
+async def find(reads: LedgerReads, raw: str) -> Found:
+    """What an ID or the last characters of one names: a decision, a plan or a
+    correction (ULIDs never collide). IdNotUsable for text that is no ID or suffix, or
+    a suffix several IDs end with."""
+    any_id = await resolve(reads, raw, FINDABLE)
     d = await reads.decisions.get(any_id)
     if d is not None:
         return Found("decision", plan_id=d.plan_id, decision_id=d.decision_id)

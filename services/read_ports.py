@@ -15,13 +15,14 @@ a database that fails or does not answer raises `StoreFailure`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from datetime import datetime
 from typing import Protocol
 
 from contracts.corrections.changes import Versioned
 from contracts.corrections.record import Correction
 from contracts.corrections.states import CorrectionStatus
+from contracts.decisions.comments import Comment
 from contracts.decisions.model import Decision
 from contracts.decisions.plans import PlanRecord
 from contracts.impact.walk import ImpactWalk
@@ -29,6 +30,7 @@ from contracts.invariants.model import Invariant, InvariantScope
 from contracts.invariants.violations import InvariantViolation
 from contracts.shared.counts import LedgerStatus, PlanCounts
 from contracts.shared.dead_letter import DeadLetter
+from contracts.shared.views import IdKind, IdMatch, RootFilter
 from services.ports.corrections import AttemptRecords
 
 __all__ = ["CorrectionReads", "DeadLetterReads", "DecisionReads", "InvariantReads",
@@ -58,6 +60,10 @@ class DecisionReads(Protocol):
 class PlanReads(Protocol):
     async def get(self, plan_id: str) -> PlanRecord | None: ...
 
+    async def owner(self, plan_id: str) -> str | None:
+        """The principal whose signed root started the plan (None: none verified)."""
+        ...
+
 
 class CorrectionReads(Protocol):
     async def get(self, correction_id: str) -> Versioned | None: ...
@@ -71,8 +77,10 @@ class CorrectionReads(Protocol):
 class DeadLetterReads(Protocol):
     async def get(self, dead_letter_id: str) -> DeadLetter | None: ...
 
-    async def list(self, plan_id: str | None = None, limit: int = 100) -> list[DeadLetter]:
-        """Newest first."""
+    async def list(self, plan_id: str | None = None, limit: int = 100, *,
+                   rule: str | None = None, discarded: bool = False) -> list[DeadLetter]:
+        """Newest first: those kept (`discarded`: those discarded), of a plan, whose first
+        reason is `rule`."""
         ...
 
 
@@ -99,8 +107,30 @@ class WalkReads(Protocol):
 class TreeReads(Protocol):
     """Pages of a plan's tree, never the whole ledger: each answers what is on screen."""
 
-    async def recent_roots(self, limit: int, before: str | None = None) -> list[Decision]:
-        """Plan roots (not corrections), newest first, those before `before`."""
+    async def recent_roots(self, limit: int, before: str | None = None,
+                           where: RootFilter | None = None) -> list[Decision]:
+        """Plan roots (not corrections) that `where` keeps, newest first, those before
+        `before`."""
+        ...
+
+    async def recent_corrections(self, plan_id: str | None = None,
+                                 status: CorrectionStatus | None = None, limit: int = 100,
+                                 before: str | None = None) -> list[Correction]:
+        """Corrections newest first, those before the correction ID `before`."""
+        ...
+
+    async def comments(self, decision_id: str) -> list[Comment]:
+        """The decision's comments, oldest first (the newest COMMENTS_SHOWN of them)."""
+        ...
+
+    async def plan_comments(self, plan_id: str, limit: int = 10_000) -> list[Comment]:
+        """Every comment on the plan's decisions, oldest first."""
+        ...
+
+    async def ids_ending(self, suffix: str, limit: int = 10,
+                         kinds: Collection[IdKind] | None = None) -> list[IdMatch]:
+        """Plans, decisions, corrections, invariants and violations (of `kinds` only;
+        None: all) whose ID ends with `suffix` (upper case), at most `limit` of each."""
         ...
 
     async def level(self, plan_id: str, parent: str | None, *, after: int | None,

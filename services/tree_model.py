@@ -1,5 +1,5 @@
-"""A plan's tree as operators read it, computed once for every front end: the recent
-plans, one level of a tree (the console opens a tree a level at a time), and the tree
+"""A plan's tree as operators read it, computed once for every front end: one level of
+a tree (the console opens a tree a level at a time), and the tree
 as it was at a correction or a moment (`agents plan tree --as-of`, the console's
 history view).
 
@@ -24,7 +24,6 @@ from contracts.corrections.record import Correction
 from contracts.corrections.states import CorrectionStatus
 from contracts.decisions.model import Decision
 from contracts.decisions.plans import PlanRecord
-from contracts.shared.counts import PlanCounts
 from contracts.shared.ids import is_ulid
 from services.read_model import plan_corrections, plan_records
 from services.read_ports import LedgerReads
@@ -92,24 +91,6 @@ async def tree_then(reads: LedgerReads, plan_id: str, at: str | datetime, *,
 
 
 # --- plans and tree levels ------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class PlanSummary:
-    root: Decision
-    record: PlanRecord | None
-    counts: PlanCounts
-
-
-async def recent_plans(reads: LedgerReads, limit: int = 50,
-                       before: str | None = None) -> list[PlanSummary]:
-    """Newest plans first (by their root's ULID), with counts and their plan record."""
-    roots = await reads.views.recent_roots(limit, before)
-    ids = [r.plan_id for r in roots]
-    counts = await reads.views.counts(ids)
-    records = await plan_records(reads, ids)
-    return [PlanSummary(r, records.get(r.plan_id), counts.get(r.plan_id, PlanCounts()))
-            for r in roots]
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,7 @@ PARENT_WAITS = "parent_waits"
 INVARIANT_VERSIONS = "invariant_versions"
 DECISION_HOLDS = "decision_holds"
 PLAN_USES = "plan_uses"
+COMMENTS = "comments"
 
 _INDEXES: dict[str, list[IndexModel]] = {
     DECISIONS: [
@@ -86,6 +87,10 @@ _INDEXES: dict[str, list[IndexModel]] = {
         IndexModel([("plan_id", ASCENDING), ("status", ASCENDING)], name="by_plan_status"),
         IndexModel([("status", ASCENDING), ("claimed_until", ASCENDING)], name="by_status"),
     ],
+    # A decision's comments, in the order they were made (comment IDs are ULIDs).
+    COMMENTS: [IndexModel([("decision_id", ASCENDING), ("_id", ASCENDING)],
+                          name="by_decision"),
+               IndexModel([("plan_id", ASCENDING), ("_id", ASCENDING)], name="by_plan")],
     # The startup sweep looks for a consumer's messages that failed MaxDeliver times.
     DELIVERY_FAILURES: [
         IndexModel([("consumer", ASCENDING), ("count", ASCENDING)], name="by_consumer"),

@@ -6,6 +6,7 @@ hostile message to size), so keeping a batch's rejections cannot fail on its siz
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import BulkWriteError
@@ -49,8 +50,15 @@ class DeadLetterRepository:
         doc = await self._coll.find_one({"_id": dead_letter_id})
         return _from_doc(doc) if doc else None
 
-    async def list(self, plan_id: str | None = None, limit: int = 100) -> list[DeadLetter]:
-        query = {"plan_id": plan_id} if plan_id else {}
+    async def list(self, plan_id: str | None = None, limit: int = 100, *,
+                   rule: str | None = None, discarded: bool = False) -> list[DeadLetter]:
+        """Newest first: those kept (or, `discarded`, those discarded), of a plan, whose
+        first reason is `rule`."""
+        query: dict[str, Any] = {"discarded_at": {"$ne": None} if discarded else None}
+        if plan_id:
+            query["plan_id"] = plan_id
+        if rule:
+            query["errors.0.rule"] = rule
         cursor = self._coll.find(query).sort("rejected_at", -1).limit(limit)
         return [_from_doc(d) async for d in cursor]
 

@@ -42,6 +42,7 @@ from store.recorder import RecorderRepository
 from store.status import ledger_status
 from store.transactions import SessionHook, on_new_session
 from store.translate import translate_errors
+from store.upkeep import UpkeepRepository
 from store.views import TreeViews
 from store.violations import ViolationRepository
 from store.webhooks import WebhookStore
@@ -76,6 +77,7 @@ class MongoStore:
         self.holds = HoldRepository(db)
         self.plan_uses = PlanUseRepository(db)
         self.webhooks = WebhookStore(db)
+        self.upkeep = UpkeepRepository(db)
 
     def gate_source(self, *, judge: bool = False) -> GateSource:
         """What the recorder's gate reads per batch (one per recorder: it caches);

@@ -117,6 +117,12 @@ class PlanRepository:
     async def ancestors(self, plan_ids: Iterable[str]) -> dict[str, tuple[str, ...]]:
         return await plan_ancestors(self._db, plan_ids)
 
+    async def owner(self, plan_id: str) -> str | None:
+        """The principal whose signed root started the plan (None: unsigned, or unknown)."""
+        doc = await self._coll.find_one({"_id": plan_id}, {"owner": 1})
+        owner = doc.get("owner") if doc else None
+        return owner if isinstance(owner, str) else None
+
     async def statuses(self, plan_ids: Iterable[str]) -> dict[str, PlanStatus]:
         """plan_id -> status, for the plans that have a document (a readable status)."""
         ids = list(dict.fromkeys(plan_ids))

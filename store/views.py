@@ -1,5 +1,5 @@
-"""Read-only queries for the operator's views (the web console, `agents` reads): recent
-plans, one level of a plan's tree, and per-plan counts.
+"""Read-only queries for the operator's views (the web console, `agents` reads): one
+level of a plan's tree, and per-plan counts (the lookups: store/lookups.py).
 
 Each answers a page, never a whole ledger: a tree is read one level at a time (the
 children of one node, by the `children` index, paged by sequence number), so a
@@ -12,28 +12,18 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from pymongo.asynchronous.database import AsyncDatabase
-
 from contracts.corrections.states import CORRECTION_LIFECYCLE, CorrectionStatus
 from contracts.decisions.model import Decision
-from contracts.decisions.types import DecisionType
+from contracts.decisions.plans import PlanStatus
 from contracts.shared.counts import PlanCounts
-from store.database import (
-    CORRECTIONS,
-    DECISIONS,
-    ID_CHUNK,
-    INVARIANT_VIOLATIONS,
-    PLANS,
-    Document,
-)
+from store.database import ID_CHUNK
 from store.decisions import ROOT_QUERY, from_document
+from store.lookups import MAX_PAGE, Lookups
 from store.translate import translate_errors
 
 __all__ = ["PlanCounts", "TreeViews"]
 
 IN_FLIGHT = [s.value for s in CorrectionStatus if not CORRECTION_LIFECYCLE.is_terminal(s)]
-MAX_PAGE = 500
-"""Largest page any view returns: a request cannot make the server read a whole plan."""
 
 
 def _chunks(ids: list[str]) -> list[list[str]]:
@@ -41,23 +31,8 @@ def _chunks(ids: list[str]) -> list[list[str]]:
 
 
 @translate_errors
-class TreeViews:
-    def __init__(self, db: AsyncDatabase[Document]) -> None:
-        self._decisions = db[DECISIONS]
-        self._plans = db[PLANS]
-        self._corrections = db[CORRECTIONS]
-        self._violations = db[INVARIANT_VIOLATIONS]
-
-    async def recent_roots(self, limit: int, before: str | None = None) -> list[Decision]:
-        """Plan roots (prompt_definition, not a correction), newest first: decision IDs
-        are ULIDs, so their order is their creation order."""
-        query: dict[str, Any] = {"decision_type": DecisionType.PROMPT_DEFINITION.value,
-                                 "is_correction": False}
-        if before is not None:
-            query["_id"] = {"$lt": before}
-        cursor = self._decisions.find(query, {"actor_reasoning": 0}
-                                      ).sort("_id", -1).limit(min(limit, MAX_PAGE))
-        return [from_document(d) async for d in cursor]
+class TreeViews(Lookups):
+    """The tree views, and the lookups (store/lookups.py) the same front ends ask."""
 
     async def level(self, plan_id: str, parent: str | None, *, after: int | None,
                     limit: int, superseded: bool) -> list[Decision]:
@@ -115,45 +90,52 @@ class TreeViews:
     async def counts(self, plan_ids: Iterable[str]) -> dict[str, PlanCounts]:
         """plan_id -> decisions, current ones, corrections not ended, open violations.
 
-        No decision is read: the plan's sequence counter is its decision count (numbers
-        are reserved in the insert's transaction, dense and never reused), and what is
-        superseded is what its applied corrections list (`superseded_ids`, in full). A
-        plan without a counter document is counted on the decisions themselves."""
+        The plan's sequence counter is its decision count (numbers are reserved in the
+        insert's transaction, dense and never reused). Current ones are counted on the
+        decisions themselves, and only for a plan a correction may have touched: one
+        with a correction of its own, or one rolled back by a revert in an ancestor. A
+        correction's `superseded_ids` cannot be subtracted instead: it also lists the
+        decisions of the child plans the revert rolled back, which are another plan's.
+        A plan no correction touched has every decision current. A plan without a
+        counter document is counted on the decisions too."""
         ids = list(dict.fromkeys(plan_ids))
         found: dict[str, dict[str, int]] = {p: {} for p in ids}
         for chunk in _chunks(ids):
-            await self._count_decisions(chunk, found)
-            superseded = await self._count_corrections(chunk, found)
+            touched = await self._count_decisions(chunk, found)
+            touched |= await self._count_corrections(chunk, found)
             await self._count_violations(chunk, found)
             for p in chunk:
                 if "decisions" not in found[p]:
                     found[p]["decisions"] = await self._decisions.count_documents(
                         {"plan_id": p})
-                found[p]["current"] = max(0, found[p]["decisions"] - superseded.get(p, 0))
+                found[p]["current"] = found[p]["decisions"] if p not in touched else \
+                    await self._decisions.count_documents({"plan_id": p, "superseded_by": None})
         return {p: PlanCounts(**c) for p, c in found.items()}
 
     async def _count_decisions(self, chunk: list[str], found: dict[str, dict[str, int]]
-                               ) -> None:
-        """Each plan's sequence counter, where it has one: its decision count."""
-        async for d in self._plans.find({"_id": {"$in": chunk}}, {"next_sequence": 1}):
+                               ) -> set[str]:
+        """Each plan's sequence counter, where it has one: its decision count; the plans
+        rolled back."""
+        rolled: set[str] = set()
+        async for d in self._plans.find({"_id": {"$in": chunk}},
+                                        {"next_sequence": 1, "status": 1}):
             if isinstance(d.get("next_sequence"), int):
                 found[d["_id"]]["decisions"] = d["next_sequence"]
+            if d.get("status") == PlanStatus.ROLLED_BACK.value:
+                rolled.add(d["_id"])
+        return rolled
 
     async def _count_corrections(self, chunk: list[str], found: dict[str, dict[str, int]]
-                                 ) -> dict[str, int]:
-        """The corrections not ended, into `found`; how many decisions each plan's applied
-        corrections superseded."""
-        superseded: dict[str, int] = {}
+                                 ) -> set[str]:
+        """The corrections not ended, into `found`; the plans that have any."""
+        touched: set[str] = set()
         async for d in self._corrections.find(
-                {"plan_id": {"$in": chunk}}, {"plan_id": 1, "status": 1,
-                                              "superseded_ids": 1}):
+                {"plan_id": {"$in": chunk}}, {"plan_id": 1, "status": 1}):
+            touched.add(d["plan_id"])
             if d.get("status") in IN_FLIGHT:
                 found[d["plan_id"]]["open_corrections"] = \
                     found[d["plan_id"]].get("open_corrections", 0) + 1
-            elif d.get("status") == CorrectionStatus.APPLIED.value:
-                superseded[d["plan_id"]] = superseded.get(d["plan_id"], 0) + len(
-                    d.get("superseded_ids") or [])
-        return superseded
+        return touched
 
     async def _count_violations(self, chunk: list[str], found: dict[str, dict[str, int]]
                                 ) -> None:

@@ -25,6 +25,6 @@ OPERATOR = "tester"
 def deps_over(store: MongoStore | MemoryStore, nc: Client) -> Deps:
     publisher = JetStreamPublisher(nc, ack_timeout=5.0)
     return Deps(reads=store, invariants=InvariantService.from_store(store, publisher),
-                dead_letters=DeadLetterService(store.dead_letters, publisher),
+                dead_letters=DeadLetterService(store.dead_letters, publisher, store),
                 ops=CorrectionClient(nc, requested_by=OPERATOR), hub=Hub(nc),
                 operator_name=OPERATOR)

@@ -32,6 +32,7 @@ from contracts.corrections.states import (
     CorrectionAttemptState,
     CorrectionStatus,
 )
+from contracts.decisions.comments import Comment
 from contracts.decisions.model import Decision
 from contracts.decisions.plans import PLAN_LIFECYCLE, PlanRecord, PlanStatus, ancestry
 from contracts.decisions.types import DecisionType
@@ -68,6 +69,7 @@ from services.ports.corrections import CorrectionStorePort
 from services.ports.invariants import EventFor, InvariantStorePort
 from services.ports.records import DeadLetterRecords, DeadLetterShelf, RecordedDecisions
 from services.read_ports import LedgerReads
+from tests.memory_upkeep import MemoryUpkeep
 from tests.memory_views import MemoryViews, memory_status
 
 T = TypeVar("T")
@@ -93,6 +95,7 @@ class State:
     dead_letters: dict[str, DeadLetter] = dataclasses.field(default_factory=dict)
     invariants: dict[str, Invariant] = dataclasses.field(default_factory=dict)
     violations: dict[str, InvariantViolation] = dataclasses.field(default_factory=dict)
+    comments: dict[str, Comment] = dataclasses.field(default_factory=dict)
     recorded: dict[str, tuple[str, int]] = dataclasses.field(default_factory=dict)
     """decision_id -> (content hash, stream sequence that wrote it): what the recorder
     stores beside a decision to know a redelivery from a duplicate."""
@@ -372,6 +375,10 @@ class MemoryPlans:
     async def get(self, plan_id: str) -> PlanRecord | None:
         doc = self._db.state.plans.get(plan_id)
         return _record(plan_id, doc) if doc is not None else None
+
+    async def owner(self, plan_id: str) -> str | None:
+        owner = self._db.state.plans.get(plan_id, {}).get("owner")
+        return owner if isinstance(owner, str) else None
 
     async def ancestors(self, plan_ids: Iterable[str]) -> dict[str, tuple[str, ...]]:
         parent_of = {p: doc.get("parent_plan_id") for p, doc in self._db.state.plans.items()}
@@ -680,9 +687,12 @@ class MemoryDeadLetters:
     async def get(self, dead_letter_id: str) -> DeadLetter | None:
         return self._db.state.dead_letters.get(dead_letter_id)
 
-    async def list(self, plan_id: str | None = None, limit: int = 100) -> list[DeadLetter]:
+    async def list(self, plan_id: str | None = None, limit: int = 100, *,
+                   rule: str | None = None, discarded: bool = False) -> list[DeadLetter]:
         found = [d for d in self._db.state.dead_letters.values()
-                 if plan_id is None or d.plan_id == plan_id]
+                 if (plan_id is None or d.plan_id == plan_id)
+                 and (d.discarded_at is not None) == discarded
+                 and (rule is None or (d.errors and d.errors[0].rule == rule))]
         return sorted(found, key=lambda d: d.rejected_at, reverse=True)[:limit]
 
     async def delete(self, dead_letter_id: str) -> bool:
@@ -816,6 +826,7 @@ class MemoryStore:
         self.invariants = MemoryInvariants(self.db)
         self.violations = MemoryViolations(self.db)
         self.views = MemoryViews(self.db)
+        self.upkeep = MemoryUpkeep(self.db)
 
     async def status(self, now: datetime) -> LedgerStatus:
         return memory_status(self.db.state, now)

@@ -83,6 +83,7 @@ async def start_consumers(runtime: Runtime, settings: Settings, broker: NatsBrok
     assert runtime.mongo is not None
     deps = Deps(settings, recorder=runtime.get_recorder, corrections=runtime.get_corrections,
                 invariants=runtime.get_invariants, dead_letters=runtime.get_dead_letters,
+                upkeep=runtime.get_upkeep, nc=broker.connection,
                 templates=runtime.get_templates,
                 failures=runtime.failures, crash=crash_hook(settings.crash_at),
                 trust=settings.trust_policy())

@@ -24,6 +24,7 @@ from typing import Any
 
 from nats.aio.msg import Msg
 
+from clients.queued import queued_cancel
 from contracts.corrections import families
 from contracts.corrections.refusals import CancelRefused, FailRefused, RetryRefused
 from contracts.corrections.requests import (
@@ -119,6 +120,7 @@ class RequestConsumer(_Commands):
     def __init__(self, deps: Deps) -> None:
         super().__init__(deps)
         self._crash = deps.crash
+        self._nc = deps.nc
 
     def read(self, m: Msg, now: datetime) -> CorrectionRequest | Unreadable:
         return read_request(m.subject, m.data,
@@ -129,15 +131,36 @@ class RequestConsumer(_Commands):
         recorded: list[tuple[Msg, CorrectionRequest]] = []
 
         async def record(m: Msg, r: CorrectionRequest) -> None:
-            await svc.request_correction(r, arrival=m.metadata.sequence.stream,
-                                         trace=m.headers, identity=batch.identity(m))
+            arrival = m.metadata.sequence.stream
+            await svc.request_correction(r, arrival=arrival, trace=m.headers,
+                                         identity=batch.identity(m))
             recorded.append((m, r))
+            cancel = await self._queued_cancel(r, arrival)
+            if cancel is not None:  # cancelled while queued: before it runs
+                await svc.cancel_correction(r.correction_id, cancel.reason, plan_id=r.plan_id)
 
         await self._each(batch, record)
         await _drive(svc, [req.plan_id for _, req in recorded])
         self._crash("before_ack")
         for m, _ in recorded:
             await batch.ack(m)
+
+
+    async def _queued_cancel(self, r: CorrectionRequest, arrival: int
+                             ) -> CancelRequest | None:
+        """A cancel of this request already in the stream after it: an operator cancelled
+        it while it was queued (the workers stopped or behind). Applied as the request is
+        recorded, before the plan is driven, so it never runs; the cancel consumer then
+        finds it cancelled. Looking costs one stream read per request (usually "none");
+        a failure to look leaves the cancel to its own consumer."""
+        if self._nc is None:
+            return None
+        try:
+            return await queued_cancel(self._nc, r.correction_id, r.plan_id, arrival)
+        except Exception as exc:  # the stream read is best effort; recording is not
+            log.warning("looking for a queued cancel of %s failed (%s)", r.correction_id,
+                        describe(exc))
+            return None
 
 
 class CancelConsumer(_Commands):

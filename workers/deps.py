@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
+from nats.aio.client import Client
+
 from bootstrap.settings import Settings
 from contracts.shared.families import MessageFamily
 from contracts.trust.policy import FamilyTrust, TrustPolicy
@@ -18,6 +20,7 @@ from services.corrections.service import CorrectionService
 from services.invariants import InvariantService
 from services.plan_templates import PlanTemplateService
 from services.recorder import RecorderService
+from services.upkeep import UpkeepService
 from store.dead_letters import DeadLetterRepository
 from store.deliveries import DeliveryFailures
 from workers.inbound import Handler
@@ -34,7 +37,12 @@ class Deps:
     corrections: Callable[[], CorrectionService]
     invariants: Callable[[], InvariantService]
     dead_letters: Callable[[], DeadLetterRepository]
+    upkeep: Callable[[], UpkeepService]
+    """Comments, plan endings and dead-letter discards (workers.upkeep)."""
     failures: DeliveryFailures | None = None
+    nc: Client | None = None
+    """The workers' NATS connection, for reading the stream beside a consumer (a cancel
+    queued after its request); None where no server runs (unit tests)."""
     """Where every consumer records its failed deliveries (None: in memory only)."""
     crash: CrashHook = no_crash
     templates: Callable[[], PlanTemplateService] | None = None

@@ -29,6 +29,7 @@ from contracts.shared.rules import RuleViolation
 from services.recorder import RecorderService
 from services.recorder_batch import subject_plan
 from services.recorder_policy import Disposition, RecorderPolicy, Verdict
+from workers import upkeep
 from workers.batch import Batch
 from workers.deps import Deps, HandlerClass
 from workers.inbound import to_inbound
@@ -107,5 +108,7 @@ class RecorderConsumer:
         return parent_waits(self._settings)
 
 
-HANDLERS: dict[str, HandlerClass[Any]] = {RECORDED.name: RecorderConsumer}
-"""The recording families the workers consume, and the handler of each."""
+HANDLERS: dict[str, HandlerClass[Any]] = {RECORDED.name: RecorderConsumer,
+                                          **upkeep.HANDLERS}
+"""The recording families the workers consume, and the handler of each (the upkeep
+commands travel on the recording path's stream: workers.upkeep)."""

@@ -34,6 +34,7 @@ from services.corrections.service import CorrectionService
 from services.invariants import InvariantService
 from services.plan_templates import PlanTemplateService
 from services.recorder import RecorderService
+from services.upkeep import UpkeepService
 from store.database import Document
 from store.dead_letters import DeadLetterRepository
 from store.deliveries import DeliveryFailures
@@ -89,6 +90,9 @@ class Runtime:
 
     def get_invariants(self) -> InvariantService:
         return self.get_ledger().invariants
+
+    def get_upkeep(self) -> UpkeepService:
+        return self.get_ledger().upkeep
 
     def get_templates(self) -> PlanTemplateService:
         templates = self.get_ledger().templates

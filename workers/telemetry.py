@@ -36,9 +36,9 @@ def _chosen(variable: str, default: str = "") -> str:
 
 def _span_exporter(kind: str) -> Any:
     if kind == "console":
-        from opentelemetry.sdk.trace.export import ConsoleSpanExporter  # noqa: PLC0415
+        from opentelemetry.sdk.trace.export import ConsoleSpanExporter
         return ConsoleSpanExporter()
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # noqa: PLC0415
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
         OTLPSpanExporter,
     )
     return OTLPSpanExporter()
@@ -46,18 +46,18 @@ def _span_exporter(kind: str) -> Any:
 
 def _log_exporter(kind: str) -> Any:
     if kind == "console":
-        from opentelemetry.sdk._logs.export import ConsoleLogRecordExporter  # noqa: PLC0415
+        from opentelemetry.sdk._logs.export import ConsoleLogRecordExporter
         return ConsoleLogRecordExporter()
-    from opentelemetry.exporter.otlp.proto.http._log_exporter import (  # noqa: PLC0415
+    from opentelemetry.exporter.otlp.proto.http._log_exporter import (
         OTLPLogExporter,
     )
     return OTLPLogExporter()
 
 
 def _traces(kind: str, resource: Any) -> Callable[[], None]:
-    from opentelemetry import trace  # noqa: PLC0415
-    from opentelemetry.sdk.trace import TracerProvider  # noqa: PLC0415
-    from opentelemetry.sdk.trace.export import (  # noqa: PLC0415
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import (
         BatchSpanProcessor,
         SimpleSpanProcessor,
     )
@@ -70,9 +70,9 @@ def _traces(kind: str, resource: Any) -> Callable[[], None]:
 
 
 def _logs(kind: str, resource: Any) -> Callable[[], None]:
-    from opentelemetry._logs import set_logger_provider  # noqa: PLC0415
-    from opentelemetry.sdk._logs import LoggerProvider  # noqa: PLC0415
-    from opentelemetry.sdk._logs.export import (  # noqa: PLC0415
+    from opentelemetry._logs import set_logger_provider
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs.export import (
         BatchLogRecordProcessor,
         SimpleLogRecordProcessor,
     )
@@ -98,7 +98,7 @@ def configure_tracing(service_name: str = "decision-ledger-workers") -> Callable
     if not wanted:
         return lambda: None
     try:
-        from opentelemetry.sdk.resources import Resource  # noqa: PLC0415
+        from opentelemetry.sdk.resources import Resource
         resource = Resource.create({"service.name": service_name})
         stops = [(_traces if name == "OTEL_TRACES_EXPORTER" else _logs)(kind, resource)
                  for name, kind in wanted]

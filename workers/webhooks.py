@@ -55,7 +55,7 @@ class LazySender:
 
     async def send(self, url: str, body: bytes, headers: Mapping[str, str]) -> Answer:
         if self._made is None:
-            from workers.webhook_http import HttpSender  # noqa: PLC0415
+            from workers.webhook_http import HttpSender  # noqa: PLC0415  # httpx only if used
             self._made = HttpSender(self._settings.webhooks)
         answer: Answer = await self._made.send(url, body, headers)
         return answer

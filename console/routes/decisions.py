@@ -25,10 +25,12 @@ AFFECTED_ASK_MAX = 1000
 
 async def decision(request: Request) -> Response:
     decision_id = ulid_param(request, "decision_id")
-    found = await read_model.explain(deps(request).reads, decision_id)
+    reads = deps(request).reads
+    found = await read_model.explain(reads, decision_id)
     if found is None:
         raise Refused(404, f"no decision {decision_id} is recorded")
     return ok({
+        "comments": [dump(c) for c in await reads.views.comments(decision_id)],
         "decision": {**dump(found.decision),
                      "phase": found.decision.decision_type.phase.value},
         "path": [brief(p) for p in found.path],
@@ -108,8 +110,7 @@ async def correct(request: Request) -> Response:
     chosen = text_field(body, "chosen_option", max_chars=GUIDANCE_MAX_CHARS)
     target = await _target(d, decision_id)
     if target.superseded_by is not None:
-        raise Refused(409, f"decision {decision_id} is already superseded by "
-                           f"{target.superseded_by}; correct that one instead")
+        raise Refused(409, await read_model.superseded_reason(d.reads, target))
     try:
         cid = await d.ops.request(target.plan_id, decision_id, mode, guidance,
                                   chosen_option=chosen, requested_by=d.operator_name)

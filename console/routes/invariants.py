@@ -27,10 +27,14 @@ async def invariants(request: Request) -> Response:
 
 
 async def violations(request: Request) -> Response:
-    found = await deps(request).reads.violations.find(
+    reads = deps(request).reads
+    found = await reads.violations.find(
         query_ulid(request, "plan"),
         unresolved_only=request.query_params.get("unresolved") in ("1", "true"))
-    return ok({"violations": [{**dump(v), "blocks": v.blocks} for v in reversed(found)]})
+    names = {i.id: i.name for i in await reads.invariants.find()}
+    return ok({"violations": [{**dump(v), "blocks": v.blocks,
+                               "invariant_name": names.get(v.invariant_id)}
+                              for v in reversed(found)]})
 
 
 async def resolve(request: Request) -> Response:

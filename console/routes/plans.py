@@ -3,7 +3,7 @@ was at a correction or a moment, and what an ID names."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -12,31 +12,66 @@ from console.deps import deps
 from console.shapes import brief, correction_brief
 from console.web import Refused, dump, ok, query_int, query_ulid, ulid_param
 from contracts.corrections.as_of import SequenceCut
+from contracts.decisions.plans import PlanStatus
+from contracts.shared.views import RootFilter
 from services import read_model, tree_model
+from services.id_lookup import IdNotUsable
+from services.plan_list import find_plans, status_of
 
 PAGE_DEFAULT = 100
 PAGE_MAX = 500
+TEXT_MAX = 200
 AS_OF_MAX = 5000
 """Decisions sent at most for a tree as it was (the whole tree, read-only): beyond that
 the page says how many were left out."""
 
 
+def _time(request: Request, name: str) -> datetime | None:
+    raw = (request.query_params.get(name) or "").strip()
+    if not raw:
+        return None
+    try:
+        moment = datetime.fromisoformat(raw)
+    except ValueError:
+        raise Refused(400, f"{name} {raw[:40]!r} is not an ISO time (e.g. "
+                           "2026-11-30T12:00:00Z)") from None
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def _filter(request: Request) -> tuple[RootFilter, PlanStatus | None]:
+    q = request.query_params
+    raw = (q.get("status") or "").lower()
+    try:
+        status = PlanStatus(raw) if raw else None
+    except ValueError:
+        raise Refused(400, f"status {raw[:20]!r} is not a plan status") from None
+    text = {k: (q.get(k) or "").strip()[:TEXT_MAX] or None for k in ("project", "agent", "text")}
+    return RootFilter(since=_time(request, "since"), until=_time(request, "until"),
+                      **text), status
+
+
 async def plans(request: Request) -> Response:
+    """Plans newest first, filtered as `agents plan list` filters them."""
     d = deps(request)
-    limit = query_int(request, "limit", 50, 1, 200)
-    found = await tree_model.recent_plans(d.reads, limit, query_ulid(request, "before"))
-    return ok({"plans": [{
-        "plan_id": s.root.plan_id, "root": brief(s.root),
-        "status": s.record.status.value if s.record else "active",
+    where, status = _filter(request)
+    page = await find_plans(d.reads, where, status=status,
+                            limit=query_int(request, "limit", 50, 1, 200),
+                            before=query_ulid(request, "before"))
+    return ok({"next_before": page.next_before, "scanned": page.scanned, "plans": [{
+        "plan_id": s.root.plan_id, "root": brief(s.root), "status": status_of(s).value,
         "parent_plan_id": s.record.parent_plan_id if s.record else s.root.parent_plan_id,
         "project": s.root.project, "decisions": s.counts.decisions,
         "current": s.counts.current, "open_corrections": s.counts.open_corrections,
-        "open_violations": s.counts.open_violations} for s in found]})
+        "open_violations": s.counts.open_violations} for s in page.plans]})
 
 
 async def find(request: Request) -> Response:
+    """What an ID or its last characters name (the Find box), as the CLI resolves it."""
     value = request.query_params.get("id", "").strip()
-    found = await read_model.find(deps(request).reads, value)
+    try:
+        found = await read_model.find(deps(request).reads, value)
+    except IdNotUsable as exc:
+        raise Refused(404 if not exc.candidates else 409, str(exc)) from None
     if found.kind == "none":
         raise Refused(404, f"nothing is recorded with ID {value[:40]!r}")
     return ok({"kind": found.kind, "plan_id": found.plan_id, "decision_id": found.decision_id,

@@ -18,9 +18,11 @@ REASON_MAX_CHARS = 1_000
 """Longest cancel or fail reason: it travels in events, which must stay small."""
 
 
-REVERT_CHOSEN_PREFIX = "Revert: "
-"""How a replacement's chosen_option reads when the operator named none and gave no
-guidance: `Revert: <the original chosen_option>`."""
+def reverted_choice(original: str) -> str:
+    """How a replacement's chosen_option reads when the operator named none and gave no
+    guidance. It must not read as the original choice made again (`Revert: <original>`
+    did, in a tree that shows only chosen options): it says nothing was chosen instead."""
+    return f"(reverted; no replacement chosen) was: {original}"
 
 
 def default_revert_guidance(decision_id: str, requested_by: str | None) -> str:
@@ -62,7 +64,8 @@ class CorrectionRequest(Frozen):
     chosen_option: NonEmptyStr | None = Field(
         default=None,
         description="Revert only: chosen_option of the replacement decision (default: the "
-        "guidance, or 'Revert: <original chosen_option>' when the guidance was defaulted).",
+        "guidance, or '(reverted; no replacement chosen) was: <original chosen_option>' "
+        "when the guidance was defaulted).",
     )
     requested_at: UtcTime = Field(default_factory=utc_now, description="UTC request time.")
 

@@ -11,7 +11,7 @@ from pydantic import Field
 
 from contracts.corrections.archive.rules import NotCopiedArtifact
 from contracts.corrections.planning import check_mode, guidance_context, validate_target
-from contracts.corrections.requests import REVERT_CHOSEN_PREFIX, CorrectionRequest
+from contracts.corrections.requests import CorrectionRequest, reverted_choice
 from contracts.corrections.states import CorrectionMode
 from contracts.corrections.transition import TransitionInfo
 from contracts.decisions.model import Decision
@@ -99,7 +99,7 @@ def revert_writes(
     if not impact.complete:
         raise ValueError("a revert needs the whole impact, not a bounded or stopped walk")
     chosen = request.chosen_option or (
-        REVERT_CHOSEN_PREFIX + target.chosen_option if request.guidance_defaulted
+        reverted_choice(target.chosen_option) if request.guidance_defaulted
         else request.guidance)
     new = Decision(
         decision_id=new_decision_id,

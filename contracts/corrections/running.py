@@ -55,9 +55,8 @@ def next_to_run(statuses: Sequence[CorrectionStatus]) -> int:
     it first keeps a plan's corrections from running interleaved. A PENDING one that
     arrived earlier can only be here because its request was recorded after the started
     one began (its worker was killed before recording it): the known limit of several
-    replicas (docs/corrections.md, Ordering). The several-worker fault run saw that: the
-    takeover runner started the late earlier arrival while the started one waited, and
-    their runs overlapped."""
+    replicas (docs/corrections.md, Ordering): were the earlier arrival started while the
+    started one waits, a takeover runner would run the two interleaved."""
     if not statuses:
         raise ValueError("no unfinished correction to run")
     for i, status in enumerate(statuses):

@@ -3,11 +3,17 @@
 A plan exists through its decisions; a record is written for the plans the
 correction path creates (append) or changes (revert rolls child plans back), so
 that "which plans were rolled back, and why" is answered without scanning decisions.
+
+A plan's lifecycle is one table (PLAN_TRANSITIONS): active, then completed or
+abandoned by its owner or an operator (`end_plan`, with named refusals), or rolled
+back by a revert of the decision that spawned it, whichever state it is in but
+rolled back.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from enum import StrEnum
 from types import MappingProxyType
 from typing import Protocol, Self
@@ -25,14 +31,20 @@ class PlanStatus(StrEnum):
     ACTIVE = "active"
     ROLLED_BACK = "rolled_back"
     COMPLETED = "completed"
+    ABANDONED = "abandoned"
 
 
 PLAN_TRANSITIONS: Mapping[PlanStatus, frozenset[PlanStatus]] = MappingProxyType({
-    PlanStatus.ACTIVE: frozenset({PlanStatus.ROLLED_BACK, PlanStatus.COMPLETED}),
-    # A finished child plan is still rolled back when the decision that spawned it is reverted.
+    PlanStatus.ACTIVE: frozenset({PlanStatus.ROLLED_BACK, PlanStatus.COMPLETED,
+                                  PlanStatus.ABANDONED}),
+    # A finished child plan is still rolled back when the decision that spawned it is
+    # reverted: the rollback is about the parent's tree, whatever the child came to.
     PlanStatus.COMPLETED: frozenset({PlanStatus.ROLLED_BACK}),
+    PlanStatus.ABANDONED: frozenset({PlanStatus.ROLLED_BACK}),
     PlanStatus.ROLLED_BACK: frozenset(),
 })
+ENDINGS = frozenset({PlanStatus.COMPLETED, PlanStatus.ABANDONED})
+"""The states a plan's owner or an operator may end it in (`end_plan`)."""
 PLAN_LIFECYCLE = Lifecycle("plan", PLAN_TRANSITIONS, PlanStatus.ACTIVE)
 
 
@@ -69,6 +81,27 @@ class PlanRecord(Frozen):
     rolled_back_at: UtcTime | None = Field(
         default=None, description="UTC time it was rolled back; None while it stands."
     )
+    ended_as: PlanStatus | None = Field(
+        default=None, description="completed or abandoned, once marked so (kept if it is "
+        "rolled back later).")
+    ended_at: UtcTime | None = Field(
+        default=None, description="UTC time it was marked completed or abandoned.")
+    ended_by: str | None = Field(
+        default=None, description="Who marked it completed or abandoned: the verified "
+        "principal, or 'unverified'.")
+    end_reason: str | None = Field(default=None, description="Why, as they said.")
+
+    def status_at(self, moment: datetime) -> PlanStatus:
+        """Its status as it was at `moment`: a plan rolled back or ended later was
+        active then; one completed and rolled back later was completed in between."""
+        if self.rolled_back_at is not None and self.rolled_back_at <= moment:
+            return PlanStatus.ROLLED_BACK
+        if self.ended_as is not None and self.ended_at is not None \
+                and self.ended_at <= moment:
+            return self.ended_as
+        if self.rolled_back_at is None and self.ended_at is None:
+            return self.status  # no times recorded: only its status now is known
+        return PlanStatus.ACTIVE
 
     def transition(self, to: PlanStatus) -> PlanRecord:
         PLAN_LIFECYCLE.check(self.status, to)

@@ -10,7 +10,14 @@ RECORDED_PREFIX = "decisions.recorded"
 PERSISTED_PREFIX = "decisions.persisted"
 REJECTED_PREFIX = "decisions.rejected"
 
+COMMENT_PREFIX = "decisions.comment"
+END_PLAN_PREFIX = "decisions.end_plan"
+DISCARD_PREFIX = "decisions.discard"
+
 RECORDER_DURABLE = "recorder"
+COMMENTER_DURABLE = "commenter"
+PLAN_ENDER_DURABLE = "plan-ender"
+DISCARDER_DURABLE = "dead-letter-discarder"
 RECONCILER_DURABLE = "reconciler"
 """The invariants' reconciler, on this stream: reads decisions.persisted.* for new roots."""
 

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from contracts.decisions import subjects
+from contracts.decisions.comments import CommentRequest
 from contracts.decisions.model import Decision
+from contracts.decisions.plan_ending import EndPlanRequest
 from contracts.recording.events import DecisionPersisted, DecisionRejected
+from contracts.shared.dead_letter_care import DiscardRequest
 from contracts.shared.families import Direction, MessageFamily, Stream
 from contracts.shared.roles import ConsumerSpec, Deliver, Publisher, Reader, Role, Via
 
@@ -72,4 +75,47 @@ REJECTED = MessageFamily(
     readers=(WAIT_PERSISTED,),
 )
 
-FAMILIES = (RECORDED, PERSISTED, REJECTED)
+
+UPKEEP = ConsumerSpec(ack_wait="corrections_ack_wait_seconds",
+                      batch_size="corrections_batch_size")
+"""The upkeep commands' consumers: rare, small, an operator waiting for each."""
+RETRIED = Publisher(Role.OPERATOR, "agents dead-letters retry: a dead letter republished "
+                    "to the subject it was first sent to", signs=False)
+
+COMMENT = MessageFamily(
+    f"{subjects.COMMENT_PREFIX}.{{plan_id}}", CommentRequest, Direction.INBOUND, DECISIONS,
+    msg_id="<comment_id> (a retried publish stores one comment)",
+    description="A comment on a decision, without correcting it: the workers store it "
+    "with its author (the verified principal, or 'unverified'; never a field of the "
+    "body) and the time; agents plan explain and the console show it. A comment on a "
+    "decision not recorded is refused (logged) and acked.",
+    publishers=(
+        Publisher(Role.OPERATOR, "agents plan comment, the console"),
+        Publisher(Role.AGENT, "an agent's note on its own decision"), RETRIED),
+    readers=(Reader(Role.WORKER, Via.DURABLE, "the upkeep consumers (workers.upkeep)",
+                    durable=subjects.COMMENTER_DURABLE, consumer=UPKEEP),))
+
+END_PLAN = MessageFamily(
+    f"{subjects.END_PLAN_PREFIX}.{{plan_id}}", EndPlanRequest, Direction.INBOUND, DECISIONS,
+    msg_id="end_plan:<plan_id>:<status>",
+    description="Mark a plan completed or abandoned (contracts.decisions.plan_ending): "
+    "only an active plan with no unfinished correction, by its owner or an operator. "
+    "The plan's record keeps who (the verified principal, or 'unverified'), when and "
+    "why; a refused request is logged and acked, and the record is unchanged.",
+    publishers=(
+        Publisher(Role.AGENT, "the plan's owner, when it is done"),
+        Publisher(Role.OPERATOR, "agents plan complete | abandon, the console"), RETRIED),
+    readers=(Reader(Role.WORKER, Via.DURABLE, "the upkeep consumers (workers.upkeep)",
+                    durable=subjects.PLAN_ENDER_DURABLE, consumer=UPKEEP),))
+
+DISCARD = MessageFamily(
+    f"{subjects.DISCARD_PREFIX}.{{stream}}", DiscardRequest, Direction.INBOUND, DECISIONS,
+    msg_id="discard:<dead_letter_id>",
+    description="An operator discards a dead letter that no retry can fix: the workers "
+    "mark it discarded with who (the verified principal, or 'unverified'), when and why. "
+    "It stays readable and no longer counts in agents status.",
+    publishers=(Publisher(Role.OPERATOR, "agents dead-letters discard, the console"),),
+    readers=(Reader(Role.WORKER, Via.DURABLE, "the upkeep consumers (workers.upkeep)",
+                    durable=subjects.DISCARDER_DURABLE, consumer=UPKEEP),))
+
+FAMILIES = (RECORDED, PERSISTED, REJECTED, COMMENT, END_PLAN, DISCARD)

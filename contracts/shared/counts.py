@@ -9,9 +9,10 @@ in-memory store by counting what it holds.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
-__all__ = ["LedgerStatus", "PlanCounts", "WorkerSeen"]
+__all__ = ["FAILED_RECENTLY", "IN_FLIGHT_TOO_LONG", "LedgerStatus", "PlanCounts",
+           "WorkerSeen"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,3 +43,15 @@ class LedgerStatus:
     oldest_in_flight_at: datetime | None = None
     violations_open: dict[str, int] = field(default_factory=dict)
     workers: list[WorkerSeen] = field(default_factory=list)
+    corrections_failed: int = 0
+    """FAILED corrections (an operator retries them, or leaves them failed)."""
+    failed_recently: int = 0
+    """Those that failed within FAILED_RECENTLY of the moment asked."""
+    last_failed_at: datetime | None = None
+
+
+FAILED_RECENTLY = timedelta(hours=24)
+"""How long a FAILED correction counts as news that needs a person (`agents status`)."""
+IN_FLIGHT_TOO_LONG = timedelta(minutes=5)
+"""A correction not ended this long after its request needs a look (a worker down, a
+plan's lease held by a dead process, an archive that hangs)."""

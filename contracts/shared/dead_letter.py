@@ -112,6 +112,12 @@ class DeadLetter(BaseModel):
     errors: BoundedViolations = Field(description=ERRORS_DOC)
     rejected_at: datetime = Field(description="When it was rejected (UTC).")
     delivered: int = Field(default=1, description="How many times JetStream had delivered it.")
+    discarded_at: datetime | None = Field(
+        default=None, description="When an operator discarded it (UTC); None while kept.")
+    discarded_by: str | None = Field(
+        default=None, description="Who discarded it: the verified principal, or "
+        "'unverified'.")
+    discard_reason: str | None = Field(default=None, description="Why it was discarded.")
 
     @model_validator(mode="before")
     @classmethod

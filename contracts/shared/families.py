@@ -32,6 +32,7 @@ TOKENS: dict[str, str] = {
     "webhook_id": "The webhook subscription's ULID.",
     "outcome": "What became of a webhook delivery (delivered, dead_lettered).",
     "change": "What an operator did to a webhook (added, removed).",
+    "stream": "The stream a dead letter came from (DECISIONS, CORRECTIONS, INVARIANTS).",
 }
 """Every token a subject pattern may hold, with what it carries (the document says it)."""
 

@@ -17,7 +17,7 @@ from contracts.corrections.requests import CorrectionRequest
 from contracts.corrections.states import CorrectionMode, CorrectionStatus
 from contracts.decisions.model import Decision
 from contracts.impact.estimate import timing_samples, type_durations, types_without_history
-from contracts.impact.summary import CorrectionImpact, summarize
+from contracts.impact.summary import summarize
 from contracts.shared.ids import new_id
 from contracts.shared.persistence import DuplicateRecord
 from contracts.shared.rules import RuleViolation
@@ -99,11 +99,6 @@ class CorrectionService:
         plan = await self._store.plans.get(plan_id)
         return out_of_scope(identity, plan_id, plan.project if plan else None)
 
-    async def analyze_impact(self, decision_id: str) -> CorrectionImpact:
-        """BFS impact of correcting `decision_id`; TargetNotFound if it does not exist.
-        The walk stops past `policy.max_decisions` (the result says `exceeds_limit`)."""
-        return await self._store.impact.impact(decision_id, self.policy.max_decisions)
-
     async def generate_dry_run_report(self, request: CorrectionRequest) -> DryRunReport:
         """What the correction would do, reading only. Raises the named DomainError
         (TargetNotFound, TargetInOtherPlan) that applying would FAIL with; a superseded
@@ -143,14 +138,6 @@ class CorrectionService:
     async def execute_correction(self, correction_id: str) -> Correction:
         """Run one correction to a terminal status now; PlanBusy if its plan is being worked."""
         return await self._runner.execute_correction(correction_id)
-
-    async def execute_revert(self, correction_id: str) -> Correction:
-        await self._require_mode(correction_id, CorrectionMode.REVERT)
-        return await self.execute_correction(correction_id)
-
-    async def execute_append(self, correction_id: str) -> Correction:
-        await self._require_mode(correction_id, CorrectionMode.APPEND)
-        return await self.execute_correction(correction_id)
 
     async def get_correction(self, correction_id: str) -> Correction | None:
         v = await self._store.corrections.get(correction_id)
@@ -220,9 +207,3 @@ class CorrectionService:
                                 subject=subject, headers=headers, data=data,
                                 stream_sequence=stream_sequence, delivered=delivered,
                                 unreadable=unreadable)
-
-    async def _require_mode(self, correction_id: str, mode: CorrectionMode) -> None:
-        c = (await self._writes.get(correction_id)).correction
-        if c.mode is not mode:
-            raise ValueError(f"correction {correction_id} is a {c.mode.value}, not a "
-                             f"{mode.value}")

@@ -56,6 +56,10 @@ class RecordedDecisions(Protocol):
 class PlanRecords(Protocol):
     async def get(self, plan_id: str) -> PlanRecord | None: ...
 
+    async def owner(self, plan_id: str) -> str | None:
+        """The principal whose signed root started the plan (None: none verified)."""
+        ...
+
     async def ancestors(self, plan_ids: Iterable[str]) -> dict[str, tuple[str, ...]]:
         """plan_id -> its ancestors, parent first, for the plans that have a parent."""
         ...

@@ -178,6 +178,8 @@ async def test_append_shows_the_child_plan_and_cancel_a_pending_one(
     await page.locator("#confirm").click()
     await expect(page.locator("#correction-actions button", has_text="Cancel")).to_be_visible(
         timeout=TIMEOUT)
+    # Cancelling asks first, and for a reason, which stays in the history.
+    page.once("dialog", lambda dialog: dialog.accept("not needed after all"))
     await page.locator("#correction-actions button", has_text="Cancel").click()
     await expect(page.locator("#lifecycle [data-status=cancelled]")).to_be_visible(
         timeout=TIMEOUT)
@@ -186,6 +188,7 @@ async def test_append_shows_the_child_plan_and_cancel_a_pending_one(
     cid = await page.locator("#corrections tbody tr").first.get_attribute("data-correction")
     await page.goto(f"{console.url}/#/correction/{cid}")
     await expect(page.locator("#history")).to_contain_text("cancelled", timeout=TIMEOUT)
+    await expect(page.locator("#history")).to_contain_text("not needed after all")
 
 
 async def test_resolve_a_violation_and_dead_letters(
@@ -223,6 +226,11 @@ async def test_resolve_a_violation_and_dead_letters(
     await expect(page.locator("#invariants tbody tr", has_text="no-rm-rf")).to_contain_text(
         "warning/record")
     await expect(row).to_contain_text("agent")
+    # Resolving asks first (it unblocks the plan): dismissed, nothing happens.
+    page.once("dialog", lambda dialog: dialog.dismiss())
+    await row.locator("[data-action=resolve]").click()
+    await expect(row).to_contain_text("blocking")
+    page.once("dialog", lambda dialog: dialog.accept())
     await row.locator("[data-action=resolve]").click()
     await expect(row).to_have_count(0, timeout=TIMEOUT)  # only unresolved are listed
     await page.locator("#inv-unresolved").uncheck()

@@ -25,6 +25,9 @@ from services.ports.corrections import CorrectionStorePort
 from services.ports.invariants import InvariantStorePort
 from services.ports.records import RecordedDecisions
 from services.read_ports import LedgerReads
+from store.database import PLAN_LOCKS
+from store.mongo_store import MongoStore
+from tests.bulk import load_plan
 from tests.factories import decision, root
 from tests.memory_store import MemoryStore
 
@@ -60,9 +63,6 @@ def b(request: pytest.FixtureRequest) -> Backend:
 
         return Backend("memory", m, m, m.decisions, m, m, m.load_plan, expire_in_memory)
     # Only the mongo half starts a server (and imports the driver).
-    from store.database import PLAN_LOCKS  # noqa: PLC0415
-    from store.mongo_store import MongoStore  # noqa: PLC0415
-    from tests.bulk import load_plan  # noqa: PLC0415
 
     db = request.getfixturevalue("db")
     ms = MongoStore(db, lease_seconds=LEASE_SECONDS)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from contracts.corrections.attempts import CorrectionAttemptRecord
 from contracts.corrections.changes import AttemptChange, Changes
 from contracts.corrections.record import Correction
@@ -25,7 +27,8 @@ from contracts.shared.dead_letter import DeadLetter
 from contracts.shared.ids import new_id
 from contracts.shared.outgoing import OutgoingEvent
 from contracts.shared.rules import Rule, RuleViolation
-from services import read_model, tree_model
+from services import plan_list, read_model, tree_model
+from services.id_lookup import IdNotUsable
 from tests.contract.conftest import Backend, chain, d, request
 
 S = CorrectionStatus
@@ -222,11 +225,13 @@ async def test_the_read_models_compose_the_same_over_both(b: Backend) -> None:
     assert (await read_model.find(b.reads, new.decision_id.lower())).kind == "decision"
     assert (await read_model.find(b.reads, r.plan_id)).kind == "plan"
     assert (await read_model.find(b.reads, c.correction_id)).kind == "correction"
-    assert (await read_model.find(b.reads, "not an id")).kind == "none"
+    assert (await read_model.find(b.reads, new_id())).kind == "none"
+    with pytest.raises(IdNotUsable):
+        await read_model.find(b.reads, "not an id")
     level = await tree_model.tree_level(b.reads, r.plan_id, a.decision_id, superseded=True)
     assert [(n.decision.decision_id, n.child_count) for n in level.nodes] == [
         (t.decision_id, 1), (new.decision_id, 0)]
     assert [k.correction_id for k in level.nodes[0].corrections] == [c.correction_id]
-    [summary] = [s for s in await tree_model.recent_plans(b.reads) if s.root == r
-                 or s.root.decision_id == r.decision_id]
+    [summary] = [s for s in (await plan_list.find_plans(b.reads)).plans
+                 if s.root.decision_id == r.decision_id]
     assert summary.counts.decisions == 5 and summary.counts.open_corrections == 1

@@ -50,7 +50,13 @@ def _invoke(args: tuple[str, ...], env: dict[str, str]) -> Result:
     width = int(env.get("COLUMNS", "200"))
     for terminal in (render.out, errors.err, banner.terminal):
         terminal.width = width
-    result = CliRunner().invoke(app, list(args), env=env, catch_exceptions=False)
+    # The runner's stdout is a pipe; TEST_TERMINAL=1 makes the CLI write as to a terminal
+    # (colours stripped by the capture), to test what a person sees.
+    render.out._force_terminal = True if env.get("TEST_TERMINAL") == "1" else None
+    try:
+        result = CliRunner().invoke(app, list(args), env=env, catch_exceptions=False)
+    finally:
+        render.out._force_terminal = None
     return Result(result.exit_code, result.stdout, result.stderr)
 
 
@@ -85,8 +91,8 @@ class Agents:
         assert proc.returncode is not None
         return Result(proc.returncode, out.decode(), err.decode())
 
-    async def ok(self, *args: str) -> Result:
-        r = await self(*args)
+    async def ok(self, *args: str, env: dict[str, str] | None = None) -> Result:
+        r = await self(*args, env=env)
         assert r.code == 0, f"agents {' '.join(args)} exited {r.code}: {r.err}{r.out}"
         return r
 

@@ -53,16 +53,36 @@ async def test_dead_letters(cli_workers: Workers, agents: Agents, nc: nats.NATS,
     assert "not UTF-8" in shown and "fffe" in shown.replace(" ", "")
     assert '"plan_id"' in (await agents.ok("dead-letters", "show", text_id)).out
 
-    # Same Nats-Msg-Id inside the DECISIONS duplicate window: dropped, dead letter kept.
+    # A rule that judges the bytes refuses the same bytes again: nothing is republished.
     assert_one_line_error(await agents("dead-letters", "retry", bad_id), 1,
-                          "dropped the retry as a duplicate", f"{bad_id} is kept")
+                          "rule not_utf8 would refuse them again", "discard it")
     assert await db.dead_letters.count_documents({"_id": bad_id}) == 1
+    # Retryable (every delivery failed) but within the DECISIONS duplicate window of its
+    # Nats-Msg-Id: dropped, kept, and the refusal says when to try again.
+    msg_id = new_id()
+    await js.publish(f"decisions.recorded.{plan_id}", b"{}", headers={"Nats-Msg-Id": msg_id})
+    windowed = DeadLetter.of_message(
+        id="DECISIONS:777777", subject=f"decisions.recorded.{plan_id}",
+        headers={"Nats-Msg-Id": msg_id}, data=b"{}", plan_id=plan_id, decision_id=None,
+        rejected_at=datetime.now(UTC), delivered=5,
+        errors=[RuleViolation(rule=Rule.MAX_DELIVERIES, message="MongoDB did not answer")])
+    await DeadLetterRepository(db).keep([windowed])
+    assert_one_line_error(await agents("dead-letters", "retry", windowed.id), 1,
+                          "dropped the retry as a duplicate", f"{windowed.id} is kept",
+                          "retry it in")
     # No Msg-Id: republished, rejected again as a new stream message, the old one deleted.
-    retried = (await agents.ok("dead-letters", "retry", text_id, "--json")).json
+    flaky = DeadLetter.of_message(
+        id="DECISIONS:777778", subject=f"decisions.recorded.{plan_id}", headers={},
+        data=json.dumps({"plan_id": plan_id}).encode(), plan_id=plan_id, decision_id=None,
+        rejected_at=datetime.now(UTC), delivered=5,
+        errors=[RuleViolation(rule=Rule.MAX_DELIVERIES, message="MongoDB did not answer")])
+    await DeadLetterRepository(db).keep([flaky])
+    retried = (await agents.ok("dead-letters", "retry", flaky.id, "--json")).json
     assert retried["deleted"] and retried["stream"] == "DECISIONS"
     again = f"DECISIONS:{retried['stream_sequence']}"
     assert await wait_for_count(db, "dead_letters", 1, timeout=30, query={"_id": again}) == 1
-    assert await db.dead_letters.count_documents({"_id": text_id}) == 0
+    assert await db.dead_letters.count_documents({"_id": flaky.id}) == 0
+    assert text_id
     assert_one_line_error(await agents("dead-letters", "show", "DECISIONS:999999"), 1,
                           "no dead letter DECISIONS:999999")
     assert_one_line_error(await agents("dead-letters", "retry", "DECISIONS:999999"), 1,
@@ -71,7 +91,7 @@ async def test_dead_letters(cli_workers: Workers, agents: Agents, nc: nats.NATS,
     stray = DeadLetter.of_message(
         id="DECISIONS:888888", subject=f"nowhere.{plan_id}", headers={}, data=b"{}",
         plan_id=plan_id, decision_id=None, rejected_at=datetime.now(UTC), delivered=1,
-        errors=[RuleViolation(rule=Rule.SCHEMA, message="not a decision")])
+        errors=[RuleViolation(rule=Rule.MAX_DELIVERIES, message="a server was down")])
     await DeadLetterRepository(db).keep([stray])
     assert_one_line_error(await agents("dead-letters", "retry", stray.id), 1,
                           "was not stored", f"no stream takes subject nowhere.{plan_id}",

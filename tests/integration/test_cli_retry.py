@@ -10,6 +10,7 @@ import nats
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
+from contracts.corrections.requests import reverted_choice
 from deploy.embedded import ManagedServer
 from store.database import Document
 from tests.conftest import Workers, worker_env
@@ -46,7 +47,7 @@ async def test_the_seeds_revert_runs_without_guidance(
     assert shown["guidance"] == f"Revert of decision {target} requested by tester"
     new = await db.decisions.find_one({"_id": shown["new_decision_id"]})
     assert new is not None
-    assert new["chosen_option"] == f"Revert: {tree[1]['chosen_option']}"
+    assert new["chosen_option"] == reverted_choice(tree[1]['chosen_option'])
     assert new["correction_reason"] == shown["guidance"]
 
     # Without --wait: requested, and it is applied by the workers all the same.

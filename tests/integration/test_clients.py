@@ -15,6 +15,7 @@ from clients.operator import CorrectionClient
 from clients.recorder import DecisionRecorder
 from clients.recording_errors import DecisionRejectedError
 from clients.subscriber import outcomes
+from contracts.corrections.requests import reverted_choice
 from contracts.corrections.states import CorrectionStatus
 from contracts.decisions.model import Decision
 from contracts.decisions.types import DecisionType
@@ -209,7 +210,7 @@ async def test_operator_reverts_without_guidance_and_a_doomed_retry_is_refused(
         await ops.retry(cid, plan)
     replacement = await db.decisions.find_one({"_id": applied.new_decision_id})
     assert replacement is not None
-    assert replacement["chosen_option"] == "Revert: Redis INCR with a TTL per window"
+    assert replacement["chosen_option"] == reverted_choice("Redis INCR with a TTL per window")
     refusals = {b["correction_id"]: b for _, b, _ in
                 await events(nc, f"corrections.retry_refused.{plan}", 3.0)}
     assert refusals[cid]["status"] == "applied"

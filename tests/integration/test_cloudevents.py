@@ -22,7 +22,7 @@ from contracts.shared.ids import MSG_ID_HEADER, new_id
 from deploy.embedded import ManagedServer
 from tests.conftest import Workers
 from tests.integration.wire import events, publish_raw
-from workers.event_schemas import SCHEMA_DIR
+from workers.event_schemas import SCHEMA_DIR, stale
 
 pytestmark = pytest.mark.e2e
 
@@ -102,6 +102,5 @@ async def test_every_event_of_a_recorded_and_corrected_plan_is_a_cloudevent(
 
 
 async def test_the_committed_schemas_are_each_familys_body(tmp_path: Path) -> None:
-    from workers.event_schemas import stale  # noqa: PLC0415
 
     assert stale() == [], "stale: run python -m workers.event_schemas"

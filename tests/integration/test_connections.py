@@ -23,6 +23,7 @@ import pytest
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 
+from clients import CorrectionClient, DecisionRecorder, NatsUnreachable
 from deploy.embedded import ManagedServer, free_port, start_mongo, start_nats
 from store.database import Document
 from tests.conftest import ROOT, Workers, start_cost, worker_env
@@ -115,7 +116,6 @@ def test_a_wrong_nats_password_fails_at_once_without_showing_it(
 
 
 def _wait_listening(port: int) -> None:
-    import socket  # noqa: PLC0415
 
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
@@ -130,7 +130,6 @@ def _wait_listening(port: int) -> None:
 @pytest.mark.e2e
 def test_a_taken_health_port_is_one_line_naming_health_addr(
         nats_server: ManagedServer, mongo_uri: str, db_name: str) -> None:
-    import socket  # noqa: PLC0415
 
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -337,7 +336,6 @@ async def test_a_mongodb_outage_ends_with_every_valid_message_recorded_once(
 @pytest.mark.e2e
 async def test_clients_connect_within_their_timeout_or_say_why(
         nats_server: ManagedServer, refused_port: int) -> None:
-    from clients import CorrectionClient, DecisionRecorder, NatsUnreachable  # noqa: PLC0415
 
     url = f"nats://agent:{PASSWORD}@127.0.0.1:{refused_port}"
     started = time.monotonic()

@@ -14,9 +14,12 @@ import nats
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
+from contracts.shared.dead_letter import DeadLetter
 from contracts.shared.ids import new_id
+from contracts.shared.rules import Rule, RuleViolation
 from deploy.embedded import ManagedServer
 from store.database import Document
+from store.dead_letters import DeadLetterRepository
 from tests.conftest import Workers
 from tests.factories import decision
 from tests.integration.cli_support import Agents, agents, cli_workers, seed_plan
@@ -291,18 +294,38 @@ async def test_dead_letters_and_invariants(cli_workers: Workers, agents: Agents,
         by_payload = {(await http.get(f"/api/dead-letters/{x['id']}")).json()["payload"]: x
                       for x in (await http.get("/api/dead-letters")).json()["dead_letters"]}
         dl, plain = by_payload["<script>alert(1)</script>"], by_payload["[]"]
-        # Within the duplicate window JetStream drops it: refused, the letter kept.
+        # Refused for its own bytes: a retry would be refused again, so none is made.
+        assert not dl["retryable"] and "rule not_json" in dl["not_retryable"]
         retried = await http.post(f"/api/dead-letters/{dl['id']}/retry", json={})
-        assert retried.status_code == 409 and "duplicate" in retried.json()["error"]
+        assert retried.status_code == 409 and "refuse them again" in retried.json()["error"]
         assert await db.dead_letters.count_documents({"_id": dl["id"]}) == 1
-        # No Nats-Msg-Id: stored again (and refused again, as a new dead letter).
-        retried = await http.post(f"/api/dead-letters/{plain['id']}/retry", json={})
+        # Every delivery failed (a server was down): retried, stored again (and refused
+        # again for its schema, as a new dead letter).
+        flaky = DeadLetter.of_message(
+            id="DECISIONS:900001", subject=f"decisions.recorded.{plan_id}", headers={},
+            data=b"[]", plan_id=plan_id, decision_id=None, rejected_at=datetime.now(UTC),
+            delivered=5, errors=[RuleViolation(rule=Rule.MAX_DELIVERIES, message="down")])
+        await DeadLetterRepository(db).keep([flaky])
+        retried = await http.post(f"/api/dead-letters/{flaky.id}/retry", json={})
         assert retried.status_code == 200 and retried.json()["deleted"], retried.text
         again = f"DECISIONS:{retried.json()['stream_sequence']}"
         assert await wait_for_count(db, "dead_letters", 1, timeout=30,
                                     query={"_id": again}) == 1
-        assert (await http.post(f"/api/dead-letters/{plain['id']}/retry", json={})
+        assert (await http.post(f"/api/dead-letters/{flaky.id}/retry", json={})
                 ).status_code == 404
+        # Discarded through the workers, with who and why; bulk, by the rule.
+        assert (await http.post(f"/api/dead-letters/{dl['id']}/discard", json={})
+                ).status_code == 400  # a reason is required
+        sent = await http.post("/api/dead-letters/discard",
+                               json={"rule": "schema", "reason": "a test sender"})
+        assert sent.status_code == 202 and sorted(sent.json()["discarded"]) == sorted(
+            [plain["id"], again])
+        assert await wait_for_count(db, "dead_letters", 2, timeout=30,
+                                    query={"discarded_at": {"$ne": None}}) == 2
+        kept = (await http.get("/api/dead-letters")).json()["dead_letters"]
+        assert [x["id"] for x in kept] == [dl["id"]]
+        gone = (await http.get("/api/dead-letters", params={"discarded": "1"})).json()
+        assert {x["discarded_by"] for x in gone["dead_letters"]} == {"unverified"}
 
         effective = (await http.get("/api/invariants", params={"plan": plan_id})).json()
         [winner] = effective["effective"]

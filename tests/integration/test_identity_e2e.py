@@ -19,7 +19,7 @@ from contracts.corrections import subjects as csubjects
 from contracts.corrections.families import REQUESTED
 from contracts.invariants import subjects as isubjects
 from contracts.invariants.families import VIOLATIONS
-from contracts.recording.families import RECORDED
+from contracts.recording.families import COMMENT, END_PLAN, RECORDED
 from contracts.shared.ids import new_id
 from contracts.shared.roles import Role
 from deploy.embedded import ManagedServer
@@ -217,3 +217,36 @@ async def test_production_setting_refuses_unsigned_messages(
         assert await until(lambda: _all_there(db, [ok]))
     finally:
         w.stop()
+
+
+async def test_comments_and_plan_endings_name_their_verified_sender_and_respect_ownership(
+        signed_workers: Workers, nc: nats.NATS, db: AsyncDatabase[Document]) -> None:
+    js = nc.jetstream()
+    top = root(project="billing")
+    plan = top["plan_id"]
+    s, data, h = signed(AGENT, top)
+    await js.publish(s, data, headers=h)
+    await wait_for_count(db, "decisions", 1, query={"_id": top["decision_id"]})
+
+    async def send(who: Member, family: str, subj: str, msg_id: str,
+                   body: dict[str, Any]) -> None:
+        data, h = who.signed(family, subj, msg_id, body)
+        await js.publish(subj, data, headers=h)
+
+    comments = {}
+    for who in (OTHER, ALICE, AGENT):  # a foreign agent's comment is refused
+        cid = new_id()
+        comments[who.name] = cid
+        await send(who, COMMENT.name, COMMENT.subject_for(plan), cid,
+                   {"comment_id": cid, "plan_id": plan, "decision_id": top["decision_id"],
+                    "text": f"from {who.name}"})
+    await send(OTHER, END_PLAN.name, END_PLAN.subject_for(plan), f"end_plan:{plan}:abandoned",
+               {"plan_id": plan, "status": "abandoned"})
+    await send(AGENT, END_PLAN.name, END_PLAN.subject_for(plan), f"end_plan:{plan}:completed",
+               {"plan_id": plan, "status": "completed", "reason": "done"})
+
+    ended = await until(lambda: db.plans.find_one({"_id": plan, "status": "completed"}))
+    assert ended["ended_by"] == AGENT.name  # the foreign abandon came first and was refused
+    await until(lambda: db.comments.find_one({"_id": comments[AGENT.name]}))
+    authors = {c["_id"]: c["author"] async for c in db.comments.find({"plan_id": plan})}
+    assert authors == {comments[ALICE.name]: ALICE.name, comments[AGENT.name]: AGENT.name}

@@ -127,7 +127,9 @@ async def test_corrections_dead_letters_and_invariants_read_from_memory(
     one = (await http.get(f"/api/corrections/{correction.correction_id}")).json()
     assert one["correction"]["status"] == "pending" and one["attempts"] == []
     letters = (await http.get("/api/dead-letters")).json()["dead_letters"]
-    assert [x["id"] for x in letters] == [letter.id] and letters[0]["retryable"]
+    # Refused for its schema: the same bytes would be again, so no retry is offered.
+    assert [x["id"] for x in letters] == [letter.id] and not letters[0]["retryable"]
+    assert "rule schema would refuse them again" in letters[0]["not_retryable"]
     shown = (await http.get(f"/api/dead-letters/{letter.id}")).json()
     assert shown["payload"] == "{" and shown["errors"][0]["rule"] == "schema"
     invariants = (await http.get("/api/invariants", params={"plan": plan})).json()

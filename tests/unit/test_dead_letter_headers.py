@@ -32,7 +32,8 @@ KEPT = {"Nats-Msg-Id": "01JD0000000000000000000001",
 def letter(headers: dict[str, str]) -> DeadLetter:
     return DeadLetter.of_message(
         id="DECISIONS:1", subject="decisions.recorded.x", headers=headers, data=b"{}",
-        plan_id=None, decision_id=None, errors=[RuleViolation(rule=Rule.SCHEMA, message="m")],
+        plan_id=None, decision_id=None,
+        errors=[RuleViolation(rule=Rule.MAX_DELIVERIES, message="m")],
         rejected_at=NOW, delivered=1)
 
 
@@ -72,5 +73,5 @@ async def test_a_retry_sends_the_kept_headers_only() -> None:
     dl = letter({**KEPT, **SECRETS})
     store, stream = MemoryStore(), Stream()
     await store.dead_letters.keep([dl])
-    await DeadLetterService(store.dead_letters, stream).retry(dl.id)
+    await DeadLetterService(store.dead_letters, stream, store).retry(dl.id)
     assert stream.stored == [Message(dl.subject, dl.payload, KEPT)]

@@ -28,14 +28,14 @@ def letter(sequence: int, data: bytes = b'{"plan_id": "x"}', *,
         id=f"DECISIONS:{sequence}", subject=subject,
         headers={MSG_ID_HEADER: new_id()} if headers is None else headers, data=data,
         plan_id=None, decision_id=None,
-        errors=[RuleViolation(rule=Rule.VALID_ULID, message="refused")],
+        errors=[RuleViolation(rule=Rule.MAX_DELIVERIES, message="MongoDB did not answer")],
         rejected_at=NOW, delivered=1)
 
 
 async def scene(*letters: DeadLetter) -> tuple[MemoryStore, Stream, DeadLetterService]:
     m, stream = MemoryStore(), Stream()
     await m.dead_letters.keep(letters)
-    return m, stream, DeadLetterService(m.dead_letters, stream)
+    return m, stream, DeadLetterService(m.dead_letters, stream, m, clock=lambda: NOW)
 
 
 async def refusal(service: DeadLetterService, dead_letter_id: str) -> RetryRefused:

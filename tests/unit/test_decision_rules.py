@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from contracts.decisions.artifacts import STORED
 from contracts.decisions.model import Decision
 from contracts.decisions.types import DecisionType
 from contracts.shared.ids import new_id
@@ -150,7 +151,6 @@ def test_safe_artifact_paths_are_accepted(path: str) -> None:
 
 def test_a_stored_decision_with_an_unsafe_path_still_loads() -> None:
     """Recorded before the rule existed: reading it must not fail (a revert skips it)."""
-    from contracts.decisions.artifacts import STORED  # noqa: PLC0415
 
     d = child(artifacts_produced=[{"artifact_path": "/etc/passwd\x00", "artifact_type": "f"}])
     d.pop("sequence_number", None)

@@ -3,15 +3,19 @@ the standalone-MongoDB refusal, settings and NATS_URL lists."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from pathlib import Path
 
 import pytest
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
+from rich.console import Console
 
 from bootstrap.reachability import standalone_refusal
 from bootstrap.setting_types import StreamProfile
 from bootstrap.settings import Settings
+from cli.banner import banner, not_durable
+from cli.run import _with_roots
 from contracts.shared.bounds import DEFAULT_MAX_PAYLOAD_BYTES
 from contracts.shared.urls import nats_servers
 from store.database import DURABLE_OPTIONS, connect
@@ -188,7 +192,6 @@ def test_clients_are_made_durable_whatever_the_uri_says() -> None:
         assert DURABLE_OPTIONS["w"] == "majority"
     finally:
         # Never connected: nothing to close but the (unstarted) topology.
-        import asyncio  # noqa: PLC0415
         asyncio.run(client.close())
 
 
@@ -215,7 +218,6 @@ def test_nats_url_may_list_servers() -> None:
 # --- agents up ----------------------------------------------------------------------------
 
 def test_up_banner_says_what_is_not_durable() -> None:
-    from cli.banner import not_durable  # noqa: PLC0415
 
     dev = dataclasses.replace(Settings(), allow_standalone_mongodb=True)
     lines = not_durable(dev, {"nats", "mongo"})
@@ -230,10 +232,7 @@ def test_up_banner_says_what_is_not_durable() -> None:
 
 def test_up_banner_says_where_artifacts_are_archived_from_or_that_archiving_is_off(
         tmp_path: Path) -> None:
-    from rich.console import Console  # noqa: PLC0415
 
-    from cli.banner import banner  # noqa: PLC0415
-    from cli.run import _with_roots  # noqa: PLC0415
 
     def shown(settings: Settings) -> str:
         out = Console(record=True, width=250)

@@ -29,7 +29,7 @@ def _absent() -> Any:
 
 
 DEPS = Deps(Settings(), recorder=_absent, corrections=_absent, invariants=_absent,
-            dead_letters=_absent, crash=no_crash)
+            dead_letters=_absent, upkeep=_absent, crash=no_crash)
 
 
 def test_the_streams_capture_what_they_always_did() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from contracts.corrections.running import Step, next_step
+from contracts.corrections.running import Step, next_step, next_to_run
 from contracts.corrections.states import CORRECTION_LIFECYCLE, CorrectionStatus
 
 pytestmark = pytest.mark.unit
@@ -45,7 +45,6 @@ def test_every_step_is_reached_by_some_state() -> None:
 
 
 def test_a_started_correction_is_run_before_any_pending_one() -> None:
-    from contracts.corrections.running import next_to_run  # noqa: PLC0415
 
     pending, analyzing, executing = (CorrectionStatus.PENDING, CorrectionStatus.ANALYZING,
                                      CorrectionStatus.EXECUTING)

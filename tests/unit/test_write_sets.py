@@ -19,7 +19,7 @@ from contracts.corrections.append import AppendWrites, append_writes
 from contracts.corrections.errors import TargetInOtherPlan, TargetSuperseded
 from contracts.corrections.planning import validate_target
 from contracts.corrections.record import Correction
-from contracts.corrections.requests import CorrectionRequest
+from contracts.corrections.requests import CorrectionRequest, reverted_choice
 from contracts.corrections.revert import RevertWrites, archive_member, revert_writes
 from contracts.corrections.states import CorrectionMode, CorrectionStatus
 from contracts.decisions.model import Decision
@@ -129,7 +129,7 @@ def test_revert_without_guidance_says_it_is_a_revert_of_the_original_choice() ->
     request = CorrectionRequest(plan_id=PLAN, decision_id=target().decision_id,
                                 mode=CorrectionMode.REVERT, requested_by="alice")
     new = revert(request).new_decision
-    assert new.chosen_option == f"Revert: {target().chosen_option}"
+    assert new.chosen_option == reverted_choice(target().chosen_option)
     assert new.correction_reason == request.guidance
     assert "alice" in request.guidance and target().decision_id in request.guidance
     named = request.model_copy(update={"chosen_option": "keep MySQL"})

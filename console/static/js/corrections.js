@@ -1,8 +1,14 @@
-// Corrections: the list with filters, and one correction's history, attempts and diff.
+// Corrections: the list with filters (newest first; those still queued in the stream, which
+// no worker has taken up, on top), and one correction's history, attempts and diff.
 import { get, live, post } from "./api.js";
-import { append, badge, clear, clip, h, kv, link, short, toast, when } from "./dom.js";
+import { append, badge, clear, clip, h, kv, link, toast, when } from "./dom.js";
 
 const STATUSES = ["", "pending", "analyzing", "executing", "applied", "failed", "cancelled"];
+const ASK = {
+  cancel: (id) => window.prompt(`Cancel correction ${id}? Why (kept in its history; optional):`),
+  fail: (id) => window.prompt(`End correction ${id} as FAILED? Why (required; becomes its error):`),
+  retry: (id) => window.prompt(`Retry correction ${id}? Why (kept in its history; optional):`),
+};
 
 export async function correctionsPage(main) {
   const status = h("select", { id: "filter-status" }, STATUSES.map((s) => h("option", { value: s }, s || "any status")));
@@ -22,8 +28,8 @@ export async function correctionsPage(main) {
     for (const c of found.corrections) {
       append(body, h("tr", { dataset: { correction: c.correction_id } },
         h("td", { class: "id" }, link(`#/correction/${c.correction_id}`, c.correction_id)),
-        h("td", { class: "id" }, link(`#/plan/${c.plan_id}`, short(c.plan_id))),
-        h("td", { class: "id" }, link(`#/plan/${c.plan_id}/${c.decision_id}`, short(c.decision_id))),
+        h("td", { class: "id" }, link(`#/plan/${c.plan_id}`, c.plan_id)),
+        h("td", { class: "id" }, link(`#/plan/${c.plan_id}/${c.decision_id}`, c.decision_id)),
         h("td", {}, c.mode), h("td", {}, badge(c.status)), h("td", {}, c.requested_by),
         h("td", { class: "dim" }, when(c.requested_at)), h("td", {}, clip(c.guidance, 60)),
         h("td", {}, actions(c, load))));
@@ -40,8 +46,11 @@ export function actions(c, after) {
     catch (e) { toast(e.message, true); }
     if (after) await after();
   };
+  // Every command asks first, and for a reason (required to fail, optional otherwise).
   return (c.actions || []).map((verb) => h("button", { class: verb === "fail" ? "danger" : "", dataset: { action: verb }, onclick: () => {
-    if (verb === "fail") { const r = window.prompt("Why end it as failed?"); if (r) act(verb, r); } else act(verb);
+    const why = ASK[verb](c.correction_id);
+    if (why === null || (verb === "fail" && !why.trim())) return;
+    act(verb, why.trim());
   } }, verb));
 }
 
@@ -50,6 +59,16 @@ export async function correctionPage(main, id) {
     const x = await get(`/api/corrections/${id}`);
     const c = x.correction; const diff = x.diff;
     clear(main);
+    if (x.queued) {
+      append(main, h("h1", {}, "Correction ", h("span", { class: "mono" }, c.correction_id), " ", badge("queued")),
+        h("p", { class: "warn", id: "queued-note" }, "Queued in the stream: no worker has taken it up yet (are the workers running?). ",
+          c.cancel_queued ? "A cancel is queued after it: it will be cancelled before it runs." : "Cancel it now and it never runs."),
+        h("div", { class: "toolbar" }, c.cancel_queued ? null : actions(c, render)),
+        h("div", { class: "card" }, kv([["mode", c.mode], ["plan", link(`#/plan/${c.plan_id}`, c.plan_id)],
+          ["target", link(`#/plan/${c.plan_id}/${c.decision_id}`, c.decision_id)], ["requested by", c.requested_by],
+          ["requested", when(c.requested_at)], ["guidance", c.guidance]])));
+      return;
+    }
     append(main, h("h1", {}, "Correction ", h("span", { class: "mono" }, c.correction_id), " ", badge(c.status)),
       h("div", { class: "toolbar" }, actions(c, render)),
       h("div", { class: "card" }, kv([["mode", c.mode], ["plan", link(`#/plan/${c.plan_id}`, c.plan_id)],
@@ -79,14 +98,14 @@ export async function correctionPage(main, id) {
 function diffView(d) {
   if (!d.applied_at) return h("p", { class: "dim", id: "diff" }, "Not applied: it changed nothing.");
   const line = (sign, b) => h("li", {}, h("span", { class: sign === "-" ? "bad" : "" }, sign, " "), b.decision_type ?? "not recorded", " ",
-    clip(b.chosen_option || "", 80), " ", b.plan_id ? link(`#/plan/${b.plan_id}/${b.decision_id}`, short(b.decision_id)) : short(b.decision_id));
+    clip(b.chosen_option || "", 80), " ", b.plan_id ? link(`#/plan/${b.plan_id}/${b.decision_id}`, b.decision_id) : b.decision_id);
   return h("div", { class: "card", id: "diff" },
     h("p", {}, `Applied ${when(d.applied_at)}.`),
     h("strong", {}, `superseded (${d.superseded_count})`), h("ul", {}, d.superseded.map((b) => line("-", b)),
       d.superseded_count > d.superseded.length ? h("li", { class: "dim" }, `… ${d.superseded_count - d.superseded.length} more`) : null),
     h("strong", {}, `added (${d.added.length})`), h("ul", {}, d.added.map((b) => line("+", b))),
-    d.child_plans_rolled_back.length ? h("p", {}, "child plans rolled back: ", d.child_plans_rolled_back.map((p) => [link(`#/plan/${p}`, short(p)), " "])) : null,
-    d.child_plans_spawned.length ? h("p", {}, "child plans spawned: ", d.child_plans_spawned.map((p) => [link(`#/plan/${p}`, short(p)), " "])) : null,
+    d.child_plans_rolled_back.length ? h("p", {}, "child plans rolled back: ", d.child_plans_rolled_back.map((p) => [link(`#/plan/${p}`, p), " "])) : null,
+    d.child_plans_spawned.length ? h("p", {}, "child plans spawned: ", d.child_plans_spawned.map((p) => [link(`#/plan/${p}`, p), " "])) : null,
     d.archived_artifacts_path ? h("p", {}, "archive: ", h("span", { class: "mono" }, d.archived_artifacts_path)) : null,
     d.archive_not_copied_count ? h("div", { id: "not-copied" }, h("strong", {}, `not copied (${d.archive_not_copied_count})`),
       h("ul", {}, d.archive_not_copied.map((n) => h("li", {}, h("span", { class: "mono" }, clip(n.artifact_path, 120)), ": ", n.skipped)),

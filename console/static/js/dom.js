@@ -28,7 +28,19 @@ export function clear(el) { el.replaceChildren(); return el; }
 
 export function put(el, ...children) { el.replaceChildren(); return append(el, ...children); }
 
+// The tree's short form of an ID (its last 8 characters, which Find accepts); lists and
+// panels show IDs whole.
 export const short = (id) => (id ? "…" + id.slice(-8) : "-");
+
+// A duration as people read it: 9.5 s, 79 s -> 1 min 19 s, 2 h 5 min.
+export function secs(value) {
+  const n = Number(value);
+  if (!Number.isFinite(n)) return "-";
+  const whole = Math.round(n);
+  if (whole < 60) return n < 10 ? `${n.toFixed(1)} s` : `${whole} s`;
+  if (whole < 3600) return `${Math.floor(whole / 60)} min ${whole % 60} s`;
+  return `${Math.floor(whole / 3600)} h ${Math.floor((whole % 3600) / 60)} min`;
+}
 
 export function when(iso) {
   if (!iso) return "-";

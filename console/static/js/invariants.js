@@ -1,7 +1,7 @@
 // Invariants: the effective set for a plan (with the precedence that chose it), every
 // invariant, and violations with resolve.
 import { get, live, post } from "./api.js";
-import { append, badge, clear, clip, h, link, short, toast, when } from "./dom.js";
+import { append, badge, clear, clip, h, link, toast, when } from "./dom.js";
 
 export async function invariantsPage(main, planId) {
   const plan = h("input", { type: "text", id: "inv-plan", placeholder: "plan ID for its effective set", size: 30, value: planId || "" });
@@ -13,7 +13,7 @@ export async function invariantsPage(main, planId) {
     h("div", { class: "toolbar" }, plan, h("button", { onclick: () => { window.location.hash = plan.value.trim() ? `#/invariants/${plan.value.trim()}` : "#/invariants"; } }, "Show"),
       h("label", {}, unresolved, " unresolved violations only")),
     effective,
-    h("h2", {}, "Violations"), h("table", { id: "violations" }, h("thead", {}, h("tr", {}, ["violation", "plan", "severity", "found by", "state", "reported", "details", ""].map((t) => h("th", {}, t)))), violations),
+    h("h2", {}, "Violations"), h("table", { id: "violations" }, h("thead", {}, h("tr", {}, ["violation", "invariant", "plan", "severity", "found by", "state", "reported", "details", ""].map((t) => h("th", {}, t)))), violations),
     h("h2", {}, "Every invariant"), h("table", { id: "invariants" }, h("thead", {}, h("tr", {}, ["name", "scope", "target", "created", "gate", "description"].map((t) => h("th", {}, t)))), all));
   unresolved.addEventListener("change", () => load());
 
@@ -22,7 +22,7 @@ export async function invariantsPage(main, planId) {
     const inv = await get(`/api/invariants${q}`);
     clear(effective);
     if (planId) {
-      append(effective, h("h2", {}, "In force for plan ", link(`#/plan/${planId}`, short(planId))),
+      append(effective, h("h2", {}, "In force for plan ", link(`#/plan/${planId}`, planId)),
         h("p", { class: "dim" }, `One per name; precedence ${inv.precedence.join(" > ")}.`),
         inv.effective.length ? h("ul", {}, inv.effective.map((i) => h("li", {}, h("strong", {}, i.name), " ", h("span", { class: "badge" }, i.scope), " ", clip(i.description, 120))))
           : h("p", { class: "dim" }, "None."));
@@ -35,14 +35,17 @@ export async function invariantsPage(main, planId) {
     if (unresolved.checked) vq.set("unresolved", "1");
     const v = await get(`/api/violations?${vq}`);
     clear(violations);
-    if (!v.violations.length) append(violations, h("tr", {}, h("td", { colspan: 8, class: "dim" }, "No violations.")));
+    if (!v.violations.length) append(violations, h("tr", {}, h("td", { colspan: 9, class: "dim" }, "No violations.")));
     for (const x of v.violations) {
       const state = x.resolved_at ? (x.resolved_by ? `resolved by ${x.resolved_by}` : "resolved") : x.blocks ? "blocking" : "open";
       append(violations, h("tr", { dataset: { violation: x.violation_id } }, h("td", { class: "id" }, x.violation_id),
-        h("td", { class: "id" }, link(`#/plan/${x.plan_id}`, short(x.plan_id))), h("td", {}, badge(x.severity, "severity")),
+        h("td", {}, x.invariant_name ?? h("span", { class: "dim" }, "(removed)")),
+        h("td", { class: "id" }, link(`#/plan/${x.plan_id}`, x.plan_id)), h("td", {}, badge(x.severity, "severity")),
         h("td", { class: "dim" }, x.found_by || "agent"), h("td", { class: x.resolved_at ? "dim" : "bad", dataset: { state: state } }, state), h("td", { class: "dim" }, when(x.reported_at)),
         h("td", {}, clip(x.details, 100)),
         h("td", {}, x.resolved_at ? null : h("button", { dataset: { action: "resolve" }, onclick: async () => {
+          // Resolving unblocks the plan's Execute-phase decisions: asked, not one click.
+          if (!window.confirm(`Resolve violation ${x.violation_id} of invariant ${x.invariant_name ?? x.invariant_id}?${x.blocks ? " It unblocks the plan's Execute-phase decisions." : ""}`)) return;
           try { await post(`/api/violations/${x.violation_id}/resolve`); toast("resolved"); } catch (e) { toast(e.message, true); }
           await load();
         } }, "resolve"))));

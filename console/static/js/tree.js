@@ -1,6 +1,6 @@
 // A plan's tree, one level at a time, live; the decision panel; correcting from the tree.
 import { get, live, post } from "./api.js";
-import { append, badge, clear, clip, h, kv, link, put, short, toast, when } from "./dom.js";
+import { append, badge, clear, clip, h, kv, link, put, secs, short, toast, when } from "./dom.js";
 
 const PAGE = 100;
 const AFFECTED_ASK = 1000;  // decision IDs per /affected request (the server's bound)
@@ -20,10 +20,24 @@ export async function planPage(main, planId, selected) {
     if (asOf.value.trim()) window.location.hash = `#/plan/${planId}/as-of/${encodeURIComponent(asOf.value.trim())}`;
   } }, "Show then");
   const record = plan.record;
-  append(main, 
-    h("h1", {}, "Plan ", h("span", { class: "mono" }, planId), " ", badge(record ? record.status : "active")),
+  const status = record ? record.status : "active";
+  // Marking the plan completed or abandoned: published, recorded by the workers with who
+  // and why; the record (and this page) changes once one has applied it.
+  const end = async (verb, done) => {
+    const reason = window.prompt(`Mark plan ${planId} ${done}? Why (kept with the plan; optional):`);
+    if (reason === null) return;
+    try { await post(`/api/plans/${planId}/${verb}`, reason.trim() ? { reason } : {}); toast(`${done}: sent; the workers record it`); }
+    catch (e) { toast(e.message, true); }
+  };
+  append(main,
+    h("h1", {}, "Plan ", h("span", { class: "mono" }, planId), " ", badge(status)),
+    h("div", { class: "toolbar", id: "plan-actions" },
+      status === "active" ? [h("button", { id: "complete-plan", onclick: () => end("complete", "completed") }, "Mark completed…"),
+        h("button", { id: "abandon-plan", onclick: () => end("abandon", "abandoned") }, "Abandon…")] : null,
+      record && record.ended_at ? h("span", { class: "dim" }, `${record.status} by ${record.ended_by} ${when(record.ended_at)}${record.end_reason ? `: ${record.end_reason}` : ""}`) : null,
+      h("a", { href: `/api/plans/${planId}/export`, id: "export-plan", download: `plan-${planId}.json` }, "Export JSON")),
     record && record.parent_plan_id ? h("p", {}, "Child plan of ", link(`#/plan/${record.parent_plan_id}`, record.parent_plan_id),
-      ", spawned by decision ", link(`#/plan/${record.parent_plan_id}/${record.spawned_from_decision_id}`, short(record.spawned_from_decision_id)),
+      ", spawned by decision ", link(`#/plan/${record.parent_plan_id}/${record.spawned_from_decision_id}`, record.spawned_from_decision_id),
       record.guidance ? [" with guidance: ", h("q", {}, clip(record.guidance, 200))] : null) : null,
     h("div", { class: "toolbar" }, summary,
       h("label", {}, superseded, " show superseded"), asOf, asOfGo,
@@ -52,7 +66,7 @@ export async function planPage(main, planId, selected) {
       toggle,
       h("span", { class: "type", title: `${n.decision_type} (${n.phase})` }, n.decision_type),
       h("span", { class: "chosen", title: n.chosen_option }, clip(n.chosen_option, 100)),
-      h("span", { class: "dim mono" }, `#${n.sequence_number} ${short(n.decision_id)}`),
+      h("span", { class: "dim mono", title: n.decision_id }, `#${n.sequence_number} ${short(n.decision_id)}`),
       n.confidence_score !== null ? h("span", { class: "dim" }, `conf ${n.confidence_score.toFixed(2)}`) : null,
       n.child_count ? h("span", { class: "dim count" }, `${n.child_count} below`) : null,
       n.superseded_by ? h("span", { class: "bad" }, `superseded by ${short(n.superseded_by)}`) : null,
@@ -202,14 +216,16 @@ export async function planPage(main, planId, selected) {
     for (const p of x.path) if (state.nodes.has(p.decision_id)) await expand(p.decision_id);
     markSelected();
     const snap = d.context_snapshot || {};
+    // Under the tree (a narrow window), the panel is out of sight: bring it in.
+    const below = window.matchMedia("(max-width: 1000px)").matches;
     put(panel, 
       h("h2", { id: "decision-title" }, d.decision_type, " ", h("span", { class: "dim mono" }, `#${d.sequence_number}`)),
       kv([["decision", h("span", { class: "mono" }, d.decision_id)], ["type", `${d.decision_type} (${d.phase})`],
         ["question", d.question], ["chosen", h("span", { id: "decision-chosen" }, d.chosen_option)],
         ["confidence", d.confidence_score], ["rationale", h("span", { id: "decision-rationale" }, d.rationale ?? "")],
         ["created", when(d.created_at)],
-        ["status", d.superseded_by ? h("span", { class: "bad" }, "superseded by ", link(`#/plan/${planId}/${d.superseded_by}`, short(d.superseded_by)),
-          d.superseded_by_correction ? [" (correction ", link(`#/correction/${d.superseded_by_correction}`, short(d.superseded_by_correction)), `, ${when(d.superseded_at)})`] : "") : "current"],
+        ["status", d.superseded_by ? h("span", { class: "bad" }, "superseded by ", link(`#/plan/${planId}/${d.superseded_by}`, d.superseded_by),
+          d.superseded_by_correction ? [" (correction ", link(`#/correction/${d.superseded_by_correction}`, d.superseded_by_correction), `, ${when(d.superseded_at)})`] : "") : "current"],
         ["corrects", d.is_correction ? link(`#/plan/${planId}/${d.corrects_decision_id}`, d.corrects_decision_id) : undefined],
         ["correction reason", d.is_correction ? d.correction_reason : undefined],
         ["project", d.project ?? undefined]]),
@@ -219,18 +235,50 @@ export async function planPage(main, planId, selected) {
         d.alternatives_considered.length ? d.alternatives_considered.map((a) => h("li", {}, a)) : h("li", { class: "dim" }, "none"))),
       h("section", {}, h("h2", {}, "Downstream"), h("ul", {},
         x.children.map((c) => h("li", {}, "child ", link(`#/plan/${planId}/${c.decision_id}`, `${c.decision_type}: ${clip(c.chosen_option, 50)}`), c.superseded_by ? h("span", { class: "bad" }, " superseded") : null)),
-        x.downstream_decisions.map((c) => h("li", {}, "dependent ", link(`#/plan/${c.plan_id}/${c.decision_id}`, `${c.decision_type} ${short(c.decision_id)}`))),
+        x.downstream_decisions.map((c) => h("li", {}, "dependent ", link(`#/plan/${c.plan_id}/${c.decision_id}`, `${c.decision_type} ${c.decision_id}`))),
         x.child_plans.map((p) => h("li", {}, "child plan ", link(`#/plan/${p.plan_id}`, p.plan_id), " ", badge(p.status))),
         d.artifacts_produced.map((a) => h("li", {}, `artifact ${a.artifact_type} `, h("span", { class: "mono" }, a.artifact_path))),
         !(x.children.length || x.downstream_decisions.length || x.child_plans.length || d.artifacts_produced.length) ? h("li", { class: "dim" }, "nothing") : null)),
       x.corrections.length ? h("section", {}, h("h2", {}, "Corrections"), h("ul", {}, x.corrections.map((c) =>
-        h("li", {}, link(`#/correction/${c.correction_id}`, short(c.correction_id)), ` ${c.mode} (${c.decision_id === d.decision_id ? "target" : "result"}) `, badge(c.status), ` by ${c.requested_by}: `, clip(c.guidance, 80))))) : null,
+        h("li", {}, link(`#/correction/${c.correction_id}`, c.correction_id), ` ${c.mode} (${c.decision_id === d.decision_id ? "target" : "result"}) `, badge(c.status), ` by ${c.requested_by}: `, clip(c.guidance, 80))))) : null,
+      commentsView(d, x.comments || []),
       h("section", {}, h("h2", {}, "Context snapshot"), kv([["hot context hash", snap.hot_context_hash], ["hot context ref", snap.hot_context_ref],
         ["actor state ref", snap.actor_state_ref ?? null],
         ["resources", (snap.relevant_resources || []).map((r) => `${r.resource_id} ${r.path ?? ""}`).join("\n") || null]])),
       d.actor_reasoning ? h("details", {}, h("summary", {}, "Actor reasoning"), h("pre", {}, d.actor_reasoning)) : null,
       d.superseded_by ? null : correctForm(d),
       state.following && state.following.decision === id ? h("section", { class: "correct" }, h("h2", {}, "Correction in progress"), state.following.out) : null);
+    if (below) panel.scrollIntoView({ block: "start" });
+  }
+
+  // --- comments ---------------------------------------------------------------------
+
+  // Comments on a decision without correcting it: who (as the workers verified it) and
+  // when; a new one is published and shows once a worker has recorded it.
+  function commentsView(d, comments) {
+    const text = h("textarea", { id: "comment-text", maxlength: 4000, placeholder: "A comment on this decision (it changes nothing in the tree)" });
+    const add = h("button", { id: "add-comment", onclick: async () => {
+      if (!text.value.trim()) { toast("Write the comment first.", true); return; }
+      add.disabled = true;
+      try {
+        await post(`/api/decisions/${d.decision_id}/comments`, { text: text.value });
+        text.value = "";
+        toast("comment sent; it shows once a worker has recorded it");
+        // Shown once recorded: asked again for a few seconds, then left to a reload.
+        for (let i = 0; i < 20; i++) {
+          await new Promise((r) => setTimeout(r, 500));
+          if (state.selected !== d.decision_id) return;
+          const now = await get(`/api/decisions/${d.decision_id}`);
+          if ((now.comments || []).length > comments.length) { await select(d.decision_id); return; }
+        }
+      } catch (e) { toast(e.message, true); }
+      finally { add.disabled = false; }
+    } }, "Add comment");
+    return h("section", { id: "comments" }, h("h2", {}, `Comments (${comments.length})`),
+      comments.length ? h("ul", {}, comments.map((c) => h("li", { class: "comment" },
+        h("span", { class: "dim" }, `${when(c.created_at)} ${c.author}: `), c.text)))
+        : h("p", { class: "dim" }, "None yet."),
+      text, h("div", { class: "toolbar" }, add));
   }
 
   // --- correcting from the tree -------------------------------------------------------
@@ -260,7 +308,13 @@ export async function planPage(main, planId, selected) {
     async function request() {
       const b = body();
       if (b.mode === "append" && !b.guidance) { toast("An append needs guidance: it becomes the child plan's prompt.", true); return; }
-      if (!window.confirm(`${b.mode} decision ${d.decision_id}? This changes the plan.`)) return;
+      // The confirmation repeats what the dry run said, so nobody applies blind.
+      const r = state.lastReport;
+      const said = r ? `\nRisk: ${r.impact.risk_level}\nAffected decisions: ${r.impact.affected_count}${r.impact.exceeds_limit ? "+" : ""}` +
+        `\nChild plans: ${r.impact.affected_child_plan_count}\nFiles: ${r.impact.affected_files_count}` +
+        `\nEstimated recompute: ${secs(r.estimated_recompute_time_seconds)}` +
+        (r.warnings.length ? `\n\n${r.warnings.join("\n")}` : "") : "";
+      if (!window.confirm(`${b.mode} decision ${d.decision_id}?${said}\n\nThis changes the plan.`)) return;
       go.disabled = true;
       try {
         const r = await post(`/api/decisions/${d.decision_id}/corrections`, b);
@@ -301,6 +355,7 @@ export async function planPage(main, planId, selected) {
 
   async function showReport(report, out) {
     clearReport();
+    state.lastReport = report;
     const impact = report.impact;
     const listed = new Set(impact.affected_decision_ids);
     state.report = { target: impact.target_decision_id, affected: new Set(listed), listed,
@@ -318,13 +373,16 @@ export async function planPage(main, planId, selected) {
     for (const id of state.nodes.keys()) markReport(id);
     const more = impact.exceeds_limit ? "+" : "";
     put(out, h("div", { class: "report", id: "report" },
-      h("strong", {}, `Dry run: ${report.mode} of ${short(impact.target_decision_id)} `), h("span", { class: "dim" }, "(nothing was changed)"),
+      h("strong", {}, `Dry run: ${report.mode} of ${impact.target_decision_id} `), h("span", { class: "dim" }, "(nothing was changed)"),
       kv([["risk", h("strong", { class: `risk-${impact.risk_level}`, id: "report-risk" }, impact.risk_level)],
         ["affected decisions", h("span", { id: "report-affected" }, `${impact.affected_count}${more}`)],
         ["child plans", `${impact.affected_child_plan_count}${more}`],
         ["files", impact.affected_files.length ? impact.affected_files.join("\n") + (impact.affected_files_count > impact.affected_files.length ? `\n… ${impact.affected_files_count - impact.affected_files.length} more` : "") : null],
-        ["estimate", `${report.estimated_recompute_time_seconds}s to recompute`]]),
+        ["estimate", `${secs(report.estimated_recompute_time_seconds)} to recompute`]]),
       report.warnings.length ? h("ul", { class: "warn" }, report.warnings.map((w) => h("li", {}, w))) : null));
+    // The report opens at the bottom of the decision panel: bring it into view.
+    const shown = document.getElementById("report");
+    if (shown) shown.scrollIntoView({ block: "nearest" });
   }
 
   // Follow a correction to its end; the panel offers what the lifecycle allows.
@@ -362,7 +420,10 @@ export async function planPage(main, planId, selected) {
       try { const r = await post(`/api/corrections/${correctionId}/${verb}`, reason ? { reason } : {}); toast(`${verb}: ${r.status || "sent"}`); }
       catch (e) { toast(e.message, true); }
     };
-    if (status === "pending" || status === "analyzing") append(box, h("button", { onclick: () => act("cancel") }, "Cancel"));
+    if (status === "pending" || status === "analyzing") append(box, h("button", { onclick: () => {
+      const why = window.prompt(`Cancel correction ${correctionId}? Why (kept in its history; optional):`);
+      if (why !== null) act("cancel", why.trim());
+    } }, "Cancel"));
     if (status === "analyzing" || status === "executing") append(box, h("button", { class: "danger", onclick: () => { const r = window.prompt("Why end it as failed?"); if (r) act("fail", r); } }, "Fail"));
     if (status === "failed") append(box, h("button", { onclick: () => act("retry") }, "Retry"));
   }
