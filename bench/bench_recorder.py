@@ -21,6 +21,10 @@ Signatures are on (`--unsigned` turns them off): the workers run with a principa
 and REQUIRE_SIGNATURES=1, and every decision is signed by an agent's key, as the client
 library signs it. The cost of verifying, per 1,000 decisions, is timed in this process
 on the very messages sent (the worker's check: contracts.trust.policy.FamilyTrust).
+Every record is chained (its link computed in the recorder's transaction); after the
+runs, the burst's plans are audited as `agents audit verify` does (read from MongoDB as
+export lines, then the chain, each kept signature and each supersession checked), and
+that cost per 1,000 decisions is printed too.
 """
 
 from __future__ import annotations
@@ -54,6 +58,8 @@ from contracts.invariants.model import Invariant, InvariantScope  # noqa: E402
 from contracts.invariants.rules import RuleSet  # noqa: E402
 from contracts.recording.families import RECORDED  # noqa: E402
 from contracts.shared.roles import Role  # noqa: E402
+from contracts.trust.audit import verify_export  # noqa: E402
+from contracts.trust.audit_lines import header, principals_json  # noqa: E402
 from contracts.trust.keys import new_user_seed, public_of_seed  # noqa: E402
 from contracts.trust.policy import TrustPolicy  # noqa: E402
 from contracts.trust.principals import (  # noqa: E402
@@ -64,6 +70,7 @@ from contracts.trust.principals import (  # noqa: E402
 )
 from contracts.trust.signing import Signer  # noqa: E402
 from deploy.embedded import die_with_parent, free_port, start_mongo, start_nats  # noqa: E402
+from store.audit import AuditReader  # noqa: E402
 from store.database import DECISIONS, connect, ensure_indexes  # noqa: E402
 from store.invariants import InvariantRepository  # noqa: E402
 from tests.factories import encode, headers, plan_tree, subject  # noqa: E402
@@ -185,19 +192,20 @@ def signed_headers(signer: Signer | None, d: dict[str, Any]) -> dict[str, str]:
 
 def verification_cost(signer: Signer, principals: Path, sent: list[dict[str, Any]]
                       ) -> tuple[float, float]:
-    """Seconds to sign and to verify 1,000 of `sent`, as the client and the worker do."""
+    """CPU seconds to sign and to verify 1,000 of `sent`, as the client and the worker
+    do (process time, so another process's load on a shared machine does not count)."""
     trust = TrustPolicy(load_directory(principals.read_text()), required=True)
     check = trust.for_family(RECORDED)
     assert check is not None
     sample = sent[:1000]
-    start = time.perf_counter()
+    start = time.process_time()
     msgs = [(subject(d), encode(d), signed_headers(signer, d)) for d in sample]
-    signing = time.perf_counter() - start
+    signing = time.process_time() - start
     now = datetime.now(UTC)
-    start = time.perf_counter()
+    start = time.process_time()
     for s, body, h in msgs:
         assert check.identify(h, s, body, now) is not None
-    verifying = time.perf_counter() - start
+    verifying = time.process_time() - start
     return signing * 1000 / len(sample), verifying * 1000 / len(sample)
 
 
@@ -235,6 +243,34 @@ async def run_load(url: str, sent: list[dict[str, Any]], rate: float | None,
         "p99": latencies[int(len(latencies) * 0.99) - 1],
         "seconds": end - start,
     }
+
+
+def principal_keys(principals: Path | None) -> list[dict[str, Any]]:
+    """The export header's principals (none when unsigned: each record then unverified)."""
+    return principals_json(load_directory(principals.read_text()) if principals else None)
+
+
+async def audit_cost(mongo_uri: str, db_name: str, keys: list[dict[str, Any]],
+                     sent: list[dict[str, Any]]) -> dict[str, float]:
+    """Seconds per 1,000 decisions to read the plans of `sent` as export lines (wall
+    time: mostly the server's) and CPU seconds to verify them (chain, signatures against
+    the principals' keys, supersessions), as `agents audit verify` does; and whether
+    they verified (and were all signed, when `keys`)."""
+    plans = list(dict.fromkeys(d["plan_id"] for d in sent))
+    client: AsyncMongoClient[dict[str, Any]] = connect(mongo_uri)
+    try:
+        start = time.perf_counter()
+        entries, lines = await AuditReader(client[db_name]).export(plans)
+        reading = time.perf_counter() - start
+    finally:
+        await client.close()
+    head = header(exported_at="", parameters={}, plans=entries, principals=keys)
+    start = time.process_time()
+    report = verify_export(head, lines)
+    verifying = time.process_time() - start
+    per = 1000 / max(1, report.records)
+    return {"read": reading * per, "verify": verifying * per, "records": report.records,
+            "ok": float(report.ok and (not keys or report.signed == len(sent)))}
 
 
 BARE_RUNS = 3
@@ -289,6 +325,22 @@ def parse_args() -> argparse.Namespace:
     return ap.parse_args()
 
 
+def print_header(args: argparse.Namespace, batch: int, eval_s: float, evaluations: int,
+                 signing: tuple[float, float] | None) -> None:
+    """The run's setting, and what checks and signatures cost per 1,000 decisions
+    (`signing`: seconds to sign and to verify them; None when unsigned)."""
+    print(f"\nRecorder bench: {args.decisions} decisions in {args.plans} plans, "
+          f"{args.workers} worker process(es), batch {batch}, 2-core machine, "
+          "nats-server + secantusd-py on loopback, "
+          f"{'unsigned' if signing is None else 'signed, REQUIRE_SIGNATURES=1'}, "
+          f"{args.checks} checked invariants\n")
+    print(f"checked invariants: {args.checks} in force; evaluating them on 1,000 decisions "
+          f"{eval_s:.3f} s of CPU ({evaluations} evaluations)\n")
+    if signing is not None:
+        print(f"signatures: verifying 1,000 decisions {signing[1]:.3f} s of CPU "
+              f"(signing them {signing[0]:.3f} s)")
+
+
 async def main() -> None:
     args = parse_args()
     batch = Settings.from_env().recorder_batch_size  # the workers' own, RECORDER_BATCH_SIZE
@@ -321,6 +373,8 @@ async def main() -> None:
             paced_n = min(2_000, args.decisions)
             paced = await run_load(ns.url, interleaved(args.plans, paced_n // args.plans, 10_000),
                                    args.paced_rate, signer)
+            keys = principal_keys(principals if signer is not None else None)
+            audit = await audit_cost(ms.url, db_name, keys, sent)
             server = {"mongo": ms.process.pid, "client": os.getpid()}
             bare = await bare_insert(ms.url, db_name, batch,
                                      lambda: cpu_seconds(server))
@@ -331,16 +385,12 @@ async def main() -> None:
             ns.stop()
             ms.stop()
 
-    print(f"\nRecorder bench: {args.decisions} decisions in {args.plans} plans, "
-          f"{args.workers} worker process(es), batch {batch}, 2-core machine, "
-          "nats-server + secantusd-py on loopback, "
-          f"{'unsigned' if signer is None else 'signed, REQUIRE_SIGNATURES=1'}, "
-          f"{args.checks} checked invariants\n")
-    print(f"checked invariants: {args.checks} in force; evaluating them on 1,000 decisions "
-          f"{eval_s:.3f} s of CPU ({evaluations} evaluations)\n")
-    if signer is not None:
-        print(f"signatures: verifying 1,000 decisions {verify_s:.3f} s of CPU "
-              f"(signing them {sign_s:.3f} s)\n")
+    print_header(args, batch, eval_s, evaluations,
+                 None if signer is None else (sign_s, verify_s))
+    print(f"audit of the burst's {audit['records']:.0f} chained records "
+          f"({'verified' if audit['ok'] else 'NOT VERIFIED'}), per 1,000 decisions: "
+          f"reading {audit['read']:.3f} s, verifying {audit['verify']:.3f} s of CPU "
+          "(chain, signatures, supersessions)\n")
     print(f"{'run':<44}{'decisions/s':>12}{'p50 ms':>10}{'p99 ms':>10}")
     print("-" * 76)
     print(f"{'burst: publish all, publish -> persisted':<44}{burst['rate']:>12.0f}"

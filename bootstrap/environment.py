@@ -176,5 +176,4 @@ def read_settings(kind: type[Settings]) -> Settings:
         cloudevents_schema_base=os.environ.get("CLOUDEVENTS_SCHEMA_BASE")
         or kind.cloudevents_schema_base,
         webhooks=read_webhook_limits(), webhook_secret_key=read_webhook_key(),
-        crash_at=os.environ.get("CORRECTIONS_CRASH_AT") or None,
     )

@@ -9,9 +9,12 @@ seed is one the principals file lists, and keeps a signature anyone can check of
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection
 
 from bootstrap.settings import Settings
+from contracts.invariants import subjects
+from contracts.invariants.families import EVENTS
 from contracts.shared.ids import MSG_ID_HEADER
 from contracts.shared.roles import Role
 from contracts.shared.rules import RuleViolation
@@ -19,7 +22,7 @@ from contracts.shared.timestamps import utc_now
 from contracts.trust.policy import FamilyTrust, Identity
 from contracts.trust.signing import Signer
 
-__all__ = ["own_identity", "own_signer"]
+__all__ = ["own_identity", "own_signer", "resolution_identity"]
 
 
 def own_signer(settings: Settings) -> Signer | None:
@@ -46,3 +49,15 @@ def own_identity(settings: Settings, *, kind: str, subject: str, msg_id: str, bo
         headers |= signer.headers(kind=kind, subject=subject, msg_id=msg_id, body=body)
     return FamilyTrust(kind, frozenset(roles), policy).identify(headers, subject, body,
                                                                 utc_now())
+
+
+def resolution_identity(settings: Settings, violation_id: str, plan_id: str
+                        ) -> Identity | RuleViolation:
+    """The operator resolving a violation, as the ledger verifies it: the resolution
+    signed as the event it announces (`invariants.events.<plan_id>.resolved`), by an
+    operator. What `agents invariant resolve` and the console both sign."""
+    body = json.dumps({"violation_id": violation_id, "resolved": True}).encode()
+    return own_identity(settings, kind=EVENTS.name,
+                        subject=subjects.event(plan_id, subjects.RESOLVED),
+                        msg_id=subjects.event_msg_id(violation_id, subjects.RESOLVED),
+                        body=body, roles={Role.OPERATOR})

@@ -157,8 +157,6 @@ class Settings:
     webhook_secret_key: str | None = field(default=None, repr=False)
     """WEBHOOK_SECRET_KEY: 32 bytes (base64) sealing webhook secrets at rest; unset:
     they are stored as they are, in MongoDB."""
-    crash_at: str | None = None
-    """TEST ONLY (CORRECTIONS_CRASH_AT): SIGKILL the worker at this step (docs/corrections.md)."""
 
     def __post_init__(self) -> None:
         if self.artifacts_root is None:

@@ -51,6 +51,7 @@ def explain(
         if as_json:
             emit_json({
                 "decision": dump(d, exclude=hidden),
+                "recorded_by": found.recorded_by,
                 "path": [_brief(p) for p in path],
                 "children": [_brief(c) for c in children],
                 "downstream_decisions": [_brief(x) for x in dependents],
@@ -61,7 +62,7 @@ def explain(
                 "comments": [dump(c) for c in comments],
             })
             return
-        _print_explain(d, path)
+        _print_explain(d, path, found.recorded_by)
         _print_downstream(d, children, dependents, plans)
         _print_corrections(d, touching)
         _print_comments(comments)
@@ -80,7 +81,7 @@ def _brief(d: Decision) -> dict[str, Any]:
             "superseded_by": d.superseded_by}
 
 
-def _print_explain(d: Decision, path: list[Decision]) -> None:
+def _print_explain(d: Decision, path: list[Decision], recorded_by: str | None) -> None:
     from rich.table import Table
 
     grid = Table.grid(padding=(0, 2))
@@ -99,7 +100,9 @@ def _print_explain(d: Decision, path: list[Decision]) -> None:
     row("confidence", d.confidence_score)
     row("rationale", d.rationale)
     row("created", when(d.created_at))
-    row("agent", f"{d.agent.name} {d.agent.version or ''}".strip() if d.agent else None)
+    row("recorded by", recorded_by or "unverified (recorded unsigned)")
+    row("agent", f"{d.agent.name} {d.agent.version or ''}".strip() + " (as it says)"
+        if d.agent else None)
     row("model", f"{d.model.provider} {d.model.name}" if d.model else None)
     status = "current"
     if d.superseded_by:

@@ -80,8 +80,8 @@ def list_(
         case_sensitive=False, help="Only plans in this status.")] = None,
     project: Annotated[str | None, typer.Option(help="Only this project's plans.")] = None,
     agent: Annotated[str | None, typer.Option(
-        help="Only plans whose root this agent recorded (its verified principal, or the "
-        "agent its root names; unsigned roots name none).")] = None,
+        help="Only plans whose root this principal signed (as verified; a root recorded "
+        "unsigned counts under the agent name it gives itself).")] = None,
     since: Annotated[str | None, typer.Option(help="Started at or after. " + TIME_HELP)
                      ] = None,
     until: Annotated[str | None, typer.Option(help="Started before. " + TIME_HELP)] = None,

@@ -63,6 +63,12 @@ class CorrectionClient(CorrectionFollowing, ConnectionOwner):
         # correction_id -> stream sequence of its request: its events all come later.
         self._requested_at: dict[str, int] = {}
 
+    @property
+    def signer(self) -> Signer | None:
+        """The key this client signs with (None: unsigned), for the other commands the
+        same principal sends (clients.upkeep)."""
+        return self._signer
+
     @classmethod
     def connect(cls, url: str = DEFAULT_NATS_URL, *, requested_by: str | None = None,
                 retry: RetryPolicy = DEFAULT_RETRY,

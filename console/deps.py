@@ -7,6 +7,7 @@ the in-memory store instead, since every read goes through the read port
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from starlette.requests import Request
@@ -15,6 +16,8 @@ from bootstrap.ledger import Ledger
 from clients.operator import CorrectionClient
 from console.affected import AffectedSets
 from console.live import Hub
+from contracts.shared.rules import RuleViolation
+from contracts.trust.policy import Identity
 from services.dead_letters import DeadLetterService
 from services.invariants import InvariantService
 from services.read_ports import LedgerReads
@@ -31,6 +34,10 @@ class Deps:
     hub: Hub
     operator_name: str = "operator"
     affected: AffectedSets = field(default_factory=AffectedSets)
+    resolution_identity: Callable[[str, str], Identity | RuleViolation] = \
+        field(default=lambda violation_id, plan_id: None)
+    """Who resolves a violation (violation_id, plan_id), as the ledger verifies it: the
+    console's principal signing (console.wiring); None: unverified."""
     webhooks: WebhookService | None = None
 
     @classmethod

@@ -38,6 +38,8 @@ class Explained:
     child_plans: dict[str, PlanRecord]
     corrections: list[Correction]
     """Those that targeted it or produced it."""
+    recorded_by: str | None = None
+    """The principal that signed it, as the recorder verified it (None: unverified)."""
 
 
 async def plan_records(reads: LedgerReads, plan_ids: list[str]) -> dict[str, PlanRecord]:
@@ -80,7 +82,8 @@ async def explain(reads: LedgerReads, decision_id: str) -> Explained | None:
     plans = await plan_records(reads, d.downstream_plan_ids)
     touching = [c for c in await plan_corrections(reads, d.plan_id)
                 if decision_id in (c.decision_id, c.new_decision_id)]
-    return Explained(d, path, children, list(dependents.values()), plans, touching)
+    return Explained(d, path, children, list(dependents.values()), plans, touching,
+                     await reads.decisions.recorded_by(decision_id))
 
 
 async def superseded_reason(reads: LedgerReads, d: Decision) -> str:

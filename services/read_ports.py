@@ -41,6 +41,10 @@ __all__ = ["CorrectionReads", "DeadLetterReads", "DecisionReads", "InvariantRead
 class DecisionReads(Protocol):
     async def get(self, decision_id: str) -> Decision | None: ...
 
+    async def recorded_by(self, decision_id: str) -> str | None:
+        """The principal that signed it, as verified (None: recorded unsigned)."""
+        ...
+
     async def get_many(self, decision_ids: Iterable[str]) -> dict[str, Decision]: ...
 
     async def children(self, decision_id: str, *, current_only: bool = True

@@ -1,6 +1,8 @@
-"""The recorder's batch write: number the accepted decisions per plan and insert them,
-with their plans' claim records, in one transaction that aborts if a correction or a
-concurrent claim changed what the batch was triaged against."""
+"""The recorder's batch write: number and chain the accepted decisions per plan and insert
+them, with their plans' claim records, in one transaction that aborts if a correction or
+a concurrent claim changed what the batch was triaged against. Each decision's chain link
+(contracts.trust.chain) is computed here from its document, between reading the plan's
+counter and writing it, so the chain costs no round trip of its own."""
 
 from __future__ import annotations
 
@@ -9,16 +11,19 @@ from datetime import datetime
 from typing import Any
 
 from pymongo.asynchronous.client_session import AsyncClientSession
+from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.decisions.model import Decision
 from contracts.decisions.plans import PlanStatus
 from contracts.recording.message import Candidate
+from contracts.trust.chain import DECISION, decision_content
 from contracts.trust.ownership import Ownership
 from contracts.trust.policy import principal_name, provenance
+from store.cache import CounterGuesses
 from store.database import DECISIONS, PLANS, Document
 from store.decisions import to_document
-from store.sequences import reserve_many
+from store.sequences import Counter, CounterMoved, read_counters, write_counters, write_guessed
 
 
 class StaleFacts(Exception):
@@ -38,37 +43,82 @@ def _check_unchanged(plan_id: str, counter: Document | None, epoch: int) -> None
 async def insert_batch(db: AsyncDatabase[Document], accepted: Sequence[Candidate],
                        now: datetime, session: AsyncClientSession, *,
                        epochs: Mapping[str, int] | None = None,
-                       ownership: Mapping[str, Ownership] | None = None) -> list[Decision]:
+                       ownership: Mapping[str, Ownership] | None = None,
+                       guesses: CounterGuesses | None = None) -> list[Decision]:
     """The transaction's body. Runs again from the top if the transaction is retried, so
-    it keeps no state."""
+    it keeps no state (but what it leaves in `guesses.pending`)."""
     per_plan: dict[str, list[Candidate]] = {}
     for c in accepted:
         per_plan.setdefault(c.decision.plan_id, []).append(c)
     rooted = {c.decision.plan_id: c for c in accepted if c.decision.is_root}
-    numbered: list[tuple[Candidate, Decision]] = []
-    counters = await reserve_many(
-        db[PLANS], {plan_id: len(group) for plan_id, group in per_plan.items()}, now, session)
-    for plan_id, group in per_plan.items():
+    numbered, after, counters = await _numbered(db[PLANS], per_plan, now, session, guesses)
+    for plan_id in per_plan:
         before = counters[plan_id]
         if epochs is not None:
             _check_unchanged(plan_id, before, epochs.get(plan_id, 0))
         if ownership is not None and plan_id not in rooted:
             _check_owner(plan_id, before, ownership.get(plan_id, Ownership()))
-        start = int(before.get("next_sequence", 0)) if before else 0
-        numbered.extend((c, c.decision.model_copy(update={"sequence_number": start + i}))
-                        for i, c in enumerate(group))
-    await db[DECISIONS].insert_many(
-        [to_document(d, c.content_hash, c.stream_sequence)
-         | provenance(c.identity, "recorded_by") for c, d in numbered], session=session)
+    await db[DECISIONS].insert_many([doc for _, _, doc in numbered], session=session)
     owners = {**(ownership or {}),
               **{p: _owning(c) for p, c in rooted.items()}}
-    for c, d in numbered:
+    for c, d, _ in numbered:
         if d.is_root:
             await _record_root(db, d, principal_name(c.identity), session)
         for p in d.downstream_plan_ids:
             await _record_claim(db, d, p, claimer=owners.get(d.plan_id, Ownership()), now=now,
                                 session=session)
-    return [d for _, d in numbered]
+    if guesses is not None:
+        guesses.pending = after
+    return [d for _, d, _ in numbered]
+
+
+Numbered = list[tuple[Candidate, Decision, Document]]
+
+
+async def _numbered(plans: AsyncCollection[Document], per_plan: Mapping[str, list[Candidate]],
+                    now: datetime, session: AsyncClientSession,
+                    guesses: CounterGuesses | None
+                    ) -> tuple[Numbered, dict[str, Counter], dict[str, Document | None]]:
+    """The batch's documents numbered and chained per plan, and the plans' counters
+    written: from a guess in one round trip, else read and then written (two, as the
+    batch of several plans always took)."""
+    guess = guesses.guess(per_plan) if guesses is not None else None
+    if guess is not None:
+        plan_id, counter = guess
+        numbered, after = _number(per_plan, {plan_id: counter})
+        try:
+            return numbered, after, {plan_id: await write_guessed(
+                plans, plan_id, counter, after[plan_id], session)}
+        except CounterMoved:
+            pass
+    read = await read_counters(plans, list(per_plan), session)
+    numbered, after = _number(per_plan, {p: Counter.of(doc) for p, doc in read.items()})
+    try:
+        await write_counters(plans, {p: (read[p], after[p]) for p in per_plan}, now, session)
+    except CounterMoved as exc:
+        raise StaleFacts(str(exc)) from None
+    return numbered, after, read
+
+
+def _number(per_plan: Mapping[str, list[Candidate]], counters: Mapping[str, Counter]
+            ) -> tuple[Numbered, dict[str, Counter]]:
+    """Each decision's sequence number and chain link, in the batch's order per plan."""
+    numbered: Numbered = []
+    after: dict[str, Counter] = {}
+    for plan_id, group in per_plan.items():
+        start, head = counters[plan_id].next_sequence, counters[plan_id].chain
+        for i, c in enumerate(group):
+            d = c.decision.model_copy(update={"sequence_number": start + i})
+            doc = (to_document(d, c.content_hash, c.stream_sequence)
+                   | provenance(c.identity, "recorded_by"))
+            # The document as it is: each field digest equals its `plain` form's
+            # (contracts.trust.chain._digest), without walking the whole document first.
+            link = head.link(plan_id, DECISION, d.decision_id, decision_content(doc))
+            doc["chain"] = link.as_document()
+            head = head.after(link)
+            numbered.append((c, d, doc))
+        after[plan_id] = Counter(start + len(group), head)
+    return numbered, after
 
 
 def _owning(c: Candidate) -> Ownership:

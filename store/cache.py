@@ -4,9 +4,12 @@ the recorder's caches made of it."""
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Generic, TypeVar
+
+from store.sequences import Counter
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -66,3 +69,27 @@ class RecorderCache:
     parent_plan: LRUCache[str, str] = field(
         default_factory=lambda: LRUCache(PARENT_PLAN_CACHE))
     """plan_id -> parent plan_id: a plan's parent, once recorded, never changes."""
+
+
+class CounterGuesses:
+    """Each plan's counter as this process's last committed batch left it: a batch of one
+    plan (the usual batch at low load) then reads and writes its counter in one round
+    trip, as before the chain; a wrong guess (another writer came between) costs the
+    read it saved."""
+
+    def __init__(self, capacity: int = 100_000) -> None:
+        self._known: LRUCache[str, Counter] = LRUCache(capacity)
+        self.pending: dict[str, Counter] = {}
+        """What the last run of the transaction wrote: `committed` keeps it."""
+
+    def guess(self, plan_ids: Collection[str]) -> tuple[str, Counter] | None:
+        if len(plan_ids) != 1:
+            return None
+        [plan_id] = plan_ids
+        known = self._known.get(plan_id)
+        return (plan_id, known) if known is not None else None
+
+    def committed(self) -> None:
+        for plan_id, counter in self.pending.items():
+            self._known[plan_id] = counter
+        self.pending = {}

@@ -2,7 +2,9 @@
 
 Beside the aggregate's fields a document carries `version` (bumped by every write,
 which is conditional on the version read, so a racing replica or a cancel loses
-cleanly) and `arrival` (the stream sequence of the request, the per-plan order).
+cleanly), `arrival` (the stream sequence of the request, the per-plan order) and
+`chain`: the links of its request, retries and end in its plan's record chain, each
+`{event_id, seq, prev, digest}` (contracts.trust.chain).
 Writes happen only through `store.correction_writes`, in the transaction that also
 writes the events they announce.
 """
@@ -21,7 +23,7 @@ from store.translate import translate_errors
 
 __all__ = ["CorrectionRepository", "from_document", "to_fields"]
 
-INTERNAL_FIELDS = ("_id", "version", "arrival")
+INTERNAL_FIELDS = ("_id", "version", "arrival", "chain")
 UNFINISHED = [s.value for s in CorrectionStatus if not CORRECTION_LIFECYCLE.is_terminal(s)]
 
 

@@ -27,9 +27,10 @@ ROOT_QUERY: Document = {"decision_type": "prompt_definition", "is_correction": F
 
 
 INTERNAL_FIELDS = ("_id", "content_hash", "recorded_from", "recorded_by", "verified",
-                   "signature")
+                   "signature", "chain")
 """Bookkeeping beside the Decision's own fields: what a redelivery is compared against,
-and who recorded it as the ledger verified (store.provenance reads those)."""
+who recorded it as the ledger verified (store.provenance reads those), and its link in
+its plan's record chain (contracts.trust.chain)."""
 
 
 def to_document(decision: Decision, content_hash: str | None = None,
@@ -66,6 +67,13 @@ class DecisionRepository:
     async def get(self, decision_id: str) -> Decision | None:
         doc = await self._decisions.find_one({"_id": decision_id})
         return from_document(doc) if doc else None
+
+    async def recorded_by(self, decision_id: str) -> str | None:
+        """The principal that signed the decision, as the recorder verified it (None:
+        recorded unsigned, or by nobody the ledger knows)."""
+        doc = await self._decisions.find_one({"_id": decision_id}, {"recorded_by": 1})
+        by = doc.get("recorded_by") if doc else None
+        return by if isinstance(by, str) else None
 
     async def get_many(self, decision_ids: Iterable[str]) -> dict[str, Decision]:
         return {d["_id"]: from_document(d)

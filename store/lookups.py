@@ -51,7 +51,10 @@ def root_query(where: RootFilter | None) -> dict[str, Any]:
     if where.project:
         query["project"] = where.project
     if where.agent:
-        query["$or"] = [{"recorded_by": where.agent}, {"agent.name": where.agent}]
+        # The verified principal; the name a root gives itself counts only for a root
+        # recorded unsigned (a signed root naming another agent is that principal's).
+        query["$or"] = [{"recorded_by": where.agent},
+                        {"recorded_by": None, "agent.name": where.agent}]
     created: dict[str, Any] = {}
     if where.since is not None:
         created["$gte"] = where.since

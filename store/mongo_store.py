@@ -24,6 +24,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.shared.counts import LedgerStatus
 from store.attempts import CorrectionAttemptRepository
+from store.audit import AuditReader
 from store.correction_writes import CorrectionWriter
 from store.corrections import CorrectionRepository
 from store.database import Document, connect, ensure_indexes, replica_set_name
@@ -76,6 +77,7 @@ class MongoStore:
         self.parent_waits = ParentWaits(db)
         self.holds = HoldRepository(db)
         self.plan_uses = PlanUseRepository(db)
+        self.audit = AuditReader(db)
         self.webhooks = WebhookStore(db)
         self.upkeep = UpkeepRepository(db)
 

@@ -18,7 +18,7 @@ from contracts.recording.message import Candidate
 from contracts.trust.ownership import Ownership
 from store.batch_facts import BatchFacts
 from store.batch_insert import StaleFacts, insert_batch
-from store.cache import RecorderCache
+from store.cache import PARENT_PLAN_CACHE, CounterGuesses, RecorderCache
 from store.database import DECISIONS, Document, find_by_ids
 from store.decisions import from_document
 from store.gate_sink import GateSink, HoldSink
@@ -37,6 +37,7 @@ class RecorderRepository:
         """Records the invariants' gate's effects in the batch's transaction."""
         self._decisions = db[DECISIONS]
         self._cache = RecorderCache()
+        self._counters = CounterGuesses(PARENT_PLAN_CACHE)
         self._facts = BatchFacts(db, self._cache)
 
     async def get_many(self, decision_ids: Iterable[str]) -> dict[str, Decision]:
@@ -55,8 +56,8 @@ class RecorderRepository:
                               epochs: Mapping[str, int] | None = None,
                               ownership: Mapping[str, Ownership] | None = None,
                               effects: GateEffects | None = None) -> list[Decision] | None:
-        """Number the decisions per plan, in the given order, and insert them with one bulk
-        write, all in one transaction. None means a concurrent writer stored one of these
+        """Number and chain the decisions per plan, in the given order, and insert them with
+        one bulk write, all in one transaction. None means a concurrent writer stored one of these
         IDs (or its plan's root) first, or a correction changed one of their plans since
         `epochs` (the facts' epochs; None: not checked) were read, or a plan got an
         owner other than `ownership` says (the facts'; None: not checked): nothing was
@@ -67,7 +68,8 @@ class RecorderRepository:
 
         async def write(s: AsyncClientSession) -> list[Decision]:
             done = await insert_batch(self._db, accepted, now, s, epochs=epochs,
-                                      ownership=ownership) if accepted else []
+                                      ownership=ownership,
+                                      guesses=self._counters) if accepted else []
             if effects:
                 await self.sink.record(effects, now, s)
             return done
@@ -81,6 +83,7 @@ class RecorderRepository:
                    for e in exc.details.get("writeErrors", [])):
                 return None
             raise
+        self._counters.committed()
         for d in written:  # only once committed: current at the epoch the insert checked
             self._cache.plan_of[d.decision_id] = (d.plan_id, (epochs or {}).get(d.plan_id, 0))
             self._cache.created_at[d.decision_id] = d.created_at

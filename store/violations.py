@@ -3,7 +3,9 @@
 A violation and the event announcing it are written in one transaction with the
 correction path's outbox (store.outbox, keyed by violation_id instead of a
 correction_id), so a process dying after the commit leaves the event to the outbox
-relay every worker runs, and no change is ever announced twice or not at all.
+relay every worker runs, and no change is ever announced twice or not at all. The
+report and the resolution are each linked into the plan's record chain in that same
+transaction (`chain`: `{kind, seq, prev, digest}` per link, contracts.trust.chain).
 """
 
 from __future__ import annotations
@@ -21,10 +23,17 @@ from pymongo.errors import DuplicateKeyError
 from contracts.invariants.errors import ViolationAlreadyResolved, ViolationConflict
 from contracts.invariants.violations import BLOCKING_SEVERITIES, InvariantViolation
 from contracts.shared.outgoing import OutgoingEvent
+from contracts.trust.chain import (
+    VIOLATION_REPORT,
+    VIOLATION_RESOLUTION,
+    plain,
+    violation_content,
+)
 from contracts.trust.signing import Signature
-from store.database import ID_CHUNK, INVARIANT_VIOLATIONS, Document
+from store.database import ID_CHUNK, INVARIANT_VIOLATIONS, PLANS, Document
 from store.errors import ViolationNotFound
 from store.outbox import OutboxRepository
+from store.sequences import PlanChains
 from store.transactions import run_in_transaction
 from store.translate import translate_errors
 
@@ -45,7 +54,16 @@ def violation_document(v: InvariantViolation) -> Document:
 
 def _v_from_doc(doc: Document) -> InvariantViolation:
     return InvariantViolation.model_validate(
-        {**{k: v for k, v in doc.items() if k != "_id"}, "violation_id": doc["_id"]})
+        {**{k: v for k, v in doc.items() if k not in ("_id", "chain")},
+         "violation_id": doc["_id"]})
+
+
+async def _link(chains: PlanChains, plan_id: str, violation_id: str, kind: str,
+                doc: Document) -> Document:
+    """The report's or the resolution's link in its plan's record chain, as stored."""
+    link = await chains.link(plan_id, kind, violation_id,
+                             violation_content(plain(doc), kind))
+    return {"kind": kind, **link.as_document()}
 
 
 def _blocking_query(plan_ids: list[str]) -> Document:
@@ -108,7 +126,11 @@ class ViolationRepository:
         was stored before (a redelivery or a retry); ViolationConflict if its
         violation_id was stored with other content."""
         async def write(s: AsyncClientSession) -> None:
-            await self._coll.insert_one(violation_document(v), session=s)
+            chains = PlanChains(self._db[PLANS], s, now)
+            doc = violation_document(v)
+            await self._coll.insert_one(doc | {"chain": [await _link(
+                chains, v.plan_id, v.violation_id, VIOLATION_REPORT, doc)]}, session=s)
+            await chains.save()
             blocked = bool(await blocking_violations(self._db, [v.plan_id], s))
             await self._outbox.add(v.violation_id, VIOLATED_VERSION, [event_for(v, blocked)],
                                    now, s)
@@ -139,6 +161,10 @@ class ViolationRepository:
             if doc is None:
                 return None
             done = _v_from_doc(doc)
+            chains = PlanChains(self._db[PLANS], s, at)
+            await self._coll.update_one({"_id": vid}, {"$push": {"chain": await _link(
+                chains, done.plan_id, vid, VIOLATION_RESOLUTION, doc)}}, session=s)
+            await chains.save()
             blocked = bool(await blocking_violations(self._db, [done.plan_id], s))
             await self._outbox.add(vid, RESOLVED_VERSION, [event_for(done, blocked)], at, s)
             return done

@@ -147,7 +147,9 @@ class Workers:
     async def start(self, nats_url: str, **connect: Any) -> None:
         """`connect`: what the readiness probe needs beyond the URL (`tls=` a context)."""
         log = self.log_path.open("ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "workers"], cwd=ROOT, env=self.env,
+        # With CORRECTIONS_CRASH_AT, the same workers with the crash hook of the tests.
+        module = "tests.crashing_workers" if self.env.get("CORRECTIONS_CRASH_AT") else "workers"
+        self.proc = subprocess.Popen([sys.executable, "-m", module], cwd=ROOT, env=self.env,
                                      stdout=log, stderr=subprocess.STDOUT,
                                      preexec_fn=die_with_parent)
         self.starts.append(self.proc.pid)

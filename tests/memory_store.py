@@ -168,6 +168,10 @@ class MemoryDecisions:
     async def get(self, decision_id: str) -> Decision | None:
         return self._db.state.decisions.get(decision_id)
 
+    async def recorded_by(self, decision_id: str) -> str | None:
+        by = self._db.state.provenance.get(decision_id, {}).get("recorded_by")
+        return by if isinstance(by, str) else None
+
     async def get_many(self, decision_ids: Iterable[str]) -> dict[str, Decision]:
         held = self._db.state.decisions
         return {i: held[i] for i in decision_ids if i in held}

@@ -9,12 +9,14 @@ import sys
 
 from bootstrap.reachability import StartupFailed
 from bootstrap.settings import Settings
+from services.corrections.policy import CrashHook, no_crash
 from workers.app import build_app
 from workers.logs import configure
 from workers.telemetry import configure_tracing
 
 
-def main() -> None:
+def main(crash: CrashHook = no_crash) -> None:
+    """Run the workers; `crash` is the fault-injection seam of build_app (tests only)."""
     try:
         settings = Settings.from_env()
     except ValueError as exc:
@@ -22,7 +24,7 @@ def main() -> None:
     configure(settings.log_format, settings.log_level)
     flush_traces = configure_tracing()
     try:
-        asyncio.run(build_app(settings).run())
+        asyncio.run(build_app(settings, crash).run())
     except StartupFailed as exc:
         sys.exit(f"error: {exc}")
     finally:

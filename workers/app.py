@@ -15,10 +15,12 @@ from faststream import FastStream
 from faststream.nats import NatsBroker
 
 from bootstrap.settings import Settings
+from contracts.corrections.families import DRYRUN
 from contracts.shared.urls import nats_servers
+from services.corrections.policy import CrashHook, no_crash
 from store.leases import Leases
 from workers.connections import NatsLink, nats_options
-from workers.deps import Deps, crash_hook
+from workers.deps import Deps
 from workers.dry_run import start_dry_run
 from workers.handlers import pullers
 from workers.judge import judge_loop
@@ -30,14 +32,16 @@ from workers.webhooks import WebhookWorker
 
 log = logging.getLogger(__name__)
 
-def build_app(settings: Settings | None = None) -> FastStream:
-    """The worker app: the broker, the ledger opened at startup, the consumers after."""
+def build_app(settings: Settings | None = None, crash: CrashHook = no_crash) -> FastStream:
+    """The worker app: the broker, the ledger opened at startup, the consumers after.
+    `crash`: called at each named step of a correction (a fault-injection seam for
+    tests, tests/crashing_workers.py; nothing in production sets it)."""
     settings = settings or Settings.from_env()
     link = NatsLink(settings.nats_url)
     broker = NatsBroker(nats_servers(settings.nats_url), graceful_timeout=settings.graceful_timeout,
                         logger=logging.getLogger(BROKER_LOGGER),
                         **nats_options(settings, link))
-    runtime = Runtime()
+    runtime = Runtime(crash=crash)
 
     app = FastStream(broker, logger=logging.getLogger(BROKER_LOGGER))
 
@@ -79,13 +83,14 @@ async def start_consumers(runtime: Runtime, settings: Settings, broker: NatsBrok
     js = broker.connection.jetstream()
     start_background(runtime, settings)
     runtime.dry_run = await start_dry_run(broker.connection, runtime.get_corrections,
-                                          settings.max_payload_bytes)
+                                          settings.max_payload_bytes,
+                                          settings.trust_policy().for_family(DRYRUN))
     assert runtime.mongo is not None
     deps = Deps(settings, recorder=runtime.get_recorder, corrections=runtime.get_corrections,
                 invariants=runtime.get_invariants, dead_letters=runtime.get_dead_letters,
                 upkeep=runtime.get_upkeep, nc=broker.connection,
                 templates=runtime.get_templates,
-                failures=runtime.failures, crash=crash_hook(settings.crash_at),
+                failures=runtime.failures, crash=runtime.crash,
                 trust=settings.trust_policy())
     runtime.pullers = pullers(js, deps, locks=Leases(runtime.mongo[settings.mongodb_db],
                                                         settings.recorder_lease_seconds),

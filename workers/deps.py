@@ -4,8 +4,6 @@ startup (so building the handlers touches no server)."""
 from __future__ import annotations
 
 import logging
-import os
-import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
@@ -67,17 +65,3 @@ class DeclaredHandler(Handler[R], Protocol[R]):
 
 HandlerClass = Callable[[Deps], DeclaredHandler[R]]
 """A handler class: built from `Deps`."""
-
-
-def crash_hook(step: str | None) -> CrashHook:
-    """TEST ONLY: CORRECTIONS_CRASH_AT=<step> makes the worker SIGKILL itself at that step,
-    so tests can show nothing is lost or doubled when a process dies there."""
-    if not step:
-        return no_crash
-
-    def crash(at: str) -> None:
-        if at == step:
-            log.warning("CORRECTIONS_CRASH_AT=%s: killing the worker (test hook)", at)
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    return crash

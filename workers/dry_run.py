@@ -1,7 +1,11 @@
 """The dry-run responder: core request-reply on `corrections.dryrun.*`, a queue group so
 one worker answers each request (both from the family's declaration).
 
-Read-only; every request is answered, with a DryRunReport or a DryRunError saying why
+Read-only, but not open to everyone: the request's signature is verified as any inbound
+message's (contracts.trust: a refusal is answered with its rule as the error, e.g.
+`unsigned` where signatures are required), and a verified operator is answered only for
+plans within its projects (`operator_scope`: a report lists another team's decisions
+and files). Every request is answered, with a DryRunReport or a DryRunError saying why
 there is none, never over the connection's payload limit. Answered only to an inbox
 (`_INBOX…`): nats-server does not check a reply subject against the requester's
 permissions, and the workers may publish events, so a request naming
@@ -12,7 +16,7 @@ there as if it were an event.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from nats.aio.client import Client
 from nats.aio.msg import Msg
@@ -27,7 +31,9 @@ from contracts.shared.bounds import DEFAULT_MAX_PAYLOAD_BYTES
 from contracts.shared.roles import Via
 from contracts.shared.rules import RuleViolation
 from contracts.shared.subject_tokens import plan_of
+from contracts.shared.timestamps import utc_now
 from contracts.shared.unreadable import Unreadable, describe, guarded, truncate
+from contracts.trust.policy import FamilyTrust
 from services.corrections.service import CorrectionService
 
 log = logging.getLogger(__name__)
@@ -42,9 +48,16 @@ ERROR_CODES: dict[type[Exception], str] = {
 
 
 async def answer_dry_run(svc: CorrectionService, subject: str, data: bytes,
-                         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> bytes:
+                         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES, *,
+                         headers: Mapping[str, str] | None = None,
+                         trust: FamilyTrust | None = None) -> bytes:
     """The reply body: a DryRunReport, or a DryRunError saying why there is none."""
     plan = plan_of(subject, DRYRUN.name)
+    who = guarded(lambda: trust.identify(dict(headers or {}), subject, data, utc_now())) \
+        if trust is not None else None
+    if isinstance(who, RuleViolation):
+        return DryRunError(error=who.rule.value, message=truncate(who.message),
+                           plan_id=plan).model_dump_json().encode()
     r = guarded(lambda: read_request(subject, data, prefix=DRYRUN.name,
                                      max_payload_bytes=max_payload_bytes))
     if isinstance(r, RuleViolation):
@@ -53,6 +66,11 @@ async def answer_dry_run(svc: CorrectionService, subject: str, data: bytes,
         err = DryRunError(error="invalid_request", message=r.reason,
                           correction_id=r.message_id, plan_id=plan)
         return err.model_dump_json().encode()
+    refused = await svc.scope_refusal(who, r.plan_id)
+    if refused is not None:
+        return DryRunError(error=refused.rule.value, message=refused.message,
+                           correction_id=r.correction_id, plan_id=r.plan_id,
+                           decision_id=r.decision_id).model_dump_json().encode()
     try:
         report = await svc.generate_dry_run_report(r)
     except (TargetNotFound, TargetInOtherPlan, TargetSuperseded) as exc:
@@ -70,12 +88,14 @@ def _internal_error(subject: str, message: str) -> bytes:
 
 
 async def start_dry_run(nc: Client, service: Service,
-                        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> Subscription:
+                        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+                        trust: FamilyTrust | None = None) -> Subscription:
     """Every request is answered: with the report, or a DryRunError, never over the
-    connection's payload limit."""
+    connection's payload limit. `trust`: the family's check (Deps.trust_for(DRYRUN))."""
     async def on_request(msg: Msg) -> None:
         try:
-            body = await answer_dry_run(service(), msg.subject, msg.data, max_payload_bytes)
+            body = await answer_dry_run(service(), msg.subject, msg.data, max_payload_bytes,
+                                        headers=msg.headers, trust=trust)
         except Exception as exc:
             log.warning("dry run on %s failed: %s", msg.subject, describe(exc))
             body = _internal_error(msg.subject, describe(exc))

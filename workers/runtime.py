@@ -30,6 +30,7 @@ from bootstrap.reachability import (
 from bootstrap.settings import Settings
 from contracts.shared.ids import new_id
 from contracts.shared.urls import redact
+from services.corrections.policy import CrashHook, no_crash
 from services.corrections.service import CorrectionService
 from services.invariants import InvariantService
 from services.plan_templates import PlanTemplateService
@@ -40,7 +41,6 @@ from store.dead_letters import DeadLetterRepository
 from store.deliveries import DeliveryFailures
 from store.workers import WorkerRegistry
 from workers.connections import MongoWatch, NatsLink, connect_nats
-from workers.deps import crash_hook
 from workers.health import HealthServer
 from workers.leading import LeadingPuller
 from workers.logs import set_worker_id
@@ -62,6 +62,8 @@ class Runtime:
     """What the handlers use, filled in at startup."""
 
     ledger: Ledger | None = None
+    crash: CrashHook = no_crash
+    """Called at each named step of a correction (workers.app.build_app)."""
     pullers: list[BatchPuller[Any] | LeadingPuller] = field(default_factory=list)
     worker_id: str = ""
     dry_run: Subscription | None = None
@@ -124,7 +126,7 @@ async def open_runtime(runtime: Runtime, settings: Settings, broker: NatsBroker,
     ledger = runtime.ledger = open_ledger(
         settings, ConnectedNats(lambda: broker.connection),
         Role(mongo_timeout_ms=None, publish_ack_timeout=PUBLISH_ACK_TIMEOUT,
-             worker_id=worker_id, observer=runtime.metrics, crash=crash_hook(settings.crash_at)))
+             worker_id=worker_id, observer=runtime.metrics, crash=runtime.crash))
     store = ledger.store
     await ping_mongo(store, settings.mongodb_uri, settings.connect_timeout_seconds)
     await require_replica_set(store, settings.mongodb_uri,

@@ -95,7 +95,7 @@ async def dead_letter_discard(request: Request) -> Response:
     letter_id = _dead_letter_id(request)
     if await d.reads.dead_letters.get(letter_id) is None:
         raise Refused(404, "no such dead letter")
-    await UpkeepClient(d.ops.connection).discard(letter_id, reason)
+    await UpkeepClient(d.ops.connection, signer=d.ops.signer).discard(letter_id, reason)
     return ok({"dead_letter_id": letter_id, "status": "sent"}, 202)
 
 
@@ -131,7 +131,7 @@ async def bulk_discard(request: Request) -> Response:
     reason = _reason(body)
     plan, rule = _matching(body)
     letters = await d.reads.dead_letters.list(plan, BULK_MAX, rule=rule)
-    notes = UpkeepClient(d.ops.connection)
+    notes = UpkeepClient(d.ops.connection, signer=d.ops.signer)
     for letter in letters:
         await notes.discard(letter.id, reason)
     return ok({"discarded": [x.id for x in letters], "status": "sent"}, 202)

@@ -33,6 +33,7 @@ async def decision(request: Request) -> Response:
         "comments": [dump(c) for c in await reads.views.comments(decision_id)],
         "decision": {**dump(found.decision),
                      "phase": found.decision.decision_type.phase.value},
+        "recorded_by": found.recorded_by,
         "path": [brief(p) for p in found.path],
         "children": [brief(c) for c in found.children],
         "downstream_decisions": [brief(x) for x in found.dependents],

@@ -11,6 +11,7 @@ from console.web import Refused, body_of, dump, ok, query_ulid, ulid_param
 from contracts.invariants.model import SCOPE_RANK
 from contracts.shared.errors import DomainError
 from contracts.shared.persistence import ResourceNotFoundError
+from contracts.shared.rules import RuleViolation
 
 
 async def invariants(request: Request) -> Response:
@@ -38,12 +39,17 @@ async def violations(request: Request) -> Response:
 
 
 async def resolve(request: Request) -> Response:
-    """As `agents invariant resolve`: the service resolves and announces it."""
+    """As `agents invariant resolve`: signed as the console's principal, then the service
+    resolves and announces it."""
     d = deps(request)
     violation_id = ulid_param(request, "violation_id")
     await body_of(request)
     try:
-        done = await d.invariants.resolve_violation(violation_id)
+        held = await d.invariants.get_violation(violation_id)
+        who = d.resolution_identity(held.violation_id, held.plan_id)
+        if isinstance(who, RuleViolation):
+            raise Refused(403, f"the resolution is refused: {who}")
+        done = await d.invariants.resolve_violation(violation_id, who)
     except ResourceNotFoundError as exc:
         raise Refused(404, str(exc).strip("'\"")) from None
     except (DomainError, ValueError) as exc:

@@ -27,7 +27,7 @@ from services.plan_export import export_plan
 
 
 def notes(d: Deps) -> UpkeepClient:
-    return UpkeepClient(d.ops.connection)
+    return UpkeepClient(d.ops.connection, signer=d.ops.signer)
 
 
 async def comment(request: Request) -> Response:

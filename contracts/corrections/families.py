@@ -85,9 +85,10 @@ DRYRUN = MessageFamily(
     msg_id=None, replies=(DryRunReport, DryRunError),
     description="Core NATS request-reply (not captured by any stream): send a "
     "CorrectionRequest, receive a DryRunReport, or a DryRunError (error: target_not_found | "
-    "target_in_other_plan | invalid_request | internal_error). A superseded target gets a "
-    "report whose warnings and current_replacement_id name the decision that replaced it. "
-    "Nothing is written.",
+    "target_in_other_plan | invalid_request | internal_error, or the trust rule the request "
+    "breaks: unsigned, bad_signature, unknown_key, ..., operator_scope). A superseded "
+    "target gets a report whose warnings and current_replacement_id name the decision "
+    "that replaced it. Nothing is written.",
     publishers=(Publisher(Role.OPERATOR, "CorrectionClient.dry_run (agents plan correct "
                           "--dry-run, the console)"),),
     readers=(Reader(Role.WORKER, Via.RESPONDER, "workers.dry_run",

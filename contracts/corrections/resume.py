@@ -1,9 +1,9 @@
 """The resume contract: where a plan's runtime goes on after a correction is APPLIED.
 
-decision_system.md: after a revert "the plan then re-executes from the corrected decision
-point"; after an append "the child plan carries operator guidance and produces additional
-decisions". The ledger cannot run an agent, so it tells the agent's runtime, once per
-applied correction, everything it needs to do that and nothing it must look up:
+After a revert the plan re-executes from the corrected decision point; after an append
+the child plan carries the operator's guidance and produces more decisions. The ledger
+cannot run an agent, so it tells the agent's runtime, once per applied correction,
+everything it needs to do that and nothing it must look up:
 
 - where new decisions go (`resume_at`: the replacement after a revert, the child plan's
   root after an append), usable directly as the `parent` of the next decision;

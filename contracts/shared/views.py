@@ -62,8 +62,9 @@ class RootFilter:
 
     project: str | None = None
     agent: str | None = None
-    """The principal that recorded the root (`recorded_by`) or the agent it names
-    (`agent.name`); a root recorded unsigned names no agent and never matches."""
+    """The principal that signed the root, as verified (`recorded_by`); a root recorded
+    unsigned (development) counts under the agent name it gives itself (`agent.name`),
+    a signed one only under its signer."""
     since: datetime | None = None
     """Roots created at or after this time (UTC)."""
     until: datetime | None = None

@@ -60,6 +60,12 @@ class Signature(Frozen):
     salt: str
     signed_at: UtcTime
     fields: dict[str, str]
+    kind: str | None = None
+    subject: str | None = None
+    msg_id: str | None = None
+    """The envelope it was verified under (family, subject, Nats-Msg-Id): with `fields`,
+    everything the signed bytes hold, so the record is verified again exactly as it
+    arrived (None in records kept before the envelope was)."""
 
 
 def b64url(raw: bytes) -> str:

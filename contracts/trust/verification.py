@@ -147,7 +147,7 @@ def _signed_by(who: Principal, parsed: _Headers, *, kind: str, subject: str, msg
     # Built without validating again: every value was checked above (one per message).
     return Verified(who, Signature.model_construct(
         key=parsed.key, principal=who.name, sig=parsed.sig_text, salt=parsed.salt_text,
-        signed_at=parsed.signed_at, fields=fields))
+        signed_at=parsed.signed_at, fields=fields, kind=kind, subject=subject, msg_id=msg_id))
 
 
 def _parse(found: Mapping[str, str]) -> _Headers | Refusal:

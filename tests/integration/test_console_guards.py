@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
@@ -19,12 +20,14 @@ from bootstrap.settings import Settings
 from console.config import ConsoleConfig
 from console.deps import Deps
 from console.wiring import open_deps
+from contracts.shared.roles import Role
 from deploy.embedded import ManagedServer
 from store.database import Document
-from tests.conftest import Workers
+from tests.conftest import Workers, worker_env
 from tests.integration.cli_support import cli_workers, seed_plan
 from tests.integration.console_support import Console, console, serve_console
 from tests.integration.wire import until
+from tests.trust_support import member, write_principals, write_seed
 
 __all__ = ["cli_workers", "console"]
 
@@ -227,9 +230,29 @@ async def test_the_cookie_holds_a_session_not_the_token(db: AsyncDatabase[Docume
 # --- the principal it acts as -------------------------------------------------------------
 
 
+OPS_CONSOLE = member("ops-console", Role.OPERATOR, "*")
+WORKER = member("ledger-worker", Role.WORKER)
+
+
+@pytest.mark.parametrize("signed", [False, True], ids=["no-key", "own-key"])
 async def test_the_console_acts_as_its_principal(
-        cli_workers: Workers, nats_server: ManagedServer, mongo_uri: str, db_name: str,
-        db: AsyncDatabase[Document], nc: nats.NATS) -> None:
+        signed: bool, nats_server: ManagedServer, mongo_uri: str, db_name: str,
+        db: AsyncDatabase[Document], nc: nats.NATS, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a key its requests carry its name as a claim only; with its own key
+    (CONSOLE_NKEY_SEED) listed in the workers' principals file they are signed, and the
+    ledger records the console as the verified requester."""
+    verifying: dict[str, str] = {}
+    if signed:
+        principals = write_principals(tmp_path / "principals.toml", OPS_CONSOLE, WORKER)
+        verifying = {"LEDGER_PRINCIPALS": str(principals),
+                     "NATS_NKEY_SEED": str(write_seed(tmp_path / "w.seed", WORKER))}
+        monkeypatch.setenv("CONSOLE_NKEY_SEED",
+                           str(write_seed(tmp_path / "console.seed", OPS_CONSOLE)))
+    workers = Workers(worker_env(nats_server.url, mongo_uri, db_name, **verifying,
+                                 ARCHIVE_ROOT=str(tmp_path / "archive")),
+                      tmp_path / "workers.log")
+    await workers.start(nats_server.url)
     settings = Settings(nats_url=nats_server.url, mongodb_uri=mongo_uri, mongodb_db=db_name)
 
     @asynccontextmanager
@@ -237,16 +260,24 @@ async def test_the_console_acts_as_its_principal(
         async with open_deps(settings, config.principal) as deps:  # the console's own wiring
             yield deps
 
-    tree = await seed_plan(nc.jetstream(), db, size=4)
-    async with serve_console(db, nc, connect=wired, principal="ops-console") as c, \
-            httpx.AsyncClient(base_url=c.url, timeout=30) as http:
-        page = (await http.get("/")).text
-        assert 'id="principal"' in page and "as ops-console" in page
-        asked = await http.post(f"/api/decisions/{tree[1]['decision_id']}/corrections",
-                                json={"mode": "revert"})
-        assert asked.status_code == 202, asked.text
-        cid = asked.json()["correction_id"]
-        found = await until(lambda: db.corrections.find_one({"_id": cid}), 30)
-        # Without a principals file nothing is verified: the name is the body's claim.
-        assert found["claimed_by"] == "ops-console"
+    try:
+        tree = await seed_plan(nc.jetstream(), db, size=4)
+        async with serve_console(db, nc, connect=wired, principal=OPS_CONSOLE.name) as c, \
+                httpx.AsyncClient(base_url=c.url, timeout=30) as http:
+            page = (await http.get("/")).text
+            assert 'id="principal"' in page and "as ops-console" in page
+            asked = await http.post(f"/api/decisions/{tree[1]['decision_id']}/corrections",
+                                    json={"mode": "revert"})
+            assert asked.status_code == 202, asked.text
+            cid = asked.json()["correction_id"]
+            found = await until(lambda: db.corrections.find_one({"_id": cid}), 30)
+    finally:
+        workers.stop()
+    assert found["claimed_by"] == OPS_CONSOLE.name
+    if signed:
+        assert found["requested_by"] == OPS_CONSOLE.name and found["verified"] is True
+        assert found["signature"]["key"] == OPS_CONSOLE.public
+        assert found["signature"]["principal"] == OPS_CONSOLE.name
+    else:  # without a principals file nothing is verified: the name is the body's claim
         assert found["requested_by"] is None and found["verified"] is False
+        assert found["signature"] is None

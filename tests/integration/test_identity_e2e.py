@@ -16,7 +16,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from bootstrap.publisher import JetStreamPublisher
 from contracts.corrections import subjects as csubjects
-from contracts.corrections.families import REQUESTED
+from contracts.corrections.families import DRYRUN, REQUESTED
 from contracts.invariants import subjects as isubjects
 from contracts.invariants.families import VIOLATIONS
 from contracts.recording.families import COMMENT, END_PLAN, RECORDED
@@ -24,8 +24,10 @@ from contracts.shared.ids import new_id
 from contracts.shared.roles import Role
 from deploy.embedded import ManagedServer
 from services.invariants import InvariantService
+from services.read_model import explain
 from store.database import Document
 from store.invariant_store import InvariantStore
+from store.mongo_store import MongoStore
 from tests.conftest import Workers, worker_env
 from tests.factories import decision, encode, root, subject
 from tests.integration.wire import until, wait_for_count
@@ -143,6 +145,10 @@ async def test_every_refusal_is_named_and_only_verified_principals_are_recorded(
     assert unverified["signature"] is None
     owner = await db.plans.find_one({"_id": plan})
     assert owner is not None and owner["owner"] == AGENT.name
+    # What explain (the CLI, the console) shows as who recorded it.
+    reads = MongoStore(db)
+    assert (await explain(reads, top["decision_id"])).recorded_by == AGENT.name  # type: ignore[union-attr]
+    assert (await explain(reads, other_plan["decision_id"])).recorded_by is None  # type: ignore[union-attr]
     # Nothing stored names a principal the ledger did not verify.
     names = {d.get("recorded_by") async for d in db.decisions.find({})}
     assert names <= {AGENT.name, WORKER.name, None}
@@ -250,3 +256,30 @@ async def test_comments_and_plan_endings_name_their_verified_sender_and_respect_
     await until(lambda: db.comments.find_one({"_id": comments[AGENT.name]}))
     authors = {c["_id"]: c["author"] async for c in db.comments.find({"plan_id": plan})}
     assert authors == {comments[ALICE.name]: ALICE.name, comments[AGENT.name]: AGENT.name}
+
+
+async def test_a_dry_run_is_answered_to_verified_operators_within_their_projects(
+        signed_workers: Workers, nc: nats.NATS, db: AsyncDatabase[Document]) -> None:
+    js = nc.jetstream()
+    top = root(project="billing")
+    plan = top["plan_id"]
+    s, data, h = signed(AGENT, top)
+    await js.publish(s, data, headers=h)
+    await wait_for_count(db, "decisions", 1, query={"_id": top["decision_id"]})
+
+    async def ask(who: Member | None, **extra: str) -> dict[str, Any]:
+        cid = new_id()
+        body = {"correction_id": cid, "plan_id": plan, "decision_id": top["decision_id"],
+                "mode": "revert"}
+        subj = csubjects.dryrun(plan)
+        data, h = who.signed(DRYRUN.name, subj, cid, body) if who else \
+            (json.dumps(body).encode(), {})
+        reply = await nc.request(subj, data, timeout=30, headers={**h, **extra})
+        answer: dict[str, Any] = json.loads(reply.data)
+        return answer
+
+    assert "impact" in await ask(ALICE)
+    assert (await ask(BOB))["error"] == "operator_scope"
+    assert (await ask(STRANGER))["error"] == "unknown_key"
+    assert (await ask(ALICE, **{"Ledger-Key": BOB.public}))["error"] == "bad_signature"
+    assert "impact" in await ask(None)  # unsigned: accepted where not required
