@@ -1,6 +1,7 @@
-"""Correction cost against subtree size and plan size.
+"""Correction cost against subtree size and plan size, and a revert beside a bare
+transactional update_many of the same documents.
 
-    python bench/bench_corrections.py [--plans 1000,100000] [--subtrees 10,1000,10000]
+    python bench/bench_corrections.py [--plans 11000,100000] [--subtrees 10,1000,10000]
 
 Starts its own nats-server and secantusd-py (free ports, temp dir) and one `python -m
 workers` process. Plans are loaded straight into the store in bulk (tests/bulk.py, load_plan),
@@ -13,7 +14,11 @@ For each (plan, subtree) it prints:
   rounds   BFS levels, i.e. query rounds;
   latency  a revert, from publishing the CorrectionRequest to receiving its APPLIED event
            from a plain subscriber (record PENDING, analyze, one transaction superseding
-           the subtree, archive manifest, events).
+           the subtree, archive manifest, events);
+  bare     right after, on the same server, one transaction setting superseded_by on
+           the same documents with update_many and nothing else (no walk, no events,
+           no archive): the best of `$in` chunks of 50 (the store's) and 500;
+  ratio    latency / bare.
 The cost follows the subtree: the same subtree costs the same in a plan 100x larger.
 """
 
@@ -22,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import random
 import statistics
@@ -29,10 +35,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import nats
 from pymongo import AsyncMongoClient
+from pymongo.asynchronous.client_session import AsyncClientSession
+from pymongo.errors import PyMongoError
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -125,8 +134,44 @@ async def revert_latency(nc: nats.NATS, plan_id: str, target: str) -> tuple[floa
     return latency, body["superseded_count"]  # the list itself holds the first 100
 
 
+BARE_CHUNKS = (50, 500)
+"""`$in` list sizes the bare update_many is timed with. Not every ID in one list: on the
+embedded server one `$in` of 10,000 IDs ran 563 s and timed out (the store never sends
+more than ID_CHUNK)."""
+
+
+async def bare_update(client: AsyncMongoClient[dict[str, object]], db_name: str,
+                      ids: list[str]) -> dict[str, float]:
+    """Seconds of one transaction setting superseded_by on `ids` with update_many, per
+    `$in` chunk size: the floor a revert of those documents stands on."""
+    coll = client[db_name]["decisions"]
+    out = {}
+    for chunk in BARE_CHUNKS:
+        size = chunk
+        marker = new_id()
+
+        async def body(session: AsyncClientSession, size: int = size, marker: str = marker
+                       ) -> None:
+            for i in range(0, len(ids), size):
+                await coll.update_many({"_id": {"$in": ids[i:i + size]}},
+                                       {"$set": {"superseded_by": marker,
+                                                 "superseded_by_correction": marker}},
+                                       session=session)
+
+        t0 = time.perf_counter()
+        try:
+            async with client.start_session() as session:
+                await session.with_transaction(body)
+            out[str(chunk)] = time.perf_counter() - t0
+        except PyMongoError as exc:  # e.g. past the server's transaction lifetime
+            print(f"# bare update_many, chunks of {chunk}: {type(exc).__name__} "
+                  f"after {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+            out[str(chunk)] = float("nan")
+    return out
+
+
 async def measure(mongo_url: str, nats_url: str, db_name: str, plan_sizes: list[int],
-                  subtree_sizes: list[int]) -> list[tuple[int, int, float, int, float]]:
+                  subtree_sizes: list[int]) -> list[Row]:
     client: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(mongo_url, tz_aware=True)
     rows = []
     try:
@@ -154,16 +199,51 @@ async def measure(mongo_url: str, nats_url: str, db_name: str, plan_sizes: list[
                 latency, superseded = await revert_latency(nc, decisions[0].plan_id,
                                                            targets[size])
                 assert superseded == size
-                rows.append((len(decisions), size, statistics.median(times), rounds, latency))
+                ids = await superseded_ids(client, db_name, targets[size])
+                bare = await bare_update(client, db_name, ids)
+                rows.append(Row(len(decisions), size, statistics.median(times), rounds,
+                                latency, bare))
+                # As it comes (a long run on a loaded machine shows where it is).
+                print(f"# {rows[-1].line()}", file=sys.stderr, flush=True)
         await nc.close()
     finally:
         await client.close()
     return rows
 
 
+@dataclass
+class Row:
+    plan: int
+    subtree: int
+    impact: float
+    rounds: int
+    latency: float
+    bare: dict[str, float]
+
+    def line(self) -> str:
+        bare = " / ".join(f"{v:.2f}" for v in self.bare.values())
+        return (f"{self.plan:>10,} | {self.subtree:>8,} | {self.impact:>10.3f} | "
+                f"{self.rounds:>6} | {self.latency:>18.3f} | {bare:>26} | "
+                f"{self.latency / self.best_bare:>5.2f}")
+
+    @property
+    def best_bare(self) -> float:
+        done = [v for v in self.bare.values() if not math.isnan(v)]  # nan: it failed
+        return min(done) if done else float("nan")
+
+
+async def superseded_ids(client: AsyncMongoClient[dict[str, object]], db_name: str,
+                         target: str) -> list[str]:
+    """What the revert of `target` superseded: the documents its replacement names."""
+    coll = client[db_name]["decisions"]
+    new = await coll.find_one({"corrects_decision_id": target}, {"_id": 1})
+    assert new is not None
+    return [str(d["_id"]) async for d in coll.find({"superseded_by": new["_id"]}, {"_id": 1})]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--plans", default="1000,100000")
+    ap.add_argument("--plans", default="11000,100000")
     ap.add_argument("--subtrees", default="10,1000,10000")
     args = ap.parse_args()
     plan_sizes = [int(x) for x in args.plans.split(",")]
@@ -184,10 +264,15 @@ def main() -> None:
         natsd.stop()
         mongo.stop()
     print(f"\n{'plan size':>10} | {'subtree':>8} | {'impact (s)':>10} | {'rounds':>6} | "
-          f"{'revert latency (s)':>18}")
-    print(f"{'-' * 10}-+-{'-' * 8}-+-{'-' * 10}-+-{'-' * 6}-+-{'-' * 18}")
-    for total, size, impact, rounds, latency in rows:
-        print(f"{total:>10,} | {size:>8,} | {impact:>10.3f} | {rounds:>6} | {latency:>18.3f}")
+          f"{'revert latency (s)':>18} | {'bare update_many (s)':>26} | {'ratio':>5}")
+    print(f"{'-' * 10}-+-{'-' * 8}-+-{'-' * 10}-+-{'-' * 6}-+-{'-' * 18}-+-{'-' * 26}-+-"
+          f"{'-' * 5}")
+    for r in rows:
+        print(r.line())
+    print(f"load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    print(f"bare: one transaction of update_many, `$in` chunks of "
+          f"{' / '.join(str(c) for c in BARE_CHUNKS)} IDs; ratio: revert latency "
+          "over the fastest of them")
 
 
 if __name__ == "__main__":

@@ -1,21 +1,29 @@
-"""Recorder throughput and latency, end to end, against a bare insert_many baseline.
+"""Recorder throughput and CPU with 1, 2, 3 ... worker processes over the same partitions,
+against a bare insert_many baseline in the same run.
 
-    python bench/bench_recorder.py [--decisions 10000] [--plans 10] [--workers 1]
+    python bench/bench_recorder.py [--decisions 10000] [--plans 60] [--workers 1,2,3]
+                                   [--partitions 6] [--bare-runs 3]
 
-Starts its own nats-server and secantusd-py (free ports, temp dir) and `python -m
-workers` processes, publishes decision trees with a plain nats-py client and times each
-decision from publish to its `decisions.persisted` event. Then it inserts the very
-documents the recorder stored into a fresh collection with the same indexes, with
-`insert_many` in batches of the recorder's batch size, on the same server in the same
-run (BARE_RUNS times, the median counts): the ratio is the recorder's rate over that
-bare rate. Last, the CPU time each process spent per 1,000 decisions in the burst and
-in the bare inserts (from /proc).
+Starts its own nats-server and secantusd-py (free ports, temp dir). For each worker
+count it starts that many `python -m workers` processes with RECORDER_PARTITIONS set,
+waits until they hold every partition between them (evenly), publishes decision trees
+(`--plans` interleaved plans) with a plain nats-py client as fast as the stream acks
+them, and times each decision from publish to its `decisions.persisted` event. It
+reads each process's CPU time from /proc before and after, so the table shows how the
+recording CPU splits across the processes. Each count records into a database of its
+own, on the same servers.
 
-Checked invariants are in force (`--checks N`, default 20; 0 for none): N GLOBAL
-invariants with a CEL check each, all kept by the decisions sent, so the recorder's gate
-evaluates every one on every decision (contracts.invariants.gate). The cost of that
-evaluation, per 1,000 decisions, is timed in this process on the very decisions sent
-(a Gate over the same rule set, as the recorder builds one per batch).
+The first worker count also times 2,000 decisions offered at `--paced-rate` per
+second (publish to `persisted`: the latency when the recorder keeps up).
+
+Then it inserts the very documents the first run stored into a fresh collection with the
+same indexes, with `insert_many` in batches of the recorder's batch size, on the same
+server (`--bare-runs` times, the median counts): recorder / bare is the first run's rate
+over that bare rate.
+
+On a machine with fewer cores than processes, more processes cannot add throughput; what
+the table shows instead is the CPU per 1,000 decisions each process spends, and from it
+what each would carry on a core of its own (printed as a projection, not a measurement).
 
 Signatures are on (`--unsigned` turns them off): the workers run with a principals file
 and REQUIRE_SIGNATURES=1, and every decision is signed by an agent's key, as the client
@@ -25,12 +33,18 @@ Every record is chained (its link computed in the recorder's transaction); after
 runs, the burst's plans are audited as `agents audit verify` does (read from MongoDB as
 export lines, then the chain, each kept signature and each supersession checked), and
 that cost per 1,000 decisions is printed too.
+
+Checked invariants are in force in every run (`--checks N`, default 20; 0 for none): N
+GLOBAL invariants with a CEL check each, kept by every decision sent, so the recorder's
+gate evaluates each on every decision (contracts.invariants.gate). What that evaluation
+costs per 1,000 decisions is timed in this process (a Gate over the same rule set).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -38,7 +52,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -51,7 +67,6 @@ sys.path.insert(0, str(ROOT))
 
 from bootstrap.settings import Settings  # noqa: E402
 from contracts.decisions.model import Decision  # noqa: E402
-from contracts.decisions.subjects import DECISIONS_STREAM, RECORDER_DURABLE  # noqa: E402
 from contracts.invariants.evaluation import Budget  # noqa: E402
 from contracts.invariants.gate import Gate, GateInputs  # noqa: E402
 from contracts.invariants.model import Invariant, InvariantScope  # noqa: E402
@@ -71,7 +86,7 @@ from contracts.trust.principals import (  # noqa: E402
 from contracts.trust.signing import Signer  # noqa: E402
 from deploy.embedded import die_with_parent, free_port, start_mongo, start_nats  # noqa: E402
 from store.audit import AuditReader  # noqa: E402
-from store.database import DECISIONS, connect, ensure_indexes  # noqa: E402
+from store.database import DECISIONS, PLAN_LOCKS, connect, ensure_indexes  # noqa: E402
 from store.invariants import InvariantRepository  # noqa: E402
 from tests.factories import encode, headers, plan_tree, subject  # noqa: E402
 
@@ -92,10 +107,12 @@ def cpu_seconds(pids: dict[str, int]) -> dict[str, float]:
     return out
 
 
-def cpu_per_1000(before: dict[str, float], after: dict[str, float], n: int) -> str:
-    if not before or not after:
-        return "n/a (no /proc)"
-    return ", ".join(f"{k} {(after[k] - before[k]) * 1000 / n:.2f}" for k in before)
+def per_1000(before: dict[str, float], after: dict[str, float], n: int) -> dict[str, float]:
+    return {k: (after[k] - before[k]) * 1000 / n for k in before if k in after}
+
+
+def shown(cpu: dict[str, float]) -> str:
+    return ", ".join(f"{k} {v:.3f}" for k, v in cpu.items()) if cpu else "n/a (no /proc)"
 
 
 CHECKS = [
@@ -157,18 +174,23 @@ def interleaved(plans: int, per_plan: int, seed: int) -> list[dict[str, Any]]:
     return [t[i] for i in range(per_plan) for t in trees]
 
 
-async def wait_ready(url: str, expected: int) -> None:
-    nc = await nats.connect(url)
-    js = nc.jetstream()
-    for _ in range(300):
-        try:
-            info = await js.consumer_info(DECISIONS_STREAM, RECORDER_DURABLE)
-            if (info.num_waiting or 0) >= expected:
-                break
-        except Exception:  # not created yet
-            pass
-        await asyncio.sleep(0.1)
-    await nc.close()
+async def wait_spread(mongo_uri: str, db_name: str, partitions: int, workers: int,
+                      timeout: float = 120.0) -> None:
+    """Until the workers hold every partition between them, as evenly as they can."""
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(mongo_uri, tz_aware=True)
+    want = sorted([partitions // workers + (1 if i < partitions % workers else 0)
+                   for i in range(workers)])
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            owners = Counter([d["owner"] async for d in client[db_name][PLAN_LOCKS].find(
+                {"_id": {"$regex": "^role:recorder"}})])
+            if sorted(owners.values()) == [w for w in want if w]:
+                return
+            await asyncio.sleep(0.2)
+        raise RuntimeError(f"partitions not spread over {workers} workers in {timeout} s")
+    finally:
+        await client.close()
 
 
 AGENT = "bench-agent"
@@ -233,7 +255,7 @@ async def run_load(url: str, sent: list[dict[str, Any]], rate: float | None,
         futures.append(await js.publish_async(subject(d), encode(d),
                                               headers=signed_headers(signer, d)))
     await asyncio.gather(*futures)
-    await asyncio.wait_for(done.wait(), timeout=600)
+    await asyncio.wait_for(done.wait(), timeout=900)
     end = max(persisted.values())
     await nc.close()
     latencies = sorted((persisted[i] - published[i]) * 1000 for i in published)
@@ -273,140 +295,175 @@ async def audit_cost(mongo_uri: str, db_name: str, keys: list[dict[str, Any]],
             "ok": float(report.ok and (not keys or report.signed == len(sent)))}
 
 
-BARE_RUNS = 3
-"""The same-index baseline is timed this many times (a fresh collection each) and its
-median taken: on a shared machine one short run moves with the other load more than
-the recorder's longer one does. Each run is printed."""
-
-
-async def bare_insert(mongo_uri: str, db_name: str, batch: int,
+async def bare_insert(mongo_uri: str, db_name: str, batch: int, runs: int,
                       cpu: Callable[[], dict[str, float]]) -> dict[str, Any]:
     # The workers' own client options (w: majority, j: true...): same durability asked.
     client: AsyncMongoClient[dict[str, Any]] = connect(mongo_uri)
     source = client[db_name][DECISIONS]
     docs = await source.find().sort([("plan_id", 1), ("sequence_number", 1)]).to_list()
-    out: dict[str, Any] = {}
-    for name, indexed, runs in (("bare_indexed", True, BARE_RUNS),
-                                ("bare_no_index", False, 1)):
-        rates, cpu0 = [], cpu()
-        for _ in range(runs):
-            db = client[f"{db_name}_{name}"]
-            if indexed:
-                await ensure_indexes(db)
-            start = time.perf_counter()
-            for i in range(0, len(docs), batch):
-                await db[DECISIONS].insert_many(docs[i:i + batch], ordered=False)
-            rates.append(len(docs) / (time.perf_counter() - start))
-            await client.drop_database(db.name)
-        out[name], out[f"{name}_runs"] = statistics.median(rates), rates
-        out[f"{name}_cpu"] = cpu_per_1000(cpu0, cpu(), len(docs) * runs)
+    rates, cpu0 = [], cpu()
+    for i in range(runs):
+        db = client[f"{db_name}_bare{i}"]
+        await ensure_indexes(db)
+        start = time.perf_counter()
+        for j in range(0, len(docs), batch):
+            await db[DECISIONS].insert_many(docs[j:j + batch], ordered=False)
+        rates.append(len(docs) / (time.perf_counter() - start))
+    out = {"rate": statistics.median(rates), "runs": rates,
+           "cpu": per_1000(cpu0, cpu(), len(docs) * runs)}
     await client.close()
     return out
 
 
-def start_workers(n: int, env: dict[str, str], logdir: Path) -> list[subprocess.Popen[bytes]]:
+def start_workers(n: int, env: dict[str, str], logdir: Path, tag: str
+                  ) -> list[subprocess.Popen[bytes]]:
     return [subprocess.Popen([sys.executable, "-m", "workers"], cwd=ROOT, env=env,
-                             stdout=(logdir / f"worker{i}.log").open("wb"),
+                             stdout=(logdir / f"{tag}-worker{i}.log").open("wb"),
                              stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
             for i in range(n)]
+
+
+@dataclass
+class Run:
+    workers: int
+    burst: dict[str, float]
+    cpu: dict[str, float]
+    """CPU seconds per 1,000 decisions of each process during the burst."""
+    paced: dict[str, float] | None = None
+    """The latency run at `--paced-rate` (first worker count only)."""
+    sent: list[dict[str, Any]] = field(default_factory=list)
+    """The burst's decisions (their plan IDs are new in every call of `interleaved`)."""
+
+    @property
+    def worker_cpu(self) -> list[float]:
+        return [v for k, v in self.cpu.items() if k.startswith("worker")]
+
+
+async def one_run(k: int, ns_url: str, mongo: Any, args: argparse.Namespace,
+                  data: Path, *, seed: int, signer: Signer | None, principals: Path) -> Run:
+    db_name = f"bench_recorder_{k}"
+    env = {**os.environ, "NATS_URL": ns_url, "MONGODB_URI": mongo.url, "MONGODB_DB": db_name,
+           "PYTHONPATH": str(ROOT), "RECORDER_PARTITIONS": str(args.partitions)}
+    if signer is not None:
+        env |= {"LEDGER_PRINCIPALS": str(principals), "REQUIRE_SIGNATURES": "1"}
+    await add_invariants(mongo.url, db_name, checked_invariants(args.checks))
+    procs = start_workers(k, env, data, f"w{k}")
+    try:
+        await wait_spread(mongo.url, db_name, args.partitions, k)
+        pids = {**{f"worker{i}": p.pid for i, p in enumerate(procs)},
+                "mongo": mongo.process.pid, "publisher": os.getpid()}
+        sent = interleaved(args.plans, args.decisions // args.plans, seed)
+        cpu0 = cpu_seconds(pids)
+        burst = await run_load(ns_url, sent, None, signer)
+        cpu1 = cpu_seconds(pids)
+        paced = None
+        if args.paced_rate and seed == 0:
+            paced = await run_load(ns_url, interleaved(args.plans, 2000 // args.plans, 7),
+                                   args.paced_rate, signer)
+        return Run(k, burst, per_1000(cpu0, cpu1, len(sent)), paced, sent)
+    finally:
+        for p in procs:
+            p.terminate()
+            p.wait()
+
+
+def report(args: argparse.Namespace, runs: list[Run], bare: dict[str, Any],
+           batch: int, *, signing: tuple[float, float] | None,
+           audit: dict[str, float]) -> None:
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"\nRecorder bench: {args.decisions} decisions in {args.plans} plans per run, "
+          f"{args.partitions} partitions, batch {batch}, {os.cpu_count()} cores, nats-server "
+          f"+ secantusd-py on loopback, "
+          f"{'unsigned' if signing is None else 'signed, REQUIRE_SIGNATURES=1'}; "
+          f"load average at the end {load}\n")
+    if signing is not None:
+        print(f"signatures: verifying 1,000 decisions {signing[1]:.3f} s of CPU "
+              f"(signing them {signing[0]:.3f} s)")
+    print(f"audit of the first run's {audit['records']:.0f} chained records "
+          f"({'verified' if audit['ok'] else 'NOT VERIFIED'}), per 1,000 decisions: "
+          f"reading {audit['read']:.3f} s, verifying {audit['verify']:.3f} s of CPU "
+          "(chain, signatures, supersessions)\n")
+    print(f"{'workers':>7} {'decisions/s':>12} {'p50 ms':>8} {'p99 ms':>8} "
+          f"{'workers CPU s/1000':>19}   split (s/1000 per process)   mongo  publisher")
+    print("-" * 110)
+    for r in runs:
+        split = " + ".join(f"{c:.3f}" for c in r.worker_cpu)
+        print(f"{r.workers:>7} {r.burst['rate']:>12.0f} {r.burst['p50']:>8.0f} "
+              f"{r.burst['p99']:>8.0f} {sum(r.worker_cpu):>19.3f}   {split:<28} "
+              f"{r.cpu.get('mongo', float('nan')):>5.3f}  {r.cpu.get('publisher', 0):.3f}")
+    print("-" * 110)
+    paced = runs[0].paced
+    if paced:
+        print(f"paced, {args.paced_rate:.0f}/s offered, 2,000 decisions, {runs[0].workers} "
+              f"worker(s): publish -> persisted p50 {paced['p50']:.1f} ms, "
+              f"p99 {paced['p99']:.1f} ms")
+    print(f"bare insert_many, same docs, same indexes: {bare['rate']:.0f}/s (median of "
+          f"{', '.join(f'{x:.0f}' for x in bare['runs'])}); CPU s/1000: {shown(bare['cpu'])}")
+    first = runs[0]
+    print(f"recorder / bare (same indexes), {first.workers} worker: "
+          f"{first.burst['rate'] / bare['rate']:.2f}")
+    for r in runs:
+        worst = max(r.worker_cpu) if r.worker_cpu else float("nan")
+        print(f"  {r.workers} worker(s): the busiest process spends {worst:.3f} s per 1,000 "
+              f"decisions; on a core of its own each would carry about "
+              f"{1000 / worst:.0f} decisions/s of the recorder's work, "
+              f"{r.workers * 1000 / worst if r.workers else 0:.0f}/s together, as long as "
+              "MongoDB keeps up (projection)")
 
 
 def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--decisions", type=int, default=10_000)
-    ap.add_argument("--plans", type=int, default=10)
-    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--plans", type=int, default=60)
+    ap.add_argument("--workers", default="1,2,3")
+    ap.add_argument("--partitions", type=int, default=6)
+    ap.add_argument("--bare-runs", type=int, default=3)
+    ap.add_argument("--keep", metavar="DIR", default=None,
+                    help="keep the servers' data and the workers' logs under DIR")
     ap.add_argument("--paced-rate", type=float, default=200.0,
-                    help="offered rate (decisions/s) of the latency run")
+                    help="offered rate (decisions/s) of the latency run (0: none)")
     ap.add_argument("--checks", type=int, default=20,
-                    help="checked invariants in force (0: none)")
+                    help="checked invariants in force in every run (0: none)")
     ap.add_argument("--unsigned", action="store_true",
                     help="publish unsigned, workers without principals (as before signing)")
     return ap.parse_args()
 
 
-def print_header(args: argparse.Namespace, batch: int, eval_s: float, evaluations: int,
-                 signing: tuple[float, float] | None) -> None:
-    """The run's setting, and what checks and signatures cost per 1,000 decisions
-    (`signing`: seconds to sign and to verify them; None when unsigned)."""
-    print(f"\nRecorder bench: {args.decisions} decisions in {args.plans} plans, "
-          f"{args.workers} worker process(es), batch {batch}, 2-core machine, "
-          "nats-server + secantusd-py on loopback, "
-          f"{'unsigned' if signing is None else 'signed, REQUIRE_SIGNATURES=1'}, "
-          f"{args.checks} checked invariants\n")
-    print(f"checked invariants: {args.checks} in force; evaluating them on 1,000 decisions "
-          f"{eval_s:.3f} s of CPU ({evaluations} evaluations)\n")
-    if signing is not None:
-        print(f"signatures: verifying 1,000 decisions {signing[1]:.3f} s of CPU "
-              f"(signing them {signing[0]:.3f} s)")
-
-
 async def main() -> None:
     args = parse_args()
+    counts = [int(x) for x in args.workers.split(",")]
     batch = Settings.from_env().recorder_batch_size  # the workers' own, RECORDER_BATCH_SIZE
 
-    with tempfile.TemporaryDirectory() as tmp:
+    kept = contextlib.nullcontext(tempfile.mkdtemp(dir=args.keep)) if args.keep else None
+    with kept or tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp)
+        if args.keep:
+            print(f"servers' data and the workers' logs kept in {data}", flush=True)
         ns = start_nats(data, port=free_port())
         ms = start_mongo(data, port=free_port())
-        db_name = "bench_recorder"
-        env = {**os.environ, "NATS_URL": ns.url, "MONGODB_URI": ms.url, "MONGODB_DB": db_name,
-               "PYTHONPATH": str(ROOT)}
         key, principals = trust_setup(data)
         signer = None if args.unsigned else key
-        if signer is not None:
-            env |= {"LEDGER_PRINCIPALS": str(principals), "REQUIRE_SIGNATURES": "1"}
-            sign_s, verify_s = verification_cost(signer, principals,
-                                                 interleaved(args.plans, 100, 99))
-        invariants = await add_invariants(ms.url, db_name, checked_invariants(args.checks))
-        procs = start_workers(args.workers, env, data)
+        signing = None if signer is None else verification_cost(
+            signer, principals, interleaved(args.plans, 100, 99))
         try:
-            await wait_ready(ns.url, args.workers)
-            per_plan = args.decisions // args.plans
-            pids = {**{f"worker{i}": p.pid for i, p in enumerate(procs)},
-                    "mongo": ms.process.pid, "nats": ns.process.pid, "publisher": os.getpid()}
-            sent = interleaved(args.plans, per_plan, 0)
-            eval_s, evaluations = evaluation_cost(invariants, sent)
-            cpu0 = cpu_seconds(pids)
-            burst = await run_load(ns.url, sent, None, signer)
-            cpu1 = cpu_seconds(pids)
-            paced_n = min(2_000, args.decisions)
-            paced = await run_load(ns.url, interleaved(args.plans, paced_n // args.plans, 10_000),
-                                   args.paced_rate, signer)
+            runs = [await one_run(k, ns.url, ms, args, data, seed=100_000 * i,
+                                  signer=signer, principals=principals)
+                    for i, k in enumerate(counts)]
+            bare = await bare_insert(ms.url, f"bench_recorder_{counts[0]}", batch,
+                                     args.bare_runs,
+                                     lambda: cpu_seconds({"mongo": ms.process.pid,
+                                                          "client": os.getpid()}))
+            first = f"bench_recorder_{counts[0]}"
             keys = principal_keys(principals if signer is not None else None)
-            audit = await audit_cost(ms.url, db_name, keys, sent)
-            server = {"mongo": ms.process.pid, "client": os.getpid()}
-            bare = await bare_insert(ms.url, db_name, batch,
-                                     lambda: cpu_seconds(server))
+            audit = await audit_cost(ms.url, first, keys, runs[0].sent)
         finally:
-            for p in procs:
-                p.terminate()
-                p.wait()
             ns.stop()
             ms.stop()
-
-    print_header(args, batch, eval_s, evaluations,
-                 None if signer is None else (sign_s, verify_s))
-    print(f"audit of the burst's {audit['records']:.0f} chained records "
-          f"({'verified' if audit['ok'] else 'NOT VERIFIED'}), per 1,000 decisions: "
-          f"reading {audit['read']:.3f} s, verifying {audit['verify']:.3f} s of CPU "
-          "(chain, signatures, supersessions)\n")
-    print(f"{'run':<44}{'decisions/s':>12}{'p50 ms':>10}{'p99 ms':>10}")
-    print("-" * 76)
-    print(f"{'burst: publish all, publish -> persisted':<44}{burst['rate']:>12.0f}"
-          f"{burst['p50']:>10.0f}{burst['p99']:>10.0f}")
-    print(f"{f'paced: {args.paced_rate:.0f}/s offered, {paced_n} decisions':<44}"
-          f"{paced['rate']:>12.0f}{paced['p50']:>10.1f}{paced['p99']:>10.1f}")
-    print(f"{'bare insert_many, same docs, same indexes':<44}{bare['bare_indexed']:>12.0f}"
-          f"   (median of {', '.join(f'{r:.0f}' for r in bare['bare_indexed_runs'])})")
-    print(f"{'bare insert_many, same docs, _id index only':<44}{bare['bare_no_index']:>12.0f}")
-    print("-" * 76)
-    print(f"recorder / bare (same indexes): {burst['rate'] / bare['bare_indexed']:.0%}   "
-          f"recorder / bare (_id only): {burst['rate'] / bare['bare_no_index']:.0%}")
-    print("\nCPU seconds per 1,000 decisions")
-    print(f"  burst:                     {cpu_per_1000(cpu0, cpu1, args.decisions)}")
-    print(f"  bare, same indexes:        {bare['bare_indexed_cpu']}")
-    print(f"  bare, _id index only:      {bare['bare_no_index_cpu']}")
+    report(args, runs, bare, batch, signing=signing, audit=audit)
+    eval_s, evaluations = evaluation_cost(checked_invariants(args.checks),
+                                          interleaved(args.plans, 100, 99))
+    print(f"\nchecked invariants: {args.checks} in force in every run; evaluating them on "
+          f"1,000 decisions {eval_s:.3f} s of CPU ({evaluations} evaluations)")
 
 
 if __name__ == "__main__":

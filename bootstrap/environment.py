@@ -129,6 +129,7 @@ def read_settings(kind: type[Settings]) -> Settings:
         worker_lease_seconds=_env_float("WORKER_LEASE_SECONDS", kind.worker_lease_seconds),
         recorder_lease_seconds=_env_float("RECORDER_LEASE_SECONDS",
                                           kind.recorder_lease_seconds),
+        recorder_partitions=_env_int("RECORDER_PARTITIONS", kind.recorder_partitions),
         corrections_max_attempts=_env_int("CORRECTIONS_MAX_ATTEMPTS",
                                           kind.corrections_max_attempts),
         corrections_max_decisions=_env_int("CORRECTIONS_MAX_DECISIONS",

@@ -21,6 +21,7 @@ from clients.credentials import NatsCredentials
 from contracts.corrections.archive.rules import ArchiveLimits
 from contracts.shared.bounds import DEFAULT_MAX_PAYLOAD_BYTES
 from contracts.shared.cloudevents import DEFAULT_SCHEMA_BASE
+from contracts.shared.partitions import MAX_PARTITIONS
 from contracts.trust.policy import TrustPolicy
 from contracts.trust.principals import load_directory
 from contracts.webhooks.policy import WebhookLimits
@@ -70,6 +71,11 @@ class Settings:
     """One replica records at a time (workers.leading): how long the recorder's lease
     outlives its holder's last renewal, i.e. how soon a standby takes over from a worker
     that died (one that stops gracefully hands it over at once)."""
+    recorder_partitions: int = 1
+    """RECORDER_PARTITIONS: in how many partitions decisions are recorded, by plan
+    (contracts.shared.partitions): each is recorded by one worker process at a time, and
+    the partitions are spread over the live ones (workers.leading). 1 to 32; changing it
+    on a running system: docs/operations.md, Partitions."""
     corrections_max_attempts: int = 3
     corrections_max_decisions: int = 10_000
     """Most decisions one correction may touch; beyond it the dry run warns and a revert
@@ -159,6 +165,9 @@ class Settings:
     they are stored as they are, in MongoDB."""
 
     def __post_init__(self) -> None:
+        if not 1 <= self.recorder_partitions <= MAX_PARTITIONS:
+            raise ValueError(f"RECORDER_PARTITIONS must be 1 to {MAX_PARTITIONS}, not "
+                             f"{self.recorder_partitions}")
         if self.artifacts_root is None:
             return
         archive, artifacts = self.resolved_archive_root().resolve(), self.artifacts_root.resolve()

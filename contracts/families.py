@@ -17,7 +17,13 @@ from contracts.invariants.families import INVARIANTS
 from contracts.recording.families import DECISIONS
 from contracts.recording.families import FAMILIES as RECORDING_FAMILIES
 from contracts.shared import cloudevents
-from contracts.shared.families import Direction, MessageFamily, Stream, stream_subjects
+from contracts.shared.families import (
+    Direction,
+    MessageFamily,
+    Stream,
+    partitioned_in,
+    stream_subjects,
+)
 from contracts.shared.roles import Grant, Reader, Role, Via
 from contracts.webhooks.families import DISPATCHER, WEBHOOKS
 from contracts.webhooks.families import FAMILIES as WEBHOOK_FAMILIES
@@ -51,6 +57,11 @@ GRANTS: dict[Role, tuple[Grant, ...]] = {
 def captured(stream: Stream) -> list[str]:
     """The subjects `stream` captures."""
     return stream_subjects(stream, FAMILIES)
+
+
+def partitioned(stream: Stream) -> MessageFamily | None:
+    """The family `stream` stores by partition (contracts.shared.partitions), if any."""
+    return partitioned_in(stream, FAMILIES)
 
 
 def dispatched(stream: Stream) -> list[MessageFamily]:

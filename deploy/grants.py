@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 from contracts.families import FAMILIES, GRANTS
 from contracts.shared.families import MessageFamily, wildcard
+from contracts.shared.partitions import every_partition
 from contracts.shared.roles import (
     CONSUMER,
     GRANT_DOCS,
@@ -133,7 +134,9 @@ def _read(g: Grants, family: MessageFamily, r: Reader, holder: Holder) -> None:
         g.allow(g.publish, why, [f"{API}.STREAM.MSG.GET.{stream}"])
         g.allow(g.subscribe, why, [family.everything])
         return
-    for name in durable_names(r, holder):
+    names = (own_durables(family, r.durable) if r.durable is not None and r.fixed_durable
+             else durable_names(r, holder))
+    for name in names:
         if r.role is not Role.WORKER:  # the workers manage every consumer (MANAGE_STREAMS)
             g.allow(g.publish, why, [f"{API}.CONSUMER.CREATE.{stream}.{name}.{family.wildcard}",
                                      *(f"{API}.CONSUMER.{op}.{stream}.{name}"
@@ -196,7 +199,7 @@ def workers_durables() -> list[tuple[str, str]]:
             if r.role is not Role.WORKER or r.via is not Via.DURABLE:
                 continue
             assert family.stream is not None and r.fixed_durable and r.durable
-            out.append((family.stream.name, r.durable))
+            out += [(family.stream.name, d) for d in own_durables(family, r.durable)]
     return list(dict.fromkeys(out))
 
 
@@ -210,3 +213,12 @@ def denied(durables: Iterable[tuple[str, str]]) -> tuple[list[str], list[str]]:
                     f"{API}.CONSUMER.CREATE.{s}.{d}.>", f"$JS.ACK.{s}.{d}.>"]
         subscribe.append(f"$JS.EVENT.ADVISORY.CONSUMER.*.{s}.{d}")
     return publish, subscribe
+
+
+def own_durables(family: MessageFamily, durable: str) -> list[str]:
+    """A worker durable's names: a partitioned one has one per partition, and the count
+    is a worker setting, so every name any count could give (`recorder`, `recorder-0`
+    ... `recorder-31`: contracts.shared.partitions)."""
+    if family.partitioned is None:
+        return [durable]
+    return [p.durable for p in every_partition(family.name, durable)]

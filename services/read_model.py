@@ -21,8 +21,12 @@ from contracts.shared.views import IdKind
 from services.id_lookup import resolve
 from services.read_ports import LedgerReads
 
-MAX_PATH = 10_000
-"""Ancestors followed at most when walking up to the root (a cycle in stored data ends it)."""
+MAX_PATH = 100
+"""Ancestors read at most when walking up to the root, one read each (a cycle in stored
+data ends it too): a decision 10,000 levels deep shows its nearest 100 (`path_cut`)."""
+CHILDREN_SHOWN = 100
+"""Children a decision's panel lists, first in sequence order (`children_count` says how
+many it has)."""
 PLAN_CORRECTIONS_MAX = 10_000
 
 
@@ -38,6 +42,10 @@ class Explained:
     child_plans: dict[str, PlanRecord]
     corrections: list[Correction]
     """Those that targeted it or produced it."""
+    path_cut: bool = False
+    """The path holds only the nearest MAX_PATH ancestors, not the root."""
+    children_count: int = 0
+    """All its children, `children` being the first CHILDREN_SHOWN."""
     recorded_by: str | None = None
     """The principal that signed it, as the recorder verified it (None: unverified)."""
 
@@ -72,18 +80,25 @@ async def path_to(reads: LedgerReads, d: Decision) -> list[Decision]:
 
 
 async def explain(reads: LedgerReads, decision_id: str) -> Explained | None:
-    """None when no such decision is recorded."""
+    """None when no such decision is recorded. Reads what it shows: the path up to
+    MAX_PATH ancestors, the first CHILDREN_SHOWN children and their count, the declared
+    dependents and child plans, and the corrections naming it (by index), whatever the
+    plan holds."""
     d = await reads.decisions.get(decision_id)
     if d is None:
         return None
     path = await path_to(reads, d)
-    children = await reads.decisions.children(decision_id, current_only=False)
+    children = await reads.decisions.children(decision_id, current_only=False,
+                                              limit=CHILDREN_SHOWN)
+    count = (len(children) if len(children) < CHILDREN_SHOWN else
+             await reads.decisions.count_children(decision_id, current_only=False))
     dependents = await reads.decisions.get_many(d.downstream_decision_ids)
     plans = await plan_records(reads, d.downstream_plan_ids)
-    touching = [c for c in await plan_corrections(reads, d.plan_id)
-                if decision_id in (c.decision_id, c.new_decision_id)]
+    touching = await reads.corrections.touching(decision_id)
+    cut = len(path) >= MAX_PATH and path[0].parent_decision_id is not None
     return Explained(d, path, children, list(dependents.values()), plans, touching,
-                     await reads.decisions.recorded_by(decision_id))
+                     path_cut=cut, children_count=count,
+                     recorded_by=await reads.decisions.recorded_by(decision_id))
 
 
 async def superseded_reason(reads: LedgerReads, d: Decision) -> str:

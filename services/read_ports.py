@@ -47,17 +47,26 @@ class DecisionReads(Protocol):
 
     async def get_many(self, decision_ids: Iterable[str]) -> dict[str, Decision]: ...
 
-    async def children(self, decision_id: str, *, current_only: bool = True
-                       ) -> list[Decision]:
-        """In sequence order."""
+    async def children(self, decision_id: str, *, current_only: bool = True,
+                       limit: int = 1000) -> list[Decision]:
+        """The first `limit`, in sequence order."""
         ...
 
-    async def full_tree(self, plan_id: str) -> list[Decision]:
-        """Every decision of the plan, superseded ones too, in sequence order."""
+    async def count_children(self, decision_id: str, *, current_only: bool = True) -> int:
         ...
 
-    async def current_tree(self, plan_id: str) -> list[Decision]:
-        """The decisions not superseded, in sequence order."""
+    async def full_tree(self, plan_id: str, limit: int = 10_000) -> list[Decision]:
+        """The plan's first `limit` decisions, superseded ones too, in sequence order."""
+        ...
+
+    async def up_to(self, plan_id: str, sequence: int | None, limit: int = 10_000
+                    ) -> list[Decision]:
+        """The plan's decisions numbered at most `sequence` (None: any), superseded ones
+        too, in sequence order, the first `limit` of them."""
+        ...
+
+    async def current_tree(self, plan_id: str, limit: int = 10_000) -> list[Decision]:
+        """The first `limit` decisions not superseded, in sequence order."""
         ...
 
 
@@ -75,6 +84,10 @@ class CorrectionReads(Protocol):
     async def find(self, plan_id: str | None = None, status: CorrectionStatus | None = None,
                    limit: int = 100) -> list[Correction]:
         """In arrival order."""
+        ...
+
+    async def touching(self, decision_id: str, limit: int = 100) -> list[Correction]:
+        """Those that targeted the decision or wrote it, in arrival order."""
         ...
 
 

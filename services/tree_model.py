@@ -28,6 +28,9 @@ from contracts.shared.ids import is_ulid
 from services.read_model import plan_corrections, plan_records
 from services.read_ports import LedgerReads
 
+TREE_READ_MAX = 10_000
+"""Most decisions a tree as of a moment reads (and shows)."""
+
 # --- the tree as it was ---------------------------------------------------------------
 
 
@@ -72,21 +75,31 @@ class TreeThen:
 async def tree_then(reads: LedgerReads, plan_id: str, at: str | datetime, *,
                     before: bool = False) -> TreeThen:
     """The plan's tree as of a correction of it (`before`: the tree it was applied to)
-    or a UTC time. Reads the whole plan: asked for one plan and one moment at a time.
+    or a UTC time. Reads what it shows: as of a correction, the decisions numbered up to
+    its cut (and the replacements of those superseded since, to tell when); as of a
+    time, the plan in sequence order; either way at most TREE_READ_MAX decisions.
     ValueError (its message for the operator) when the moment names nothing here."""
-    decisions = await reads.decisions.full_tree(plan_id)
-    corrections = await plan_corrections(reads, plan_id)
     cut: Cut
     if isinstance(at, datetime):
         if before:
             raise ValueError("'before' goes with a correction ID, not a time")
         cut = TimeCut(at)
     else:
-        found = next((c for c in corrections if c.correction_id == at), None)
-        if found is None:
+        found = await reads.corrections.get(at)
+        if found is None or found.correction.plan_id != plan_id:
             raise ValueError(f"no correction {at} is recorded for plan {plan_id}")
-        cut = cut_of_correction(found, {d.decision_id: d for d in decisions}, before=before)
-    kept, applied = cut_as_of(decisions, corrections, cut)
+        new = found.correction.new_decision_id
+        written = await reads.decisions.get_many([new] if new else [])
+        cut = cut_of_correction(found.correction, {
+            i: d for i, d in written.items() if d.plan_id == plan_id}, before=before)
+    decisions = await reads.decisions.up_to(
+        plan_id, cut.sequence if isinstance(cut, SequenceCut) else None, TREE_READ_MAX)
+    ids = {d.decision_id for d in decisions}
+    later = await reads.decisions.get_many(
+        {d.superseded_by for d in decisions if d.superseded_by and d.superseded_by not in ids})
+    replacements = [r for r in later.values() if r.plan_id == plan_id]
+    corrections = await plan_corrections(reads, plan_id)
+    kept, applied = cut_as_of([*decisions, *replacements], corrections, cut)
     return TreeThen(cut, kept, applied)
 
 

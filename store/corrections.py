@@ -58,14 +58,53 @@ class CorrectionRepository:
         cursor = self._coll.find(query).sort([("arrival", 1), ("_id", 1)]).limit(limit)
         return [from_document(d).correction async for d in cursor]
 
-    async def plans_with_unfinished(self, limit: int = 1000) -> list[str]:
-        """Plans that have a correction not yet APPLIED, FAILED or CANCELLED: what the
-        recovery sweep looks at (served by the `unfinished` index)."""
-        cursor = self._coll.find({"status": {"$in": UNFINISHED}}, {"plan_id": 1}).limit(limit)
-        return list(dict.fromkeys([d["plan_id"] async for d in cursor]))
+    async def touching(self, decision_id: str, limit: int = 100) -> list[Correction]:
+        """Corrections that targeted the decision or wrote it, in arrival order: two
+        reads by the by_target and by_new_decision indexes, whatever the plan holds."""
+        found: dict[str, Versioned] = {}
+        for field in ("decision_id", "new_decision_id"):
+            async for d in self._coll.find({field: decision_id}).limit(limit):
+                v = from_document(d)
+                found[v.correction.correction_id] = v
+        ordered = sorted(found.values(), key=lambda v: (v.arrival, v.correction.correction_id))
+        return [v.correction for v in ordered[:limit]]
+
+    async def plans_with_unfinished(self, after: str | None = None, limit: int = 1000
+                                    ) -> tuple[list[str], str | None]:
+        """A page of the plans that have a correction not yet APPLIED, FAILED or
+        CANCELLED, in plan ID order after `after`, and where the next page starts (None:
+        this was the last). What the recovery sweep pages through, one page per tick;
+        each status's plans are read by the `unfinished` index (status, plan_id), at most
+        `limit` documents each."""
+        cut: str | None = None
+        found: set[str] = set()
+        for status in UNFINISHED:
+            query: dict[str, Any] = {"status": status}
+            if after is not None:
+                query["plan_id"] = {"$gt": after}
+            ids = [d["plan_id"] async for d in self._coll.find(query, {"plan_id": 1})
+                   .sort("plan_id", 1).limit(limit)]
+            found.update(ids)
+            if len(ids) == limit:  # more of this status may follow: complete up to here
+                cut = ids[-1] if cut is None else min(cut, ids[-1])
+        plans = sorted(p for p in found if cut is None or p <= cut)
+        return plans, cut
 
     async def unfinished(self, plan_id: str) -> list[Versioned]:
         """The plan's corrections not yet APPLIED, FAILED or CANCELLED, oldest arrival first."""
         cursor = self._coll.find({"plan_id": plan_id, "status": {"$in": UNFINISHED}}).sort(
             [("arrival", 1), ("_id", 1)])
         return [from_document(d) async for d in cursor]
+
+    async def heads(self, plan_id: str) -> list[Versioned]:
+        """The oldest arrival of each unfinished status of the plan, oldest first: all
+        `contracts.corrections.running.next_to_run` needs to pick the next one, read
+        by the `by_plan_status` index (one document per status), so a runner working
+        through a long queue reads the same few documents per correction."""
+        heads = []
+        for status in UNFINISHED:
+            doc = await self._coll.find_one({"plan_id": plan_id, "status": status},
+                                            sort=[("arrival", 1), ("_id", 1)])
+            if doc is not None:
+                heads.append(from_document(doc))
+        return sorted(heads, key=lambda v: (v.arrival, v.correction.correction_id))

@@ -38,20 +38,37 @@ _INDEXES: dict[str, list[IndexModel]] = {
         IndexModel([("plan_id", ASCENDING)], unique=True, name="one_root_per_plan",
                    partialFilterExpression={"decision_type": "prompt_definition",
                                             "is_correction": False}),
-        # Children by parent link: every tree walk goes through it. (No index for the
-        # current tree: it is read per plan through plan_sequence_unique, and each
-        # secondary index costs a third or more of the insert rate.)
-        IndexModel([("parent_decision_id", ASCENDING)], name="children"),
+        # Children by parent link, in sequence order: every tree walk goes through it,
+        # and a page of a decision's children is read in order without sorting them all.
+        # (No index for the current tree: it is read per plan through
+        # plan_sequence_unique, and each secondary index costs a third or more of the
+        # insert rate; this one replaced `children`, on the parent link alone.)
+        IndexModel([("parent_decision_id", ASCENDING), ("sequence_number", ASCENDING)],
+                   name="children_in_order"),
     ],
     DEAD_LETTERS: [
         IndexModel([("plan_id", ASCENDING), ("rejected_at", ASCENDING)], name="by_plan"),
         IndexModel([("rejected_at", ASCENDING)], name="by_time"),
+        # The gauges and `agents status`: dead letters kept (not discarded) counted by
+        # the first rule that ended them, one count per rule.
+        IndexModel([("discarded_at", ASCENDING), ("errors.0.rule", ASCENDING)],
+                   name="kept_by_first_rule"),
     ],
     # A plan's unfinished corrections, oldest arrival first: what a lease holder works through.
     CORRECTIONS: [
         IndexModel([("plan_id", ASCENDING), ("arrival", ASCENDING)], name="by_plan_arrival"),
         # The recovery sweep: which plans have corrections left unfinished.
         IndexModel([("status", ASCENDING), ("plan_id", ASCENDING)], name="unfinished"),
+        # A runner's next correction: the oldest of each unfinished status of its plan.
+        IndexModel([("plan_id", ASCENDING), ("status", ASCENDING), ("arrival", ASCENDING)],
+                   name="by_plan_status"),
+        # A decision's panel: the corrections that targeted it or wrote it.
+        IndexModel([("decision_id", ASCENDING)], name="by_target"),
+        IndexModel([("new_decision_id", ASCENDING)], name="by_new_decision",
+                   partialFilterExpression={"new_decision_id": {"$type": "string"}}),
+        # The gauges: how many are in flight in each status, and since when.
+        IndexModel([("status", ASCENDING), ("requested_at", ASCENDING)],
+                   name="by_status_age"),
     ],
     # Attempts are few (one or two per correction), so an index per lookup the seed's
     # API and the RESTRICT rule need costs little.
@@ -81,6 +98,9 @@ _INDEXES: dict[str, list[IndexModel]] = {
         IndexModel([("plan_id", ASCENDING), ("resolved_at", ASCENDING),
                     ("severity", ASCENDING)], name="by_plan_open"),
         IndexModel([("reported_at", ASCENDING)], name="by_time"),
+        # The gauges: open violations counted by severity.
+        IndexModel([("resolved_at", ASCENDING), ("severity", ASCENDING)],
+                   name="open_by_severity"),
     ],
     # Held decisions: a plan's by status (pending approvals), and the judge's queue.
     DECISION_HOLDS: [
@@ -126,10 +146,21 @@ async def replica_set_name(client: AsyncMongoClient[Document]) -> str | None:
     return str(name) if name else None
 
 
+REPLACED: dict[str, tuple[str, ...]] = {DECISIONS: ("children",)}
+"""Indexes an earlier version created that a new one (a longer key) now serves: dropped
+once their replacement exists, so every insert does not pay for both."""
+
+
 async def ensure_indexes(db: AsyncDatabase[Document]) -> None:
-    """Create every index; safe to run at every start (create_indexes is idempotent)."""
+    """Create every index; safe to run at every start (create_indexes is idempotent).
+    Then drop the replaced ones still there."""
     for name, indexes in _INDEXES.items():
         await db[name].create_indexes(indexes)
+    for name, old in REPLACED.items():
+        have = {i["name"] async for i in await db[name].list_indexes()}
+        for index in old:
+            if index in have:
+                await db[name].drop_index(index)
 
 
 ID_CHUNK = 50

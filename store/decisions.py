@@ -26,6 +26,12 @@ ROOT_QUERY: Document = {"decision_type": "prompt_definition", "is_correction": F
 """A plan's root (served by the partial unique index one_root_per_plan)."""
 
 
+TREE_READ_MAX = 10_000
+"""Most decisions a whole-tree read returns (`agents plan tree`, a tree as of a moment):
+a bound on what one request makes the server read, whatever the plan holds."""
+CHILDREN_READ_MAX = 1000
+"""Most children one read returns (a decision's panel lists the first of them)."""
+
 INTERNAL_FIELDS = ("_id", "content_hash", "recorded_from", "recorded_by", "verified",
                    "signature", "chain")
 """Bookkeeping beside the Decision's own fields: what a redelivery is compared against,
@@ -99,21 +105,41 @@ class DecisionRepository:
         cursor = self._decisions.find({"plan_id": plan_id}).sort("sequence_number", 1)
         return [from_document(d) async for d in cursor]
 
-    async def full_tree(self, plan_id: str) -> list[Decision]:
-        return await self.in_sequence(plan_id)
+    async def full_tree(self, plan_id: str, limit: int = TREE_READ_MAX) -> list[Decision]:
+        """The plan's first `limit` decisions, superseded ones too, in sequence order."""
+        return await self.up_to(plan_id, None, limit)
 
-    async def current_tree(self, plan_id: str) -> list[Decision]:
-        """The current tree: decisions whose superseded_by is null, in sequence order."""
-        cursor = self._decisions.find({"plan_id": plan_id, "superseded_by": None})
-        found = [from_document(d) async for d in cursor]
-        return sorted(found, key=lambda d: d.sequence_number or 0)
+    async def up_to(self, plan_id: str, sequence: int | None, limit: int = TREE_READ_MAX
+                    ) -> list[Decision]:
+        """The plan's decisions numbered at most `sequence` (None: any), superseded ones
+        too, in sequence order, at most `limit` of them (by plan_sequence_unique)."""
+        query: dict[str, Any] = {"plan_id": plan_id}
+        if sequence is not None:
+            query["sequence_number"] = {"$lte": sequence}
+        cursor = self._decisions.find(query).sort("sequence_number", 1).limit(limit)
+        return [from_document(d) async for d in cursor]
 
-    async def children(self, decision_id: str, *, current_only: bool = True) -> list[Decision]:
+    async def current_tree(self, plan_id: str, limit: int = TREE_READ_MAX) -> list[Decision]:
+        """The current tree: decisions whose superseded_by is null, in sequence order,
+        the first `limit` of them."""
+        cursor = self._decisions.find({"plan_id": plan_id, "superseded_by": None}
+                                      ).sort("sequence_number", 1).limit(limit)
+        return [from_document(d) async for d in cursor]
+
+    async def children(self, decision_id: str, *, current_only: bool = True,
+                       limit: int = CHILDREN_READ_MAX) -> list[Decision]:
+        """The first `limit` children in sequence order (by children_in_order)."""
         query: dict[str, Any] = {"parent_decision_id": decision_id}
         if current_only:
             query["superseded_by"] = None
-        found = [from_document(d) async for d in self._decisions.find(query)]
-        return sorted(found, key=lambda d: d.sequence_number or 0)
+        cursor = self._decisions.find(query).sort("sequence_number", 1).limit(limit)
+        return [from_document(d) async for d in cursor]
+
+    async def count_children(self, decision_id: str, *, current_only: bool = True) -> int:
+        query: dict[str, Any] = {"parent_decision_id": decision_id}
+        if current_only:
+            query["superseded_by"] = None
+        return await self._decisions.count_documents(query)
 
     async def subtree(self, decision_id: str, *, current_only: bool = True) -> list[Decision]:
         """The decision and its descendants by parent link, breadth first."""

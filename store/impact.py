@@ -1,12 +1,18 @@
 """Impact analysis against the store: `contracts.impact.walk.ImpactWalk`, fed one BFS level
 per round.
 
-Each level costs one children query by the indexed parent link (returning the
-children's own views, so the next level rarely needs another read), one `_id` lookup
-for declared dependents not yet seen, and one query for the roots of newly reached
-child plans (served by the plan_id prefix of plan_sequence_unique). Only the fields
-the BFS uses are projected. Nothing outside the affected subtree is read, so a
+Each level costs one children query per 50 frontier decisions by the indexed parent
+link (returning the children's own views, so the next level rarely needs another read),
+one `_id` lookup for declared dependents not yet seen, and one query for the roots of
+newly reached child plans (served by the plan_id prefix of plan_sequence_unique). Only
+the fields the BFS uses are projected. Nothing outside the affected subtree is read, so a
 10-decision subtree of a 100,000-decision plan costs the same as in a small plan.
+
+Nor is anything read past the limit: children are streamed in batches of READ_BATCH and
+counted as they come, and once more of them are new than the walk has room for, the walk
+stops over its limit. A decision with a million children costs the limit plus a few
+batches, in memory and in reads, for a revert, a dry run or the console's walk alike.
+Only what the next level needs is kept between levels.
 """
 
 from __future__ import annotations
@@ -25,13 +31,13 @@ from contracts.impact.summary import CorrectionImpact, summarize
 from contracts.impact.views import DecisionView, PlanLink
 from contracts.impact.walk import ImpactWalk
 from store.database import DECISIONS, ID_CHUNK, PLANS, Document, find_by_ids
+from store.impact_children import VIEW_FIELDS, children_capped, children_within
 from store.translate import translate_errors
 
-VIEW_FIELDS = {
-    "plan_id": 1, "decision_type": 1, "parent_decision_id": 1, "sequence_number": 1,
-    "downstream_decision_ids": 1, "downstream_plan_ids": 1, "artifacts_produced": 1,
-    "created_at": 1, "superseded_by": 1,
-}
+
+def _current(doc: Document, target: str) -> bool:
+    """The walk visits it (the target even when superseded: contracts.impact.walk)."""
+    return doc.get("superseded_by") is None or doc["_id"] == target
 
 
 def _order(doc: Document) -> tuple[bool, int, str]:
@@ -86,32 +92,55 @@ class ImpactReader:
         walk = ImpactWalk(target_decision_id, limit)
         seen: dict[str, Document] = {}
         while not walk.done:
-            walk.expand(*await self._level(walk, seen))
+            level = await self._level(walk, seen)
+            if level is None:
+                walk.over_limit()
+                break
+            views, roots, links, overflowing = level
+            walk.expand(views, roots, links)
+            if any(walk.is_affected(p) for p in overflowing):
+                walk.over_limit()
+            # Only the next level's own views are worth keeping.
+            wanted = set(walk.decision_ids_wanted)
+            seen = {i: d for i, d in seen.items() if i in wanted}
         return walk
 
     async def _level(self, walk: ImpactWalk, seen: dict[str, Document]
                      ) -> tuple[dict[str, DecisionView], dict[str, list[str]],
-                                dict[str, PlanLink]]:
+                                dict[str, PlanLink], set[str]] | None:
         """One round trip for the walk's next level: the views of its frontier's decisions
-        (`seen` keeps every document read, so a child read as one is not read again), the
-        current roots of its plans and their recorded parents."""
+        (`seen` holds the documents read as children last level), the current roots of its
+        plans and their recorded parents; and the frontier decisions whose children were
+        not all read (`overflowing`: over the limit if the walk affects one). None: the
+        walk is over its limit."""
         wanted = walk.decision_ids_wanted
         missing = [i for i in wanted if i not in seen]
+        certain = [i for i in wanted if i in seen and walk.always_followed(i)
+                   and _current(seen[i], walk.target_decision_id)]
+        room = walk.room
+        budget = None if room is None else room - len(certain)
         found, kids, roots, plan_docs = await asyncio.gather(
             find_by_ids(self._decisions, missing, VIEW_FIELDS),
-            self._current_where("parent_decision_id", wanted),
+            children_within(self._decisions, certain, walk, budget),
             self._current_where("plan_id", walk.plan_ids_wanted, roots_only=True),
             find_by_ids(self._plans, walk.plan_ids_wanted, {"parent_plan_id": 1}))
-        for d in (*found, *kids, *roots):
+        if kids is None:
+            return None
+        for d in (*found, *roots):
             seen[d["_id"]] = d
-        by_parent = _grouped(kids, "parent_decision_id")
+        others = [i for i in wanted if i in seen and i not in certain]
+        more, overflowing = await children_capped(self._decisions, others, walk, room)
+        for d in (*kids, *more):
+            seen[d["_id"]] = d
+        by_parent = _grouped((*kids, *more), "parent_decision_id")
         plan_roots = _grouped(roots, "plan_id")
         parents = {d["_id"]: d.get("parent_plan_id") for d in plan_docs}
         return (
             {i: _view(seen[i], by_parent.get(i, ())) for i in wanted if i in seen},
             {p: [r["_id"] for r in sorted(rs, key=_order)] for p, rs in plan_roots.items()},
             {p: PlanLink(parents.get(p), _began(plan_roots.get(p, ())))
-             for p in walk.plan_ids_wanted})
+             for p in walk.plan_ids_wanted},
+            overflowing)
 
     async def impact(self, target_decision_id: str, limit: int | None = None
                      ) -> CorrectionImpact:

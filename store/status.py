@@ -1,19 +1,25 @@
 """What the ledger holds that needs someone's attention, counted: `agents status` reads it.
 
-Counts only, each one query the indexes answer (or a small collection), so asking for
-the status of a large ledger stays cheap: dead letters (by the rule that ended them),
-corrections not yet ended (by status, with the oldest), open violations (by severity),
-and the workers whose heartbeat is current.
+Counts only, each one count an index answers (one per rule, status or severity: no
+scan of a collection), so asking for the status of a large ledger stays cheap: dead
+letters kept (by the rule that ended them: index kept_by_first_rule), corrections not yet ended
+(by status, with the oldest: by_status_age), open violations (by severity:
+open_by_severity), and the workers whose heartbeat is current (a small collection).
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Iterable
 from datetime import datetime
 
+from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.corrections.states import CORRECTION_LIFECYCLE, CorrectionStatus
+from contracts.invariants.severity import Severity
 from contracts.shared.counts import FAILED_RECENTLY, LedgerStatus, WorkerSeen
+from contracts.shared.rules import Rule
 from store.database import (
     CORRECTIONS,
     DEAD_LETTERS,
@@ -27,25 +33,32 @@ __all__ = ["LedgerStatus", "WorkerSeen", "ledger_status"]
 FAILED_READ_MAX = 1000
 """FAILED corrections whose time is read (the count is whole)."""
 IN_FLIGHT = [s.value for s in CorrectionStatus if not CORRECTION_LIFECYCLE.is_terminal(s)]
+WORKERS_SHOWN = 1000
+"""Most worker documents read (one per process; far more would be a leak to look at)."""
+
+
+async def _counts(coll: AsyncCollection[Document], field: str, values: Iterable[str],
+                  query: Document | None = None) -> dict[str, int]:
+    """How many documents have each value of `field` (those with none left out), one
+    count per value, each answered by an index whose prefix is `query`'s fields then
+    `field`."""
+    counts = await asyncio.gather(*(coll.count_documents({**(query or {}), field: v})
+                                    for v in values))
+    return {v: n for v, n in zip(values, counts, strict=True) if n}
 
 
 async def ledger_status(db: AsyncDatabase[Document], now: datetime) -> LedgerStatus:
     """Counts as of `now` (a worker is alive while its heartbeat lease has not expired)."""
-    by_rule = {str(d["_id"] or "unknown"): int(d["n"]) async for d in
-               await db[DEAD_LETTERS].aggregate([
-                   {"$match": {"discarded_at": None}},
-                   {"$project": {"first": {"$arrayElemAt": ["$errors", 0]}}},
-                   {"$group": {"_id": "$first.rule", "n": {"$sum": 1}}}])}
-    groups = [d async for d in await db[CORRECTIONS].aggregate([
-        {"$match": {"status": {"$in": IN_FLIGHT}}},
-        {"$group": {"_id": "$status", "n": {"$sum": 1},
-                    "oldest": {"$min": "$requested_at"}}}])]
-    in_flight = {str(d["_id"]): int(d["n"]) for d in groups}
-    oldest = min((d["oldest"] for d in groups if d.get("oldest")), default=None)
-    violations = {str(d["_id"]): int(d["n"]) async for d in
-                  await db[INVARIANT_VIOLATIONS].aggregate([
-                      {"$match": {"resolved_at": None}},
-                      {"$group": {"_id": "$severity", "n": {"$sum": 1}}}])}
+    by_rule = await _counts(db[DEAD_LETTERS], "errors.0.rule", [r.value for r in Rule],
+                            {"discarded_at": None})
+    in_flight = await _counts(db[CORRECTIONS], "status", IN_FLIGHT)
+    oldest_docs = await asyncio.gather(*(
+        db[CORRECTIONS].find_one({"status": s}, {"requested_at": 1},
+                                 sort=[("requested_at", 1)]) for s in in_flight))
+    oldest = min((d["requested_at"] for d in oldest_docs
+                  if d and d.get("requested_at")), default=None)
+    violations = await _counts(db[INVARIANT_VIOLATIONS], "severity",
+                               [s.value for s in Severity], {"resolved_at": None})
     failed_at = [d["history"][-1].get("at") async for d in db[CORRECTIONS].find(
         {"status": CorrectionStatus.FAILED.value}, {"history": {"$slice": -1}}
     ).limit(FAILED_READ_MAX) if d.get("history")]
@@ -54,7 +67,8 @@ async def ledger_status(db: AsyncDatabase[Document], now: datetime) -> LedgerSta
         WorkerSeen(worker_id=str(d["_id"]), host=d.get("host"), pid=d.get("pid"),
                    started_at=d.get("started_at"), seen_at=d.get("seen_at"),
                    alive=bool(d.get("expires_at") and d["expires_at"] > now))
-        async for d in db[WORKERS].find({}, {"lsids": 0}).sort("started_at", 1)]
+        async for d in db[WORKERS].find({}, {"lsids": 0}).sort("started_at", 1)
+        .limit(WORKERS_SHOWN)]
     return LedgerStatus(
         dead_letters=sum(by_rule.values()), dead_letters_by_rule=by_rule,
         corrections_in_flight=in_flight,

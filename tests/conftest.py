@@ -30,7 +30,8 @@ from pymongo.asynchronous.database import AsyncDatabase
 from ulid import ULID
 
 from clients.inbox import connection_inbox_prefix
-from contracts.decisions.subjects import DECISIONS_STREAM, RECORDER_DURABLE
+from contracts.decisions.subjects import DECISIONS_STREAM, RECORDED_PREFIX, RECORDER_DURABLE
+from contracts.shared.partitions import partitions
 from deploy.embedded import ManagedServer, die_with_parent, free_port, start_mongo, start_nats
 from store.database import Document, connect, ensure_indexes
 from tests.warm_caches import warm_in_background
@@ -153,7 +154,8 @@ class Workers:
                                      stdout=log, stderr=subprocess.STDOUT,
                                      preexec_fn=die_with_parent)
         self.starts.append(self.proc.pid)
-        await wait_for_consumer(nats_url, self.proc, self.log_path, **connect)
+        await wait_for_consumer(nats_url, self.proc, self.log_path,
+                                durable=first_recorder(self.env), **connect)
 
     def kill(self) -> None:
         assert self.proc is not None
@@ -178,12 +180,21 @@ class Workers:
         return self.log_path.read_text(errors="replace")
 
 
+def first_recorder(env: dict[str, str]) -> str:
+    """The recorder's first durable under the environment's RECORDER_PARTITIONS
+    (`recorder` when it is not partitioned)."""
+    n = int(env.get("RECORDER_PARTITIONS") or 1)
+    return partitions(RECORDED_PREFIX, RECORDER_DURABLE, n)[0].durable
+
+
 async def wait_for_consumer(nats_url: str, proc: subprocess.Popen[bytes], log: Path,
-                            timeout: float = 30.0, **connect: Any) -> None:
-    """Ready when the recorder's durable consumer has a pull waiting (an idle worker), or
-    has delivered more than before this start (a worker busy with a backlog: its pulls
-    are answered at once, so none is ever seen waiting). The probe reads its replies
-    under the URL's user's inbox prefix, as the clients do (clients.inbox)."""
+                            timeout: float = 30.0, *, durable: str = RECORDER_DURABLE,
+                            **connect: Any) -> None:
+    """Ready when the recorder's (first) durable consumer has a pull waiting (an idle
+    worker), or has delivered more than before this start (a worker busy with a
+    backlog: its pulls are answered at once, so none is ever seen waiting). The probe
+    reads its replies under the URL's user's inbox prefix, as the clients do
+    (clients.inbox)."""
     connect.setdefault("inbox_prefix", connection_inbox_prefix(nats_url, None, None))
     client = await nats.connect(nats_url, **connect)
     try:
@@ -191,7 +202,7 @@ async def wait_for_consumer(nats_url: str, proc: subprocess.Popen[bytes], log: P
 
         async def delivered() -> int | None:
             try:
-                info = await js.consumer_info(DECISIONS_STREAM, RECORDER_DURABLE, timeout=2)
+                info = await js.consumer_info(DECISIONS_STREAM, durable, timeout=2)
             except (NotFoundError, ServiceUnavailableError, nats.errors.TimeoutError):
                 # Not there yet, or a JetStream cluster still electing its leaders (a
                 # fresh 3-node cluster's API timed out once in a fresh-clone CI run).

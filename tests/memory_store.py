@@ -191,18 +191,27 @@ class MemoryDecisions:
         return sorted((d for d in self._db.state.decisions.values() if d.plan_id == plan_id),
                       key=lambda d: d.sequence_number or 0)
 
-    async def current_tree(self, plan_id: str) -> list[Decision]:
-        return [d for d in await self.in_sequence(plan_id) if d.superseded_by is None]
+    async def current_tree(self, plan_id: str, limit: int = 10_000) -> list[Decision]:
+        return [d for d in await self.in_sequence(plan_id) if d.superseded_by is None][:limit]
 
-    async def full_tree(self, plan_id: str) -> list[Decision]:
-        return await self.in_sequence(plan_id)
+    async def full_tree(self, plan_id: str, limit: int = 10_000) -> list[Decision]:
+        return (await self.in_sequence(plan_id))[:limit]
 
-    async def children(self, decision_id: str, *, current_only: bool = True
-                       ) -> list[Decision]:
+    async def up_to(self, plan_id: str, sequence: int | None, limit: int = 10_000
+                    ) -> list[Decision]:
+        return [d for d in await self.in_sequence(plan_id)
+                if sequence is None or (d.sequence_number or 0) <= sequence][:limit]
+
+    async def children(self, decision_id: str, *, current_only: bool = True,
+                       limit: int = 1000) -> list[Decision]:
         return sorted((d for d in self._db.state.decisions.values()
                        if d.parent_decision_id == decision_id
                        and not (current_only and d.superseded_by is not None)),
-                      key=lambda d: d.sequence_number or 0)
+                      key=lambda d: d.sequence_number or 0)[:limit]
+
+    async def count_children(self, decision_id: str, *, current_only: bool = True) -> int:
+        return len(await self.children(decision_id, current_only=current_only,
+                                       limit=10**9))
 
     # --- the recorder's batch ------------------------------------------------------
 
@@ -451,14 +460,28 @@ class MemoryCorrections:
                 if (plan_id is None or v.correction.plan_id == plan_id)
                 and (status is None or v.correction.status is status)][:limit]
 
-    async def plans_with_unfinished(self, limit: int = 1000) -> list[str]:
-        found = [v.correction.plan_id for v in self._db.state.corrections.values()
-                 if v.correction.status in UNFINISHED]
-        return list(dict.fromkeys(found[:limit]))
+    async def touching(self, decision_id: str, limit: int = 100) -> list[Correction]:
+        return [v.correction for v in self._ordered()
+                if decision_id in (v.correction.decision_id,
+                                   v.correction.new_decision_id)][:limit]
+
+    async def plans_with_unfinished(self, after: str | None = None, limit: int = 1000
+                                    ) -> tuple[list[str], str | None]:
+        found = sorted({v.correction.plan_id for v in self._db.state.corrections.values()
+                        if v.correction.status in UNFINISHED
+                        and (after is None or v.correction.plan_id > after)})
+        page = found[:limit]
+        return page, (page[-1] if len(found) > limit else None)
 
     async def unfinished(self, plan_id: str) -> list[Versioned]:
         return [v for v in self._ordered() if v.correction.plan_id == plan_id
                 and v.correction.status in UNFINISHED]
+
+    async def heads(self, plan_id: str) -> list[Versioned]:
+        first: dict[object, Versioned] = {}
+        for v in await self.unfinished(plan_id):
+            first.setdefault(v.correction.status, v)
+        return sorted(first.values(), key=lambda v: (v.arrival, v.correction.correction_id))
 
 
 def _create_attempt(st: State, record: CorrectionAttemptRecord) -> None:

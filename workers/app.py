@@ -18,6 +18,7 @@ from bootstrap.settings import Settings
 from contracts.corrections.families import DRYRUN
 from contracts.shared.urls import nats_servers
 from services.corrections.policy import CrashHook, no_crash
+from store.lease_view import LeaseViews
 from store.leases import Leases
 from workers.connections import NatsLink, nats_options
 from workers.deps import Deps
@@ -92,9 +93,9 @@ async def start_consumers(runtime: Runtime, settings: Settings, broker: NatsBrok
                 templates=runtime.get_templates,
                 failures=runtime.failures, crash=runtime.crash,
                 trust=settings.trust_policy())
-    runtime.pullers = pullers(js, deps, locks=Leases(runtime.mongo[settings.mongodb_db],
-                                                        settings.recorder_lease_seconds),
-                              owner=runtime.worker_id)
+    db = runtime.mongo[settings.mongodb_db]
+    runtime.pullers = pullers(js, deps, locks=Leases(db, settings.recorder_lease_seconds),
+                              views=LeaseViews(db), owner=runtime.worker_id)
     for puller in runtime.pullers:
         puller.metrics = runtime.metrics
         await puller.start()
@@ -102,11 +103,10 @@ async def start_consumers(runtime: Runtime, settings: Settings, broker: NatsBrok
                                      settings, runtime.worker_id, runtime.get_ledger().publisher)
     await runtime.webhooks.start()
     runtime.consuming = True
-    assert runtime.mongo is not None
+    every = settings.metrics_sample_seconds
     runtime.sampler = asyncio.create_task(runtime.metrics.sample_forever(
-        js, runtime.mongo[settings.mongodb_db],
-        [(p.stream, p.durable) for p in runtime.pullers],
-        settings.metrics_sample_seconds), name="metrics-sampler")
+        js, db, [c for p in runtime.pullers for c in p.consumers], every,
+        leases=Leases(db, 3 * every), owner=runtime.worker_id), name="metrics-sampler")
 
 
 def start_background(runtime: Runtime, settings: Settings) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Generic, TypeVar
@@ -51,6 +52,9 @@ class Batch(Generic[R]):
         """Called with each message's outcome once settled (the worker's metrics)."""
         self.handed_off = asyncio.Event()
         """Set once the next batch may be decided (see `hand_off`)."""
+        self.kept_alive_at = time.monotonic()
+        """When JetStream last heard this batch was being worked: its pull, or its last
+        in-progress acks."""
 
     def hand_off(self) -> None:
         """The next batch may be decided now, while this one finishes.
@@ -145,6 +149,7 @@ class Batch(Generic[R]):
 
     async def in_progress(self) -> None:
         """Tell JetStream the unsettled messages are still being worked."""
+        self.kept_alive_at = time.monotonic()
         for m in self.unsettled():
             with contextlib.suppress(Exception):
                 await m.in_progress()

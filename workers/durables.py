@@ -20,6 +20,7 @@ from nats.js.errors import NotFoundError
 
 from bootstrap.settings import Settings
 from contracts.shared.families import MessageFamily
+from contracts.shared.partitions import Partition
 from contracts.shared.roles import ConsumerSpec, Deliver, Reader, Setting
 
 log = logging.getLogger(__name__)
@@ -50,15 +51,23 @@ def batch_size(reader: Reader, settings: Settings) -> int:
     return int(setting(settings, spec_of(reader).batch_size))
 
 
-def consumer_config(family: MessageFamily, reader: Reader, settings: Settings
-                    ) -> ConsumerConfig:
-    """The shape every worker durable shares: explicit acks, the family's subjects.
+def partition_count(family: MessageFamily, settings: Settings) -> int:
+    """How many partitions the family is read in (1 unless it is partitioned)."""
+    return int(setting(settings, family.partitioned)) if family.partitioned else 1
+
+
+def consumer_config(family: MessageFamily, reader: Reader, settings: Settings,
+                    partition: Partition | None = None) -> ConsumerConfig:
+    """The shape every worker durable shares: explicit acks, the family's subjects (or
+    one partition's durable and subjects).
 
     MaxDeliver and BackOff are left out on purpose: the `BatchPuller` sets them from its
     `Retry`, so they come from one place (the settings)."""
     spec = spec_of(reader)
+    durable, subjects = ((partition.durable, partition.filter_subject) if partition
+                         else (reader.durable, family.wildcard))
     return ConsumerConfig(
-        durable_name=reader.durable, filter_subject=family.wildcard,
+        durable_name=durable, filter_subject=subjects,
         ack_policy=AckPolicy.EXPLICIT, deliver_policy=DELIVER[spec.deliver],
         ack_wait=setting(settings, spec.ack_wait),
         max_ack_pending=max(spec.max_ack_pending,

@@ -32,6 +32,7 @@ from nats.aio.msg import Msg
 
 from bootstrap.setting_types import Retry
 from contracts.shared.inbound import Inbound
+from contracts.shared.partitions import unpartitioned
 from contracts.shared.persistence import StoreUnreachable
 from contracts.shared.rules import RuleViolation
 from contracts.shared.timestamps import utc_now
@@ -66,7 +67,10 @@ def identify(trust: FamilyTrust | None, m: Msg) -> Identity | RuleViolation:
     the rule its signature breaks. Never raises."""
     if trust is None:
         return None
-    found = guarded(lambda: trust.identify(dict(m.headers or {}), m.subject, m.data,
+    # Signed as published: a partitioned family is stored under `<name>.<k>.<token>`
+    # (contracts.shared.partitions), and the signature covers `<name>.<token>`.
+    subject = unpartitioned(trust.kind, m.subject)
+    found = guarded(lambda: trust.identify(dict(m.headers or {}), subject, m.data,
                                            m.metadata.timestamp))
     return found
 

@@ -23,6 +23,7 @@ from typing import Any
 from nats.aio.msg import Msg
 
 from contracts.decisions.subjects import DECISIONS_STREAM, PERSISTED_PREFIX, plan_of_subject
+from contracts.decisions.types import DecisionType
 from contracts.invariants import subjects
 from contracts.invariants.errors import ViolationConflict
 from contracts.invariants.families import TEMPLATES, VIOLATIONS
@@ -47,6 +48,8 @@ log = logging.getLogger(__name__)
 
 Service = Callable[[], InvariantService]
 
+ROOT_TYPE = DecisionType.PROMPT_DEFINITION.value.encode()
+
 
 class ReconcilerConsumer:
     """decisions.persisted.*: reconcile the roots of a batch together (one read of the
@@ -59,6 +62,10 @@ class ReconcilerConsumer:
         self.trust = deps.trust_for(PERSISTED)  # None: the recorder's own events
 
     def read(self, m: Msg, now: datetime) -> DecisionPersisted | None:
+        if ROOT_TYPE not in m.data:
+            # Not a root (nearly every event): nothing to reconcile, and no need to parse
+            # it. Whatever a root's body holds, it names its type.
+            return None
         read = read_persisted_root(m.data, self._settings.max_payload_bytes)
         if isinstance(read, RuleViolation):
             return self.unreadable(m, read)

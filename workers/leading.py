@@ -1,30 +1,39 @@
-"""One recording replica at a time: the recorder's puller runs only under a lease.
+"""The recorder's partitions, each recorded by one replica at a time under its own lease,
+spread over the live replicas.
 
-Why: several replicas pulling the one recorder durable split each plan's messages
-between them, and a child pulled by one replica while its parent sits in another's
-batch waits a redelivery for it, level after level. The fault runs at scale
-(bench/workers_fault_run.py, bench/cluster_fault_run.py) showed deep plans outlasting
-the parent wait that way: with two or three workers, thousands of acknowledged
-decisions were dead-lettered as `parent_exists` with nothing killed at all, while one
-worker recorded every one. On this machine a second recorder bought no throughput
-either (384, 264, 281 decisions/s with 1, 2, 3 workers). So the recorder is
-active/standby: every replica runs the corrections and invariants consumers, and the
-one holding the `role:recorder` lease (store.leases, the same findAndModify lease the
-plans' correction drivers use) also records. A replica that stops gracefully releases
-the lease, so a standby takes over within one poll; one that dies lets it expire
-(`RECORDER_LEASE_SECONDS`), and JetStream redelivers what it held after the ack wait.
-Growing past one recorder means partitioning the subjects per plan
-(docs/operations.md), not more replicas on one durable.
+Why one replica per partition: several replicas pulling one durable split each plan's
+messages between them, and a child pulled by one replica while its parent sits in
+another's batch waits a redelivery for it, level after level. The fault runs at scale
+(bench/workers_fault_run.py) showed deep plans outlasting the parent wait that way:
+with two or three workers on one durable, thousands of acknowledged decisions were
+dead-lettered as `parent_exists` with nothing killed at all. So the decisions are
+stored by partition (a plan always in the same one: contracts.shared.partitions), and
+each partition's durable is pulled by the one replica holding its lease
+(`role:recorder-<k>` in `plan_locks`, the findAndModify lease of store.leases).
 
-A replica that cannot renew (the database is unreachable) keeps its puller until the
-lease it last renewed expires (its batches fail and are retried meanwhile, as with one
-worker), then stops; a standby may take over only after that expiry. The lease's expiry
-is the database server's clock (store.leases, ADR 0027), so replicas whose clocks
-disagree still agree on who holds it; the step-down counts the lease's length on this
-process's monotonic clock from just before the renewal was sent, which ends no later
-than the server's expiry. Two recorders could overlap only if one's process stalled
-past its expiry: harmless for the ledger (every write is idempotent; the overlap costs
-waits), unlike a standby that never takes over.
+Every replica runs a `LeadingPullers` with a round every third of the lease (at most a
+second): it renews the leases it holds, reads who holds the others and which workers
+are alive (store.lease_view), and takes or lets go of partitions so that each live
+worker holds its share (contracts.shared.balance). A replica that stops gracefully
+stops its pullers (each finishes the batch in hand) and releases its leases, so the
+others take them within a round or two; one that dies lets them expire
+(`RECORDER_LEASE_SECONDS`), and JetStream redelivers what it held after the ack wait; a
+replica that joins is given its share by the others letting go of theirs. With one
+partition this is the active/standby recorder it always was.
+
+A replica that cannot renew (the database is unreachable) keeps its pullers until the
+leases it last renewed expire (their batches fail and are retried meanwhile), then
+stops them; another may take over only after that expiry. The leases' expiry is the
+database server's clock (store.leases, ADR 0027), so replicas whose clocks disagree
+still agree on who holds what; the step-down counts a lease's length on this process's
+monotonic clock from just before the renewal was sent, which ends no later than the
+server's expiry. Two replicas could record a partition at once only if one's process
+stalled past its expiry: harmless for the ledger (every write is idempotent and numbers
+a plan's decisions in its transaction), it costs waits.
+
+Durables of partitions no longer in use (the count was changed: docs/operations.md,
+Partitions) that still hold messages are found every DRAIN_PROBE_ROUNDS rounds and
+shared out like the others until they are empty.
 """
 
 from __future__ import annotations
@@ -33,61 +42,93 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from contracts.shared.balance import moves
+from contracts.shared.partitions import Partition
+from store.lease_view import LeaseView
 from store.leases import Leases
 from workers.metrics import Metrics
 from workers.pull import BatchPuller
 
 log = logging.getLogger(__name__)
 
-RECORDER_ROLE = "role:recorder"
-"""The lease's `_id` in `plan_locks` (plan IDs are ULIDs, so it can meet none)."""
+DRAIN_PROBE_ROUNDS = 20
+"""Rounds between two looks for durables of partitions no longer in use that still hold
+messages (one consumer lookup per possible durable)."""
+
+MakePuller = Callable[[Partition], BatchPuller[Any]]
+ReadView = Callable[[Sequence[str]], Awaitable[LeaseView]]
+Probe = Callable[[], Awaitable[list[Partition]]]
 
 
-class LeadingPuller:
-    """A `BatchPuller` started while this replica holds `role`, stopped when it does not.
+class LeadingPullers:
+    """The `BatchPuller`s of the partitions this replica holds the leases of.
 
-    Looks like a puller to the app (stream, durable, running, metrics, start, stop), so
-    readiness, metrics and shutdown treat it like the others: a standby is ready."""
+    Two loops: one renews every lease this replica holds, including those of partitions
+    it is letting go of (until their pullers have settled what they hold and the lease
+    is released), so a slow hand-over never lets a lease expire under a puller still
+    recording; the other balances. Looks like a puller to the app (stream, consumers,
+    running, metrics, start, stop), so readiness, metrics and shutdown treat it like the
+    others: a replica holding no partition is ready."""
 
-    def __init__(self, make: Callable[[], BatchPuller[Any]], locks: Leases, *,
-                 role: str, owner: str, stream: str, durable: str,
-                 graceful_timeout: float) -> None:
+    def __init__(self, make: MakePuller, partitions: Sequence[Partition], leases: Leases,
+                 view: ReadView, *, owner: str, stream: str, graceful_timeout: float,
+                 probe: Probe | None = None) -> None:
         self._make = make
-        self._locks = locks
-        self._role = role
+        self._partitions = list(partitions)
+        self._leftover: list[Partition] = []
+        self._leases = leases
+        self._view = view
+        self._probe = probe
         self._owner = owner
         self._graceful = graceful_timeout
         self.stream = stream
-        self.durable = durable
         self.metrics: Metrics | None = None
-        self._active: BatchPuller[Any] | None = None
+        self._held: dict[str, tuple[Partition, BatchPuller[Any]]] = {}
+        self._leaving: dict[str, asyncio.Task[None]] = {}
+        """Partitions being handed over: still leased (and renewed) until released."""
         self._valid_until = time.monotonic()
+        self._rounds = 0
         self._loop: asyncio.Task[None] | None = None
+        self._renewer: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
+        self.every = max(0.2, min(1.0, leases.ttl.total_seconds() / 3))
+        self._renew_every = max(0.2, leases.ttl.total_seconds() / 3)
 
     @property
-    def leading(self) -> bool:
-        return self._active is not None
+    def consumers(self) -> list[tuple[str, str]]:
+        return [(self.stream, p.durable) for p in self._partitions]
+
+    @property
+    def held(self) -> list[str]:
+        """The durables this replica records now."""
+        return sorted(p.durable for p, _ in self._held.values())
 
     @property
     def problem(self) -> str | None:
-        """The active puller's durable's (workers.consumer_watch); a standby has none."""
-        return self._active.problem if self._active is not None else None
+        """The first held partition's durable's problem (workers.consumer_watch); a
+        replica holding none has none."""
+        return next((p.problem for _, p in self._held.values() if p.problem), None)
 
     @property
     def running(self) -> bool:
-        """The lease loop is alive, and so is the puller while this replica leads."""
-        if self._loop is None or self._loop.done():
+        """The lease loops are alive, and so is every puller of a partition held."""
+        if any(t is None or t.done() for t in (self._loop, self._renewer)):
             return False
-        return self._active is None or self._active.running
+        return all(puller.running for _, puller in self._held.values())
 
     async def start(self) -> None:
-        # The first try here, so a lone replica is recording once `start` returns.
-        await self._step()
-        self._loop = asyncio.create_task(self._run(), name=f"lease:{self._role}")
+        # The first round here, so a lone replica records once `start` returns (a failed
+        # one is tried again by the loop, like any round).
+        self._renewer = asyncio.create_task(self._renew_forever(),
+                                            name=f"lease-renewal:{self.stream}")
+        try:
+            await self._round()
+        except Exception:
+            log.exception("first partition round failed; trying again")
+        self._loop = asyncio.create_task(self._run(), name=f"leases:{self.stream}")
 
     async def stop(self, timeout: float) -> None:
         self._stopping.set()
@@ -95,43 +136,124 @@ class LeadingPuller:
             self._loop.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._loop
-        if self._active is not None:
-            await self._active.stop(timeout)
-            self._active = None
-            # Handed over at once: a standby takes the role at its next poll.
-            with contextlib.suppress(Exception):
-                await self._locks.release(self._role, self._owner)
+        # Together: each finishes its batch in hand, its lease still renewed; then
+        # handed over at once.
+        for lease in list(self._held):
+            self._hand_over(lease, "stopping", timeout)
+        await asyncio.gather(*self._leaving.values(), return_exceptions=True)
+        if self._renewer is not None:
+            self._renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._renewer
 
     async def _run(self) -> None:
-        every = max(0.2, self._locks.ttl.total_seconds() / 3)
         while not self._stopping.is_set():
-            await asyncio.sleep(every)
-            await self._step()
+            await asyncio.sleep(self.every)
+            try:
+                await self._round()
+            except Exception:  # a bug here must not end the recording for good
+                log.exception("partition round failed; trying again")
 
-    async def _step(self) -> None:
+    async def _renew_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self._renew_every)
+            try:
+                await self._renew()
+            except Exception as exc:  # the database is unreachable: nothing is known
+                if self._held and time.monotonic() >= self._valid_until:
+                    log.warning("cannot renew the %s leases (%s) and they have expired: "
+                                "recording stops", self.stream, type(exc).__name__)
+                    for lease in list(self._held):
+                        self._hand_over(lease, "lease expired", self._graceful,
+                                        release=False)
+
+    async def _renew(self) -> None:
         sent = time.monotonic()
-        try:
-            held = await (self._locks.renew(self._role, self._owner) if self.leading
-                          else self._locks.acquire(self._role, self._owner))
-        except Exception as exc:  # the database is unreachable: nothing is known
-            if self.leading and time.monotonic() >= self._valid_until:
-                log.warning("cannot renew the %s lease (%s) and it has expired: recording "
-                            "stops", self._role, type(exc).__name__)
-                await self._step_down()
-            return
-        if held:
-            self._valid_until = sent + self._locks.ttl.total_seconds()
-        if held and not self.leading and not self._stopping.is_set():
-            puller = self._make()
-            puller.metrics = self.metrics
-            await puller.start()
-            self._active = puller
-            log.info("this replica now holds %s: recording", self._role)
-        elif not held and self.leading:
-            log.warning("the %s lease passed to another replica: recording stops", self._role)
-            await self._step_down()
+        for lease in list(self._leaving):  # a lost one is simply not renewed
+            await self._leases.renew(lease, self._owner)
+        for lease in list(self._held):
+            if not await self._leases.renew(lease, self._owner):
+                log.warning("the %s lease passed to another replica: recording it stops",
+                            lease)
+                self._hand_over(lease, "lease lost", self._graceful, release=False)
+        self._valid_until = sent + self._leases.ttl.total_seconds()
 
-    async def _step_down(self) -> None:
-        active, self._active = self._active, None
-        if active is not None:
-            await active.stop(self._graceful)
+    def _in_use(self) -> list[Partition]:
+        return [*self._partitions, *self._leftover]
+
+    async def _round(self) -> None:
+        if self._probe is not None and self._rounds % DRAIN_PROBE_ROUNDS == 0:
+            try:
+                self._leftover = await self._probe()
+            except Exception as exc:  # NATS unreachable: look again next time
+                log.debug("looking for durables left to drain failed: %s", exc)
+        self._rounds += 1
+        try:
+            view = await self._view([p.lease for p in self._in_use()])
+        except Exception as exc:  # the renewals decide what an outage stops
+            log.debug("reading the %s leases failed: %s", self.stream, exc)
+            return
+        await self._balance(view)
+
+    async def _balance(self, view: LeaseView) -> None:
+        in_use = {p.lease: p for p in self._in_use()}
+        for lease in [x for x in self._held if x not in in_use]:
+            self._hand_over(lease, "no longer in use", self._graceful)
+        todo = moves(self._owner, list(in_use), set(self._held), view.holders, view.live)
+        for lease in todo.release:
+            self._hand_over(lease, f"its share went to another of {len(view.live)} live "
+                            "workers", self._graceful)
+        wanted = todo.wanted
+        for lease in todo.take:
+            if wanted <= 0 or self._stopping.is_set():
+                return
+            if lease not in self._leaving and await self._take(in_use[lease]):
+                wanted -= 1
+
+    async def _take(self, partition: Partition) -> bool:
+        if not await self._leases.acquire(partition.lease, self._owner):
+            return False
+        # Said before anything is pulled, and "let go" after everything pulled is
+        # settled: the lines bound the time this replica records the partition.
+        log.info("this replica took %s", partition.lease)
+        puller = self._make(partition)
+        puller.metrics = self.metrics
+        try:
+            await puller.start()
+        except Exception as exc:
+            with contextlib.suppress(Exception):
+                await puller.stop(0.0)
+            log.warning("this replica let go of %s (could not start recording %s: %s)",
+                        partition.lease, partition.durable, type(exc).__name__)
+            with contextlib.suppress(Exception):
+                await self._leases.release(partition.lease, self._owner)
+            return False
+        self._held[partition.lease] = (partition, puller)
+        log.info("this replica now holds %s: recording %s", partition.lease,
+                 partition.durable)
+        return True
+
+    def _hand_over(self, lease: str, why: str, timeout: float, *,
+                   release: bool = True) -> None:
+        """Stop recording the partition in the background (its batch in hand is settled
+        meanwhile, its lease renewed), then release the lease (unless it is no longer
+        ours)."""
+        held = self._held.pop(lease, None)
+        if held is None:
+            return
+        self._leaving[lease] = asyncio.create_task(
+            self._let_go(lease, held, why, timeout, release=release),
+            name=f"hand-over:{lease}")
+
+    async def _let_go(self, lease: str, held: tuple[Partition, BatchPuller[Any]],
+                      why: str, timeout: float, *, release: bool) -> None:
+        partition, puller = held
+        try:
+            await puller.stop(timeout)
+            log.info("this replica let go of %s (%s): recording %s stopped", lease, why,
+                     partition.durable)
+            if release:
+                with contextlib.suppress(Exception):
+                    await self._leases.release(lease, self._owner)
+        finally:
+            self._leaving.pop(lease, None)

@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
@@ -84,6 +84,7 @@ class BatchPuller(Generic[R]):
         self._sub: JetStreamContext.PullSubscription | None = None
         self._live: set[Batch[R]] = set()
         self._carry: list[Msg] = []
+        self._counters: dict[str, Any] = {}
         self._stopping = asyncio.Event()
         self._check_every = check_every
         self.watch: ConsumerWatch | None = None
@@ -104,6 +105,11 @@ class BatchPuller(Generic[R]):
     @property
     def stream(self) -> str:
         return self._stream
+
+    @property
+    def consumers(self) -> list[tuple[str, str]]:
+        """(stream, durable) of what it pulls: the metrics sample their lag."""
+        return [(self._stream, self._durable)]
 
     @property
     def running(self) -> bool:
@@ -165,6 +171,7 @@ class BatchPuller(Generic[R]):
                 batch = await read_batch(self._handler, msgs, stream=self._stream,
                                          retry=self._retry, failures=self._failures)
                 batch.count = self._count
+                batch.kept_alive_at = pulled
                 self._live.add(batch)
                 if flight:
                     # Its writes must be committed before this batch reads the store.
@@ -178,8 +185,13 @@ class BatchPuller(Generic[R]):
                 await task
 
     def _count(self, outcome: str) -> None:
-        if self.metrics is not None:
-            self.metrics.messages.labels(self._stream, self._durable, outcome).inc()
+        if self.metrics is None:
+            return
+        counter = self._counters.get(outcome)
+        if counter is None:  # looked up once per outcome, not once per message
+            counter = self._counters[outcome] = self.metrics.messages.labels(
+                self._stream, self._durable, outcome)
+        counter.inc()
 
     async def _commit(self, batch: Batch[R], pulled: float) -> None:
         try:
@@ -194,8 +206,14 @@ class BatchPuller(Generic[R]):
         await self._failures.persist()
 
     async def _heartbeat(self) -> None:
+        # Only a batch JetStream has not heard of for a third of the ack wait: one pulled
+        # a moment ago is far from its ack wait, and an in-progress ack is one publish
+        # per message (under a backlog, sending them for every batch in hand cost more
+        # CPU than recording them).
         every = max(0.5, (self._config.ack_wait or 30.0) / 3)
         while True:
-            await asyncio.sleep(every)
+            await asyncio.sleep(every / 4)
+            due = time.monotonic() - every
             for batch in list(self._live):
-                await batch.in_progress()
+                if batch.kept_alive_at <= due:
+                    await batch.in_progress()

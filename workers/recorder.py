@@ -14,6 +14,7 @@ max_deliveries). The service is idempotent, so redelivery is safe.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -25,6 +26,7 @@ from bootstrap.settings import Settings
 from contracts.recording.families import RECORDED
 from contracts.recording.message import Candidate, Invalid, read_message
 from contracts.shared.inbound import Inbound
+from contracts.shared.partitions import unpartitioned
 from contracts.shared.rules import RuleViolation
 from services.recorder import RecorderService
 from services.recorder_batch import subject_plan
@@ -44,6 +46,16 @@ def parent_waits(settings: Settings) -> int:
 
 Read = Candidate | Invalid
 SETTLE_SLICE = 50
+
+
+def published(msg: Inbound) -> Inbound:
+    """The message with the subject it was published to: the stream stores a partitioned
+    recording by partition (`decisions.recorded.<k>.<plan_id>`: contracts.shared.
+    partitions), and everything past the read (the subject's plan checked against the
+    decision's, a rejection's subject, a dead letter retried through the same mapping
+    again) speaks of the subject the agent used."""
+    subject = unpartitioned(RECORDED.name, msg.subject)
+    return msg if subject == msg.subject else dataclasses.replace(msg, subject=subject)
 
 
 class RecorderConsumer:
@@ -66,26 +78,35 @@ class RecorderConsumer:
         # Batches announce in the order they committed (asyncio's lock is first come,
         # first served, and each batch asks for it as soon as it hands off).
         self._announcing = asyncio.Lock()
+        self._read: dict[int, Inbound] = {}
+        """Each message as `read` saw it, by stream sequence, until its batch is decided
+        (a batch decided again message by message reads the rest afresh)."""
 
     def read(self, m: Msg, now: datetime) -> Read:
+        msg = published(to_inbound(m))
+        self._read[msg.stream_sequence] = msg  # for `decide`, read once per delivery
         policy = self._service().policy
-        return read_message(to_inbound(m), now, policy.max_payload_bytes,
-                            policy.created_at_max_skew)
+        return read_message(msg, now, policy.max_payload_bytes, policy.created_at_max_skew)
 
     def unreadable(self, m: Msg, why: RuleViolation) -> Read:
-        return Invalid(m.metadata.sequence.stream, subject_plan(m.subject), (why,))
+        return Invalid(m.metadata.sequence.stream,
+                       subject_plan(unpartitioned(RECORDED.name, m.subject)), (why,))
 
     async def decide(self, batch: Batch[Read]) -> None:
         """Write, then hand off: the next batch reads and writes the store while this
         one's events go out and its messages are settled."""
         svc = self._service()
-        inbound = [to_inbound(m) for m in batch.msgs]
+        inbound = [self._inbound(m) for m in batch.msgs]
         stored = await svc.write_batch(svc.collect(inbound, batch.now, batch.reads,
                                                    batch.identities))
         batch.hand_off()
         async with self._announcing:
             verdicts = await svc.announce(stored)
             await self._settle(batch, inbound, verdicts)
+
+    def _inbound(self, m: Msg) -> Inbound:
+        found = self._read.pop(m.metadata.sequence.stream, None)
+        return found if found is not None else published(to_inbound(m))
 
     @staticmethod
     async def _settle(batch: Batch[Read], inbound: list[Inbound],
@@ -102,7 +123,7 @@ class RecorderConsumer:
                 await batch.nak(m, v.delay)
 
     async def dead_letter(self, msg: Inbound, violations: Sequence[RuleViolation]) -> None:
-        await self._service().dead_letter(msg, violations)
+        await self._service().dead_letter(published(msg), violations)
 
     def extra_deliveries(self) -> int:
         return parent_waits(self._settings)

@@ -46,6 +46,8 @@ class Sweeper:
         self._registry = registry
         self._interval = settings.corrections_sweep_interval
         self._driving: dict[str, asyncio.Task[bool]] = {}
+        self._after: str | None = None
+        """Where the next page of plans starts (None: at the first)."""
 
     async def run(self) -> None:
         while True:
@@ -69,9 +71,13 @@ class Sweeper:
         return await self._registry.reap()
 
     async def sweep_once(self) -> list[str]:
-        """Start a drive for every orphaned plan not already being driven here."""
+        """Start a drive for every orphaned plan of the next page not already being
+        driven here. One page per tick, so a tick's cost is bounded whatever the backlog,
+        and every plan is looked at within (plans / page) ticks: the page after the last
+        is the first again."""
+        plans, self._after = await self._service().orphaned_plans(self._after)
         started = []
-        for plan_id in await self._service().orphaned_plans():
+        for plan_id in plans:
             if plan_id in self._driving:
                 continue
             task = asyncio.create_task(self._drive(plan_id), name=f"sweep:{plan_id}")

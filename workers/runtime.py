@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from faststream.nats import NatsBroker
@@ -41,8 +42,9 @@ from store.dead_letters import DeadLetterRepository
 from store.deliveries import DeliveryFailures
 from store.workers import WorkerRegistry
 from workers.connections import MongoWatch, NatsLink, connect_nats
+from workers.durables import partition_count
 from workers.health import HealthServer
-from workers.leading import LeadingPuller
+from workers.leading import LeadingPullers
 from workers.logs import set_worker_id
 from workers.metrics import Metrics
 from workers.pull import BatchPuller
@@ -64,7 +66,7 @@ class Runtime:
     ledger: Ledger | None = None
     crash: CrashHook = no_crash
     """Called at each named step of a correction (workers.app.build_app)."""
-    pullers: list[BatchPuller[Any] | LeadingPuller] = field(default_factory=list)
+    pullers: list[BatchPuller[Any] | LeadingPullers] = field(default_factory=list)
     worker_id: str = ""
     dry_run: Subscription | None = None
     relay: asyncio.Task[None] | None = None
@@ -180,7 +182,8 @@ async def prepare_streams(broker: NatsBroker, settings: Settings) -> None:
     deadline = asyncio.get_running_loop().time() + settings.connect_timeout_seconds
     while True:
         try:
-            await ensure_streams(broker.connection.jetstream(), limits_for(settings))
+            await ensure_streams(broker.connection.jetstream(), limits_for(settings),
+                                 partial(partition_count, settings=settings))
             return
         except StreamRefused as exc:
             raise StartupFailed(str(exc)) from None

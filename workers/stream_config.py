@@ -24,7 +24,13 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
+from nats.js.api import (
+    DiscardPolicy,
+    RetentionPolicy,
+    StorageType,
+    StreamConfig,
+    SubjectTransform,
+)
 
 from bootstrap.setting_types import StreamProfile
 from bootstrap.settings import Settings
@@ -84,9 +90,13 @@ def limits_for(settings: Settings) -> StreamLimits:
 
 
 def stream_config(name: str, subjects: list[str], duplicate_window: float,
-                  description: str, limits: StreamLimits) -> StreamConfig:
-    """Every stream alike: file storage, limits retention, the profile's limits."""
+                  description: str, limits: StreamLimits, *,
+                  transform: tuple[str, str] | None = None) -> StreamConfig:
+    """Every stream alike: file storage, limits retention, the profile's limits; and the
+    subject transform that stores a partitioned family by partition, if it has one."""
     return StreamConfig(
+        subject_transform=SubjectTransform(src=transform[0], dest=transform[1])
+        if transform else None,
         name=name, subjects=subjects, description=description,
         retention=RetentionPolicy.LIMITS, storage=StorageType.FILE,
         duplicate_window=duplicate_window, num_replicas=limits.replicas,
@@ -166,6 +176,16 @@ def _owned(d: _Diff) -> None:
     for name in ("duplicate_window", "description"):
         if not _same(getattr(d.existing, name), getattr(d.wanted, name)):
             d.change(name, getattr(d.wanted, name), "owned by the app")
+    if _transform(d.existing) != _transform(d.wanted):
+        # The partitions' mapping: from now on each plan is stored in the partition the
+        # new count gives it; what the old count stored is drained by its own durables.
+        d.change("subject_transform", d.wanted.subject_transform,
+                 "the partitions the workers record in (RECORDER_PARTITIONS)")
+
+
+def _transform(c: StreamConfig) -> tuple[str, str] | None:
+    t = c.subject_transform
+    return (t.src, t.dest) if t is not None else None
 
 
 def _ratchets(d: _Diff) -> None:

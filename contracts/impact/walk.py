@@ -11,6 +11,10 @@ never leave the target's plan lineage (`Lineage`), whatever was recorded.
 The store never hands over a whole plan: `ImpactWalk.expand` lets it fetch
 one BFS level per round trip (the views of the frontier's decisions and the roots
 of the frontier's plans), so the cost follows the affected subtree, not the plan.
+Nor does it read past the limit: the children of a decision the walk always follows
+(`always_followed`) are all affected, so once more of them than the walk's `room` are
+new (`fresh`), the walk is over its limit (`over_limit`) before the rest of the level
+is read.
 The tests hold a second BFS over a whole in-memory graph (tests/impact_graph.py:
 `compute_impact`, one queue, no levels), property-tested to agree with this one.
 """
@@ -40,6 +44,7 @@ class ImpactWalk:
         self._frontier: tuple[Ref, ...] = (first,)
         self._seen: set[Ref] = {first}
         self._affected: list[DecisionView] = []
+        self._affected_ids: set[str] = set()
         self._plans: list[str] = []
         self._lineage = Lineage(target_decision_id)
         self.rounds = 0
@@ -65,6 +70,32 @@ class ImpactWalk:
     @property
     def affected(self) -> tuple[DecisionView, ...]:
         return tuple(self._affected)
+
+    @property
+    def room(self) -> int | None:
+        """How many more decisions may be affected before the walk is over its limit
+        (None: no limit)."""
+        return None if self.limit is None else self.limit - len(self._affected)
+
+    def always_followed(self, decision_id: str) -> bool:
+        """The walk visits this frontier decision whenever it is current: the target, a
+        child of an affected decision or a root of a plan entered (only a declared
+        dependent may be refused). Its current children are then all affected."""
+        return decision_id == self.target_decision_id or decision_id in self._lineage.children
+
+    def fresh(self, decision_id: str) -> bool:
+        """Not reached yet: as a child it would be a new affected decision."""
+        return Ref(NodeKind.DECISION, decision_id) not in self._seen
+
+    def is_affected(self, decision_id: str) -> bool:
+        return decision_id in self._affected_ids
+
+    def over_limit(self) -> None:
+        """The store found more new decisions to affect than `room` (children of
+        decisions the walk always follows): stop, as `expand` does at the limit."""
+        self.exceeded = True
+        self._frontier = ()
+        self.rounds += 1
 
     @property
     def child_plan_ids(self) -> tuple[str, ...]:
@@ -126,6 +157,7 @@ class ImpactWalk:
             return ()
         self._lineage.visited(view)
         self._affected.append(view)
+        self._affected_ids.add(view.decision_id)
         if self.limit is not None and len(self._affected) > self.limit:
             self.exceeded = True
             return ()

@@ -42,7 +42,9 @@ RECORDED = MessageFamily(
             waits="a decision's redeliveries while its parent is not stored yet "
                   "(RECORDER_PARENT_WAIT_SECONDS)",
             # Why: workers.recorder.RecorderConsumer.
-            backoff_after_ack_wait=False, one_replica=True)),),
+            backoff_after_ack_wait=False, one_replica=True,
+            # RECORDER_PARTITIONS durables, spread over the replicas (workers.leading).
+            partitions="recorder_partitions")),),
 )
 
 PERSISTED = MessageFamily(

@@ -92,6 +92,10 @@ class MessageFamily:
         for p in self.publishers:
             if p.subject is not None and not _narrows(p.subject, self.subject):
                 raise ValueError(f"{p.subject} does not narrow {self.subject}")
+        if self.partitioned is not None and (self.tokens != ["plan_id"] or self.stream is None
+                                             or len(self.worker_consumers()) != 1):
+            raise ValueError(f"{self.subject}: a partitioned family is stored in a stream, "
+                             "has the plan as its one token and one worker durable")
 
     @property
     def name(self) -> str:
@@ -120,6 +124,13 @@ class MessageFamily:
     def worker_consumers(self) -> list[Reader]:
         return [r for r in self.readers if r.consumer is not None]
 
+    @property
+    def partitioned(self) -> str | None:
+        """The setting naming its partition count, if its worker durable is partitioned
+        (contracts.shared.partitions): the stream then stores it by partition."""
+        return next((r.consumer.partitions for r in self.readers
+                     if r.consumer is not None and r.consumer.partitions), None)
+
 
 def wildcard(pattern: str) -> str:
     """`{token}`s as `*`: `invariants.events.{plan_id}.resolved` becomes
@@ -141,3 +152,13 @@ def stream_subjects(stream: Stream, families: tuple[MessageFamily, ...]) -> list
     if all(f.stream == stream for f in under):
         return [f"{stream.namespace}.>"]
     return [f.wildcard for f in under if f.stream == stream]
+
+
+def partitioned_in(stream: Stream, families: tuple[MessageFamily, ...]) -> MessageFamily | None:
+    """The family `stream` stores by partition, if any: a stream has one subject
+    transform, so at most one of its families may be partitioned."""
+    found = [f for f in families if f.stream == stream and f.partitioned is not None]
+    if len(found) > 1:
+        raise ValueError(f"stream {stream.name}: {len(found)} partitioned families; one "
+                         "transform per stream allows one")
+    return found[0] if found else None

@@ -104,6 +104,16 @@ class ConsumerSpec:
     not after the consumer's BackOff at its delivery count."""
     one_replica: bool = False
     """Pulled only by the replica holding this consumer's lease (workers.leading)."""
+    partitions: str | None = None
+    """The worker setting saying in how many partitions the family is read (None: one
+    durable). Each partition is a durable of its own, pulled by one replica at a time
+    under its own lease, and the partitions are spread over the live replicas
+    (contracts.shared.partitions, workers.leading); so it implies `one_replica`."""
+
+    def __post_init__(self) -> None:
+        if self.partitions is not None and not self.one_replica:
+            raise ValueError("a partitioned durable is pulled by one replica per partition "
+                             "(one_replica)")
 
 
 @dataclass(frozen=True, slots=True)

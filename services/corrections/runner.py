@@ -37,6 +37,9 @@ log = logging.getLogger(__name__)
 
 _tracer = trace.get_tracer("decision_ledger.corrections")
 
+SWEEP_PAGE = 500
+"""Plans the recovery sweep looks at per tick: it pages through them all, tick by tick."""
+
 
 @contextlib.contextmanager
 def step_span(c: Correction) -> Iterator[None]:
@@ -62,6 +65,10 @@ class PlanRunner:
         self.policy = policy
         self._worker_id = worker_id
         self._clock = clock
+        self._holding_plans: set[str] = set()
+        """Plans a runner of this process holds the lease of: never orphaned here, even
+        while a long transaction keeps their lease from being renewed (it holds the
+        lease document until it commits)."""
 
     async def run_plan(self, plan_id: str) -> bool:
         """Work the plan's unfinished corrections, oldest arrival first, until none remain.
@@ -72,8 +79,9 @@ class PlanRunner:
             return False
         async with self._holding(plan_id, owner):
             # Read again after each one: a request recorded meanwhile takes its place
-            # by arrival (a stale list would run a later arrival before it).
-            while todo := await self._store.corrections.unfinished(plan_id):
+            # by arrival (a stale list would run a later arrival before it). Only the
+            # head of each status is read, so a long queue costs the same per correction.
+            while todo := await self._store.corrections.heads(plan_id):
                 v = todo[next_to_run([t.correction.status for t in todo])]
                 await self._advance(v.correction.correction_id, owner)
             return True
@@ -93,9 +101,11 @@ class PlanRunner:
         """Keep the lease just acquired renewed while the body runs, then release it."""
         beat = asyncio.create_task(self._renew_lease(plan_id, owner),
                                    name=f"lease-heartbeat:{plan_id}")
+        self._holding_plans.add(plan_id)
         try:
             yield
         finally:
+            self._holding_plans.discard(plan_id)
             beat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await beat
@@ -116,15 +126,17 @@ class PlanRunner:
             except StoreFailure as exc:
                 log.warning("renewing the lease on plan %s failed: %s", plan_id, exc)
 
-    async def orphaned_plans(self) -> list[str]:
-        """Plans with unfinished corrections and no live lease: their runner died (or
-        none ever started). Whoever calls run_plan on one takes it over; the lease
-        decides who, so two sweeping replicas never both run it."""
-        plans = await self._store.corrections.plans_with_unfinished()
+    async def orphaned_plans(self, after: str | None = None, limit: int = SWEEP_PAGE
+                             ) -> tuple[list[str], str | None]:
+        """A page of the plans with unfinished corrections and no live lease (their
+        runner died, or none ever started), in plan ID order after `after`, and where the
+        next page starts (None: this was the last). Whoever calls run_plan on one takes
+        it over; the lease decides who, so two sweeping replicas never both run it."""
+        plans, after = await self._store.corrections.plans_with_unfinished(after, limit)
         if not plans:
-            return []
+            return [], after
         live = await self._store.leases.live(plans)
-        return [p for p in plans if p not in live]
+        return [p for p in plans if p not in live and p not in self._holding_plans], after
 
     async def _advance(self, correction_id: str, owner: str) -> Correction:
         impact: CorrectionImpact | None = None

@@ -184,9 +184,11 @@ class CorrectionService:
         False if another runner holds the plan's lease (it will do the work)."""
         return await self._runner.run_plan(plan_id)
 
-    async def orphaned_plans(self) -> list[str]:
-        """Plans with unfinished corrections and no live lease (`PlanRunner.orphaned_plans`)."""
-        return await self._runner.orphaned_plans()
+    async def orphaned_plans(self, after: str | None = None
+                             ) -> tuple[list[str], str | None]:
+        """A page of the plans with unfinished corrections and no live lease, and where
+        the next page starts (`PlanRunner.orphaned_plans`)."""
+        return await self._runner.orphaned_plans(after)
 
     async def flush(self, correction_id: str) -> None:
         await self._writes.flush(correction_id)

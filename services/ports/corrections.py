@@ -27,10 +27,19 @@ class CorrectionRecords(Protocol):
         """In arrival order."""
         ...
 
-    async def plans_with_unfinished(self, limit: int = 1000) -> list[str]: ...
+    async def plans_with_unfinished(self, after: str | None = None, limit: int = 1000
+                                    ) -> tuple[list[str], str | None]:
+        """A page of the plans with a correction not yet ended, in plan ID order after
+        `after`, and where the next page starts (None: the last page)."""
+        ...
 
     async def unfinished(self, plan_id: str) -> list[Versioned]:
         """Not yet APPLIED, FAILED or CANCELLED, oldest arrival first."""
+        ...
+
+    async def heads(self, plan_id: str) -> list[Versioned]:
+        """The oldest arrival of each unfinished status of the plan, oldest first (what
+        `next_to_run` needs, whatever the length of the plan's queue)."""
         ...
 
 

@@ -96,7 +96,35 @@ async def test_corrections_are_listed_in_arrival_order(b: Backend) -> None:
         == [first.correction_id, later.correction_id]
     assert [c.correction_id for c in await b.store.corrections.find(
         plan, S.CANCELLED)] == [done.correction_id]
-    assert plan in await b.store.corrections.plans_with_unfinished()
+    plans, _ = await b.store.corrections.plans_with_unfinished()
+    assert plan in plans
+    # The runner reads only the head of each unfinished status.
+    heads = await b.store.corrections.heads(plan)
+    assert [v.correction.correction_id for v in heads] == [first.correction_id]
+    analyzing = later.transition(S.ANALYZING, NOW)
+    await b.store.writer.commit(Changes(analyzing, 1), NOW)
+    heads = await b.store.corrections.heads(plan)
+    assert [(v.correction.correction_id, v.correction.status) for v in heads] == [
+        (first.correction_id, S.PENDING), (later.correction_id, S.ANALYZING)]
+
+
+async def test_the_sweep_pages_through_every_plan_with_unfinished_corrections(
+        b: Backend) -> None:
+    plans = []
+    for _ in range(7):
+        tree = await chain(b, 2)
+        await pending(b, tree, 1, arrival=1)
+        await pending(b, tree, 1, arrival=2)  # two per plan: a page counts documents
+        plans.append(tree[0].plan_id)
+    seen: list[str] = []
+    after: str | None = None
+    for _ in range(20):
+        page, after = await b.store.corrections.plans_with_unfinished(after, limit=3)
+        seen += page
+        if after is None:
+            break
+    assert sorted(set(seen) & set(plans)) == sorted(plans)
+    assert len(seen) == len(set(seen))  # none twice
 
 
 # --- attempts: foreign keys and conditional state ---------------------------------------

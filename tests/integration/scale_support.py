@@ -58,9 +58,10 @@ from clients.credentials import NatsCredentials
 from clients.operator import CorrectionClient
 from clients.recorder import DecisionRecorder
 from contracts.decisions.model import Decision
-from contracts.decisions.subjects import DECISIONS_STREAM, RECORDER_DURABLE
+from contracts.decisions.subjects import DECISIONS_STREAM, RECORDED_PREFIX, RECORDER_DURABLE
 from contracts.decisions.types import DecisionType
 from contracts.shared.ids import MSG_ID_HEADER
+from contracts.shared.partitions import partitions as partition_list
 from deploy.embedded import ManagedServer, free_port, start_nats_with_config
 from store.database import Document
 from tests.conftest import Workers, worker_env
@@ -439,6 +440,17 @@ async def deliveries(js: JetStreamContext) -> tuple[int, int]:
     return info.delivered.consumer_seq, messages
 
 
+SHOWN = ("sent", "acknowledged", "not acknowledged", "  of which stored anyway",
+         "recorded (MongoDB)", "stored once in the stream", "announced once", "lost",
+         "duplicates", "dead letters", "redeliveries",
+         "corrections requested", "  not acknowledged", "cancels sent", "terminal (stream)",
+         "  applied / failed / cancelled", "double-terminal", "no terminal",
+         "per-plan overlaps", "per-plan out of arrival order",
+         "  recorded after the later one started", "  recorded while it was chosen")
+"""The counts a report prints in this order (before the faults, then after); any other
+count follows them."""
+
+
 @dataclass
 class Report:
     """The table a run prints, and the promises it broke."""
@@ -454,20 +466,15 @@ class Report:
     def table(self) -> str:
         c = self.counts
         rows = [self.title, "-" * 72]
-        for key in ("sent", "acknowledged", "not acknowledged", "  of which stored anyway",
-                    "recorded (MongoDB)", "stored once in the stream", "announced once",
-                    "lost", "duplicates", "dead letters", "redeliveries"):
+        for key in SHOWN[:11]:
             if key in c:
                 rows.append(f"{key:<40} {c[key]}")
         rows.append(f"{'faults':<40} {len(self.faults)}")
         rows += [f.row() for f in self.faults]
-        for key in ("corrections requested", "  not acknowledged", "cancels sent",
-                    "terminal (stream)", "  applied / failed / cancelled",
-                    "double-terminal", "no terminal", "per-plan overlaps",
-                    "per-plan out of arrival order", "  recorded after the later one started",
-                    "  recorded while it was chosen"):
+        for key in SHOWN[11:]:
             if key in c:
                 rows.append(f"{key:<40} {c[key]}")
+        rows += [f"{key:<40} {value}" for key, value in c.items() if key not in SHOWN]
         rows.append(f"{'elapsed (s)':<40} {self.elapsed:.1f}")
         rows += [f"note: {n}" for n in self.notes]
         rows += [f"BROKEN: {p}" for p in self.problems]
@@ -476,13 +483,19 @@ class Report:
         return "\n".join(rows)
 
 
+def recorder_durables(partitions: int) -> list[str]:
+    return [p.durable for p in partition_list(RECORDED_PREFIX, RECORDER_DURABLE, partitions)]
+
+
 async def check(report: Report, nc: Client, db: AsyncDatabase[Document],
-                drain_timeout: float = 180.0) -> None:
+                drain_timeout: float = 180.0, partitions: int = 1) -> None:
     """Wait for the workers to finish, then count everything from MongoDB and the streams."""
     t = report.tally
     js = nc.jetstream()
-    if not await drained(js, DECISIONS_STREAM, RECORDER_DURABLE, drain_timeout):
-        report.problems.append(f"the recorder's consumer not drained in {drain_timeout:g} s")
+    for durable in recorder_durables(partitions):
+        if not await drained(js, DECISIONS_STREAM, durable, drain_timeout):
+            report.problems.append(f"the recorder's consumer {durable} not drained in "
+                                   f"{drain_timeout:g} s")
     await _wait_terminal(db, t, drain_timeout)
     c = report.counts
     c["sent"] = len(t.sent)
@@ -737,14 +750,18 @@ class Stack:
     nc: Client | None = None
     workers: list[Workers] = field(default_factory=list)
 
+    partitions: int = 1
+
     @classmethod
-    async def start(cls, base: Path, mongo_uri: str, db_name: str, workers: int) -> Stack:
+    async def start(cls, base: Path, mongo_uri: str, db_name: str, workers: int, *,
+                    partitions: int = 1) -> Stack:
         """Started in order; on a failure whatever already runs is stopped."""
-        stack = cls(Cluster.start(base / "nats"))
+        stack = cls(Cluster.start(base / "nats"), partitions=partitions)
         try:
             stack.nc = await cluster_client(stack.cluster)
             await create_streams(stack.nc)
-            env = workers_env(stack.cluster.url, mongo_uri, db_name, base)
+            env = workers_env(stack.cluster.url, mongo_uri, db_name, base,
+                              RECORDER_PARTITIONS=str(partitions), LOG_FORMAT="json")
             for i in range(workers):
                 w = Workers({**env, "HEALTH_ADDR": f"127.0.0.1:{free_port()}"},
                             base / f"worker-{i}.log")
@@ -835,7 +852,8 @@ async def node_faults(cluster: Cluster, js: JetStreamContext, tally: Tally, size
 
 async def loaded(cluster: Cluster, nc: Client, db: AsyncDatabase[Document], size: Size,
                  tally: Tally, rng: random.Random, report: Report,
-                 faults: Callable[[asyncio.Future[Any], float], Awaitable[Any]]) -> None:
+                 faults: Callable[[asyncio.Future[Any], float], Awaitable[Any]],
+                 partitions: int = 1) -> None:
     """What both runs share: the correction plans recorded first, then the agents' load
     and the operator's corrections with `faults(load, started)` beside them, then the
     counts (`check`)."""
@@ -845,7 +863,7 @@ async def loaded(cluster: Cluster, nc: Client, db: AsyncDatabase[Document], size
     await asyncio.gather(load, operator(cluster.url, plans, size.spacing, tally),
                          faults(load, started))
     report.elapsed = time.monotonic() - started
-    await check(report, nc, db, size.drain_timeout)
+    await check(report, nc, db, size.drain_timeout, partitions)
 
 
 async def cluster_fault_run(base: Path, mongo_uri: str, db: AsyncDatabase[Document],

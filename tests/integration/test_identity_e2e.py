@@ -225,6 +225,27 @@ async def test_production_setting_refuses_unsigned_messages(
         w.stop()
 
 
+async def test_partitioned_recording_verifies_the_subject_the_agent_signed(
+        nats_server: ManagedServer, mongo_uri: str, db: AsyncDatabase[Document],
+        db_name: str, tmp_path: Path, nc: nats.NATS) -> None:
+    """The stream stores a partitioned recording under `decisions.recorded.<k>.<plan>`;
+    the signature covers the subject published to, and that is the one checked."""
+    w = await _workers(nats_server, mongo_uri, db_name, tmp_path, REQUIRE_SIGNATURES="1",
+                       RECORDER_PARTITIONS="3")
+    try:
+        js = nc.jetstream()
+        tops = [root(project="billing") for _ in range(12)]  # over every partition
+        for top in tops:
+            s, data, h = signed(AGENT, top)
+            await js.publish(s, data, headers=h)
+        assert await until(lambda: _all_there(db, tops))
+        assert await db.dead_letters.count_documents({}) == 0
+        stored = await db.decisions.find_one({"_id": tops[0]["decision_id"]})
+        assert stored is not None and stored["recorded_by"] == AGENT.name
+    finally:
+        w.stop()
+
+
 async def test_comments_and_plan_endings_name_their_verified_sender_and_respect_ownership(
         signed_workers: Workers, nc: nats.NATS, db: AsyncDatabase[Document]) -> None:
     js = nc.jetstream()

@@ -1,17 +1,24 @@
-"""One recorder at a time (workers.leading): two replicas over one real database, the
-lease deciding between them; a graceful stop hands over, a dead holder's lease expires."""
+"""The recorder's partitions (workers.leading): replicas over one real database, each
+partition recorded by one replica at a time under its lease, the partitions spread over
+the live replicas and moving when one stops, dies or joins."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
+from contracts.shared.partitions import Partition, partitions
 from store.database import Document
+from store.lease_view import LeaseViews
 from store.leases import Leases
-from workers.leading import RECORDER_ROLE, LeadingPuller
+from store.workers import WorkerRegistry
+from workers.leading import LeadingPullers
 
 pytestmark = pytest.mark.store
 
@@ -19,75 +26,175 @@ TTL = 0.9
 
 
 class FakePuller:
-    """Stands in for the recorder's BatchPuller: says when it runs."""
+    """Stands in for a partition's BatchPuller: says when it runs."""
 
-    def __init__(self, name: str, log: list[str]) -> None:
-        self.name, self._log, self.metrics, self.running = name, log, None, False
+    def __init__(self, owner: str, durable: str, board: Board) -> None:
+        self.owner, self.durable, self._board = owner, durable, board
+        self.metrics: Any = None
+        self.running = False
 
     async def start(self) -> None:
+        self._board.started(self)
         self.running = True
-        self._log.append(f"start {self.name}")
 
     async def stop(self, timeout: float) -> None:
+        # A batch in hand settled slowly (a loaded machine): longer than the lease.
+        await asyncio.sleep(self._board.stop_seconds)
         self.running = False
-        self._log.append(f"stop {self.name}")
 
 
-def replica(db: AsyncDatabase[Document], name: str, log: list[str],
-            pullers: dict[str, FakePuller]) -> LeadingPuller:
-    def make() -> Any:
-        pullers[name] = FakePuller(name, log)
-        return pullers[name]
+@dataclass
+class Board:
+    """Every fake puller, and any moment two of one partition ran at once."""
 
-    return LeadingPuller(make, Leases(db, TTL), role=RECORDER_ROLE, owner=name,
-                         stream="DECISIONS", durable="recorder", graceful_timeout=1.0)
+    pullers: list[FakePuller] = field(default_factory=list)
+    overlaps: list[str] = field(default_factory=list)
+    stop_seconds: float = 0.0
+
+    def started(self, p: FakePuller) -> None:
+        if any(q.running and q.durable == p.durable for q in self.pullers):
+            self.overlaps.append(p.durable)
+        self.pullers.append(p)
+
+    def spread(self) -> dict[str, int]:
+        return dict(Counter(p.owner for p in self.pullers if p.running))
+
+    def recording(self) -> int:
+        return sum(p.running for p in self.pullers)
 
 
-def recording(pullers: dict[str, FakePuller]) -> list[str]:
-    return sorted(n for n, p in pullers.items() if p.running)
+@dataclass
+class Replica:
+    name: str
+    pullers: LeadingPullers
+    registry: WorkerRegistry
+    beat: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        await self.registry.heartbeat()
+        self.beat = asyncio.create_task(self._beat())
+        await self.pullers.start()
+
+    async def _beat(self) -> None:
+        while True:
+            await asyncio.sleep(TTL / 4)
+            await self.registry.heartbeat()
+
+    async def stop(self) -> None:
+        """Graceful: pullers stopped and leases released, then the registry left."""
+        await self.pullers.stop(1.0)
+        await self.quiet()
+        await self.registry.leave()
+
+    async def quiet(self) -> None:
+        if self.beat is not None:
+            self.beat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.beat
+
+    async def die(self, board: Board) -> None:
+        """Its loops and pullers stop and nothing is released: its leases and heartbeat
+        expire."""
+        await self.quiet()
+        for loop in (self.pullers._loop, self.pullers._renewer):
+            assert loop is not None
+            loop.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await loop
+        for p in board.pullers:
+            if p.owner == self.name:
+                p.running = False
 
 
-async def until(check: Any, seconds: float = 5.0) -> None:
+def replica(db: AsyncDatabase[Document], name: str, board: Board,
+            parts: tuple[Partition, ...]) -> Replica:
+    def make(p: Partition) -> Any:
+        return FakePuller(name, p.durable, board)
+
+    return Replica(name, LeadingPullers(make, parts, Leases(db, TTL), LeaseViews(db).read,
+                                        owner=name, stream="DECISIONS",
+                                        graceful_timeout=1.0),
+                   WorkerRegistry(db, name, TTL))
+
+
+async def until(check: Any, seconds: float = 8.0) -> None:
     deadline = asyncio.get_running_loop().time() + seconds
     while not check():
         assert asyncio.get_running_loop().time() < deadline, "not in time"
         await asyncio.sleep(0.05)
 
 
-async def test_two_replicas_never_record_at_once_and_hand_over(
+async def test_one_partition_two_replicas_never_record_at_once_and_hand_over(
         db: AsyncDatabase[Document]) -> None:
-    log: list[str] = []
-    pullers: dict[str, FakePuller] = {}
-    a, b = replica(db, "a", log, pullers), replica(db, "b", log, pullers)
+    board = Board()
+    one = partitions("decisions.recorded", "recorder", 1)
+    assert [p.durable for p in one] == ["recorder"]
+    a, b = replica(db, "a", board, one), replica(db, "b", board, one)
     await asyncio.gather(a.start(), b.start())  # both ask at once
-    assert recording(pullers) in (["a"], ["b"])
-    first, second = (a, b) if a.leading else (b, a)
-    assert a.running and b.running  # a standby is ready too
-    for _ in range(int(3 * TTL / 0.05)):  # renewals keep it where it is
-        assert len(recording(pullers)) == 1 and first.leading and not second.leading
+    await until(lambda: board.recording() == 1)
+    first, second = (a, b) if a.pullers.held else (b, a)
+    assert a.pullers.running and b.pullers.running  # a replica holding nothing is ready
+    for _ in range(int(3 * TTL / 0.05)):  # renewals keep it where it is (no churn)
+        assert board.recording() == 1 and first.pullers.held == ["recorder"]
         await asyncio.sleep(0.05)
-    await first.stop(1.0)  # graceful: released at once, taken at the next poll
-    await until(lambda: second.leading)
-    assert len(recording(pullers)) == 1
-    await second.stop(1.0)
-    assert recording(pullers) == []
+    await first.stop()  # graceful: released at once, taken within a round or two
+    await until(lambda: second.pullers.held == ["recorder"])
+    await second.stop()
+    assert board.recording() == 0 and board.overlaps == []
 
 
-async def test_a_dead_holders_lease_expires_before_a_standby_records(
+async def test_a_dead_holders_partitions_move_only_once_its_leases_expired(
         db: AsyncDatabase[Document]) -> None:
-    log: list[str] = []
-    pullers: dict[str, FakePuller] = {}
-    a = replica(db, "a", log, pullers)
+    board = Board()
+    six = partitions("decisions.recorded", "recorder", 6)
+    a = replica(db, "a", board, six)
     await a.start()
-    assert a.leading
-    # a dies: its loop stops, nothing is released (its puller object stays "running"
-    # here only in memory; the lease in the database is what counts).
-    assert a._loop is not None
-    a._loop.cancel()
+    assert len(a.pullers.held) == 6  # a lone replica records every partition at once
+    await a.die(board)
     died = asyncio.get_running_loop().time()
-    b = replica(db, "b", log, pullers)
+    b = replica(db, "b", board, six)
     await b.start()
-    assert not b.leading  # the lease has not expired yet
-    await until(lambda: b.leading)
+    assert b.pullers.held == []  # the leases have not expired yet
+    await until(lambda: len(b.pullers.held) == 6)
     assert asyncio.get_running_loop().time() - died >= TTL * 0.9
-    await b.stop(1.0)
+    await b.stop()
+
+
+async def test_six_partitions_spread_over_three_replicas_and_follow_stops_and_joins(
+        db: AsyncDatabase[Document]) -> None:
+    board = Board()
+    six = partitions("decisions.recorded", "recorder", 6)
+    reps = [replica(db, n, board, six) for n in "abc"]
+    for r in reps:
+        await r.start()
+    await until(lambda: sorted(board.spread().values()) == [2, 2, 2])
+    await reps[2].stop()  # graceful: its two go to the others
+    await until(lambda: sorted(board.spread().values()) == [3, 3])
+    await reps[1].die(board)  # killed: its three move once its leases expire
+    await until(lambda: board.spread() == {"a": 6})
+    joined = [replica(db, n, board, six) for n in "de"]
+    for r in joined:
+        await r.start()
+    await until(lambda: sorted(board.spread().values()) == [2, 2, 2])
+    assert board.recording() == 6
+    assert board.overlaps == []
+    for r in (reps[0], *joined):
+        await r.stop()
+    assert board.recording() == 0
+
+
+async def test_a_hand_over_slower_than_the_lease_never_lets_two_record(
+        db: AsyncDatabase[Document]) -> None:
+    """The lease of a partition being handed over stays renewed until its puller has
+    settled what it held, however long that takes: the joiner waits for it."""
+    board = Board(stop_seconds=3 * TTL)
+    two = partitions("decisions.recorded", "recorder", 2)
+    a = replica(db, "a", board, two)
+    await a.start()
+    assert len(a.pullers.held) == 2
+    b = replica(db, "b", board, two)
+    await b.start()
+    await until(lambda: board.spread() == {"a": 1, "b": 1}, seconds=15)
+    assert board.overlaps == []
+    await asyncio.gather(a.stop(), b.stop())
+    assert board.overlaps == [] and board.recording() == 0
