@@ -3,10 +3,9 @@ spread over the live replicas.
 
 Why one replica per partition: several replicas pulling one durable split each plan's
 messages between them, and a child pulled by one replica while its parent sits in
-another's batch waits a redelivery for it, level after level. The fault runs at scale
-(bench/workers_fault_run.py) showed deep plans outlasting the parent wait that way:
-with two or three workers on one durable, thousands of acknowledged decisions were
-dead-lettered as `parent_exists` with nothing killed at all. So the decisions are
+another's batch waits a redelivery for it, level after level, until a deep plan
+outlasts the parent wait and acknowledged decisions are dead-lettered as
+`parent_exists` with nothing killed at all (ADR 0029). So the decisions are
 stored by partition (a plan always in the same one: contracts.shared.partitions), and
 each partition's durable is pulled by the one replica holding its lease
 (`role:recorder-<k>` in `plan_locks`, the findAndModify lease of store.leases).

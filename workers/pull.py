@@ -148,8 +148,8 @@ class BatchPuller(Generic[R]):
         try:
             # Messages already fetched beyond the last batch (`_carry`), and those a pull
             # delivered after its fetch had returned, are decided even when a stop comes:
-            # left unsettled they would be redelivered after the ack wait (the
-            # several-worker fault run counted up to 12 such after a SIGTERM).
+            # left unsettled they would be redelivered after the ack wait, to another
+            # replica, after a graceful stop that should have settled them.
             while True:
                 if self._stopping.is_set() and not self._carry:
                     await asyncio.sleep(LATE_GRACE)

@@ -65,8 +65,8 @@ class RecorderConsumer:
     JetStream indexes it by delivery count, and a decision's deliveries count its waits
     for a parent (naks), so one that had waited a few times and was then held by a
     worker that died came back only after 120 to 300 s, and its children, waiting
-    meanwhile, outlasted their parent wait: the three-worker fault run with six SIGKILLs
-    dead-lettered 94 acknowledged decisions as parent_exists that way. Failed deliveries
+    meanwhile, would outlast their parent wait and be dead-lettered as parent_exists
+    though acknowledged (docs/operations.md, Fault runs at scale). Failed deliveries
     still back off by their failures (the worker's nak delay, CONSUMER_BACKOFF); a
     worker that died hands its messages back after the ack wait, MaxDeliver times at
     most."""

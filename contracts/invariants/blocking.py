@@ -3,7 +3,7 @@ violation or a decision awaiting a person's approval, the plan's Execute-phase
 decisions are refused (rule reconciliation_blocked); Strategize decisions go on, so the
 agent can record how it re-plans.
 
-Refused rather than held (docs/decisions/0032-checked-invariants-and-gates.md): holding
+Refused rather than held (docs/decisions/0033-checked-invariants-and-gates.md): holding
 every later Execute decision would queue work behind one approval that nobody asked
 for, and an agent told "refused" re-plans or waits, while one told "held" may only
 wait. The recorder applies the rule to every batch: to the stored violations in its

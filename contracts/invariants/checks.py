@@ -7,7 +7,7 @@ tool.name == "shell")`). The expression is compiled by `common-expression-langua
 expression (no function is registered besides CEL's own).
 
 The library has no cost limit, so the bounds are ours, checked when the invariant is
-added and again when it is read back (docs/decisions/0032-checked-invariants-and-gates.md):
+added and again when it is read back (docs/decisions/0033-checked-invariants-and-gates.md):
 
 - at most `MAX_CHECK_CHARS` characters (its evaluator recurses per operator: a
   20,000-term sum crashes the process; 1,000 characters cannot come near);

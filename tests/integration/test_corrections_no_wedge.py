@@ -306,7 +306,12 @@ async def test_a_revert_over_the_limit_fails_before_writing_and_the_dry_run_says
     assert "CORRECTIONS_MAX_DECISIONS" in c.error and "nothing was written" in c.error
     assert await svc.list_attempts(c.correction_id) == []
     after = await dump(db)
-    assert after["decisions"] == before["decisions"] and after["plans"] == before["plans"]
+    # The tree is untouched; the plan's record chain gained the correction's request and
+    # its FAILED end (docs/security.md, Tamper-evident history), nothing else.
+    chain = ("chain_length", "chain_head")
+    assert after["decisions"] == before["decisions"]
+    assert [{k: v for k, v in p.items() if k not in chain} for p in after["plans"]] == \
+        [{k: v for k, v in p.items() if k not in chain} for p in before["plans"]]
     assert not (tmp_path / "archive" / "corrections" / plan).exists()
     assert statuses_of(await transition_events(nc), c.correction_id) == [
         "pending", "analyzing", "failed"]
