@@ -33,6 +33,11 @@ Every record is chained (its link computed in the recorder's transaction); after
 runs, the burst's plans are audited as `agents audit verify` does (read from MongoDB as
 export lines, then the chain, each kept signature and each supersession checked), and
 that cost per 1,000 decisions is printed too.
+
+Checked invariants are in force in every run (`--checks N`, default 20; 0 for none): N
+GLOBAL invariants with a CEL check each, kept by every decision sent, so the recorder's
+gate evaluates each on every decision (contracts.invariants.gate). What that evaluation
+costs per 1,000 decisions is timed in this process (a Gate over the same rule set).
 """
 
 from __future__ import annotations
@@ -61,6 +66,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bootstrap.settings import Settings  # noqa: E402
+from contracts.decisions.model import Decision  # noqa: E402
+from contracts.invariants.evaluation import Budget  # noqa: E402
+from contracts.invariants.gate import Gate, GateInputs  # noqa: E402
+from contracts.invariants.model import Invariant, InvariantScope  # noqa: E402
+from contracts.invariants.rules import RuleSet  # noqa: E402
 from contracts.recording.families import RECORDED  # noqa: E402
 from contracts.shared.roles import Role  # noqa: E402
 from contracts.trust.audit import verify_export  # noqa: E402
@@ -77,6 +87,7 @@ from contracts.trust.signing import Signer  # noqa: E402
 from deploy.embedded import die_with_parent, free_port, start_mongo, start_nats  # noqa: E402
 from store.audit import AuditReader  # noqa: E402
 from store.database import DECISIONS, PLAN_LOCKS, connect, ensure_indexes  # noqa: E402
+from store.invariants import InvariantRepository  # noqa: E402
 from tests.factories import encode, headers, plan_tree, subject  # noqa: E402
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -102,6 +113,60 @@ def per_1000(before: dict[str, float], after: dict[str, float], n: int) -> dict[
 
 def shown(cpu: dict[str, float]) -> str:
     return ", ".join(f"{k} {v:.3f}" for k, v in cpu.items()) if cpu else "n/a (no /proc)"
+
+
+CHECKS = [
+    '!(tool.name == "shell" && tool.arguments.cmd.contains("rm -rf"))',
+    '!paths.exists(p, p.startsWith("deploy/prod/"))',
+    "confidence == null || confidence >= 0.1",
+    '!chosen_option.contains("DROP TABLE")',
+    "size(question) < 5000",
+    'decision_type != "subplan_parallel_spawn"',
+    '!artifacts.exists(a, a.endsWith(".pem"))',
+    "size(alternatives) <= 50",
+    '!(decision_type == "tool_invocation" && tool.name == "curl")',
+    'project == null || project != "frozen"',
+    "size(path) < 200",
+    '!resources.exists(r, r.id == "prod-db")',
+    '!question.matches("(?i)password")',
+    'chosen_option != ""',
+    'size(path) == 0 || path[0] == "prompt_definition"',
+    'action_template == null || action_template != "forbidden"',
+    '!tool.arguments.exists(k, k == "sudo")',
+    "size(paths) < 256",
+    '!chosen_option.startsWith("sudo ")',
+    '!alternatives.exists(a, a == "rm -rf /")',
+]
+"""Checks of the kinds operators write, each kept by every decision the bench sends."""
+
+
+def checked_invariants(n: int) -> list[Invariant]:
+    return [Invariant(name=f"bench-check-{i}", description="bench", check=CHECKS[i % len(CHECKS)],
+                      scope=InvariantScope.GLOBAL) for i in range(n)]
+
+
+def evaluation_cost(invariants: list[Invariant], sent: list[dict[str, Any]]) -> tuple[float, int]:
+    """Seconds of CPU the gate spends on 1,000 of `sent`, and the evaluations it made."""
+    sample = [Decision.model_validate(d) for d in sent[:1000]]
+    rules = RuleSet.of(1, invariants)
+    budget = Budget(3600.0)
+    gate = Gate(GateInputs(rules), budget)
+    start = time.process_time()
+    refused = [d.decision_id for d in sample if gate.admit(d) is not None]
+    spent = time.process_time() - start
+    assert not refused and not gate.outcomes, "every bench decision keeps every check"
+    return spent * 1000 / len(sample), budget.evaluations * 1000 // len(sample)
+
+
+async def add_invariants(mongo_uri: str, db_name: str, invariants: list[Invariant]
+                         ) -> list[Invariant]:
+    client: AsyncMongoClient[dict[str, Any]] = connect(mongo_uri)
+    db = client[db_name]
+    await ensure_indexes(db)
+    for inv in invariants:
+        await InvariantRepository(db).add(inv)
+    await client.close()
+    return invariants
 
 
 def interleaved(plans: int, per_plan: int, seed: int) -> list[dict[str, Any]]:
@@ -281,6 +346,7 @@ async def one_run(k: int, ns_url: str, mongo: Any, args: argparse.Namespace,
            "PYTHONPATH": str(ROOT), "RECORDER_PARTITIONS": str(args.partitions)}
     if signer is not None:
         env |= {"LEDGER_PRINCIPALS": str(principals), "REQUIRE_SIGNATURES": "1"}
+    await add_invariants(mongo.url, db_name, checked_invariants(args.checks))
     procs = start_workers(k, env, data, f"w{k}")
     try:
         await wait_spread(mongo.url, db_name, args.partitions, k)
@@ -356,6 +422,8 @@ def parse_args() -> argparse.Namespace:
                     help="keep the servers' data and the workers' logs under DIR")
     ap.add_argument("--paced-rate", type=float, default=200.0,
                     help="offered rate (decisions/s) of the latency run (0: none)")
+    ap.add_argument("--checks", type=int, default=20,
+                    help="checked invariants in force in every run (0: none)")
     ap.add_argument("--unsigned", action="store_true",
                     help="publish unsigned, workers without principals (as before signing)")
     return ap.parse_args()
@@ -392,6 +460,10 @@ async def main() -> None:
             ns.stop()
             ms.stop()
     report(args, runs, bare, batch, signing=signing, audit=audit)
+    eval_s, evaluations = evaluation_cost(checked_invariants(args.checks),
+                                          interleaved(args.plans, 100, 99))
+    print(f"\nchecked invariants: {args.checks} in force in every run; evaluating them on "
+          f"1,000 decisions {eval_s:.3f} s of CPU ({evaluations} evaluations)")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from bootstrap.judge_settings import judge_from_env
 from bootstrap.setting_types import LogFormat, LogLevel, StreamProfile, parse_addr
 from bootstrap.webhook_settings import read_webhook_key, read_webhook_limits
 from clients.credentials import NatsCredentials
@@ -170,6 +171,9 @@ def read_settings(kind: type[Settings]) -> Settings:
                                               kind.signature_max_skew_seconds),
         created_at_max_skew_seconds=_env_float("CREATED_AT_MAX_SKEW_SECONDS",
                                                kind.created_at_max_skew_seconds),
+        invariant_eval_budget_ms=_env_float("INVARIANT_EVAL_BUDGET_MS",
+                                            kind.invariant_eval_budget_ms),
+        judge=judge_from_env(),
         cloudevents_schema_base=os.environ.get("CLOUDEVENTS_SCHEMA_BASE")
         or kind.cloudevents_schema_base,
         webhooks=read_webhook_limits(), webhook_secret_key=read_webhook_key(),

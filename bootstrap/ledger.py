@@ -16,18 +16,24 @@ that only reads works with NATS down).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 
 from bootstrap.identity import own_signer
+from bootstrap.judge import OpenAIChatJudge
 from bootstrap.nats_source import NatsSource
 from bootstrap.publisher import Publisher, PublisherOnDemand
 from bootstrap.settings import Settings
 from clients._publish import RetryPolicy
 from clients.operator import CorrectionClient
+from services.append_forecast import InvariantForecaster
 from services.archive.writer import Archive
 from services.corrections.policy import CorrectionPolicy, CrashHook, no_crash
 from services.corrections.service import CorrectionService
 from services.dead_letters import DeadLetterService
+from services.invariant_gate import GateService
 from services.invariants import InvariantService
+from services.judging import JudgeService
+from services.plan_templates import PlanTemplateService
 from services.ports.publishing import CorrectionObserver
 from services.read_ports import LedgerReads
 from services.recorder import RecorderService
@@ -77,6 +83,10 @@ class Ledger:
     webhooks: WebhookService
     upkeep: UpkeepService
     """Comments, plan endings, dead-letter discards (the workers apply them)."""
+    templates: PlanTemplateService | None = None
+    """`agents plan use`: action templates applied to plans."""
+    judge: JudgeService | None = None
+    """The judge of word-only invariants; None unless JUDGE_URL is set."""
 
     @property
     def reads(self) -> LedgerReads:
@@ -94,6 +104,8 @@ class Ledger:
         try:
             await self.nats.close()
         finally:
+            if self.judge is not None:
+                await self.judge.judge.close()
             await self.store.close()
 
 
@@ -109,18 +121,39 @@ def open_ledger(settings: Settings, nats: NatsSource, role: Role = OPERATOR) -> 
         RecorderPolicy(parent_wait_seconds=settings.recorder_parent_wait_seconds,
                        max_payload_bytes=settings.max_payload_bytes,
                        created_at_max_skew_seconds=settings.created_at_max_skew_seconds),
-        waits=store.parent_waits)
+        waits=store.parent_waits,
+        gates=GateService(store.gate_source(judge=settings.judge.enabled), store.outbox,
+                          publisher, settings.invariant_eval_budget_ms))
     corrections = CorrectionService(
         store, publisher, Archive(settings.resolved_archive_root(), settings.artifacts_root,
                                   settings.archive_limits),
         policy=CorrectionPolicy(max_attempts=settings.corrections_max_attempts,
                                 max_decisions=settings.corrections_max_decisions),
-        crash=role.crash, worker_id=role.worker_id, observer=role.observer)
+        crash=role.crash, worker_id=role.worker_id, observer=role.observer,
+        forecaster=InvariantForecaster(invariants=store.invariants, violations=store.violations,
+                                       plans=store.plans, judged=settings.judge.enabled))
+    invariants = InvariantService.from_store(store, publisher)
     return Ledger(settings=settings, store=store, nats=nats, publisher=publisher,
-                  recorder=recorder, corrections=corrections,
-                  invariants=InvariantService.from_store(store, publisher),
+                  recorder=recorder, corrections=corrections, invariants=invariants,
                   dead_letters=DeadLetterService(store.dead_letters, publisher, store),
                   upkeep=UpkeepService(store.upkeep, ReadFacts(store)),
                   webhooks=WebhookService(store.webhooks, publisher,
                                           Sealer(parse_key(settings.webhook_secret_key)),
-                                          outbox_flusher(store.outbox, publisher)))
+                                          outbox_flusher(store.outbox, publisher)),
+                  templates=PlanTemplateService(invariants, plans=store.plans,
+                                                uses=store.plan_uses,
+                                                decisions=store.decisions,
+                                                publisher=publisher),
+                  judge=_judge(settings, store, publisher))
+
+
+def _judge(settings: Settings, store: MongoStore, publisher: Publisher) -> JudgeService | None:
+    """The judge, when JUDGE_URL is set. A claim outlives the longest a decision can be
+    asked about (its invariants asked JUDGE_CONCURRENCY at a time, each bounded)."""
+    judge = settings.judge
+    if not judge.enabled:
+        return None
+    return JudgeService(OpenAIChatJudge(judge), holds=store.holds, decisions=store.decisions,
+                        invariants=store.invariants, outbox=store.outbox, publisher=publisher,
+                        lease=timedelta(seconds=judge.timeout_seconds * 4 + 10),
+                        max_attempts=judge.max_attempts)

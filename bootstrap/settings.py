@@ -14,6 +14,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from bootstrap.environment import read_settings
+from bootstrap.judge_settings import JudgeSettings
 from bootstrap.required_secrets import require_secrets
 from bootstrap.setting_types import LogFormat, Retry, StreamProfile
 from clients.credentials import NatsCredentials
@@ -146,6 +147,14 @@ class Settings:
     created_at_max_skew_seconds: float = 300.0
     """CREATED_AT_MAX_SKEW_SECONDS: how far a decision's created_at may be from the
     stream's timestamp of its message (rule created_at_skew)."""
+    invariant_eval_budget_ms: float = 20.0
+    """INVARIANT_EVAL_BUDGET_MS: CPU milliseconds of check evaluation a recorder batch may
+    spend per decision it holds (a batch of 1,000: 20 s); past it the batch's remaining
+    evaluations are unevaluated (an error invariant then refuses or holds the decision:
+    docs/invariants.md). Typical checks cost 2 µs each, `matches` 0.2 ms."""
+    judge: JudgeSettings = field(default_factory=JudgeSettings)
+    """JUDGE_*: the judge of word-only invariants (bootstrap.judge_settings); off by
+    default."""
     cloudevents_schema_base: str = DEFAULT_SCHEMA_BASE
     """CLOUDEVENTS_SCHEMA_BASE: the URL docs/schemas/ is published at; every event's
     `ce-dataschema` is it and `<family>.json` (default: the console `agents up` starts)."""

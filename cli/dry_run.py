@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from rich.markup import escape
 
+from cli.child_plan import show_child_plan
 from cli.errors import fail
 from cli.render import dump, emit_json, out, risk_text, seconds
 
@@ -66,5 +67,6 @@ def show_report(report: DryRunReport, as_json: bool) -> None:
     if impact.affected_child_plan_count > 20:
         out.print(f"  [dim]… and {impact.affected_child_plan_count - 20} more[/]")
     out.print(f"estimated recompute time: {seconds(report.estimated_recompute_time_seconds)}")
+    show_child_plan(report.child_plan)
     for w in report.warnings:
         out.print(f"[yellow]warning:[/] {escape(w)}")

@@ -18,7 +18,16 @@ from rich.markup import escape
 from cli import violations
 from cli.context import Ctx, parse_id, run
 from cli.errors import USAGE_ERROR, fail
-from cli.invariant_calls import ActionOpt, PlanOpt, ProjectOpt, call
+from cli.invariant_calls import (
+    ActionOpt,
+    CheckOpt,
+    ConsequenceOpt,
+    PlanOpt,
+    ProjectOpt,
+    SeverityOpt,
+    call,
+    checked_options,
+)
 from cli.render import JsonFlag, clip, dump, emit_json, out, table, when
 
 if TYPE_CHECKING:
@@ -42,13 +51,20 @@ def _one_scope(project: str | None, plan: str | None, action: str | None) -> tup
     return scope, target
 
 
+def _gate(i: Invariant) -> str:
+    """What the ledger does with it: `error/refuse check` is evaluated on every decision,
+    `error/refuse` alone is reported by agents (or ruled on by a judge)."""
+    return f"{i.severity.value}/{i.outcome.value}" + (" check" if i.check else "")
+
+
 def _table(invariants: list[Invariant]) -> None:
     if not invariants:
         out.print("no invariants")
         return
-    table(["id", "name", "scope", "target", "created", "description"],
+    table(["id", "name", "scope", "target", "created", "gate", "description"],
           [[i.id, escape(i.name), i.scope.value, escape(i.scope_target or "-"),
-            when(i.created_at), escape(clip(i.description, 60))] for i in invariants],
+            when(i.created_at), _gate(i), escape(clip(i.description, 60))]
+           for i in invariants],
           ids_in={0})
 
 
@@ -76,17 +92,22 @@ def add(
     project: ProjectOpt = None,
     plan: PlanOpt = None,
     action: ActionOpt = None,
+    check: CheckOpt = None,
+    severity: SeverityOpt = "error",
+    consequence: ConsequenceOpt = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Add an invariant: GLOBAL unless --project, --plan or --action names its scope."""
+    """Add an invariant: GLOBAL unless --project, --plan or --action names its scope.
+    With --check the ledger evaluates it on every decision (docs/invariants.md)."""
     scope, target = _one_scope(project, plan, action)
+    checked = checked_options(check, severity, consequence)
 
     async def body(ctx: Ctx) -> None:
         from contracts.invariants.model import InvariantScope
 
         bound = await plan_target(ctx, target or "") if scope == "PLAN" else target
         inv = await call(ctx, lambda s: s.add_invariant(
-            name, description, InvariantScope(scope), bound))
+            name, description, InvariantScope(scope), bound, **checked))
         if as_json:
             emit_json(dump(inv))
         else:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from cli import correct, explain, history, plan_list, upkeep
+from cli import correct, explain, history, plan_list, plan_use, upkeep
 from cli.context import Ctx, parse_id, run
 from cli.errors import USAGE_ERROR, fail
 from cli.render import JsonFlag, dump, emit_json, ids, out, piped, short
@@ -179,3 +179,4 @@ app.command("export")(plan_list.export)
 app.command("comment")(upkeep.comment)
 app.command("complete")(upkeep.complete)
 app.command("abandon")(upkeep.abandon)
+app.command("use")(plan_use.use)

@@ -32,8 +32,10 @@ from contracts.corrections.states import CorrectionMode, CorrectionStatus
 from contracts.decisions.artifacts import ArtifactRef
 from contracts.decisions.context import ContextSnapshot, ResourceRef
 from contracts.decisions.model import Decision
+from contracts.decisions.tools import ToolCall
 from contracts.decisions.types import DecisionType
-from contracts.invariants.violations import InvariantViolation, Severity
+from contracts.invariants.severity import Severity
+from contracts.invariants.violations import InvariantViolation
 from contracts.recording.events import DecisionPersisted, DecisionRejected
 
 __all__ = [
@@ -70,6 +72,7 @@ __all__ = [
     "RetryPolicy",
     "Severity",
     "StaleBranchError",
+    "ToolCall",
     "build_child",
     "build_root",
     "context_hash",

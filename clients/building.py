@@ -19,6 +19,7 @@ from contracts.decisions import subjects
 from contracts.decisions.artifacts import ArtifactRef
 from contracts.decisions.context import ContextSnapshot, ResourceRef
 from contracts.decisions.model import Decision
+from contracts.decisions.tools import ToolCall
 from contracts.decisions.types import DecisionType
 from contracts.recording.message import Invalid, read_message
 from contracts.shared.ids import MSG_ID_HEADER, new_id
@@ -117,8 +118,11 @@ def build_child(parent: DecisionRef, decision_type: DecisionType | str, *, quest
                 downstream_plan_ids: Sequence[str] = (),
                 downstream_decision_ids: Sequence[str] = (),
                 decision_id: str | None = None,
-                created_at: datetime | None = None) -> Decision:
-    """A decision under `parent` (a Decision or a ResumePoint), in its plan, with a fresh ULID."""
+                created_at: datetime | None = None,
+                tool: ToolCall | None = None) -> Decision:
+    """A decision under `parent` (a Decision or a ResumePoint), in its plan, with a fresh
+    ULID. `tool`: the tool a `tool_invocation` runs and its arguments, which invariants'
+    checks read (docs/wire.md)."""
     return _build(
         decision_id=decision_id or new_id(), plan_id=parent.plan_id,
         parent_decision_id=parent.decision_id, decision_type=decision_type,
@@ -127,7 +131,7 @@ def build_child(parent: DecisionRef, decision_type: DecisionType | str, *, quest
         context_snapshot=_snapshot(context), rationale=rationale,
         actor_reasoning=actor_reasoning, artifacts_produced=_artifacts(artifacts),
         downstream_plan_ids=list(downstream_plan_ids),
-        downstream_decision_ids=list(downstream_decision_ids),
+        downstream_decision_ids=list(downstream_decision_ids), tool=tool,
         **({"created_at": created_at} if created_at else {}),
     )
 

@@ -37,10 +37,12 @@ from clients.signing import signer_for
 from clients.telemetry import Conversations, recording
 from contracts.corrections.resume_points import DecisionRef
 from contracts.decisions.model import Decision
+from contracts.decisions.tools import ToolCall
 from contracts.decisions.types import DecisionType
 from contracts.invariants import subjects as invariant_subjects
 from contracts.invariants.families import VIOLATIONS
-from contracts.invariants.violations import LEDGER_FIELDS, InvariantViolation, Severity
+from contracts.invariants.severity import Severity
+from contracts.invariants.violations import LEDGER_FIELDS, InvariantViolation
 from contracts.recording.families import RECORDED
 from contracts.shared.ids import new_id
 from contracts.trust.signing import Signer
@@ -101,17 +103,20 @@ class DecisionRecorder(PersistedWaiting, ConnectionOwner):
                      artifacts: Sequence[Artifact] = (),
                      downstream_plan_ids: Sequence[str] = (),
                      downstream_decision_ids: Sequence[str] = (),
-                     created_at: datetime | None = None) -> Decision:
+                     created_at: datetime | None = None,
+                     tool: ToolCall | None = None) -> Decision:
         """Record a decision under `parent` (same plan, fresh ULID) and return it.
 
         `parent` is a Decision, or a ResumePoint (a resume instruction's `resume_at`, a
-        StaleBranchError's `resume_at`): anything naming a decision and its plan."""
+        StaleBranchError's `resume_at`): anything naming a decision and its plan. `tool`
+        names a tool_invocation's tool and arguments (what checked invariants read)."""
         return await self.publish(build_child(
             parent, decision_type, question=question, chosen_option=chosen_option,
             context=context, alternatives=alternatives, confidence=confidence,
             rationale=rationale, actor_reasoning=actor_reasoning, artifacts=artifacts,
             downstream_plan_ids=downstream_plan_ids,
-            downstream_decision_ids=downstream_decision_ids, created_at=created_at))
+            downstream_decision_ids=downstream_decision_ids, created_at=created_at,
+            tool=tool))
 
     async def publish(self, decision: Decision) -> Decision:
         """Publish a decision built elsewhere: checked locally, then sent until acked.

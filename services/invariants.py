@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from contracts.decisions.model import Decision
 from contracts.invariants.blocking import ReconciliationBlocked
+from contracts.invariants.checks import InvalidCheck, compile_check
 from contracts.invariants.errors import (
     DuplicateInvariant,
     InvalidInvariant,
@@ -28,6 +29,7 @@ from contracts.invariants.errors import (
 )
 from contracts.invariants.model import Invariant, InvariantScope
 from contracts.invariants.precedence import effective_invariants
+from contracts.invariants.severity import Consequence, Severity
 from contracts.invariants.violations import InvariantViolation
 from contracts.invariants.wire import (
     ViolationEventType,
@@ -86,12 +88,22 @@ class InvariantService:
 
     async def add_invariant(self, name: str, description: str,
                             scope: InvariantScope = InvariantScope.GLOBAL,
-                            scope_target: str | None = None) -> Invariant:
-        """Store a new invariant. InvalidInvariant if the model refuses it (the message
-        says why); DuplicateInvariant if that name exists at that scope and target."""
+                            scope_target: str | None = None, *, check: str | None = None,
+                            severity: Severity = Severity.ERROR,
+                            consequence: Consequence | None = None) -> Invariant:
+        """Store a new invariant. InvalidInvariant if the model refuses it or its `check`
+        is not a CEL expression within the bounds (contracts.invariants.checks; the
+        message says why); DuplicateInvariant if that name exists at that scope and
+        target. The recorder's next batch evaluates it."""
+        if check is not None:
+            try:
+                check = compile_check(check).source
+            except InvalidCheck as exc:
+                raise InvalidInvariant(f"check: {exc}") from None
         try:
             inv = Invariant(name=name, description=description, scope=scope,
-                            scope_target=scope_target, created_at=self._clock())
+                            scope_target=scope_target, created_at=self._clock(),
+                            check=check, severity=severity, consequence=consequence)
         except ValidationError as exc:
             reason = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'invariant'}: "
                                f"{e['msg']}" for e in exc.errors(include_url=False))

@@ -29,6 +29,7 @@ from contracts.shared.rules import Rule, RuleViolation
 from contracts.shared.timestamps import utc_now
 from contracts.shared.tracing import trace_headers
 from contracts.trust.policy import Identity
+from services.invariant_gate import GateService
 from services.ports.publishing import EventPublisher
 from services.ports.records import DeadLetterRecords, RecordedDecisions
 from services.recorder_batch import (
@@ -55,8 +56,11 @@ class RecorderService:
     def __init__(self, decisions: RecordedDecisions, dead_letters: DeadLetterRecords,
                  publisher: EventPublisher,
                  policy: RecorderPolicy | None = None,
-                 waits: ParentWaitClock | None = None) -> None:
+                 waits: ParentWaitClock | None = None, *,
+                 gates: GateService | None = None) -> None:
         self._decisions = decisions
+        self._gates = gates
+        """The invariants' gate (services.invariant_gate); None: no invariant is evaluated."""
         self._dead_letters = dead_letters
         self._publisher = publisher
         self.policy = policy or RecorderPolicy()
@@ -114,14 +118,19 @@ class RecorderService:
         # the full facts. So does a triage that does not accept every decision, since a
         # stored one would have been a redelivery or a duplicate instead.
         optimistic = all(m.delivered == 1 for m in read.batch)
+        gates = self._gates.begin(len(todo)) if self._gates is not None and todo else None
         for _ in range(RACE_RETRIES + optimistic):
-            facts = await self._decisions.facts_for(todo, existing=not optimistic)
-            triage = triage_batch(todo, facts)
+            if gates is None:
+                facts, gate = await self._decisions.facts_for(todo, existing=not optimistic), None
+            else:
+                facts, gate = await gates.facts(self._decisions, todo, existing=not optimistic)
+            triage = triage_batch(todo, facts, gate)
             if optimistic and len(triage.accept) != len(todo):
                 optimistic = False
                 continue
+            effects = gates.effects(gate, facts, now) if gates is not None else None
             stored = await self._decisions.insert_recorded(triage.accept, now, facts.epochs,
-                                                           facts.ownership)
+                                                           facts.ownership, effects)
             optimistic = False
             if stored is None:
                 # Another worker stored one of these first (or its triage's root), or a
@@ -129,6 +138,9 @@ class RecorderService:
                 # stored already: triage them again against the store.
                 continue
             out.written, out.redelivered, waiting = stored, triage.redelivered, triage.wait
+            if gates is not None and effects is not None:
+                await gates.committed(gate, effects)
+                out.holds = {h.decision_id: h.status.value for h in effects.holds}
             read.resume.update(triage.resume)
             for c, violations in triage.reject:
                 reject(by_seq[c.stream_sequence], c.decision.plan_id, c.decision.decision_id,
@@ -167,7 +179,8 @@ class RecorderService:
         by_seq = read.by_seq
         traces = {c.decision.decision_id: trace for c in read.candidates
                   if (trace := trace_headers(by_seq[c.stream_sequence].headers))}
-        await self._publish_persisted(stored.written, stored.redelivered, traces)
+        await self._publish_persisted(stored.written, stored.redelivered, traces,
+                                      stored.holds)
         await reject_letters(self._dead_letters, self._publisher, read.letters, read.now,
                              read.resume)
         for seq in read.letters:
@@ -178,8 +191,10 @@ class RecorderService:
 
     async def _publish_persisted(self, written: list[Decision],
                                  redelivered: list[Candidate],
-                                 traces: Mapping[str, Mapping[str, str]]) -> None:
-        events = [persisted_event(d, traces.get(d.decision_id)) for d in written]
+                                 traces: Mapping[str, Mapping[str, str]],
+                                 holds: Mapping[str, str]) -> None:
+        events = [persisted_event(d, traces.get(d.decision_id), holds.get(d.decision_id))
+                  for d in written]
         if redelivered:
             stored = await self._decisions.get_many(c.decision.decision_id for c in redelivered)
             events += [persisted_event(d, traces.get(d.decision_id)) for d in stored.values()]

@@ -43,11 +43,11 @@ def read_guarded(msg: Inbound, now: datetime,
     return result
 
 
-def persisted_event(d: Decision,
-                    trace: Mapping[str, str] | None = None) -> OutgoingEvent:
+def persisted_event(d: Decision, trace: Mapping[str, str] | None = None,
+                    hold: str | None = None) -> OutgoingEvent:
     """The decision's persisted event; `trace` is the trace context its message carried,
-    continued on the event (contracts.shared.tracing)."""
-    return OutgoingEvent(persisted(d.plan_id), persisted_body(d),
+    continued on the event (contracts.shared.tracing); `hold` the status of its hold."""
+    return OutgoingEvent(persisted(d.plan_id), persisted_body(d, hold),
                          persisted_msg_id(d.decision_id),
                          tuple(trace.items()) if trace else ())
 
@@ -84,3 +84,6 @@ class Committed:
     written: list[Decision] = field(default_factory=list)
     redelivered: list[Candidate] = field(default_factory=list)
     verdicts: dict[int, Disposition] = field(default_factory=dict)
+    holds: dict[str, str] = field(default_factory=dict)
+    """Decision ID -> status of the hold the gate wrote with it (its persisted event
+    says so)."""

@@ -24,6 +24,9 @@ INVARIANTS = "invariants"
 INVARIANT_VIOLATIONS = "invariant_violations"
 DELIVERY_FAILURES = "delivery_failures"
 PARENT_WAITS = "parent_waits"
+INVARIANT_VERSIONS = "invariant_versions"
+DECISION_HOLDS = "decision_holds"
+PLAN_USES = "plan_uses"
 COMMENTS = "comments"
 
 _INDEXES: dict[str, list[IndexModel]] = {
@@ -98,6 +101,11 @@ _INDEXES: dict[str, list[IndexModel]] = {
         # The gauges: open violations counted by severity.
         IndexModel([("resolved_at", ASCENDING), ("severity", ASCENDING)],
                    name="open_by_severity"),
+    ],
+    # Held decisions: a plan's by status (pending approvals), and the judge's queue.
+    DECISION_HOLDS: [
+        IndexModel([("plan_id", ASCENDING), ("status", ASCENDING)], name="by_plan_status"),
+        IndexModel([("status", ASCENDING), ("claimed_until", ASCENDING)], name="by_status"),
     ],
     # A decision's comments, in the order they were made (comment IDs are ULIDs).
     COMMENTS: [IndexModel([("decision_id", ASCENDING), ("_id", ASCENDING)],

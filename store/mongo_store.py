@@ -31,10 +31,13 @@ from store.database import Document, connect, ensure_indexes, replica_set_name
 from store.dead_letters import DeadLetterRepository
 from store.decisions import DecisionRepository
 from store.deliveries import DeliveryFailures, ParentWaits
+from store.gate_source import GateSource
+from store.holds import HoldRepository
 from store.impact import ImpactReader
 from store.invariants import InvariantRepository
 from store.leases import Leases
 from store.outbox import OutboxRepository
+from store.plan_uses import PlanUseRepository
 from store.plans import PlanRepository
 from store.recorder import RecorderRepository
 from store.status import ledger_status
@@ -72,9 +75,16 @@ class MongoStore:
         self.writer = CorrectionWriter(db, self.leases)
         self.deliveries = DeliveryFailures(db)
         self.parent_waits = ParentWaits(db)
+        self.holds = HoldRepository(db)
+        self.plan_uses = PlanUseRepository(db)
         self.audit = AuditReader(db)
         self.webhooks = WebhookStore(db)
         self.upkeep = UpkeepRepository(db)
+
+    def gate_source(self, *, judge: bool = False) -> GateSource:
+        """What the recorder's gate reads per batch (one per recorder: it caches);
+        `judge`: word-only invariants are judged (a judge is configured)."""
+        return GateSource(self._db, self.recorder.sink, judge=judge)
 
     @classmethod
     def connect(cls, uri: str, db_name: str, *, lease_seconds: float = 10.0,

@@ -7,10 +7,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
+from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from contracts.decisions.model import Decision
+from contracts.invariants.outcomes import GateEffects
 from contracts.recording.facts import StoredFacts
 from contracts.recording.message import Candidate
 from contracts.trust.ownership import Ownership
@@ -19,6 +21,7 @@ from store.batch_insert import StaleFacts, insert_batch
 from store.cache import PARENT_PLAN_CACHE, CounterGuesses, RecorderCache
 from store.database import DECISIONS, Document, find_by_ids
 from store.decisions import from_document
+from store.gate_sink import GateSink, HoldSink
 from store.transactions import run_in_transaction
 from store.translate import translate_errors
 
@@ -27,9 +30,11 @@ DUPLICATE_KEY = 11000
 
 @translate_errors
 class RecorderRepository:
-    def __init__(self, db: AsyncDatabase[Document]) -> None:
+    def __init__(self, db: AsyncDatabase[Document], sink: GateSink | None = None) -> None:
         self._client = db.client
         self._db = db
+        self.sink: GateSink = sink or HoldSink(db)
+        """Records the invariants' gate's effects in the batch's transaction."""
         self._decisions = db[DECISIONS]
         self._cache = RecorderCache()
         self._counters = CounterGuesses(PARENT_PLAN_CACHE)
@@ -49,21 +54,28 @@ class RecorderRepository:
 
     async def insert_recorded(self, accepted: Sequence[Candidate], now: datetime,
                               epochs: Mapping[str, int] | None = None,
-                              ownership: Mapping[str, Ownership] | None = None
-                              ) -> list[Decision] | None:
+                              ownership: Mapping[str, Ownership] | None = None,
+                              effects: GateEffects | None = None) -> list[Decision] | None:
         """Number and chain the decisions per plan, in the given order, and insert them with
         one bulk write, all in one transaction. None means a concurrent writer stored one of these
         IDs (or its plan's root) first, or a correction changed one of their plans since
         `epochs` (the facts' epochs; None: not checked) were read, or a plan got an
         owner other than `ownership` says (the facts'; None: not checked): nothing was
-        written, and the caller plans again."""
-        if not accepted:
+        written, and the caller plans again. `effects`: what the invariants' gate decided,
+        written by `sink` in the same transaction (even when nothing is accepted)."""
+        if not accepted and not effects:
             return []
+
+        async def write(s: AsyncClientSession) -> list[Decision]:
+            done = await insert_batch(self._db, accepted, now, s, epochs=epochs,
+                                      ownership=ownership,
+                                      guesses=self._counters) if accepted else []
+            if effects:
+                await self.sink.record(effects, now, s)
+            return done
+
         try:
-            written = await run_in_transaction(
-                self._client, lambda s: insert_batch(self._db, accepted, now, s, epochs=epochs,
-                                                     ownership=ownership,
-                                                     guesses=self._counters))
+            written = await run_in_transaction(self._client, write)
         except (DuplicateKeyError, StaleFacts):
             return None
         except BulkWriteError as exc:

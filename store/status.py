@@ -17,7 +17,7 @@ from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.corrections.states import CORRECTION_LIFECYCLE, CorrectionStatus
-from contracts.invariants.violations import Severity
+from contracts.invariants.severity import Severity
 from contracts.shared.counts import FAILED_RECENTLY, LedgerStatus, WorkerSeen
 from contracts.shared.rules import Rule
 from store.database import (

@@ -46,7 +46,7 @@ EventFor = Callable[[InvariantViolation, bool], OutgoingEvent]
 blocked once the change commits (read inside the same transaction)."""
 
 
-def _v_to_doc(v: InvariantViolation) -> Document:
+def violation_document(v: InvariantViolation) -> Document:
     doc: Document = v.model_dump(mode="python", exclude={"violation_id"})
     doc["_id"] = v.violation_id
     return doc
@@ -127,7 +127,7 @@ class ViolationRepository:
         violation_id was stored with other content."""
         async def write(s: AsyncClientSession) -> None:
             chains = PlanChains(self._db[PLANS], s, now)
-            doc = _v_to_doc(v)
+            doc = violation_document(v)
             await self._coll.insert_one(doc | {"chain": [await _link(
                 chains, v.plan_id, v.violation_id, VIOLATION_REPORT, doc)]}, session=s)
             await chains.save()

@@ -45,6 +45,7 @@ from contracts.invariants.errors import (
     ViolationConflict,
 )
 from contracts.invariants.model import Invariant, InvariantScope
+from contracts.invariants.outcomes import GateEffects
 from contracts.invariants.violations import BLOCKING_SEVERITIES, InvariantViolation
 from contracts.recording.facts import PlanClaim, Resume, Stored, StoredFacts
 from contracts.recording.message import Candidate
@@ -272,8 +273,11 @@ class MemoryDecisions:
 
     async def insert_recorded(self, accepted: Sequence[Candidate], now: datetime,
                               epochs: Mapping[str, int] | None = None,
-                              ownership: Mapping[str, Ownership] | None = None
-                              ) -> list[Decision] | None:
+                              ownership: Mapping[str, Ownership] | None = None,
+                              effects: GateEffects | None = None) -> list[Decision] | None:
+        if effects:
+            raise NotImplementedError("the invariants' gate records its effects in MongoDB "
+                                      "(store.gate_sink); the in-memory store has no sink")
         if not accepted:
             return []
         try:

@@ -24,6 +24,7 @@ from workers.connections import NatsLink, nats_options
 from workers.deps import Deps
 from workers.dry_run import start_dry_run
 from workers.handlers import pullers
+from workers.judge import judge_loop
 from workers.logs import BROKER_LOGGER
 from workers.recovery import Sweeper
 from workers.relay import relay_loop
@@ -89,6 +90,7 @@ async def start_consumers(runtime: Runtime, settings: Settings, broker: NatsBrok
     deps = Deps(settings, recorder=runtime.get_recorder, corrections=runtime.get_corrections,
                 invariants=runtime.get_invariants, dead_letters=runtime.get_dead_letters,
                 upkeep=runtime.get_upkeep, nc=broker.connection,
+                templates=runtime.get_templates,
                 failures=runtime.failures, crash=runtime.crash,
                 trust=settings.trust_policy())
     db = runtime.mongo[settings.mongodb_db]
@@ -113,12 +115,16 @@ def start_background(runtime: Runtime, settings: Settings) -> None:
                                         name="outbox-relay")
     runtime.sweeper = Sweeper(runtime.get_corrections, settings, runtime.registry)
     runtime.sweep = asyncio.create_task(runtime.sweeper.run(), name="recovery-sweep")
+    judge = runtime.get_ledger().judge
+    if judge is not None:
+        runtime.judge = asyncio.create_task(judge_loop(lambda: judge, settings.judge),
+                                            name="judge")
 
 
 async def stop_background(runtime: Runtime, settings: Settings) -> None:
     if runtime.webhooks is not None:
         await runtime.webhooks.stop()
-    for task in (runtime.relay, runtime.sweep, runtime.sampler):
+    for task in (runtime.relay, runtime.sweep, runtime.sampler, runtime.judge):
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -16,6 +16,7 @@ from contracts.trust.policy import FamilyTrust, TrustPolicy
 from services.corrections.policy import CrashHook, no_crash
 from services.corrections.service import CorrectionService
 from services.invariants import InvariantService
+from services.plan_templates import PlanTemplateService
 from services.recorder import RecorderService
 from services.upkeep import UpkeepService
 from store.dead_letters import DeadLetterRepository
@@ -42,6 +43,8 @@ class Deps:
     queued after its request); None where no server runs (unit tests)."""
     """Where every consumer records its failed deliveries (None: in memory only)."""
     crash: CrashHook = no_crash
+    templates: Callable[[], PlanTemplateService] | None = None
+    """`agents plan use` requests (None: a test that runs no template consumer)."""
     trust: TrustPolicy = field(default_factory=TrustPolicy)
     """What is verified of who sent each inbound message (Settings.trust_policy, read
     once at start)."""

@@ -26,7 +26,7 @@ from contracts.decisions.subjects import DECISIONS_STREAM, PERSISTED_PREFIX, pla
 from contracts.decisions.types import DecisionType
 from contracts.invariants import subjects
 from contracts.invariants.errors import ViolationConflict
-from contracts.invariants.families import VIOLATIONS
+from contracts.invariants.families import TEMPLATES, VIOLATIONS
 from contracts.invariants.violations import InvariantViolation
 from contracts.invariants.wire import read_violation
 from contracts.recording.events import DecisionPersisted, read_persisted_root
@@ -42,6 +42,7 @@ from services.invariants import InvariantService
 from store.errors import InvariantNotFound
 from workers.batch import Batch
 from workers.deps import Deps, HandlerClass
+from workers.templates import TemplateConsumer
 
 log = logging.getLogger(__name__)
 
@@ -179,5 +180,6 @@ def _subject_plan(subject: str) -> str | None:
 
 
 HANDLERS: dict[str, HandlerClass[Any]] = {PERSISTED.name: ReconcilerConsumer,
-                                          VIOLATIONS.name: ViolationConsumer}
+                                          VIOLATIONS.name: ViolationConsumer,
+                                          TEMPLATES.name: TemplateConsumer}
 """The families the invariant workers consume, and the handler of each."""

@@ -34,6 +34,7 @@ from contracts.shared.urls import redact
 from services.corrections.policy import CrashHook, no_crash
 from services.corrections.service import CorrectionService
 from services.invariants import InvariantService
+from services.plan_templates import PlanTemplateService
 from services.recorder import RecorderService
 from services.upkeep import UpkeepService
 from store.database import Document
@@ -69,6 +70,7 @@ class Runtime:
     worker_id: str = ""
     dry_run: Subscription | None = None
     relay: asyncio.Task[None] | None = None
+    judge: asyncio.Task[None] | None = None
     mongo_watch: MongoWatch | None = None
     health: HealthServer | None = None
     consuming: bool = False
@@ -95,6 +97,11 @@ class Runtime:
 
     def get_upkeep(self) -> UpkeepService:
         return self.get_ledger().upkeep
+
+    def get_templates(self) -> PlanTemplateService:
+        templates = self.get_ledger().templates
+        assert templates is not None
+        return templates
 
     def get_dead_letters(self) -> DeadLetterRepository:
         return self.get_ledger().store.dead_letters

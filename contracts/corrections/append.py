@@ -54,12 +54,14 @@ def append_writes(
     at: datetime,
     project: str | None = None,
     action_template: str | None = None,
+    note: str | None = None,
 ) -> AppendWrites:
     """A child plan rooted at the target, and the intervention decision linking the two.
 
     `sequence_number` is the next one of the target's plan (for the intervention);
     the child plan's root is its sequence 0. `project` and `action_template` are the
-    parent plan's, which the child inherits.
+    parent plan's, which the child inherits; `note` what the child starts under (the
+    invariants in force for it: contracts.corrections.append_impact), for its root.
     """
     check_mode(request, CorrectionMode.APPEND)
     validate_target(request, target)
@@ -86,7 +88,7 @@ def append_writes(
         question=f"Follow-up to decision {target.decision_id}: {target.question}",
         chosen_option=request.guidance,
         context_snapshot=context,
-        rationale=origin,
+        rationale=f"{origin} {note}" if note else origin,
         created_at=at,
         project=project,
         action_template=action_template,

@@ -7,6 +7,7 @@ from collections.abc import Collection, Sequence
 
 from pydantic import Field
 
+from contracts.corrections.append_impact import ChildPlanForecast, forecast_warnings
 from contracts.corrections.archive.preview import ArchivePreview, archive_warnings
 from contracts.corrections.requests import CorrectionRequest
 from contracts.corrections.states import CorrectionMode
@@ -58,6 +59,9 @@ class DryRunReport(Frozen):
     warnings: list[str] = Field(
         default_factory=list, description="Human-readable cautions, most serious first."
     )
+    child_plan: ChildPlanForecast | None = Field(
+        default=None, description="Append only: the child plan it would create, the "
+        "invariants it would run under, and whether its lineage is blocked.")
     current_replacement_id: Ulid | None = Field(
         default=None, description="When the target is already superseded: the decision that "
         "stands in for it now (superseded_by followed to the current tree). Correct that "
@@ -81,11 +85,13 @@ def build_dry_run_report(
     max_decisions: int | None = None,
     inline: int = INLINE_IDS_MAX,
     archive: ArchivePreview | None = None,
+    child_plan: ChildPlanForecast | None = None,
 ) -> DryRunReport:
     """The report, with every warning an operator should read before applying.
 
     `archive` is what the archive would do with the artifacts, from a look at them
-    (its warnings replace the plain list of what would be archived).
+    (its warnings replace the plain list of what would be archived); `child_plan` what
+    an append would start (its warnings follow the append's).
 
     Its lists are cut to their first `inline` entries (with their counts), so the reply
     fits in one NATS message whatever the size of the subtree.
@@ -98,6 +104,8 @@ def build_dry_run_report(
                                  target_plan_id=target_plan_id, max_decisions=max_decisions)
     warnings += (_revert_warnings(impact, fallback_types, archive) if revert
                  else _append_warnings(request, impact))
+    if child_plan is not None and not revert:
+        warnings += forecast_warnings(child_plan)
     invalidate = list(impact.affected_decision_ids) if revert else []
     rollback = list(impact.affected_child_plan_ids) if revert else []
     bounded = impact.bounded(inline)
@@ -115,6 +123,7 @@ def build_dry_run_report(
         else 0.0,
         warnings=warnings,
         current_replacement_id=current_replacement if target_superseded else None,
+        child_plan=None if revert else child_plan,
     )
 
 

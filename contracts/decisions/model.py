@@ -21,6 +21,7 @@ from contracts.decisions.actors import AgentIdentity, ModelIdentity, PrincipalNa
 from contracts.decisions.artifacts import ArtifactRef
 from contracts.decisions.context import ContextSnapshot
 from contracts.decisions.cross_field import cross_field_violations
+from contracts.decisions.tools import ToolCall
 from contracts.decisions.types import DecisionType
 from contracts.shared.base import Frozen
 from contracts.shared.ids import Ulid, new_id
@@ -119,6 +120,10 @@ class Decision(Frozen):
         default=None, description="The agent software that made the decision: name, version.")
     model: ModelIdentity | None = Field(
         default=None, description="The model it used: provider, name.")
+    # What a tool_invocation runs, as data an invariant's check can read.
+    tool: ToolCall | None = Field(
+        default=None, description="tool_invocation: the tool and its arguments (bounded: "
+        "contracts.decisions.tools); what invariants' checks read as `tool`.")
 
     @field_validator("sequence_number")
     @classmethod

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from contracts.invariants import subjects
+from contracts.invariants.plan_use import PlanUseRequest
 from contracts.invariants.violations import InvariantViolation
 from contracts.invariants.wire import ViolationEvent, ViolationRejected
 from contracts.shared.families import Direction, MessageFamily, Stream
@@ -65,4 +66,24 @@ REJECTED = MessageFamily(
     readers=(),
 )
 
-FAMILIES = (VIOLATIONS, EVENTS, REJECTED)
+TEMPLATES = MessageFamily(
+    f"{subjects.TEMPLATES_PREFIX}.{{plan_id}}", PlanUseRequest, Direction.INBOUND, INVARIANTS,
+    msg_id="<request_id> (a retry is the same request)",
+    description="Apply an action template to a plan (agents plan use): the template's "
+    "ACTION invariants are promoted into the plan's scope, an invariant_enforced decision "
+    "each, and the recorder's gate evaluates them from its next batch. From an operator "
+    "within the plan's project, or the plan's owner or a delegate. The outcome (applied, "
+    "or refused with its rule: plan_started, template_conflict, plan_owner, "
+    "operator_scope) is kept under the request_id; unreadable requests are dead-lettered.",
+    publishers=(
+        Publisher(Role.OPERATOR, "agents plan use"),
+        Publisher(Role.AGENT, "the plan's owner or a delegate, with any NATS client"),
+    ),
+    readers=(Reader(Role.WORKER, Via.DURABLE, "the template consumer (workers.invariants)",
+                    durable=subjects.TEMPLATES_DURABLE,
+                    consumer=ConsumerSpec(ack_wait="invariants_ack_wait_seconds",
+                                          batch_size="invariants_batch_size",
+                                          max_ack_pending=1_000)),),
+)
+
+FAMILIES = (VIOLATIONS, TEMPLATES, EVENTS, REJECTED)

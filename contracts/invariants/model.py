@@ -22,6 +22,7 @@ from pydantic import (
     model_validator,
 )
 
+from contracts.invariants.severity import CONSEQUENCES, DEFAULT_CONSEQUENCE, Consequence, Severity
 from contracts.shared.base import Frozen
 from contracts.shared.ids import Ulid, is_ulid, new_id
 from contracts.shared.text import NonEmptyStr
@@ -29,6 +30,8 @@ from contracts.shared.timestamps import UtcTime, utc_now
 
 MAX_NAME = 100
 MAX_TEXT = 10_000
+MAX_CHECK_CHARS = 1000
+"""Longest check expression (contracts.invariants.checks says why)."""
 
 
 class InvariantScope(StrEnum):
@@ -76,6 +79,30 @@ class Invariant(Frozen):
         default=None, description="Plan ID (PLAN), project (PROJECT), action template "
         "(ACTION); None for GLOBAL.")
     created_at: UtcTime = Field(default_factory=utc_now, description="UTC creation time.")
+    check: str | None = Field(
+        default=None,
+        description="A CEL expression over the decision, true while the decision keeps the "
+        "invariant (contracts.invariants.checks); None: written only in words.",
+        examples=['!(tool.name == "shell" && tool.arguments.cmd.contains("rm -rf"))'])
+    severity: Severity = Field(
+        default=Severity.ERROR, description="How serious breaking it is: error, warning, "
+        "info (a checked or judged invariant's violations have it).")
+    consequence: Consequence | None = Field(
+        default=None, description="What a decision breaking it gets: refuse or hold "
+        "(error), record (warning, info); None: refuse for error, record otherwise.")
+
+    @property
+    def outcome(self) -> Consequence:
+        """The consequence a breaking decision gets (the severity's default if unset)."""
+        return self.consequence or DEFAULT_CONSEQUENCE[self.severity]
+
+    @model_validator(mode="after")
+    def _consequence_fits_severity(self) -> Self:
+        if self.consequence is not None and self.consequence not in CONSEQUENCES[self.severity]:
+            allowed = " or ".join(sorted(c.value for c in CONSEQUENCES[self.severity]))
+            raise ValueError(f"a {self.severity.value} invariant's consequence is {allowed}, "
+                             f"not {self.consequence.value}")
+        return self
 
     @model_validator(mode="after")
     def _target_fits_scope(self) -> Self:

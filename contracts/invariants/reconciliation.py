@@ -42,7 +42,11 @@ def _where(inv: Invariant) -> str:
     return f"{inv.scope.value} invariant of {inv.scope_target}"
 
 
-def enforced_decision(root: Decision, inv: Invariant) -> Decision:
+STARTED = "in force when the plan started"
+PLAN_USE = "promoted to the plan's scope when agents plan use applied its template"
+
+
+def enforced_decision(root: Decision, inv: Invariant, why: str = STARTED) -> Decision:
     return Decision(
         decision_id=enforced_decision_id(root.decision_id, inv.id),
         plan_id=root.plan_id,
@@ -53,7 +57,7 @@ def enforced_decision(root: Decision, inv: Invariant) -> Decision:
         confidence_score=1.0,
         context_snapshot=ContextSnapshot(hot_context_hash=invariant_text_hash(inv),
                                          hot_context_ref=f"invariant:{inv.id}"),
-        rationale=f"{_where(inv)} ({inv.id}), in force when the plan started.",
+        rationale=f"{_where(inv)} ({inv.id}), {why}.",
     )
 
 

@@ -14,8 +14,10 @@ INVARIANTS_STREAM = "INVARIANTS"
 VIOLATIONS_PREFIX = "invariants.violations"
 EVENTS_PREFIX = "invariants.events"
 REJECTED_PREFIX = "invariants.rejected"
+TEMPLATES_PREFIX = "invariants.templates"
 
 VIOLATIONS_DURABLE = "invariant-violations"
+TEMPLATES_DURABLE = "plan-templates"
 
 ALL_EVENTS = f"{EVENTS_PREFIX}.>"
 
@@ -26,6 +28,11 @@ RESOLVED = "resolved"
 def violations(plan_id: str) -> str:
     """Where an agent reports an InvariantViolation (Nats-Msg-Id: <violation_id>)."""
     return f"{VIOLATIONS_PREFIX}.{plan_token(plan_id)}"
+
+
+def templates(plan_id: str) -> str:
+    """Where `agents plan use` sends a PlanUseRequest (Nats-Msg-Id: <request_id>)."""
+    return f"{TEMPLATES_PREFIX}.{plan_token(plan_id)}"
 
 
 def event(plan_id: str, what: str) -> str:

@@ -9,18 +9,12 @@ from pydantic import Field
 
 from contracts.decisions.types import PHASE_OF, DecisionType, Phase
 from contracts.invariants.model import MAX_TEXT
+from contracts.invariants.severity import Severity
 from contracts.shared.base import Frozen
 from contracts.shared.ids import Ulid, new_id
 from contracts.shared.text import NonEmptyStr
 from contracts.shared.timestamps import UtcTime, utc_now
 from contracts.trust.signing import Signature
-
-
-class Severity(StrEnum):
-    ERROR = "error"
-    WARNING = "warning"
-    INFO = "info"
-
 
 BLOCKING_SEVERITIES: frozenset[Severity] = frozenset({Severity.ERROR})
 """An unresolved violation of these severities blocks its plan; the others only inform."""
@@ -33,8 +27,15 @@ decisions still go through, so the agent can record how it re-plans."""
 
 
 LEDGER_FIELDS = ("resolved_at", "resolved_by", "reported_by", "verified", "report_signature",
-                 "resolution_signature")
+                 "resolution_signature", "found_by")
 """What the ledger sets on a report, never its reporter."""
+
+
+class FoundBy(StrEnum):
+    """How the ledger found a violation no agent reported."""
+
+    CHECK = "check"
+    JUDGE = "judge"
 
 
 class InvariantViolation(Frozen):
@@ -69,6 +70,10 @@ class InvariantViolation(Frozen):
         default=None, description="Set by the ledger: the report's verified signature.")
     resolution_signature: Signature | None = Field(
         default=None, description="Set by the ledger: the resolution's verified signature.")
+
+    found_by: FoundBy | None = Field(
+        default=None, description="Set by the ledger: `check` or `judge` when the ledger "
+        "found the violation itself (contracts.invariants.gate); None for an agent's report.")
 
     @property
     def is_resolved(self) -> bool:

@@ -31,19 +31,26 @@ class DecisionPersisted(BaseModel):
     sequence_number: int = Field(description="Order within the plan, assigned by the recorder.")
     decision_type: DecisionType = Field(description="Its type.")
     parent_decision_id: str | None = Field(description="Its parent; None for the root.")
+    hold: str | None = Field(default=None, description=(
+        "Set when the invariants' gate recorded the decision held: `awaiting_approval` (a "
+        "checked invariant with consequence hold, or a judge that failed) or "
+        "`awaiting_judge` (word-only invariants, a judge configured). The agent must not "
+        "act on a held decision (docs/invariants.md). Absent: not held."))
 
 
-def persisted_body(d: Decision) -> bytes:
+def persisted_body(d: Decision, hold: str | None = None) -> bytes:
     """The DecisionPersisted body announcing a stored decision, whoever stored it (the
-    recorder, or a correction's transaction through the outbox)."""
+    recorder, or a correction's transaction through the outbox); `hold`, the status of
+    the hold the gate recorded with it, if any."""
     if d.sequence_number is None:
         raise ValueError(f"decision {d.decision_id} has no sequence_number: not stored yet")
     # Built without validating again: every field comes from a validated Decision (one
     # event per recorded decision, so this is on the recorder's hot path).
-    return DecisionPersisted.model_construct(
+    event = DecisionPersisted.model_construct(
         decision_id=d.decision_id, plan_id=d.plan_id, sequence_number=d.sequence_number,
-        decision_type=d.decision_type, parent_decision_id=d.parent_decision_id,
-    ).model_dump_json().encode()
+        decision_type=d.decision_type, parent_decision_id=d.parent_decision_id, hold=hold)
+    # A decision that is not held is announced exactly as before the gate existed.
+    return event.model_dump_json(exclude={"hold"} if hold is None else None).encode()
 
 
 class DecisionRejected(BaseModel):

@@ -23,7 +23,7 @@ from contracts.shared.payload import json_object, too_large, unreadable
 from contracts.shared.rules import Rule, RuleViolation, Violations
 from contracts.trust.policy import Identity
 
-LATER_FIELDS = ("parent_plan_id", "delegates", "agent", "model")
+LATER_FIELDS = ("parent_plan_id", "delegates", "agent", "model", "tool")
 """Decision fields added after decisions were first stored."""
 
 

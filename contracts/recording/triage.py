@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from contracts.decisions.model import Decision
 from contracts.invariants.blocking import ReconciliationBlocked, check_not_blocked
@@ -40,8 +41,17 @@ class BatchTriage:
     """By stream sequence: where a decision refused by a correction's rule should go."""
 
 
-def triage_batch(candidates: Sequence[Candidate], facts: StoredFacts) -> BatchTriage:
-    """Decide every candidate of a batch against what is stored and what is beside it."""
+class Admission(Protocol):
+    """The last check of a decision the tree rules accept (the invariants' gate,
+    contracts.invariants.gate): a refusal, or None to accept it."""
+
+    def admit(self, d: Decision) -> RuleViolation | None: ...
+
+
+def triage_batch(candidates: Sequence[Candidate], facts: StoredFacts,
+                 gate: Admission | None = None) -> BatchTriage:
+    """Decide every candidate of a batch against what is stored and what is beside it,
+    and (`gate`) the invariants in force."""
     triage = BatchTriage()
     fresh = _sort_out_known(candidates, facts, triage)
     # Accept in dependency order: a child whose parent is in the batch waits for the
@@ -51,7 +61,8 @@ def triage_batch(candidates: Sequence[Candidate], facts: StoredFacts) -> BatchTr
                       claims=ClaimRules(dict(facts.claims), facts.plan_ancestors,
                                         facts.dependent_plan),
                       blocking_ancestors=facts.blocking_ancestors,
-                      owners=OwnershipRules(dict(facts.ownership), dict(facts.created_at)))
+                      owners=OwnershipRules(dict(facts.ownership), dict(facts.created_at)),
+                      gate=gate)
     pending = fresh
     while pending:
         undecided = [c for c in pending if not tree.decide(c, triage)]
@@ -102,6 +113,7 @@ class _TreeState:
     claims: ClaimRules = field(default_factory=ClaimRules)
     blocking_ancestors: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     owners: OwnershipRules = field(default_factory=OwnershipRules)
+    gate: Admission | None = None
 
     def decide(self, c: Candidate, triage: BatchTriage) -> bool:
         """Accept or reject `c`, or return False if its parent is still undecided."""
@@ -120,7 +132,8 @@ class _TreeState:
             return False
         if broken is None:
             broken = self.claims.broken(d, self.plan_of) \
-                or self.owners.broken(c, self.claims.claims)
+                or self.owners.broken(c, self.claims.claims) \
+                or (self.gate.admit(d) if self.gate is not None else None)
         if broken is None:
             self.plan_of[d.decision_id] = d.plan_id
             if d.is_root:

@@ -43,6 +43,16 @@ class Rule(StrEnum):
     DECISION_ID_CONFLICT = "decision_id_conflict"
     # Invariants (contracts.invariants.model): a blocked plan, and reading a violation report.
     RECONCILIATION_BLOCKED = "reconciliation_blocked"
+    MSG_ID_MATCHES_REQUEST = "msg_id_matches_request"
+    PLAN_STARTED = "plan_started"
+    """A template is applied only to a plan whose root is recorded."""
+    TEMPLATE_CONFLICT = "template_conflict"
+    """The plan already uses another action template."""
+    INVARIANT_VIOLATED = "invariant_violated"
+    """A checked invariant whose consequence is refuse does not hold for the decision."""
+    INVARIANT_UNEVALUATED = "invariant_unevaluated"
+    """A checked error invariant could not be evaluated on the decision (refused: what
+    could not be checked is not let through)."""
     MSG_ID_MATCHES_VIOLATION = "msg_id_matches_violation"
     RESOLVED_BY_OPERATOR = "resolved_by_operator"
     INVARIANT_EXISTS = "invariant_exists"

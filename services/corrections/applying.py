@@ -33,13 +33,14 @@ from services.corrections.messages import (
 async def attempt_changes(v: Versioned, owner: str, attempt: CorrectionAttemptRecord,
                           archive: Archive, now: datetime, *, request: CorrectionRequest,
                           target: Decision, impact: CorrectionImpact | None,
-                          record: PlanRecord | None) -> Changes:
+                          record: PlanRecord | None, note: str | None = None) -> Changes:
     """What the attempt commits; for a revert, the archive is written first."""
     if v.correction.mode is CorrectionMode.REVERT:
         assert impact is not None
         return await _revert(v, owner, attempt, now, archive=archive, request=request,
                              target=target, impact=impact)
-    return _append(v, owner, attempt, now, request=request, target=target, record=record)
+    return _append(v, owner, attempt, now, request=request, target=target, record=record,
+                   note=note)
 
 
 async def _revert(v: Versioned, owner: str, attempt: CorrectionAttemptRecord, now: datetime,
@@ -63,13 +64,14 @@ async def _revert(v: Versioned, owner: str, attempt: CorrectionAttemptRecord, no
 
 def _append(v: Versioned, owner: str, attempt: CorrectionAttemptRecord, now: datetime,
             *, request: CorrectionRequest, target: Decision,
-            record: PlanRecord | None) -> Changes:
+            record: PlanRecord | None, note: str | None) -> Changes:
     c = v.correction
     append = append_writes(
         request, target, child_plan_id=new_id(), child_root_decision_id=new_id(),
         intervention_decision_id=new_id(), sequence_number=0, at=now,
         project=record.project if record else target.project,
-        action_template=record.action_template if record else target.action_template)
+        action_template=record.action_template if record else target.action_template,
+        note=note)
     done = attempt.transition(A.COMPLETE, now, new_decision_id=append.new_decision_id)
     applied = c.transition(S.APPLIED, now, **append.applied_info())
     return Changes(applied, v.version, lease_owner=owner, append=append,

@@ -25,6 +25,7 @@ from contracts.shared.timestamps import utc_now
 from contracts.shared.unreadable import Unreadable
 from contracts.trust.ownership import out_of_scope
 from contracts.trust.policy import Identity, signature_of
+from services.append_forecast import AppendForecaster
 from services.archive.writer import Archive
 from services.corrections import rejections
 from services.corrections.commands import OperatorCommands
@@ -45,16 +46,20 @@ class CorrectionService:
                  policy: CorrectionPolicy | None = None, crash: CrashHook = no_crash,
                  worker_id: str | None = None,
                  clock: Callable[[], datetime] = utc_now,
-                 observer: CorrectionObserver | None = None) -> None:
+                 observer: CorrectionObserver | None = None,
+                 forecaster: AppendForecaster | None = None) -> None:
         self._store = store
         self._publisher = publisher
         self.policy = policy or CorrectionPolicy()
         self._clock = clock
         self._archive = archive
+        self._forecaster = forecaster
+        """What an append would start (services.append_forecast); None: not analysed."""
         self._writes = Committer(store, publisher, archive, clock=clock, crash=crash,
                                  observer=observer)
         self._commands = OperatorCommands(store, publisher, self._writes, clock=clock)
-        steps = Steps(store, self._writes, archive, self.policy, crash=crash, clock=clock)
+        steps = Steps(store, self._writes, archive, self.policy, crash=crash, clock=clock,
+                      forecaster=forecaster)
         self._runner = PlanRunner(store, self._writes, steps, archive, self.policy,
                                   worker_id=worker_id or new_id(), clock=clock)
 
@@ -107,14 +112,16 @@ class CorrectionService:
         walk = await self._store.impact.walk(request.decision_id, self.policy.max_decisions)
         durations = type_durations(timing_samples(walk.affected))
         impact = summarize(walk, durations)
-        archive = await self._archive.preview(impact.affected_artifacts) \
-            if request.mode is CorrectionMode.REVERT else None
+        revert = request.mode is CorrectionMode.REVERT
+        archive = await self._archive.preview(impact.affected_artifacts) if revert else None
+        child = None if revert or self._forecaster is None else \
+            await self._forecaster.forecast(target, await self._store.plans.get(target.plan_id))
         return build_dry_run_report(
             request, impact, target_superseded=replacement is not None,
             current_replacement=replacement,
             fallback_types=types_without_history(
                 (v.decision_type for v in walk.affected), durations),
-            max_decisions=self.policy.max_decisions, archive=archive)
+            max_decisions=self.policy.max_decisions, archive=archive, child_plan=child)
 
     async def _current_replacement(self, target: Decision) -> str:
         """The decision that stands in for `target` now: its replacement's replacement,

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+from contracts.corrections.append_impact import forecast_note
 from contracts.corrections.attempts import CorrectionAttemptRecord
 from contracts.corrections.changes import AttemptChange, Changes, Versioned
 from contracts.corrections.errors import CorrectionTooLarge
@@ -23,6 +24,7 @@ from contracts.decisions.model import Decision
 from contracts.decisions.plans import PlanRecord
 from contracts.impact.summary import CorrectionImpact
 from contracts.shared.errors import DomainError
+from services.append_forecast import AppendForecaster
 from services.archive.writer import Archive
 from services.corrections.applying import attempt_changes
 from services.corrections.committing import Committer
@@ -53,13 +55,15 @@ class _Loaded:
 class Steps:
     def __init__(self, store: CorrectionStorePort, writes: Committer, archive: Archive,
                  policy: CorrectionPolicy, *, crash: CrashHook,
-                 clock: Callable[[], datetime]) -> None:
+                 clock: Callable[[], datetime],
+                 forecaster: AppendForecaster | None = None) -> None:
         self._store = store
         self._writes = writes
         self._archive = archive
         self.policy = policy
         self._crash = crash
         self._clock = clock
+        self._forecaster = forecaster
 
     async def impact(self, decision_id: str) -> CorrectionImpact:
         """The impact a revert works from; CorrectionTooLarge past the limit."""
@@ -151,9 +155,13 @@ class Steps:
         """Build the attempt's writes (a revert's archive first) and commit them."""
         c = v.correction
         try:
+            note = None
+            if c.mode is CorrectionMode.APPEND and self._forecaster is not None:
+                note = forecast_note(await self._forecaster.forecast(loaded.target,
+                                                                     loaded.record))
             changes = await attempt_changes(
                 v, owner, attempt, self._archive, self._clock(), request=loaded.request,
-                target=loaded.target, impact=loaded.impact, record=loaded.record)
+                target=loaded.target, impact=loaded.impact, record=loaded.record, note=note)
             self._crash("before_execute_commit")
             await self._writes.commit(changes)
         except Exception as exc:

@@ -11,6 +11,7 @@ from contracts.decisions.model import Decision
 from contracts.decisions.plans import PlanRecord, PlanStatus
 from contracts.impact.summary import CorrectionImpact
 from contracts.impact.walk import ImpactWalk
+from contracts.invariants.outcomes import GateEffects
 from contracts.recording.facts import StoredFacts
 from contracts.recording.message import Candidate
 from contracts.shared.dead_letter import DeadLetter
@@ -42,10 +43,11 @@ class RecordedDecisions(Protocol):
 
     async def insert_recorded(self, accepted: Sequence[Candidate], now: datetime,
                               epochs: Mapping[str, int] | None = None,
-                              ownership: Mapping[str, Ownership] | None = None
-                              ) -> list[Decision] | None:
-        """Number and insert, all or nothing; None when a concurrent writer or a
-        correction got there first (the caller triages again)."""
+                              ownership: Mapping[str, Ownership] | None = None,
+                              effects: GateEffects | None = None) -> list[Decision] | None:
+        """Number and insert, with the invariants' gate's `effects`, all or nothing; None
+        when a concurrent writer or a correction got there first (the caller triages
+        again)."""
         ...
 
     async def get_many(self, decision_ids: Iterable[str]) -> dict[str, Decision]: ...

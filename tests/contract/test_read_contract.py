@@ -20,7 +20,8 @@ from contracts.corrections.revert import revert_writes
 from contracts.corrections.states import CorrectionAttemptState, CorrectionStatus
 from contracts.decisions.model import Decision
 from contracts.invariants.model import Invariant, InvariantScope
-from contracts.invariants.violations import InvariantViolation, Severity
+from contracts.invariants.severity import Severity
+from contracts.invariants.violations import InvariantViolation
 from contracts.shared.counts import PlanCounts
 from contracts.shared.dead_letter import DeadLetter
 from contracts.shared.ids import new_id

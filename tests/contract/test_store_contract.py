@@ -26,7 +26,8 @@ from contracts.invariants.errors import (
     ViolationConflict,
 )
 from contracts.invariants.model import Invariant, InvariantScope
-from contracts.invariants.violations import InvariantViolation, Severity
+from contracts.invariants.severity import Severity
+from contracts.invariants.violations import InvariantViolation
 from contracts.recording.message import Candidate, content_hash
 from contracts.shared.dead_letter import DeadLetter
 from contracts.shared.ids import MSG_ID_HEADER, new_id

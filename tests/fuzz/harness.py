@@ -22,7 +22,9 @@ from nats.js import JetStreamContext
 from pymongo.asynchronous.database import AsyncDatabase
 
 from bootstrap.settings import Settings
+from contracts.invariants.model import Invariant, InvariantScope
 from store.database import Document
+from store.invariants import InvariantRepository
 from tests.factories import decision, encode, headers, root, subject
 from tests.fuzz.hostile import (
     Hostile,
@@ -110,7 +112,16 @@ async def _publish(js: JetStreamContext, h: Hostile, tally: Tally) -> None:
             tally.hostile_ids[h.headers["Nats-Msg-Id"].upper()] = h.kind
 
 
+CHECKS = ('!(tool.name == "shell" && tool.arguments.cmd.contains("rm -rf"))',
+          'size(path) < 10000 && !paths.exists(p, p.startsWith("/"))')
+"""Checked invariants in force during a run: every valid decision keeps them, every
+decision (hostile ones that pass the other rules too) is evaluated."""
+
+
 async def setup_plans(js: JetStreamContext, db: AsyncDatabase[Document], n_plans: int) -> Plans:
+    for i, check in enumerate(CHECKS):
+        await InvariantRepository(db).add(Invariant(name=f"fuzz-{i}", description="fuzz",
+                                                    scope=InvariantScope.GLOBAL, check=check))
     roots = [root() for _ in range(n_plans + 1)]
     for r in roots:
         await js.publish(subject(r), encode(r), headers=headers(r))
@@ -152,7 +163,7 @@ async def run(nc: nats.NATS, db: AsyncDatabase[Document], *, rounds: int, per_ro
         hostile: list[Hostile] = []
         hostile += corpus(hostile_decision(plan_id, r["decision_id"], plans.other_plan, limit),
                           per_round, seed=round_seed)
-        for fam in ("requests", "cancels", "fails", "retries", "violations"):
+        for fam in ("requests", "cancels", "fails", "retries", "violations", "templates"):
             hostile += corpus(hostile_command(fam, plan_id, other_plan_id),
                               max(2, per_round // 3), seed=round_seed)
         hostile += corpus(hostile_persisted(plan_id), 2, seed=round_seed)
@@ -249,6 +260,7 @@ async def settle(nc: nats.NATS, db: AsyncDatabase[Document], tally: Tally,
 FAMILIES = {"decisions.recorded.": "decisions", "corrections.requested.": "requests",
             "corrections.cancel.": "cancels", "corrections.fail.": "fails",
             "corrections.retry.": "retries", "invariants.violations.": "violations",
+            "invariants.templates.": "templates",
             "decisions.persisted.": "persisted"}
 
 

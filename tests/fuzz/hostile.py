@@ -45,7 +45,8 @@ DATES = ["9999-12-31T23:00:00-05:00", "0001-01-01T00:00:00+05:00", "10000-01-01T
          "-0001-01-01T00:00:00Z", "2026-13-45T99:99:99Z", "", "yesterday"]
 REQUIRED = frozenset({"correction_id", "plan_id", "decision_id", "violation_id", "invariant_id",
                       "retry_id", "mode", "severity", "details", "requested_by", "question",
-                      "chosen_option", "decision_type", "context_snapshot"})
+                      "chosen_option", "decision_type", "context_snapshot", "request_id",
+                      "action_template"})
 """Fields no body may leave out (where a family's field has a default, it is in the
 family's `optional` instead)."""
 NUMBERS = ["1e400", "-1e400", "NaN", "Infinity", "1" + "0" * 400, "0x10", "1.5",
@@ -65,6 +66,7 @@ FAIL_FIELDS = ["correction_id", "plan_id", "reason"]
 RETRY_FIELDS = ["correction_id", "plan_id", "retry_id", "reason", "requested_by"]
 VIOLATION_FIELDS = ["violation_id", "invariant_id", "plan_id", "decision_id", "severity",
                     "details", "reported_at"]
+TEMPLATE_FIELDS = ["request_id", "plan_id", "action_template"]
 
 
 def nested(depth: int, obj: bool) -> bytes:
@@ -72,6 +74,14 @@ def nested(depth: int, obj: bool) -> bytes:
     if obj:
         return (b'{"a":' * depth) + b"1" + (b"}" * depth)
     return (b"[" * depth) + (b"]" * depth)
+
+
+def nested_value(depth: int) -> Any:
+    """A JSON value nested `depth` objects deep (past the tool arguments' bound at 9)."""
+    value: Any = 1
+    for _ in range(depth):
+        value = {"a": value}
+    return value
 
 
 def request_body(plan_id: str, decision_id: str | None = None) -> dict[str, Any]:
@@ -97,6 +107,10 @@ def violation_body(plan_id: str) -> dict[str, Any]:
             "severity": "error", "details": "fuzz"}
 
 
+def template_body(plan_id: str) -> dict[str, Any]:
+    return {"request_id": new_id(), "plan_id": plan_id, "action_template": "fuzz-template"}
+
+
 BODIES: dict[str, tuple[str, Callable[[str], dict[str, Any]], list[str], str]] = {
     # family: (subject prefix, a valid-shaped body, its fields, the id field for Nats-Msg-Id)
     "requests": ("corrections.requested", request_body, REQUEST_FIELDS, "correction_id"),
@@ -104,6 +118,7 @@ BODIES: dict[str, tuple[str, Callable[[str], dict[str, Any]], list[str], str]] =
     "fails": ("corrections.fail", fail_body, FAIL_FIELDS, "correction_id"),
     "retries": ("corrections.retry", retry_body, RETRY_FIELDS, "retry_id"),
     "violations": ("invariants.violations", violation_body, VIOLATION_FIELDS, "violation_id"),
+    "templates": ("invariants.templates", template_body, TEMPLATE_FIELDS, "request_id"),
     "dryrun": ("corrections.dryrun", request_body, REQUEST_FIELDS, "correction_id"),
 }
 
@@ -185,7 +200,7 @@ def hostile_decision(draw: st.DrawFn, plan_id: str, parent_id: str, other_plan: 
     d = decision(plan_id, parent_id, "implementation_choice")
     headers = {"Nats-Msg-Id": d["decision_id"]}
     kind = draw(st.sampled_from(["garbage", "spoiled", "other_plan_parent", "subject_of_other",
-                                 "over_limit", "bad_ids", "bad_artifact"]))
+                                 "over_limit", "bad_ids", "bad_artifact", "bad_tool"]))
     if kind == "garbage":
         data, sub = draw(garbage())
         return Hostile("decisions", subject, data, {"Nats-Msg-Id": new_id()}, sub)
@@ -210,6 +225,14 @@ def hostile_decision(draw: st.DrawFn, plan_id: str, parent_id: str, other_plan: 
             ["/etc/passwd", "../../secret", "a/\x00/b", "a/" + "x" * 300, "src/\x1b[31m.py"])),
             "artifact_type": "file"}]
         return Hostile("decisions", subject, json.dumps(d).encode(), headers, kind)
+    if kind == "bad_tool":
+        d["tool"] = draw(st.sampled_from([
+            {"name": "shell", "arguments": {"a": nested_value(9)}},
+            {"name": "shell", "arguments": {f"k{i}": i for i in range(300)}},
+            {"name": "shell", "arguments": {"cmd": "x" * 20_000}},
+            {"name": "", "arguments": {}}, {"name": "shell", "arguments": [1, 2]},
+            {"name": "x" * 300}]))
+        return Hostile("decisions", subject, json.dumps(d).encode(), headers, kind)
     n = draw(st.integers(100, 12_000))
     d["downstream_decision_ids"] = [f"bad-{i}" for i in range(n)]
     return Hostile("decisions", subject, json.dumps(d).encode(), headers, kind)
@@ -224,7 +247,8 @@ def hostile_command(draw: st.DrawFn, family: str, plan_id: str, other_plan: str)
     headers = {"Nats-Msg-Id": body[id_field]}
     # Where a date goes wrong: a cancel has no date field, so its ID gets one (no ULID).
     dates = ("reported_at",) if family == "violations" else ("requested_at",) \
-        if family in ("requests", "dryrun") else ("correction_id",)
+        if family in ("requests", "dryrun") else ("request_id",) if family == "templates" \
+        else ("correction_id",)
     kind = draw(st.sampled_from(["garbage", "spoiled", "subject_of_other"]))
     if kind == "garbage":
         data, sub = draw(garbage())

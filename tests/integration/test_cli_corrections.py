@@ -41,6 +41,11 @@ async def test_dry_run_user_errors_and_revert(cli_workers: Workers, agents: Agen
     for line in ("dry run revert of " + target, "nothing was changed", "risk: ",
                  "affected decisions: ", "estimated recompute time: "):
         assert line in text, line
+    appended = await agents.ok("plan", "correct", "--mode", "append", target, "--guidance",
+                               "Split the work.", "--dry-run")
+    for line in ("dry run append of " + target, f"child plan: a new plan under {plan_id}",
+                 "invariants it would run under: 0"):
+        assert line in appended.out, line
     assert await db.corrections.count_documents({}) == 0
 
     assert_one_line_error(await agents("plan", "correct", "--mode", "undo", target), 2,

@@ -15,7 +15,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from bootstrap.publisher import JetStreamPublisher
 from contracts.invariants.model import InvariantScope
 from contracts.invariants.reconciliation import enforced_decision_id
-from contracts.invariants.violations import Severity
+from contracts.invariants.severity import Severity
 from contracts.shared.ids import new_id
 from services.invariants import InvariantService
 from store.database import Document

@@ -20,7 +20,8 @@ from contracts.invariants.errors import (
     ViolationConflict,
 )
 from contracts.invariants.model import SCOPE_RANK, Invariant, InvariantScope
-from contracts.invariants.violations import InvariantViolation, Severity
+from contracts.invariants.severity import Severity
+from contracts.invariants.violations import InvariantViolation
 from contracts.invariants.wire import ViolationEventType
 from contracts.recording.message import Candidate
 from contracts.shared.ids import new_id

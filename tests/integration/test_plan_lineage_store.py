@@ -9,7 +9,8 @@ from datetime import UTC, datetime
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.invariants.violations import InvariantViolation, Severity
+from contracts.invariants.severity import Severity
+from contracts.invariants.violations import InvariantViolation
 from contracts.recording.triage import triage_batch
 from contracts.shared.ids import new_id
 from contracts.shared.outgoing import OutgoingEvent

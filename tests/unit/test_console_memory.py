@@ -24,7 +24,8 @@ from contracts.corrections.requests import CorrectionRequest
 from contracts.corrections.states import CorrectionMode
 from contracts.decisions.model import Decision
 from contracts.invariants.model import Invariant, InvariantScope
-from contracts.invariants.violations import InvariantViolation, Severity
+from contracts.invariants.severity import Severity
+from contracts.invariants.violations import InvariantViolation
 from contracts.shared.dead_letter import DeadLetter
 from contracts.shared.ids import new_id
 from contracts.shared.outgoing import OutgoingEvent

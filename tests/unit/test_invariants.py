@@ -18,7 +18,8 @@ from contracts.invariants.blocking import ReconciliationBlocked, check_not_block
 from contracts.invariants.model import SCOPE_RANK, Invariant, InvariantScope
 from contracts.invariants.precedence import applies_to, effective_invariants
 from contracts.invariants.reconciliation import enforced_decision_id, enforced_decisions, wire_body
-from contracts.invariants.violations import BLOCKED_TYPES, InvariantViolation, Severity
+from contracts.invariants.severity import Severity
+from contracts.invariants.violations import BLOCKED_TYPES, InvariantViolation
 from contracts.invariants.wire import read_violation
 from contracts.recording.facts import StoredFacts
 from contracts.recording.message import Candidate, read_message

@@ -6,7 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from contracts.invariants.violations import InvariantViolation, Severity
+from contracts.invariants.severity import Severity
+from contracts.invariants.violations import InvariantViolation
 from contracts.shared.ids import new_id
 from contracts.shared.inbound import Inbound
 from services.invariants import InvariantService

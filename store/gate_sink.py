@@ -1,0 +1,78 @@
+"""Where the recorder's gate records what it decided, inside the batch's transaction: the
+seam the approvals work plugs into (`GateSink`), and its first implementation.
+
+`HoldSink` writes each held decision's hold (`decision_holds`, `_id` = decision_id) and
+each violation the gate found (`invariant_violations`) with its INVARIANT_VIOLATED event
+and its invariant_enforced decision in the outbox, all in the transaction that records
+the batch: a decision is never recorded without its hold, and a plan an error violation
+blocks is blocked from the moment the batch commits. Every write is an insert-if-absent
+keyed by a derived ID, so a batch written again (after a crash) adds nothing; the
+outbox rows are added only with the violation that is new.
+
+Pending approvals: this implementation reports none. A hold for approval opens an error
+violation, and that violation blocks the plan's Execute phase until it is resolved
+(docs/invariants.md); the approvals work counts the holds awaiting approval here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Protocol
+
+from pymongo.asynchronous.client_session import AsyncClientSession
+from pymongo.asynchronous.database import AsyncDatabase
+
+from contracts.invariants.holds import Hold
+from contracts.invariants.outcomes import GateEffects
+from store.database import DECISION_HOLDS, INVARIANT_VIOLATIONS, Document
+from store.outbox import OutboxRepository
+from store.violations import VIOLATED_VERSION, violation_document
+
+
+class GateSink(Protocol):
+    """Records a gate's effects in the recorder's transaction; says which decisions of
+    which plans await a person's approval (read with each batch: the phase rule)."""
+
+    async def record(self, effects: GateEffects, now: datetime,
+                     session: AsyncClientSession) -> None: ...
+
+    async def pending_approvals(self, plan_ids: Iterable[str]
+                                ) -> dict[str, tuple[str, ...]]: ...
+
+
+def hold_document(h: Hold) -> Document:
+    doc: Document = h.model_dump(mode="python", exclude={"decision_id"})
+    doc["_id"] = h.decision_id
+    return doc
+
+
+def _without_id(doc: Document) -> Document:
+    """An upsert takes its _id from the filter."""
+    return {k: v for k, v in doc.items() if k != "_id"}
+
+
+class HoldSink:
+    def __init__(self, db: AsyncDatabase[Document]) -> None:
+        self._violations = db[INVARIANT_VIOLATIONS]
+        self._holds = db[DECISION_HOLDS]
+        self._outbox = OutboxRepository(db)
+
+    async def record(self, effects: GateEffects, now: datetime,
+                     session: AsyncClientSession) -> None:
+        for f in effects.found:
+            v = f.violation
+            res = await self._violations.update_one(
+                {"_id": v.violation_id}, {"$setOnInsert": _without_id(violation_document(v))},
+                upsert=True, session=session)
+            if res.upserted_id is not None:
+                await self._outbox.add(v.violation_id, VIOLATED_VERSION, f.messages, now,
+                                       session)
+        for h in effects.holds:
+            await self._holds.update_one(
+                {"_id": h.decision_id}, {"$setOnInsert": _without_id(hold_document(h))},
+                upsert=True, session=session)
+
+    async def pending_approvals(self, plan_ids: Iterable[str]
+                                ) -> dict[str, tuple[str, ...]]:
+        return {}

@@ -1,0 +1,109 @@
+"""The judge end to end: workers with JUDGE_URL pointed at a local chat server, word-only
+invariants in force, decisions recorded awaiting the judge and then released, refused
+or held; timeouts, HTTP errors and garbage hold the decision and never release it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+from pymongo.asynchronous.database import AsyncDatabase
+
+from bootstrap.publisher import JetStreamPublisher
+from contracts.invariants.model import InvariantScope
+from contracts.invariants.severity import Consequence, Severity
+from deploy.embedded import ManagedServer
+from services.invariants import InvariantService
+from store.database import Document
+from store.invariant_store import InvariantStore
+from tests.conftest import Workers, worker_env
+from tests.factories import decision, root
+from tests.integration.wire import publish_all, until
+from tests.judge_server import JudgeServer, judge_server
+
+__all__ = ["judge_server"]
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+async def judged(nats_server: ManagedServer, mongo_uri: str, db: AsyncDatabase[Document],
+                 db_name: str, tmp_path: Path, judge_server: JudgeServer,
+                 nc: nats.NATS) -> AsyncIterator[InvariantService]:
+    env = worker_env(nats_server.url, mongo_uri, db_name, JUDGE_URL=judge_server.url,
+                     JUDGE_TIMEOUT_SECONDS="1", JUDGE_POLL_SECONDS="0.1",
+                     JUDGE_API_KEY_ENV="TEST_JUDGE_KEY", TEST_JUDGE_KEY="sk-e2e")
+    w = Workers(env, tmp_path / "workers.log")
+    await w.start(nats_server.url)
+    try:
+        yield InvariantService.from_store(InvariantStore.open(db), JetStreamPublisher(nc))
+    finally:
+        w.stop()
+
+
+async def settled(db: AsyncDatabase[Document], d: dict[str, Any]) -> dict[str, Any]:
+    async def probe() -> dict[str, Any] | None:
+        hold = await db["decision_holds"].find_one({"_id": d["decision_id"]})
+        return hold if hold and hold["status"] != "awaiting_judge" else None
+    found: dict[str, Any] = await until(probe)
+    return found
+
+
+async def test_verdicts_release_refuse_or_hold_and_failures_never_release(
+        judged: InvariantService, nc: nats.NATS, db: AsyncDatabase[Document],
+        judge_server: JudgeServer) -> None:
+    js = nc.jetstream()
+    await judged.add_invariant("no-prod", "Never touch production")
+    await judged.add_invariant("tidy", "Keep the tree tidy", severity=Severity.WARNING)
+    await judged.add_invariant("ask-deploys", "Deploys need a person",
+                               InvariantScope.PROJECT, "ship", consequence=Consequence.HOLD)
+    r = root()
+    await publish_all(js, [r])
+    await until(lambda: db["decisions"].find_one({"_id": r["decision_id"]}))
+    plan, parent = r["plan_id"], r["decision_id"]
+    cases = {word: decision(plan, parent, "strategy_choice", chosen_option=f"go {word}")
+             for word in ("KEEP", "BROKEN", "SLOW", "FAIL500", "GARBAGE", "REFUSE")}
+    await publish_all(js, list(cases.values()))
+    for d in cases.values():  # recorded at once, awaiting the judge
+        await until(lambda d=d: db["decisions"].find_one({"_id": d["decision_id"]}))
+
+    assert (await settled(db, cases["KEEP"]))["status"] == "released"
+    broke = await settled(db, cases["BROKEN"])
+    assert broke["status"] == "refused"
+    assert {x["invariant_name"] for x in broke["reasons"]} == {"no-prod", "tidy"}
+    for word in ("SLOW", "FAIL500", "GARBAGE", "REFUSE"):
+        hold = await settled(db, cases[word])
+        assert hold["status"] == "awaiting_approval", word
+        [no_prod] = [x for x in hold["reasons"] if x["invariant_name"] == "no-prod"]
+        assert "the judge failed" in no_prod["detail"], word
+        assert no_prod["consequence"] == "hold"
+
+    violations = [v async for v in db["invariant_violations"].find(
+        {"decision_id": cases["BROKEN"]["decision_id"]})]
+    assert {(v["severity"], v["found_by"]) for v in violations} == \
+        {("error", "judge"), ("warning", "judge")}
+    assert await judged.blocked_plans([plan]) == {plan}
+    assert all(req["headers"]["Authorization"] == "Bearer sk-e2e"
+               for req in judge_server.requests)
+    # The judge's record of each ruling hangs under the recorded decision.
+    enforced = await until(lambda: db["decisions"].find_one(
+        {"parent_decision_id": cases["BROKEN"]["decision_id"],
+         "decision_type": "invariant_enforced"}))
+    assert enforced["chosen_option"].startswith(("refused", "recorded"))
+
+    # The PROJECT invariant with consequence hold: broken is held for approval.
+    ship = root(project="ship")
+    await publish_all(js, [ship])
+    await until(lambda: db["decisions"].find_one({"_id": ship["decision_id"]}))
+    deploy = decision(ship["plan_id"], ship["decision_id"], "strategy_choice",
+                      chosen_option="deploy BREAK-ask-deploys")
+    both = decision(ship["plan_id"], ship["decision_id"], "strategy_choice",
+                    chosen_option="deploy BREAK-ask-deploys BREAK-no-prod")
+    await publish_all(js, [deploy, both])
+    held = await settled(db, deploy)
+    assert held["status"] == "awaiting_approval"
+    assert [x["invariant_name"] for x in held["reasons"]] == ["ask-deploys"]
+    assert (await settled(db, both))["status"] == "refused"  # refuse wins over hold
