@@ -7,7 +7,9 @@ and its invariant_enforced decision in the outbox, all in the transaction that r
 the batch: a decision is never recorded without its hold, and a plan an error violation
 blocks is blocked from the moment the batch commits. Every write is an insert-if-absent
 keyed by a derived ID, so a batch written again (after a crash) adds nothing; the
-outbox rows are added only with the violation that is new.
+outbox rows are added only with the violation that is new, and only a new violation is
+linked into its plan's record chain (as store.violations links a reported one), after
+the batch's own decisions, in the same transaction.
 
 Pending approvals: this implementation reports none. A hold for approval opens an error
 violation, and that violation blocks the plan's Execute phase until it is resolved
@@ -25,9 +27,11 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.invariants.holds import Hold
 from contracts.invariants.outcomes import GateEffects
-from store.database import DECISION_HOLDS, INVARIANT_VIOLATIONS, Document
+from contracts.trust.chain import VIOLATION_REPORT
+from store.database import DECISION_HOLDS, INVARIANT_VIOLATIONS, PLANS, Document
 from store.outbox import OutboxRepository
-from store.violations import VIOLATED_VERSION, violation_document
+from store.sequences import PlanChains
+from store.violations import VIOLATED_VERSION, chain_link, violation_document
 
 
 class GateSink(Protocol):
@@ -55,19 +59,27 @@ def _without_id(doc: Document) -> Document:
 class HoldSink:
     def __init__(self, db: AsyncDatabase[Document]) -> None:
         self._violations = db[INVARIANT_VIOLATIONS]
+        self._plans = db[PLANS]
         self._holds = db[DECISION_HOLDS]
         self._outbox = OutboxRepository(db)
 
     async def record(self, effects: GateEffects, now: datetime,
                      session: AsyncClientSession) -> None:
+        chains = PlanChains(self._plans, session, now)
         for f in effects.found:
             v = f.violation
+            doc = violation_document(v)
             res = await self._violations.update_one(
-                {"_id": v.violation_id}, {"$setOnInsert": _without_id(violation_document(v))},
+                {"_id": v.violation_id}, {"$setOnInsert": _without_id(doc)},
                 upsert=True, session=session)
             if res.upserted_id is not None:
+                link = await chain_link(chains, v.plan_id, v.violation_id,
+                                        VIOLATION_REPORT, doc)
+                await self._violations.update_one({"_id": v.violation_id},
+                                                  {"$set": {"chain": [link]}}, session=session)
                 await self._outbox.add(v.violation_id, VIOLATED_VERSION, f.messages, now,
                                        session)
+        await chains.save()
         for h in effects.holds:
             await self._holds.update_one(
                 {"_id": h.decision_id}, {"$setOnInsert": _without_id(hold_document(h))},

@@ -58,8 +58,8 @@ def _v_from_doc(doc: Document) -> InvariantViolation:
          "violation_id": doc["_id"]})
 
 
-async def _link(chains: PlanChains, plan_id: str, violation_id: str, kind: str,
-                doc: Document) -> Document:
+async def chain_link(chains: PlanChains, plan_id: str, violation_id: str, kind: str,
+                     doc: Document) -> Document:
     """The report's or the resolution's link in its plan's record chain, as stored."""
     link = await chains.link(plan_id, kind, violation_id,
                              violation_content(plain(doc), kind))
@@ -128,7 +128,7 @@ class ViolationRepository:
         async def write(s: AsyncClientSession) -> None:
             chains = PlanChains(self._db[PLANS], s, now)
             doc = violation_document(v)
-            await self._coll.insert_one(doc | {"chain": [await _link(
+            await self._coll.insert_one(doc | {"chain": [await chain_link(
                 chains, v.plan_id, v.violation_id, VIOLATION_REPORT, doc)]}, session=s)
             await chains.save()
             blocked = bool(await blocking_violations(self._db, [v.plan_id], s))
@@ -162,7 +162,7 @@ class ViolationRepository:
                 return None
             done = _v_from_doc(doc)
             chains = PlanChains(self._db[PLANS], s, at)
-            await self._coll.update_one({"_id": vid}, {"$push": {"chain": await _link(
+            await self._coll.update_one({"_id": vid}, {"$push": {"chain": await chain_link(
                 chains, done.plan_id, vid, VIOLATION_RESOLUTION, doc)}}, session=s)
             await chains.save()
             blocked = bool(await blocking_violations(self._db, [done.plan_id], s))

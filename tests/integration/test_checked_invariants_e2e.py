@@ -6,6 +6,7 @@ agent's client naming its tool, told of the refusal, and told that a decision is
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -27,6 +28,7 @@ from store.database import Document
 from store.invariant_store import InvariantStore
 from tests.conftest import Workers
 from tests.factories import decision, root
+from tests.integration.cli_support import Agents, agents  # noqa: F401  # the fixture
 from tests.integration.wire import events, publish_all, until
 
 pytestmark = pytest.mark.e2e
@@ -65,7 +67,8 @@ async def recorded(db: AsyncDatabase[Document], d: dict[str, Any]) -> dict[str, 
 
 
 async def test_a_check_that_passes_records_one_that_fails_refuses_and_blocks_the_plan(
-        service: InvariantService, nc: nats.NATS, db: AsyncDatabase[Document]) -> None:
+        service: InvariantService, nc: nats.NATS, db: AsyncDatabase[Document],
+        agents: Agents) -> None:  # noqa: F811  # the fixture, imported above
     js = nc.jetstream()
     inv = await service.add_invariant("no-rm-rf", "Never rm -rf", check=NO_RM)
     r = await started(js, db)
@@ -99,6 +102,10 @@ async def test_a_check_that_passes_records_one_that_fails_refuses_and_blocks_the
     again = shell(plan, r["decision_id"], "ls")
     await publish_all(js, [again])
     await recorded(db, again)
+    # What the gate wrote is a link of the plan's record chain like any report.
+    assert violation["chain"][0]["kind"] == "violation.report"
+    audit = await agents("audit", "verify", plan, "--json")
+    assert audit.code == 0 and json.loads(audit.out)["ok"] is True, audit.out
 
 
 async def test_each_severity_and_consequence(
