@@ -240,9 +240,14 @@ async def run_load(url: str, sent: list[dict[str, Any]], rate: float | None,
     persisted: dict[str, float] = {}
     done = asyncio.Event()
 
+    wanted = {d["decision_id"] for d in sent}
+
     async def on_persisted(msg: Any) -> None:
-        persisted[json.loads(msg.data)["decision_id"]] = time.perf_counter()
-        if len(persisted) == len(sent):
+        # Only ours: the reconciler's invariant_enforced decisions are persisted too.
+        decision_id = json.loads(msg.data)["decision_id"]
+        if decision_id in wanted:
+            persisted[decision_id] = time.perf_counter()
+        if len(persisted) == len(wanted):
             done.set()
 
     await nc.subscribe("decisions.persisted.>", cb=on_persisted)
