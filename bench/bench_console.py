@@ -117,7 +117,7 @@ async def api_affected(url: str, deps: Deps, target: str, drawn: list[str]
 
 
 async def browser_first_render(url: str, plan_id: str, root_id: str) -> tuple[float, int]:
-    from playwright.async_api import async_playwright  # noqa: PLC0415
+    from playwright.async_api import async_playwright  # noqa: PLC0415  # an optional extra
 
     async with async_playwright() as pw:
         b = await pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)

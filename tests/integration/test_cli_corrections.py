@@ -11,7 +11,14 @@ import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
 from bootstrap.publisher import JetStreamPublisher
+from clients.operator import CorrectionClient
+from contracts.corrections.changes import Changes
+from contracts.corrections.states import CorrectionStatus
 from contracts.shared.ids import new_id
+from services.archive.writer import Archive
+from services.corrections.messages import correction_event
+from services.corrections.service import CorrectionService
+from store.correction_store import CorrectionStore
 from store.database import Document
 from tests.conftest import Workers
 from tests.integration.cli_support import (
@@ -21,6 +28,7 @@ from tests.integration.cli_support import (
     cli_workers,
     seed_plan,
 )
+from tests.integration.wire import events
 
 __all__ = ["agents", "cli_workers"]
 
@@ -133,14 +141,6 @@ async def test_request_cancel_and_wait_cancelled(cli_workers: Workers, agents: A
 async def test_fail_a_stuck_correction_over_nats(cli_workers: Workers, agents: Agents,
                                                  nc: nats.NATS, db: AsyncDatabase[Document],
                                                  tmp_path: Path) -> None:
-    from clients.operator import CorrectionClient  # noqa: PLC0415
-    from contracts.corrections.changes import Changes  # noqa: PLC0415
-    from contracts.corrections.states import CorrectionStatus  # noqa: PLC0415
-    from services.archive.writer import Archive  # noqa: PLC0415
-    from services.corrections.messages import correction_event  # noqa: PLC0415
-    from services.corrections.service import CorrectionService  # noqa: PLC0415
-    from store.correction_store import CorrectionStore  # noqa: PLC0415
-    from tests.integration.wire import events  # noqa: PLC0415
 
     tree = await seed_plan(nc.jetstream(), db, size=4)
     plan_id, target = tree[0]["plan_id"], tree[1]["decision_id"]

@@ -24,7 +24,14 @@ from pymongo import AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 
 from clients import CorrectionClient, DecisionRecorder, NatsUnreachable
-from deploy.embedded import ManagedServer, free_port, start_mongo, start_nats
+from deploy.embedded import (
+    ManagedServer,
+    _binary,
+    die_with_parent,
+    free_port,
+    start_mongo,
+    start_nats,
+)
 from store.database import Document
 from tests.conftest import ROOT, Workers, start_cost, worker_env
 from tests.factories import plan_tree
@@ -91,7 +98,6 @@ def test_unreachable_mongodb_exits_fast_with_one_line_naming_mongodb_uri(
 @pytest.mark.e2e
 def test_a_wrong_nats_password_fails_at_once_without_showing_it(
         mongo_uri: str, db_name: str, tmp_path: Path) -> None:
-    from deploy.embedded import _binary, die_with_parent  # noqa: PLC0415
 
     port = free_port()
     server = subprocess.Popen([_binary("nats-server"), "-a", "127.0.0.1", "-p", str(port),

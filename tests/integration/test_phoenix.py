@@ -89,7 +89,7 @@ def _wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
 def exporting(phoenix: str) -> tuple[TracerProvider, InMemorySpanExporter]:
     """This process's spans go to Phoenix over OTLP/HTTP (and to memory, to find the
     request's trace)."""
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # noqa: PLC0415
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # noqa: PLC0415  # an optional extra
         OTLPSpanExporter,
     )
     provider = trace.get_tracer_provider()
@@ -104,7 +104,7 @@ def exporting(phoenix: str) -> tuple[TracerProvider, InMemorySpanExporter]:
 
 
 def _spans(phoenix: str, trace_ids: list[str]) -> list[dict[str, Any]]:
-    from phoenix.client import Client  # noqa: PLC0415
+    from phoenix.client import Client  # noqa: PLC0415  # an optional extra
 
     found = Client(base_url=phoenix).spans.get_spans(
         project_identifier="default", trace_ids=trace_ids, limit=1000)
