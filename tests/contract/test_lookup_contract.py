@@ -88,7 +88,8 @@ async def test_an_id_is_found_by_its_last_characters(b: Backend) -> None:
 
 async def test_an_ambiguous_suffix_lists_its_candidates(b: Backend) -> None:
     plan = new_id()
-    r = d(plan, None, decision_id=plan[:-4] + "AAAA")
+    # Two IDs that end alike (AAAA) and differ just before (C, B): never the same ID.
+    r = d(plan, None, decision_id=plan[:-5] + "CAAAA")
     x = d(plan, r.decision_id, decision_id=plan[:-5] + "BAAAA")
     await b.load([r, x])
     with pytest.raises(IdNotUsable, match="ends 2 IDs") as caught:
