@@ -18,7 +18,7 @@ JSON = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=5)
                     | st.dictionaries(st.text(max_size=8), inner, max_size=5), max_leaves=30)
 
 
-@settings(max_examples=2000)
+@settings(max_examples=300)
 @given(JSON)
 def test_the_fast_path_writes_what_rfc8785_writes(value: Any) -> None:
     assert canonical(value) == rfc8785.dumps(value)

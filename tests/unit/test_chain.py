@@ -48,7 +48,7 @@ VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=4)
                       | st.dictionaries(st.text(max_size=6), inner, max_size=4), max_leaves=20)
 
 
-@settings(max_examples=1000)
+@settings(max_examples=200)
 @given(st.dictionaries(st.text(min_size=1, max_size=8), VALUES, max_size=6))
 def test_a_digest_is_the_same_before_the_write_and_read_back(record: dict[str, Any]) -> None:
     as_read = plain(record)
