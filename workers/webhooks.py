@@ -30,6 +30,7 @@ from bootstrap.settings import Settings
 from contracts.families import STREAMS, dispatched
 from contracts.shared.families import Stream
 from contracts.webhooks.families import CHANGED, DISPATCHER
+from services.ports.publishing import EventPublisher
 from services.ports.webhooks import Answer
 from services.webhook_delivery import DeliveryLoop
 from services.webhooks import Incoming, WebhookService
@@ -67,7 +68,7 @@ class LazySender:
 
 class WebhookWorker:
     def __init__(self, nc: Client, service: WebhookService, settings: Settings,
-                 owner: str, publisher: Any) -> None:
+                 owner: str, publisher: EventPublisher) -> None:
         self._nc = nc
         self._js: JetStreamContext = nc.jetstream()
         self._service = service
