@@ -10,7 +10,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from bootstrap.judge_settings import judge_from_env
-from bootstrap.setting_types import LogFormat, LogLevel, StreamProfile, parse_addr
+from bootstrap.setting_types import (
+    LogFormat,
+    LogLevel,
+    StreamProfile,
+    env_float,
+    env_int,
+    parse_addr,
+)
 from bootstrap.webhook_settings import read_webhook_key, read_webhook_limits
 from clients.credentials import NatsCredentials
 from contracts.corrections.archive.rules import ArchiveLimits
@@ -21,16 +28,6 @@ if TYPE_CHECKING:
 __all__ = ["read_settings"]
 
 E = TypeVar("E", bound=StrEnum)
-
-
-def _env_float(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    return float(raw) if raw else default
-
-
-def _env_int(name: str, default: int) -> int:
-    raw = os.environ.get(name)
-    return int(raw) if raw else default
 
 
 def _env_addr(name: str) -> str | None:
@@ -85,15 +82,15 @@ def _env_floats(name: str, default: tuple[float, ...]) -> tuple[float, ...]:
 def _env_archive_limits() -> ArchiveLimits:
     d = ArchiveLimits()
     return ArchiveLimits(
-        max_artifact_bytes=_env_int("ARCHIVE_MAX_ARTIFACT_BYTES", d.max_artifact_bytes),
-        max_artifact_apparent_bytes=_env_int("ARCHIVE_MAX_ARTIFACT_APPARENT_BYTES",
+        max_artifact_bytes=env_int("ARCHIVE_MAX_ARTIFACT_BYTES", d.max_artifact_bytes),
+        max_artifact_apparent_bytes=env_int("ARCHIVE_MAX_ARTIFACT_APPARENT_BYTES",
                                              d.max_artifact_apparent_bytes),
-        max_correction_bytes=_env_int("ARCHIVE_MAX_CORRECTION_BYTES", d.max_correction_bytes),
-        max_correction_apparent_bytes=_env_int("ARCHIVE_MAX_CORRECTION_APPARENT_BYTES",
+        max_correction_bytes=env_int("ARCHIVE_MAX_CORRECTION_BYTES", d.max_correction_bytes),
+        max_correction_apparent_bytes=env_int("ARCHIVE_MAX_CORRECTION_APPARENT_BYTES",
                                                d.max_correction_apparent_bytes),
-        hash_max_bytes=_env_int("ARCHIVE_HASH_MAX_BYTES", d.hash_max_bytes),
-        min_free_bytes=_env_int("ARCHIVE_MIN_FREE_BYTES", d.min_free_bytes),
-        stall_seconds=_env_float("ARCHIVE_STALL_SECONDS", d.stall_seconds),
+        hash_max_bytes=env_int("ARCHIVE_HASH_MAX_BYTES", d.hash_max_bytes),
+        min_free_bytes=env_int("ARCHIVE_MIN_FREE_BYTES", d.min_free_bytes),
+        stall_seconds=env_float("ARCHIVE_STALL_SECONDS", d.stall_seconds),
     )
 
 
@@ -104,74 +101,74 @@ def read_settings(kind: type[Settings]) -> Settings:
         nats_url=os.environ.get("NATS_URL", kind.nats_url),
         mongodb_uri=os.environ.get("MONGODB_URI", kind.mongodb_uri),
         mongodb_db=os.environ.get("MONGODB_DB", kind.mongodb_db),
-        recorder_batch_size=_env_int("RECORDER_BATCH_SIZE", kind.recorder_batch_size),
-        recorder_batch_timeout=_env_float("RECORDER_BATCH_TIMEOUT",
+        recorder_batch_size=env_int("RECORDER_BATCH_SIZE", kind.recorder_batch_size),
+        recorder_batch_timeout=env_float("RECORDER_BATCH_TIMEOUT",
                                           kind.recorder_batch_timeout),
-        recorder_parent_wait_seconds=_env_float("RECORDER_PARENT_WAIT_SECONDS",
+        recorder_parent_wait_seconds=env_float("RECORDER_PARENT_WAIT_SECONDS",
                                                 kind.recorder_parent_wait_seconds),
-        recorder_ack_wait_seconds=_env_float("RECORDER_ACK_WAIT_SECONDS",
+        recorder_ack_wait_seconds=env_float("RECORDER_ACK_WAIT_SECONDS",
                                              kind.recorder_ack_wait_seconds),
-        graceful_timeout=_env_float("GRACEFUL_TIMEOUT", kind.graceful_timeout),
-        max_payload_bytes=_env_int("MAX_PAYLOAD_BYTES", kind.max_payload_bytes),
+        graceful_timeout=env_float("GRACEFUL_TIMEOUT", kind.graceful_timeout),
+        max_payload_bytes=env_int("MAX_PAYLOAD_BYTES", kind.max_payload_bytes),
         artifacts_root=Path(root) if root else None,
         archive_root=Path(archive) if (archive := os.environ.get("ARCHIVE_ROOT")) else None,
         archive_limits=_env_archive_limits(),
-        corrections_batch_size=_env_int("CORRECTIONS_BATCH_SIZE",
+        corrections_batch_size=env_int("CORRECTIONS_BATCH_SIZE",
                                         kind.corrections_batch_size),
-        corrections_ack_wait_seconds=_env_float("CORRECTIONS_ACK_WAIT_SECONDS",
+        corrections_ack_wait_seconds=env_float("CORRECTIONS_ACK_WAIT_SECONDS",
                                                 kind.corrections_ack_wait_seconds),
-        corrections_retry_delay=_env_float("CORRECTIONS_RETRY_DELAY",
+        corrections_retry_delay=env_float("CORRECTIONS_RETRY_DELAY",
                                            kind.corrections_retry_delay),
-        corrections_lease_seconds=_env_float("CORRECTIONS_LEASE_SECONDS",
+        corrections_lease_seconds=env_float("CORRECTIONS_LEASE_SECONDS",
                                              kind.corrections_lease_seconds),
-        corrections_sweep_interval=_env_float("CORRECTIONS_SWEEP_INTERVAL",
+        corrections_sweep_interval=env_float("CORRECTIONS_SWEEP_INTERVAL",
                                               kind.corrections_sweep_interval),
-        worker_lease_seconds=_env_float("WORKER_LEASE_SECONDS", kind.worker_lease_seconds),
-        recorder_lease_seconds=_env_float("RECORDER_LEASE_SECONDS",
+        worker_lease_seconds=env_float("WORKER_LEASE_SECONDS", kind.worker_lease_seconds),
+        recorder_lease_seconds=env_float("RECORDER_LEASE_SECONDS",
                                           kind.recorder_lease_seconds),
-        recorder_partitions=_env_int("RECORDER_PARTITIONS", kind.recorder_partitions),
-        corrections_max_attempts=_env_int("CORRECTIONS_MAX_ATTEMPTS",
+        recorder_partitions=env_int("RECORDER_PARTITIONS", kind.recorder_partitions),
+        corrections_max_attempts=env_int("CORRECTIONS_MAX_ATTEMPTS",
                                           kind.corrections_max_attempts),
-        corrections_max_decisions=_env_int("CORRECTIONS_MAX_DECISIONS",
+        corrections_max_decisions=env_int("CORRECTIONS_MAX_DECISIONS",
                                            kind.corrections_max_decisions),
-        corrections_cancel_wait_seconds=_env_float("CORRECTIONS_CANCEL_WAIT_SECONDS",
+        corrections_cancel_wait_seconds=env_float("CORRECTIONS_CANCEL_WAIT_SECONDS",
                                                    kind.corrections_cancel_wait_seconds),
-        outbox_relay_interval=_env_float("OUTBOX_RELAY_INTERVAL", kind.outbox_relay_interval),
-        outbox_relay_grace=_env_float("OUTBOX_RELAY_GRACE", kind.outbox_relay_grace),
-        reconciler_batch_size=_env_int("RECONCILER_BATCH_SIZE", kind.reconciler_batch_size),
-        invariants_batch_size=_env_int("INVARIANTS_BATCH_SIZE", kind.invariants_batch_size),
-        invariants_ack_wait_seconds=_env_float("INVARIANTS_ACK_WAIT_SECONDS",
+        outbox_relay_interval=env_float("OUTBOX_RELAY_INTERVAL", kind.outbox_relay_interval),
+        outbox_relay_grace=env_float("OUTBOX_RELAY_GRACE", kind.outbox_relay_grace),
+        reconciler_batch_size=env_int("RECONCILER_BATCH_SIZE", kind.reconciler_batch_size),
+        invariants_batch_size=env_int("INVARIANTS_BATCH_SIZE", kind.invariants_batch_size),
+        invariants_ack_wait_seconds=env_float("INVARIANTS_ACK_WAIT_SECONDS",
                                                kind.invariants_ack_wait_seconds),
-        invariants_retry_delay=_env_float("INVARIANTS_RETRY_DELAY",
+        invariants_retry_delay=env_float("INVARIANTS_RETRY_DELAY",
                                           kind.invariants_retry_delay),
-        connect_timeout_seconds=_env_float("CONNECT_TIMEOUT_SECONDS",
+        connect_timeout_seconds=env_float("CONNECT_TIMEOUT_SECONDS",
                                            kind.connect_timeout_seconds),
-        nats_reconnect_wait_seconds=_env_float("NATS_RECONNECT_WAIT_SECONDS",
+        nats_reconnect_wait_seconds=env_float("NATS_RECONNECT_WAIT_SECONDS",
                                                kind.nats_reconnect_wait_seconds),
-        mongo_ping_interval_seconds=_env_float("MONGO_PING_INTERVAL_SECONDS",
+        mongo_ping_interval_seconds=env_float("MONGO_PING_INTERVAL_SECONDS",
                                                kind.mongo_ping_interval_seconds),
         health_addr=_env_addr("HEALTH_ADDR"),
-        consumer_max_deliver=_env_int("CONSUMER_MAX_DELIVER", kind.consumer_max_deliver),
+        consumer_max_deliver=env_int("CONSUMER_MAX_DELIVER", kind.consumer_max_deliver),
         consumer_backoff=_env_floats("CONSUMER_BACKOFF", kind.consumer_backoff),
         allow_standalone_mongodb=_env_bool("ALLOW_STANDALONE_MONGODB"),
         allow_unauthenticated=_env_bool("ALLOW_UNAUTHENTICATED"),
-        metrics_sample_seconds=_env_float("METRICS_SAMPLE_SECONDS",
+        metrics_sample_seconds=env_float("METRICS_SAMPLE_SECONDS",
                                           kind.metrics_sample_seconds),
         log_format=_env_choice("LOG_FORMAT", LogFormat, kind.log_format),
         log_level=_env_choice("LOG_LEVEL", LogLevel, LogLevel.INFO).value,
         stream_profile=_env_profile(),
-        stream_replicas=_env_int("STREAM_REPLICAS", 0) or None,
-        stream_max_bytes=_env_int("STREAM_MAX_BYTES", 0) or None,
-        stream_max_age_seconds=_env_float("STREAM_MAX_AGE_SECONDS", 0.0) or None,
+        stream_replicas=env_int("STREAM_REPLICAS", 0) or None,
+        stream_max_bytes=env_int("STREAM_MAX_BYTES", 0) or None,
+        stream_max_age_seconds=env_float("STREAM_MAX_AGE_SECONDS", 0.0) or None,
         nats_credentials=NatsCredentials.from_env(),
         ledger_principals=Path(principals) if (principals := os.environ.get(
             "LEDGER_PRINCIPALS")) else None,
         require_signatures=_env_require_signatures(),
-        signature_max_skew_seconds=_env_float("SIGNATURE_MAX_SKEW_SECONDS",
+        signature_max_skew_seconds=env_float("SIGNATURE_MAX_SKEW_SECONDS",
                                               kind.signature_max_skew_seconds),
-        created_at_max_skew_seconds=_env_float("CREATED_AT_MAX_SKEW_SECONDS",
+        created_at_max_skew_seconds=env_float("CREATED_AT_MAX_SKEW_SECONDS",
                                                kind.created_at_max_skew_seconds),
-        invariant_eval_budget_ms=_env_float("INVARIANT_EVAL_BUDGET_MS",
+        invariant_eval_budget_ms=env_float("INVARIANT_EVAL_BUDGET_MS",
                                             kind.invariant_eval_budget_ms),
         judge=judge_from_env(),
         cloudevents_schema_base=os.environ.get("CLOUDEVENTS_SCHEMA_BASE")

@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from bootstrap.setting_types import env_float, env_int
+
 __all__ = ["JudgeSettings", "judge_from_env"]
 
 
@@ -45,24 +47,14 @@ class JudgeSettings:
         return os.environ.get(self.api_key_env) or None
 
 
-def _float(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    return float(raw) if raw else default
-
-
-def _int(name: str, default: int) -> int:
-    raw = os.environ.get(name)
-    return int(raw) if raw else default
-
-
 def judge_from_env() -> JudgeSettings:
     d = JudgeSettings()
     return JudgeSettings(
         url=os.environ.get("JUDGE_URL") or None,
         model=os.environ.get("JUDGE_MODEL") or d.model,
         api_key_env=os.environ.get("JUDGE_API_KEY_ENV") or d.api_key_env,
-        timeout_seconds=_float("JUDGE_TIMEOUT_SECONDS", d.timeout_seconds),
-        max_tokens=_int("JUDGE_MAX_TOKENS", d.max_tokens),
-        concurrency=max(1, _int("JUDGE_CONCURRENCY", d.concurrency)),
-        poll_seconds=_float("JUDGE_POLL_SECONDS", d.poll_seconds),
-        max_attempts=max(1, _int("JUDGE_MAX_ATTEMPTS", d.max_attempts)))
+        timeout_seconds=env_float("JUDGE_TIMEOUT_SECONDS", d.timeout_seconds),
+        max_tokens=env_int("JUDGE_MAX_TOKENS", d.max_tokens),
+        concurrency=max(1, env_int("JUDGE_CONCURRENCY", d.concurrency)),
+        poll_seconds=env_float("JUDGE_POLL_SECONDS", d.poll_seconds),
+        max_attempts=max(1, env_int("JUDGE_MAX_ATTEMPTS", d.max_attempts)))

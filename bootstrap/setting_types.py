@@ -7,6 +7,7 @@ workers' streams, consumers and logs, the CLI's banner) names the same type.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -64,3 +65,16 @@ def parse_addr(addr: str) -> tuple[str, int]:
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
         raise ValueError(f"HEALTH_ADDR must be host:port, got {addr!r}")
     return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def env_float(name: str, default: float) -> float:
+    """The variable as a float, `default` when unset or empty; ValueError when it does
+    not parse (the caller names the variable)."""
+    raw = os.environ.get(name)
+    return float(raw) if raw else default
+
+
+def env_int(name: str, default: int) -> int:
+    """The variable as an int, `default` when unset or empty."""
+    raw = os.environ.get(name)
+    return int(raw) if raw else default

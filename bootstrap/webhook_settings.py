@@ -4,18 +4,9 @@ from __future__ import annotations
 
 import os
 
+from bootstrap.setting_types import env_float, env_int
 from contracts.webhooks.policy import Allowlist, WebhookLimits
 from services.webhook_secrets import parse_key
-
-
-def _float(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    return float(raw) if raw else default
-
-
-def _int(name: str, default: int) -> int:
-    raw = os.environ.get(name)
-    return int(raw) if raw else default
 
 
 def read_webhook_limits() -> WebhookLimits:
@@ -27,14 +18,14 @@ def read_webhook_limits() -> WebhookLimits:
     except ValueError as exc:
         raise ValueError(f"WEBHOOK_ALLOWED_HOSTS: {exc}") from None
     limits = WebhookLimits(
-        timeout_seconds=_float("WEBHOOK_TIMEOUT_SECONDS", d.timeout_seconds),
-        max_attempts=_int("WEBHOOK_MAX_ATTEMPTS", d.max_attempts),
+        timeout_seconds=env_float("WEBHOOK_TIMEOUT_SECONDS", d.timeout_seconds),
+        max_attempts=env_int("WEBHOOK_MAX_ATTEMPTS", d.max_attempts),
         backoff=tuple(float(x) for x in backoff.split(",") if x.strip()) if backoff
         else d.backoff,
-        max_age_seconds=_float("WEBHOOK_MAX_AGE_SECONDS", d.max_age_seconds),
-        per_endpoint=_int("WEBHOOK_PER_ENDPOINT", d.per_endpoint),
-        in_flight=_int("WEBHOOK_IN_FLIGHT", d.in_flight),
-        response_max_bytes=_int("WEBHOOK_RESPONSE_MAX_BYTES", d.response_max_bytes),
+        max_age_seconds=env_float("WEBHOOK_MAX_AGE_SECONDS", d.max_age_seconds),
+        per_endpoint=env_int("WEBHOOK_PER_ENDPOINT", d.per_endpoint),
+        in_flight=env_int("WEBHOOK_IN_FLIGHT", d.in_flight),
+        response_max_bytes=env_int("WEBHOOK_RESPONSE_MAX_BYTES", d.response_max_bytes),
         allow=allow)
     if min(limits.timeout_seconds, limits.max_attempts, limits.per_endpoint,
            limits.in_flight) <= 0 or not limits.backoff:
