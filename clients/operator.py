@@ -36,7 +36,7 @@ from contracts.corrections.requests import (
     RetryRequest,
 )
 from contracts.corrections.states import CorrectionMode
-from contracts.shared.ids import new_id
+from contracts.shared.ids import MSG_ID_HEADER, new_id
 from contracts.shared.rules import violations_from
 from contracts.shared.tracing import CONVERSATION, GENAI_SCHEMA_URL
 from contracts.trust.signing import Signer
@@ -116,8 +116,10 @@ class CorrectionClient(CorrectionFollowing, ConnectionOwner):
                          requested_by=requested_by)
         try:
             subject, body = subjects.dryrun(req.plan_id), req.model_dump_json().encode()
-            headers = self._signer.headers(
-                kind=DRYRUN.name, subject=subject, msg_id=req.correction_id, body=body) \
+            # The message ID the signature covers travels as on a stream (no stream keeps
+            # a dry run, but the responder verifies it like any inbound message).
+            headers = {MSG_ID_HEADER: req.correction_id, **self._signer.headers(
+                kind=DRYRUN.name, subject=subject, msg_id=req.correction_id, body=body)} \
                 if self._signer else None
             reply = await self._nc.request(subject, body, timeout=timeout, headers=headers)
         except (nats.errors.NoRespondersError, nats.errors.TimeoutError) as exc:

@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import json
 
+from contracts.families import STREAMS as DECLARED_STREAMS
 from contracts.shared.ids import new_id
 from contracts.shared.roles import Role
 from tests.attack.attacks import Attack
 from tests.attack.deployment import Deployment
 
 API = "$JS.API"
-STREAMS = ("DECISIONS", "CORRECTIONS", "INVARIANTS")
+STREAMS = tuple(s.name for s in DECLARED_STREAMS)
+"""Every stream the ledger declares (a capability added later is attacked too)."""
 PLAN = new_id()
 FILTERS = {"DECISIONS": "decisions.recorded.*", "CORRECTIONS": "corrections.events.*.*",
-           "INVARIANTS": "invariants.events.*.*"}
+           "INVARIANTS": "invariants.events.*.*", "WEBHOOKS": "webhooks.deliveries.*.*"}
 EVENTS = [f"decisions.persisted.{PLAN}", f"decisions.rejected.{PLAN}",
           f"corrections.events.{PLAN}.applied", f"corrections.attempts.{PLAN}.complete",
           f"corrections.resume.{PLAN}", f"corrections.rejected.{PLAN}",
