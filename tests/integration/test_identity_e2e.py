@@ -72,6 +72,15 @@ def signed(who: Member, d: dict[str, Any]) -> tuple[str, bytes, dict[str, str]]:
     return subject(d), data, headers
 
 
+async def billing_root(nc: nats.NATS, db: AsyncDatabase[Document]) -> dict[str, Any]:
+    """A plan of project billing whose root AGENT signed, once it is recorded."""
+    top = root(project="billing")
+    s, data, h = signed(AGENT, top)
+    await nc.jetstream().publish(s, data, headers=h)
+    await wait_for_count(db, "decisions", 1, query={"_id": top["decision_id"]})
+    return top
+
+
 async def rules_of(db: AsyncDatabase[Document], ids: list[str]) -> dict[str, list[str]]:
     """decision_id -> the rules its dead letter names (the slot is None if none yet)."""
     # A message refused before it was read (its signature) is known by its Nats-Msg-Id.
@@ -167,11 +176,8 @@ async def _complete(db: AsyncDatabase[Document], ids: list[str]) -> dict[str, li
 async def test_reports_and_operators_are_held_to_ownership_and_scope(
         signed_workers: Workers, nc: nats.NATS, db: AsyncDatabase[Document]) -> None:
     js = nc.jetstream()
-    top = root(project="billing")
+    top = await billing_root(nc, db)
     plan = top["plan_id"]
-    s, data, h = signed(AGENT, top)
-    await js.publish(s, data, headers=h)
-    await wait_for_count(db, "decisions", 1, query={"_id": top["decision_id"]})
     svc = InvariantService.from_store(InvariantStore.open(db), JetStreamPublisher(nc))
     inv = (await svc.add_invariant("no-prod", "Never touch production")).id
     reports = {}
@@ -249,11 +255,8 @@ async def test_partitioned_recording_verifies_the_subject_the_agent_signed(
 async def test_comments_and_plan_endings_name_their_verified_sender_and_respect_ownership(
         signed_workers: Workers, nc: nats.NATS, db: AsyncDatabase[Document]) -> None:
     js = nc.jetstream()
-    top = root(project="billing")
+    top = await billing_root(nc, db)
     plan = top["plan_id"]
-    s, data, h = signed(AGENT, top)
-    await js.publish(s, data, headers=h)
-    await wait_for_count(db, "decisions", 1, query={"_id": top["decision_id"]})
 
     async def send(who: Member, family: str, subj: str, msg_id: str,
                    body: dict[str, Any]) -> None:
@@ -281,12 +284,8 @@ async def test_comments_and_plan_endings_name_their_verified_sender_and_respect_
 
 async def test_a_dry_run_is_answered_to_verified_operators_within_their_projects(
         signed_workers: Workers, nc: nats.NATS, db: AsyncDatabase[Document]) -> None:
-    js = nc.jetstream()
-    top = root(project="billing")
+    top = await billing_root(nc, db)
     plan = top["plan_id"]
-    s, data, h = signed(AGENT, top)
-    await js.publish(s, data, headers=h)
-    await wait_for_count(db, "decisions", 1, query={"_id": top["decision_id"]})
 
     async def ask(who: Member | None, **extra: str) -> dict[str, Any]:
         cid = new_id()
