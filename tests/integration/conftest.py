@@ -15,7 +15,8 @@ from services.corrections.policy import CorrectionPolicy
 from services.corrections.service import CorrectionService
 from services.ports.corrections import CorrectionStorePort
 from store.correction_store import CorrectionStore
-from store.database import Document
+from store.database import Document, ensure_indexes
+from tests.integration.bounds_support import Commands, counted_client
 from workers.streams import ensure_streams
 
 FAST = CorrectionPolicy(attempt_backoff_seconds=0.05)
@@ -45,3 +46,16 @@ async def make(db: AsyncDatabase[Document], nc: nats.NATS,
                                  JetStreamPublisher(nc), archive, policy=policy)
 
     yield build
+
+
+@pytest.fixture
+async def counted(mongo_uri: str, db_name: str
+                  ) -> AsyncIterator[tuple[AsyncDatabase[Document], Commands]]:
+    """A database whose client counts every command it sends."""
+    client, commands = counted_client(mongo_uri)
+    db = client[db_name]
+    await ensure_indexes(db)
+    try:
+        yield db, commands
+    finally:
+        await client.close()

@@ -6,7 +6,6 @@ documents, reads and memory."""
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator
 
 import pytest
 from pymongo import AsyncMongoClient
@@ -14,13 +13,13 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.decisions.model import Decision
 from contracts.decisions.types import DecisionType
-from store.database import Document, ensure_indexes
+from store.database import Document
 from store.decisions import to_document
 from store.impact import ImpactReader
 from store.impact_children import READ_BATCH
 from tests.bulk import load_plan
 from tests.impact_graph import ImpactGraph, compute_impact
-from tests.integration.bounds_support import Commands, cost, counted_client
+from tests.integration.bounds_support import Commands, cost
 from tests.unit.test_impact import NON_ROOT, dec, uid
 
 pytestmark = pytest.mark.store
@@ -28,16 +27,6 @@ pytestmark = pytest.mark.store
 MB = 1024 * 1024
 
 
-@pytest.fixture
-async def counted(mongo_uri: str, db_name: str
-                  ) -> AsyncIterator[tuple[AsyncDatabase[Document], Commands]]:
-    client, commands = counted_client(mongo_uri)
-    db = client[db_name]
-    await ensure_indexes(db)
-    try:
-        yield db, commands
-    finally:
-        await client.close()
 
 
 def random_graph(rng: random.Random, k: int) -> tuple[list[Decision], str]:

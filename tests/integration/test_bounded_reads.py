@@ -6,7 +6,6 @@ recovery sweep, and a dry run past the limit."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,13 +27,13 @@ from services.corrections.service import CorrectionService
 from services.read_model import CHILDREN_SHOWN, MAX_PATH, explain
 from services.tree_model import tree_level, tree_then
 from store.correction_store import CorrectionStore
-from store.database import DECISIONS, PLANS, Document, ensure_indexes
+from store.database import DECISIONS, PLANS, Document
 from store.decisions import to_document
 from store.leases import Leases
 from store.mongo_store import MongoStore
 from store.status import ledger_status
 from tests.bulk import INSERT_CHUNK
-from tests.integration.bounds_support import Commands, Cost, cost, counted_client
+from tests.integration.bounds_support import Commands, Cost, cost
 from tests.unit.test_impact import dec, uid
 from workers.metrics import GAUGES_ROLE, Metrics
 from workers.streams import ensure_streams
@@ -143,16 +142,6 @@ async def measure(db: AsyncDatabase[Document], commands: Commands, s: Scene) -> 
     return Costs(deep, wide, as_of, level, counts, status, head, sweep, dry)
 
 
-@pytest.fixture
-async def counted(mongo_uri: str, db_name: str
-                  ) -> AsyncIterator[tuple[AsyncDatabase[Document], Commands]]:
-    client, commands = counted_client(mongo_uri)
-    db = client[db_name]
-    await ensure_indexes(db)
-    try:
-        yield db, commands
-    finally:
-        await client.close()
 
 
 def bounded(c: Costs) -> None:
