@@ -26,6 +26,7 @@ insert is the one recomputed from what is read back.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from collections.abc import Collection, Mapping
@@ -175,17 +176,38 @@ def field_digests(record: Mapping[str, Any], skip: Collection[str] = ()) -> dict
 def _digest(name: str, value: object) -> str:
     """`field_digest(b"", name, plain(value))`, without walking a value that is plain
     already (most of a document is: the recorder digests every field of every decision).
-    A value the fast canonical writer takes as it is, it writes as `plain` would."""
+    A value the fast canonical writer takes as it is, it writes as `plain` would; a
+    constant (null, a boolean, an empty list), which most of a decision's optional
+    fields hold, is digested once per field name."""
+    constant = _constant(value)
+    if constant is not None:
+        return _constant_digest(name, constant)
     if isinstance(value, datetime):
         data = b'"' + _when(value).encode("ascii") + b'"'
-    elif value is None:
-        data = b"null"
     else:
         if isinstance(value, dict):  # a kept signature: its time at the top, the rest JSON
             value = {k: _when(v) if isinstance(v, datetime) else v for k, v in value.items()}
         # None: not JSON as it is (a date deeper down, a driver type, a huge int)
         data = canonical_fast(value) or canonical(plain(value))
-    return "sha256:" + sha256(name.encode("utf-8") + b"\x00" + data).hexdigest()
+    return "sha256:" + sha256(_prefix(name) + data).hexdigest()
+
+
+def _constant(value: object) -> bytes | None:
+    if value is None:
+        return b"null"
+    if value is True or value is False:
+        return b"true" if value else b"false"
+    return b"[]" if type(value) is list and not value else None
+
+
+@functools.lru_cache(maxsize=1024)
+def _prefix(name: str) -> bytes:
+    return name.encode("utf-8") + b"\x00"
+
+
+@functools.lru_cache(maxsize=4096)
+def _constant_digest(name: str, data: bytes) -> str:
+    return "sha256:" + sha256(_prefix(name) + data).hexdigest()
 
 
 def decision_content(doc: Mapping[str, Any]) -> dict[str, Any]:

@@ -84,11 +84,8 @@ def format_signed_at(at: datetime) -> str:
 
 
 def field_digest(salt: bytes, name: str, value: object) -> str:
-    h = hashlib.sha256(salt)
-    h.update(name.encode("utf-8"))
-    h.update(b"\x00")
-    h.update(canonical(value))
-    return "sha256:" + h.hexdigest()
+    return "sha256:" + hashlib.sha256(
+        salt + name.encode("utf-8") + b"\x00" + canonical(value)).hexdigest()
 
 
 def field_digests(salt: bytes, body: Mapping[str, object]) -> dict[str, str]:

@@ -33,12 +33,15 @@ def test_a_value_read_back_from_json_canonicalises_the_same(value: Any) -> None:
 
 @pytest.mark.parametrize("value", [
     "é\u2028\x7f\x00\x1f\"\\", {"\U0001f600": 1, "\ue000": 2, "a": 3}, 1e21, 1e-7, -0.0,
-    5e-324, 123456789012345680000.0, [0.1, 1.0, 1e16, 9007199254740991]])
+    5e-324, 123456789012345680000.0, [0.1, 1.0, 1e16, 9007199254740991],
+    {"a": [1.0, {"b": 1e-05}], "c": "x"}, {"\ue000": "x", "\U0001f600": "y", "b": [True]},
+    {"d": "sha256:3e5", "e": "x,1.5", "f": [None, -(2**53) + 1, {"g": []}]}, [[], {}]])
 def test_edge_values(value: Any) -> None:
     assert canonical(value) == rfc8785.dumps(value)
 
 
-@pytest.mark.parametrize("value", [float("nan"), 2**53, "\ud800"])
+@pytest.mark.parametrize("value", [float("nan"), 2**53, "\ud800", {"a": [2**53]},
+                                   {"a": {"b": "\ud800"}}, [float("inf")]])
 def test_what_jcs_cannot_write_is_refused(value: Any) -> None:
     with pytest.raises(ValueError):
         canonical(value)
