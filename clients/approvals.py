@@ -2,7 +2,7 @@
 approved, denied (with the operator's reason and guidance), expired, or changed.
 
 A decision no invariant held is approved at once (its persisted event carries no hold);
-a held one waits for its approval's verdict on `invariants.approval.<plan_id>.*`, read
+a held one waits for its approval's verdict on `decisions.approval.<plan_id>.*`, read
 from the stream (a verdict given before the call is found), so the agent never acts
 before a person decided. A grant binds the content digest of the decision the
 approver saw (contracts.invariants.approvals): the gate compares it with the decision
@@ -21,7 +21,9 @@ from enum import StrEnum
 
 from clients._replay import StreamReplay
 from clients.persisted import PersistedWaiting
+from contracts.corrections.resume_points import DecisionRef
 from contracts.decisions.model import Decision
+from contracts.decisions.subjects import DECISIONS_STREAM
 from contracts.invariants import subjects
 from contracts.invariants.approval_wire import ApprovalEvent
 from contracts.invariants.approvals import Approval, ApprovalStatus, decision_digest
@@ -58,15 +60,20 @@ FINAL = {ApprovalStatus.GRANTED: GateStatus.APPROVED, ApprovalStatus.DENIED: Gat
 class ApprovalWaiting(PersistedWaiting):
     """The gate half of `DecisionRecorder` (clients.recorder)."""
 
-    async def gate(self, decision: Decision, *, timeout: float | None = None) -> GateVerdict:
-        """Wait until `decision` may be acted on, or a person said no (see the module)."""
+    async def gate(self, decision: Decision | DecisionRef, *,
+                   timeout: float | None = None) -> GateVerdict:
+        """Wait until `decision` may be acted on, or a person said no (see the module).
+        Given the Decision the agent is about to act on, a grant of other content is
+        `changed`; given only a reference (its plan and ID), the workers' check that the
+        approver saw the stored decision is the binding."""
         async with asyncio.timeout(timeout):
-            persisted = await self.wait_persisted(decision, timeout=timeout or 30.0)
+            persisted = await self.held_as(decision, timeout or 30.0)
             if persisted.hold is None:
                 return GateVerdict(GateStatus.APPROVED, decision.decision_id, held=False)
             approval = await self._verdict(decision.plan_id.upper(), decision.decision_id)
         status = FINAL[approval.status]
-        if status is GateStatus.APPROVED and approval.digest != decision_digest(decision):
+        if status is GateStatus.APPROVED and isinstance(decision, Decision) \
+                and approval.digest != decision_digest(decision):
             status = GateStatus.CHANGED
         return GateVerdict(status, decision.decision_id, reason=approval.reason,
                            guidance=approval.guidance, decided_by=approval.decided_by,
@@ -74,7 +81,7 @@ class ApprovalWaiting(PersistedWaiting):
 
     async def _verdict(self, plan: str, decision_id: str) -> Approval:
         pattern = f"{subjects.APPROVAL_PREFIX}.{plan}.*"
-        async with StreamReplay(self._nc, subjects.INVARIANTS_STREAM, pattern, 1,
+        async with StreamReplay(self._nc, DECISIONS_STREAM, pattern, 1,
                                 [pattern]) as replay:
             while True:
                 msg = await replay.next()

@@ -1,6 +1,6 @@
 """Approvals on the wire: an operator's verdict (inbound, `invariants.verdicts.<plan_id>`),
 what became of it (kept under its request_id), and the events announcing an approval's
-every step (`invariants.approval.<plan_id>.<status>`).
+every step (`decisions.approval.<plan_id>.<status>`, on the DECISIONS stream).
 
 A verdict is read here with every rule that needs only the message (its plan matches
 the subject, its Nats-Msg-Id is its request_id, a denial's guidance only with a denial);

@@ -4,7 +4,7 @@ A decision that breaks a checked error invariant whose consequence is `hold` (`a
 invariant add --needs-approval`) is recorded awaiting approval: the recorder writes its
 hold and an `Approval` in `requested` in the batch's transaction. An operator grants or
 denies it (`agents approval approve|deny`, the console, or any NATS client on
-`invariants.approvals.<plan_id>`); past its `expires_at` it expires. Lifecycle: one
+`invariants.verdicts.<plan_id>`); past its `expires_at` it expires. Lifecycle: one
 transition table (`TRANSITIONS`), a named error for any other move.
 
 What an approval binds:

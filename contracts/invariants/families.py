@@ -7,6 +7,7 @@ from contracts.invariants.approval_wire import ApprovalEvent, ApprovalVerdict
 from contracts.invariants.plan_use import PlanUseRequest
 from contracts.invariants.violations import InvariantViolation
 from contracts.invariants.wire import ViolationEvent, ViolationRejected
+from contracts.recording.families import DECISIONS
 from contracts.shared.families import Direction, MessageFamily, Stream
 from contracts.shared.roles import ConsumerSpec, Publisher, Reader, Role, Via
 
@@ -106,11 +107,12 @@ VERDICTS = MessageFamily(
 
 APPROVAL_EVENTS = MessageFamily(
     f"{subjects.APPROVAL_PREFIX}.{{plan_id}}.{{status}}", ApprovalEvent, Direction.EVENT,
-    INVARIANTS, msg_id="approval:<decision_id>:<status>", event_type="approval.{status}",
+    DECISIONS, msg_id="approval:<decision_id>:<status>", event_type="approval.{status}",
     about="plan/{plan_id}/decision/{approval.decision_id}",
     description="An approval's every step, exactly once each: requested (the recorder "
     "held a decision for a person), granted, denied (with reason and guidance), expired "
-    "(APPROVAL_TTL_SECONDS passed). The agent's client waits on it (gate), a subscriber "
+    "(APPROVAL_TTL_SECONDS passed). On the DECISIONS stream, beside the decisions they "
+    "gate: the agent's client waits on it (gate) where it already reads; a subscriber "
     "can notify people.",
     publishers=(Publisher(Role.WORKER, "the recorder, the verdict consumer, the expiry "
                           "sweep; the outbox relay"),),

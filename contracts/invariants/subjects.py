@@ -16,7 +16,9 @@ EVENTS_PREFIX = "invariants.events"
 REJECTED_PREFIX = "invariants.rejected"
 TEMPLATES_PREFIX = "invariants.templates"
 VERDICTS_PREFIX = "invariants.verdicts"
-APPROVAL_PREFIX = "invariants.approval"
+APPROVAL_PREFIX = "decisions.approval"
+"""On the DECISIONS stream, beside the decisions they gate: an agent already reads that
+stream (its persisted events) and may read no other."""
 
 VIOLATIONS_DURABLE = "invariant-violations"
 TEMPLATES_DURABLE = "plan-templates"
@@ -44,7 +46,7 @@ def verdicts(plan_id: str) -> str:
 
 
 def approval_event(plan_id: str, status: str) -> str:
-    """invariants.approval.<plan_id>.requested | granted | denied | expired"""
+    """decisions.approval.<plan_id>.requested | granted | denied | expired"""
     return f"{APPROVAL_PREFIX}.{plan_token(plan_id)}.{status}"
 
 
