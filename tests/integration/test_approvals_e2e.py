@@ -164,6 +164,9 @@ async def test_granted_from_the_cli_then_denied_with_guidance_as_an_append(
     assert [h["ce-type"] for _, _, h in seen][:2] == [
         "io.decision-ledger.approval.requested.v1", "io.decision-ledger.approval.granted.v1"]
     assert seen[0][2]["ce-subject"] == f"plan/{root.plan_id}/decision/{first.decision_id}"
+    # The approvers' resolutions are links of the plan's chain, their signatures verified.
+    await agents.ok("audit", "verify", root.plan_id, "--principals",
+                    str(tmp_path / "principals.toml"))
 
 
 async def test_who_may_decide_what_and_until_when(
