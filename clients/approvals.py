@@ -9,7 +9,9 @@ approver saw (contracts.invariants.approvals): the gate compares it with the dec
 the agent passes, and a decision changed since is `changed`, not approved.
 
 Waiting is bounded by the approval's expiry (APPROVAL_TTL_SECONDS); `timeout` bounds it
-further (TimeoutError: still undecided, do not act). A decision the recorder refused
+further (TimeoutError: still undecided, do not act). A decision held `awaiting_judge`
+answers once the judge held it for a person and that person decided: a judge's release
+or refusal is not announced on the bus, so pass a `timeout` there. A decision the recorder refused
 raises its DecisionRejectedError, as `wait_persisted` does.
 """
 
