@@ -170,6 +170,9 @@ def read_settings(kind: type[Settings]) -> Settings:
                                                kind.created_at_max_skew_seconds),
         invariant_eval_budget_ms=env_float("INVARIANT_EVAL_BUDGET_MS",
                                             kind.invariant_eval_budget_ms),
+        approval_ttl_seconds=env_float("APPROVAL_TTL_SECONDS", kind.approval_ttl_seconds),
+        approval_sweep_seconds=env_float("APPROVAL_SWEEP_SECONDS",
+                                         kind.approval_sweep_seconds),
         judge=judge_from_env(),
         cloudevents_schema_base=os.environ.get("CLOUDEVENTS_SCHEMA_BASE")
         or kind.cloudevents_schema_base,

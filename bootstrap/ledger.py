@@ -26,6 +26,7 @@ from bootstrap.settings import Settings
 from clients._publish import RetryPolicy
 from clients.operator import CorrectionClient
 from services.append_forecast import InvariantForecaster
+from services.approvals import ApprovalService
 from services.archive.writer import Archive
 from services.corrections.policy import CorrectionPolicy, CrashHook, no_crash
 from services.corrections.service import CorrectionService
@@ -87,6 +88,8 @@ class Ledger:
     """`agents plan use`: action templates applied to plans."""
     judge: JudgeService | None = None
     """The judge of word-only invariants; None unless JUDGE_URL is set."""
+    approvals: ApprovalService | None = None
+    """Operators' verdicts on held decisions, and their expiry."""
 
     @property
     def reads(self) -> LedgerReads:
@@ -113,7 +116,8 @@ def open_ledger(settings: Settings, nats: NatsSource, role: Role = OPERATOR) -> 
     """The ledger over the settings' MongoDB and `nats` (see the module's docstring)."""
     store = MongoStore.connect(settings.mongodb_uri, settings.mongodb_db,
                                lease_seconds=settings.corrections_lease_seconds,
-                               timeout_ms=role.mongo_timeout_ms)
+                               timeout_ms=role.mongo_timeout_ms,
+                               approval_ttl_seconds=settings.approval_ttl_seconds)
     publisher = PublisherOnDemand(nats, role.publish_ack_timeout, own_signer(settings),
                                   settings.cloudevents_schema_base)
     recorder = RecorderService(
@@ -144,7 +148,11 @@ def open_ledger(settings: Settings, nats: NatsSource, role: Role = OPERATOR) -> 
                                                 uses=store.plan_uses,
                                                 decisions=store.decisions,
                                                 publisher=publisher),
-                  judge=_judge(settings, store, publisher))
+                  judge=_judge(settings, store, publisher),
+                  approvals=ApprovalService(
+                      store.approvals, holds=store.holds, decisions=store.decisions,
+                      plans=store.plans, outbox=store.outbox, publisher=publisher,
+                      unsigned_ok=settings.ledger_principals is None))
 
 
 def _judge(settings: Settings, store: MongoStore, publisher: Publisher) -> JudgeService | None:

@@ -152,6 +152,13 @@ class Settings:
     spend per decision it holds (a batch of 1,000: 20 s); past it the batch's remaining
     evaluations are unevaluated (an error invariant then refuses or holds the decision:
     docs/invariants.md). Typical checks cost 2 µs each, `matches` 0.2 ms."""
+    approval_ttl_seconds: float = 3600.0
+    """APPROVAL_TTL_SECONDS: how long a decision held for a person's approval waits for a
+    verdict; then the approval expires (the agent is told `expired`, the decision stays
+    refused, the plan blocked until an operator resolves its violation)."""
+    approval_sweep_seconds: float = 5.0
+    """APPROVAL_SWEEP_SECONDS: how often each worker looks for approvals past their
+    expiry (a verdict after it is refused whether or not the sweep has run)."""
     judge: JudgeSettings = field(default_factory=JudgeSettings)
     """JUDGE_*: the judge of word-only invariants (bootstrap.judge_settings); off by
     default."""

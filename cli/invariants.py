@@ -95,12 +95,17 @@ def add(
     check: CheckOpt = None,
     severity: SeverityOpt = "error",
     consequence: ConsequenceOpt = None,
+    needs_approval: Annotated[bool, typer.Option(
+        "--needs-approval", help="A decision breaking it waits for a person's approval "
+        "(agents approval) instead of being refused: --consequence hold.")] = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Add an invariant: GLOBAL unless --project, --plan or --action names its scope.
     With --check the ledger evaluates it on every decision (docs/invariants.md)."""
     scope, target = _one_scope(project, plan, action)
-    checked = checked_options(check, severity, consequence)
+    if needs_approval and consequence not in (None, "hold"):
+        fail("--needs-approval is --consequence hold", USAGE_ERROR)
+    checked = checked_options(check, severity, "hold" if needs_approval else consequence)
 
     async def body(ctx: Ctx) -> None:
         from contracts.invariants.model import InvariantScope

@@ -13,7 +13,18 @@ from typing import Any
 import typer
 from typer.core import TyperOption
 
-from cli import audit, console, corrections, dead_letters, invariants, plan, run, status, webhooks
+from cli import (
+    approvals,
+    audit,
+    console,
+    corrections,
+    dead_letters,
+    invariants,
+    plan,
+    run,
+    status,
+    webhooks,
+)
 
 
 def _flag_type(self: TyperOption, ctx: Any) -> str | None:
@@ -42,6 +53,7 @@ app.command("console")(console.console)
 app.add_typer(plan.app, name="plan")
 app.add_typer(corrections.app, name="correction")
 app.add_typer(invariants.app, name="invariant")
+app.add_typer(approvals.app, name="approval")
 app.add_typer(dead_letters.app, name="dead-letters")
 app.add_typer(audit.app, name="audit")
 app.add_typer(webhooks.app, name="webhook")

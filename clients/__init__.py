@@ -7,6 +7,7 @@ language. Walkthrough and samples: docs/clients.md.
 
 from clients._connect import DEFAULT_NATS_URL, NatsUnreachable
 from clients._publish import PublishFailed, RetryPolicy
+from clients.approvals import GateStatus, GateVerdict
 from clients.building import (
     InvalidDecision,
     build_child,
@@ -56,6 +57,8 @@ __all__ = [
     "DecisionType",
     "DryRunRefused",
     "DryRunReport",
+    "GateStatus",
+    "GateVerdict",
     "InvalidCorrection",
     "InvalidDecision",
     "InvariantViolation",

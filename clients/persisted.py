@@ -11,6 +11,7 @@ from nats.aio.client import Client
 
 from clients._replay import StreamReplay
 from clients.recording_errors import DecisionRejectedError
+from contracts.corrections.resume_points import DecisionRef
 from contracts.decisions import subjects
 from contracts.decisions.model import Decision
 from contracts.recording.events import DecisionPersisted, DecisionRejected
@@ -38,6 +39,15 @@ class PersistedWaiting:
         (2 minutes) publishes no new event, so waiting for it times out.
         """
         return (await self.wait_all_persisted([decision], timeout))[0]
+
+    async def held_as(self, decision: DecisionRef, timeout: float = 30.0
+                      ) -> DecisionPersisted:
+        """`wait_persisted` for anything naming a decision and its plan (its hold, if
+        any, is on the event)."""
+        plan = decision.plan_id.upper()
+        async with asyncio.timeout(timeout):
+            found = await self._outcomes(plan, {decision.decision_id})
+        return found[decision.decision_id]
 
     async def wait_all_persisted(self, decisions: Sequence[Decision],
                                  timeout: float = 30.0) -> list[DecisionPersisted]:

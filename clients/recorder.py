@@ -23,6 +23,7 @@ from nats.aio.client import Client
 from clients._connect import CONNECT_TIMEOUT, DEFAULT_NATS_URL, Connecting, ConnectionOwner
 from clients._durable import BACKOFF, MAX_DELIVER
 from clients._publish import DEFAULT_RETRY, RetryPolicy, publish_acked
+from clients.approvals import ApprovalWaiting
 from clients.building import (
     Artifact,
     Context,
@@ -31,7 +32,6 @@ from clients.building import (
     wire_message,
 )
 from clients.credentials import NatsCredentials
-from clients.persisted import PersistedWaiting
 from clients.resume import ResumeCallback, ResumeSubscription
 from clients.signing import signer_for
 from clients.telemetry import Conversations, recording
@@ -51,7 +51,7 @@ __all__ = ["DecisionRecorder"]
 
 
 
-class DecisionRecorder(PersistedWaiting, ConnectionOwner):
+class DecisionRecorder(ApprovalWaiting, ConnectionOwner):
     """One NATS connection, and every decision it published with where the stream put it.
 
     Build it with `connect` (it then owns and closes the connection) or around a

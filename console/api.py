@@ -12,6 +12,7 @@ from __future__ import annotations
 from starlette.routing import Route
 
 from console.routes import (
+    approvals,
     corrections,
     dead_letters,
     decisions,
@@ -41,6 +42,9 @@ def routes() -> list[Route]:
         Route("/api/decisions/{decision_id}/corrections", decisions.correct,
               methods=["POST"]),
         Route("/api/decisions/{decision_id}/comments", upkeep.comment, methods=["POST"]),
+        Route("/api/decisions/{decision_id}/approval", approvals.approval),
+        Route("/api/decisions/{decision_id}/approval", approvals.decide, methods=["POST"]),
+        Route("/api/approvals", approvals.approvals),
         Route("/api/corrections", corrections.corrections),
         Route("/api/corrections/{correction_id}", corrections.correction),
         Route("/api/corrections/{correction_id}/cancel",

@@ -15,8 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from contracts.invariants.approvals import outbox_key
 from contracts.invariants.evaluation import Budget, Evaluation
 from contracts.invariants.gate import Gate, GateInputs
+from contracts.invariants.holds import HoldStatus
 from contracts.invariants.outcomes import GateEffects, found
 from contracts.invariants.severity import Severity
 from contracts.recording.facts import StoredFacts
@@ -78,6 +80,10 @@ class BatchGate:
         for f in effects.found:
             await outbox.flush(self.service.outbox, self.service.publisher,
                                f.violation.violation_id)
+        for h in effects.holds:
+            if h.status is HoldStatus.AWAITING_APPROVAL:
+                await outbox.flush(self.service.outbox, self.service.publisher,
+                                   outbox_key(h.decision_id))
 
 
 class GateService:

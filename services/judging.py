@@ -18,7 +18,8 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from contracts.decisions.model import Decision
-from contracts.invariants.holds import Hold
+from contracts.invariants.approvals import outbox_key
+from contracts.invariants.holds import Hold, HoldStatus
 from contracts.invariants.judge import Ruling, failed, messages, read_answer, settle
 from contracts.invariants.model import Invariant
 from contracts.invariants.outcomes import GateEffects, found
@@ -91,3 +92,5 @@ class JudgeService:
         log.info("judged decision %s: %s", d.decision_id, status.value)
         for f in effects.found:
             await outbox.flush(self._outbox, self._publisher, f.violation.violation_id)
+        if status is HoldStatus.AWAITING_APPROVAL:
+            await outbox.flush(self._outbox, self._publisher, outbox_key(d.decision_id))

@@ -27,6 +27,8 @@ PARENT_WAITS = "parent_waits"
 INVARIANT_VERSIONS = "invariant_versions"
 DECISION_HOLDS = "decision_holds"
 PLAN_USES = "plan_uses"
+APPROVALS = "approvals"
+APPROVAL_VERDICTS = "approval_verdicts"
 COMMENTS = "comments"
 
 _INDEXES: dict[str, list[IndexModel]] = {
@@ -106,6 +108,12 @@ _INDEXES: dict[str, list[IndexModel]] = {
     DECISION_HOLDS: [
         IndexModel([("plan_id", ASCENDING), ("status", ASCENDING)], name="by_plan_status"),
         IndexModel([("status", ASCENDING), ("claimed_until", ASCENDING)], name="by_status"),
+    ],
+    # Approvals: a plan's pending ones (the recorder's phase rule), the queue, the expiry
+    # sweep's due ones.
+    APPROVALS: [
+        IndexModel([("plan_id", ASCENDING), ("status", ASCENDING)], name="by_plan_status"),
+        IndexModel([("status", ASCENDING), ("expires_at", ASCENDING)], name="by_due"),
     ],
     # A decision's comments, in the order they were made (comment IDs are ULIDs).
     COMMENTS: [IndexModel([("decision_id", ASCENDING), ("_id", ASCENDING)],

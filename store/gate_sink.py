@@ -11,23 +11,25 @@ outbox rows are added only with the violation that is new, and only a new violat
 linked into its plan's record chain (as store.violations links a reported one), after
 the batch's own decisions, in the same transaction.
 
-Pending approvals: this implementation reports none. A hold for approval opens an error
-violation, and that violation blocks the plan's Execute phase until it is resolved
-(docs/invariants.md); the approvals work counts the holds awaiting approval here.
+A hold awaiting approval opens its approval (store.approvals) in the same transaction,
+expiring `approval_ttl` later; the plans' pending approvals are the requested ones (the
+phase rule reads them with each batch).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Protocol
 
 from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.asynchronous.database import AsyncDatabase
 
+from contracts.invariants.approvals import DEFAULT_TTL
 from contracts.invariants.holds import Hold
 from contracts.invariants.outcomes import GateEffects
 from contracts.trust.chain import VIOLATION_REPORT
+from store.approvals import ApprovalRepository, open_approvals
 from store.database import DECISION_HOLDS, INVARIANT_VIOLATIONS, PLANS, Document
 from store.outbox import OutboxRepository
 from store.sequences import PlanChains
@@ -57,7 +59,11 @@ def _without_id(doc: Document) -> Document:
 
 
 class HoldSink:
-    def __init__(self, db: AsyncDatabase[Document]) -> None:
+    def __init__(self, db: AsyncDatabase[Document], approval_ttl: timedelta = DEFAULT_TTL
+                 ) -> None:
+        self._db = db
+        self.approval_ttl = approval_ttl
+        self._approvals = ApprovalRepository(db)
         self._violations = db[INVARIANT_VIOLATIONS]
         self._plans = db[PLANS]
         self._holds = db[DECISION_HOLDS]
@@ -84,7 +90,8 @@ class HoldSink:
             await self._holds.update_one(
                 {"_id": h.decision_id}, {"$setOnInsert": _without_id(hold_document(h))},
                 upsert=True, session=session)
+        await open_approvals(self._db, effects.holds, now, self.approval_ttl, session)
 
     async def pending_approvals(self, plan_ids: Iterable[str]
                                 ) -> dict[str, tuple[str, ...]]:
-        return {}
+        return await self._approvals.pending(plan_ids)

@@ -18,8 +18,10 @@ from pymongo import ReturnDocument
 from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.asynchronous.database import AsyncDatabase
 
+from contracts.invariants.approvals import DEFAULT_TTL
 from contracts.invariants.holds import Hold, HoldReason, HoldStatus, check_transition
 from contracts.invariants.outcomes import GateEffects
+from store.approvals import open_approvals
 from store.database import DECISION_HOLDS, Document
 from store.gate_sink import HoldSink
 from store.transactions import run_in_transaction
@@ -34,10 +36,12 @@ def hold_from_document(doc: Document) -> Hold:
 
 @translate_errors
 class HoldRepository:
-    def __init__(self, db: AsyncDatabase[Document]) -> None:
+    def __init__(self, db: AsyncDatabase[Document], approval_ttl: timedelta = DEFAULT_TTL
+                 ) -> None:
         self._client = db.client
+        self._db = db
         self._coll = db[DECISION_HOLDS]
-        self._sink = HoldSink(db)
+        self._sink = HoldSink(db, approval_ttl)
 
     async def get(self, decision_id: str) -> Hold | None:
         doc = await self._coll.find_one({"_id": decision_id.upper()})
@@ -82,6 +86,9 @@ class HoldRepository:
             if res.modified_count != 1:
                 return False
             await self._sink.record(effects, now, s)
+            if status is HoldStatus.AWAITING_APPROVAL:
+                held = hold.model_copy(update={"status": status, "reasons": reasons})
+                await open_approvals(self._db, [held], now, self._sink.approval_ttl, s)
             return True
 
         settled: bool = await run_in_transaction(self._client, write)

@@ -15,14 +15,16 @@ repository or touches the driver: every coroutine method raises the store's erro
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import pymongo
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 
+from contracts.invariants.approvals import DEFAULT_TTL
 from contracts.shared.counts import LedgerStatus
+from store.approvals import ApprovalRepository
 from store.attempts import CorrectionAttemptRepository
 from store.audit import AuditReader
 from store.correction_writes import CorrectionWriter
@@ -31,6 +33,7 @@ from store.database import Document, connect, ensure_indexes, replica_set_name
 from store.dead_letters import DeadLetterRepository
 from store.decisions import DecisionRepository
 from store.deliveries import DeliveryFailures, ParentWaits
+from store.gate_sink import HoldSink
 from store.gate_source import GateSource
 from store.holds import HoldRepository
 from store.impact import ImpactReader
@@ -57,10 +60,12 @@ class MongoStore:
     """Every repository over one database. `lease_seconds` is how long a plan's
     correction lease outlives its holder's last renewal (CORRECTIONS_LEASE_SECONDS)."""
 
-    def __init__(self, db: AsyncDatabase[Document], *, lease_seconds: float = 10.0) -> None:
+    def __init__(self, db: AsyncDatabase[Document], *, lease_seconds: float = 10.0,
+                 approval_ttl_seconds: float = DEFAULT_TTL.total_seconds()) -> None:
         self._db = db
+        ttl = timedelta(seconds=approval_ttl_seconds)
         self.decisions = DecisionRepository(db)
-        self.recorder = RecorderRepository(db)
+        self.recorder = RecorderRepository(db, HoldSink(db, ttl))
         """The recorder's write path and the only caches: used by the recording worker."""
         self.plans = PlanRepository(db)
         self.corrections = CorrectionRepository(db)
@@ -75,7 +80,8 @@ class MongoStore:
         self.writer = CorrectionWriter(db, self.leases)
         self.deliveries = DeliveryFailures(db)
         self.parent_waits = ParentWaits(db)
-        self.holds = HoldRepository(db)
+        self.holds = HoldRepository(db, ttl)
+        self.approvals = ApprovalRepository(db)
         self.plan_uses = PlanUseRepository(db)
         self.audit = AuditReader(db)
         self.webhooks = WebhookStore(db)
@@ -88,13 +94,15 @@ class MongoStore:
 
     @classmethod
     def connect(cls, uri: str, db_name: str, *, lease_seconds: float = 10.0,
-                timeout_ms: int | None = None) -> MongoStore:
+                timeout_ms: int | None = None,
+                approval_ttl_seconds: float = DEFAULT_TTL.total_seconds()) -> MongoStore:
         """A new client with the durable options (store.database); no I/O yet.
         `timeout_ms` bounds server selection and connecting (a command-line tool wants
         to hear within seconds that the server is not there); None: the driver's."""
         options: dict[str, Any] = {} if timeout_ms is None else {
             "serverSelectionTimeoutMS": timeout_ms, "connectTimeoutMS": timeout_ms}
-        return cls(connect(uri, **options)[db_name], lease_seconds=lease_seconds)
+        return cls(connect(uri, **options)[db_name], lease_seconds=lease_seconds,
+                   approval_ttl_seconds=approval_ttl_seconds)
 
     @property
     def client(self) -> AsyncMongoClient[Document]:

@@ -20,6 +20,7 @@ from contracts.shared.urls import nats_servers
 from services.corrections.policy import CrashHook, no_crash
 from store.lease_view import LeaseViews
 from store.leases import Leases
+from workers.approvals import expiry_loop
 from workers.connections import NatsLink, nats_options
 from workers.deps import Deps
 from workers.dry_run import start_dry_run
@@ -90,7 +91,7 @@ async def start_consumers(runtime: Runtime, settings: Settings, broker: NatsBrok
     deps = Deps(settings, recorder=runtime.get_recorder, corrections=runtime.get_corrections,
                 invariants=runtime.get_invariants, dead_letters=runtime.get_dead_letters,
                 upkeep=runtime.get_upkeep, nc=broker.connection,
-                templates=runtime.get_templates,
+                templates=runtime.get_templates, approvals=runtime.get_approvals,
                 failures=runtime.failures, crash=runtime.crash,
                 trust=settings.trust_policy())
     db = runtime.mongo[settings.mongodb_db]
@@ -115,6 +116,9 @@ def start_background(runtime: Runtime, settings: Settings) -> None:
                                         name="outbox-relay")
     runtime.sweeper = Sweeper(runtime.get_corrections, settings, runtime.registry)
     runtime.sweep = asyncio.create_task(runtime.sweeper.run(), name="recovery-sweep")
+    runtime.expiry = asyncio.create_task(
+        expiry_loop(runtime.get_approvals, settings.approval_sweep_seconds),
+        name="approval-expiry")
     judge = runtime.get_ledger().judge
     if judge is not None:
         runtime.judge = asyncio.create_task(judge_loop(lambda: judge, settings.judge),
@@ -124,7 +128,8 @@ def start_background(runtime: Runtime, settings: Settings) -> None:
 async def stop_background(runtime: Runtime, settings: Settings) -> None:
     if runtime.webhooks is not None:
         await runtime.webhooks.stop()
-    for task in (runtime.relay, runtime.sweep, runtime.sampler, runtime.judge):
+    for task in (runtime.relay, runtime.sweep, runtime.sampler, runtime.judge,
+                 runtime.expiry):
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -13,6 +13,7 @@ from nats.aio.client import Client
 from bootstrap.settings import Settings
 from contracts.shared.families import MessageFamily
 from contracts.trust.policy import FamilyTrust, TrustPolicy
+from services.approvals import ApprovalService
 from services.corrections.policy import CrashHook, no_crash
 from services.corrections.service import CorrectionService
 from services.invariants import InvariantService
@@ -45,6 +46,8 @@ class Deps:
     crash: CrashHook = no_crash
     templates: Callable[[], PlanTemplateService] | None = None
     """`agents plan use` requests (None: a test that runs no template consumer)."""
+    approvals: Callable[[], ApprovalService] | None = None
+    """Operators' verdicts on held decisions (None: a test that runs no verdict consumer)."""
     trust: TrustPolicy = field(default_factory=TrustPolicy)
     """What is verified of who sent each inbound message (Settings.trust_policy, read
     once at start)."""

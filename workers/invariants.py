@@ -26,7 +26,7 @@ from contracts.decisions.subjects import DECISIONS_STREAM, PERSISTED_PREFIX, pla
 from contracts.decisions.types import DecisionType
 from contracts.invariants import subjects
 from contracts.invariants.errors import ViolationConflict
-from contracts.invariants.families import TEMPLATES, VIOLATIONS
+from contracts.invariants.families import TEMPLATES, VERDICTS, VIOLATIONS
 from contracts.invariants.violations import InvariantViolation
 from contracts.invariants.wire import read_violation
 from contracts.recording.events import DecisionPersisted, read_persisted_root
@@ -40,6 +40,7 @@ from contracts.shared.unreadable import Unreadable
 from contracts.trust.policy import Identity
 from services.invariants import InvariantService
 from store.errors import InvariantNotFound
+from workers.approvals import VerdictConsumer
 from workers.batch import Batch
 from workers.deps import Deps, HandlerClass
 from workers.templates import TemplateConsumer
@@ -181,5 +182,6 @@ def _subject_plan(subject: str) -> str | None:
 
 HANDLERS: dict[str, HandlerClass[Any]] = {PERSISTED.name: ReconcilerConsumer,
                                           VIOLATIONS.name: ViolationConsumer,
-                                          TEMPLATES.name: TemplateConsumer}
+                                          TEMPLATES.name: TemplateConsumer,
+                                          VERDICTS.name: VerdictConsumer}
 """The families the invariant workers consume, and the handler of each."""

@@ -31,6 +31,7 @@ from bootstrap.reachability import (
 from bootstrap.settings import Settings
 from contracts.shared.ids import new_id
 from contracts.shared.urls import redact
+from services.approvals import ApprovalService
 from services.corrections.policy import CrashHook, no_crash
 from services.corrections.service import CorrectionService
 from services.invariants import InvariantService
@@ -71,6 +72,8 @@ class Runtime:
     dry_run: Subscription | None = None
     relay: asyncio.Task[None] | None = None
     judge: asyncio.Task[None] | None = None
+    expiry: asyncio.Task[None] | None = None
+    """The approvals' expiry sweep (workers.approvals)."""
     mongo_watch: MongoWatch | None = None
     health: HealthServer | None = None
     consuming: bool = False
@@ -97,6 +100,11 @@ class Runtime:
 
     def get_upkeep(self) -> UpkeepService:
         return self.get_ledger().upkeep
+
+    def get_approvals(self) -> ApprovalService:
+        approvals = self.get_ledger().approvals
+        assert approvals is not None
+        return approvals
 
     def get_templates(self) -> PlanTemplateService:
         templates = self.get_ledger().templates

@@ -40,6 +40,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         "pip install 'decision-ledger[langgraph]'") from exc
 
 # The integration's public API (docs/langgraph.md): importable from clients.langgraph.
+from clients.langgraph.approvals import APPROVAL_KEY, ApprovalVerdict
 from clients.langgraph.ledger import GraphLedger
 from clients.langgraph.outcomes import Resumed, ResumeStatus, Run
 from clients.langgraph.state import (
@@ -55,8 +56,10 @@ from clients.langgraph.state import (
 )
 
 __all__ = [
+    "APPROVAL_KEY",
     "LEDGER_KEY",
     "REF_PREFIX",
+    "ApprovalVerdict",
     "GraphLedger",
     "LedgerPointer",
     "LedgerState",

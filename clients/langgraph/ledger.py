@@ -11,6 +11,7 @@ from typing import Any, Self
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from clients.building import Context, snapshot
+from clients.langgraph.approvals import ApprovalGating
 from clients.langgraph.nodes import NodeRecording
 from clients.langgraph.outcomes import Resumed, ResumeStatus, Run
 from clients.langgraph.resuming import Graph, ThreadLocks, child, fork
@@ -32,7 +33,7 @@ from contracts.shared.ids import new_id
 log = logging.getLogger(__name__)
 
 
-class GraphLedger(NodeRecording):
+class GraphLedger(NodeRecording, ApprovalGating):
     """Records a compiled LangGraph graph's choices into the ledger, and resumes it.
 
     `graph` must be compiled with a checkpointer (MongoDBSaver keeps the checkpoints in the
@@ -47,7 +48,9 @@ class GraphLedger(NodeRecording):
                  confirm: bool = True, confirm_timeout: float = 30.0,
                  child_thread: Callable[[ResumeInstruction], str] | None = None,
                  child_input: Callable[[ResumeInstruction], Mapping[str, Any]] | None = None,
-                 ) -> None:
+                 approval_timeout: float | None = None) -> None:
+        """`approval_timeout`: seconds `start` waits for each verdict a gate asks for
+        (clients.langgraph.approvals; None: until the approval expires)."""
         self.recorder = recorder
         self._graph: Graph | None = None
         self._confirm = confirm
@@ -55,6 +58,7 @@ class GraphLedger(NodeRecording):
         self._child_thread = child_thread or (lambda i: i.resume_plan_id)
         self._child_input = child_input or (lambda i: {})
         self._threads = ThreadLocks()
+        self.approval_timeout = approval_timeout
         if graph is not None:
             self.bind(graph)
 
@@ -105,8 +109,8 @@ class GraphLedger(NodeRecording):
             config = thread_config(thread_id)
             start: LedgerPointer = {"plan_id": root.plan_id, "decision_id": root.decision_id}
             async with self._threads.hold(thread_id):
-                values = await self.graph.ainvoke({**(inputs or {}), LEDGER_KEY: start},
-                                                  config)
+                values = await self.until_decided(self.graph, await self.graph.ainvoke(
+                    {**(inputs or {}), LEDGER_KEY: start}, config), config)
         return Run(root=root, thread_id=thread_id, config=config, values=dict(values))
 
     async def resume(self, instruction: ResumeInstruction) -> Resumed:

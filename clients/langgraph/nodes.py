@@ -15,6 +15,7 @@ from clients.langgraph.state import LEDGER_KEY, checkpoint_ref, pointer, state_h
 from clients.recorder import DecisionRecorder
 from contracts.corrections.resume_points import ResumePoint
 from contracts.decisions.context import ContextSnapshot, ResourceRef
+from contracts.decisions.tools import ToolCall
 from contracts.decisions.types import DecisionType
 
 
@@ -32,7 +33,8 @@ class NodeRecording:
                      artifacts: Sequence[Artifact] = (),
                      resources: Sequence[ResourceRef | str] = (),
                      downstream_plan_ids: Sequence[str] = (),
-                     context: Context | None = None) -> dict[str, Any]:
+                     context: Context | None = None,
+                     tool: ToolCall | None = None) -> dict[str, Any]:
         """Record a choice under the state's pointer; return the update that moves it.
 
         Call it from the node that makes the choice, with the node's `config`, and return
@@ -48,7 +50,7 @@ class NodeRecording:
             alternatives=alternatives, confidence=confidence, rationale=rationale,
             actor_reasoning=actor_reasoning, artifacts=artifacts,
             downstream_plan_ids=downstream_plan_ids,
-            context=self._context(context, state, ref, resources))
+            context=self._context(context, state, ref, resources), tool=tool)
         if self._confirm:
             await self.recorder.wait_persisted(decision, timeout=self._confirm_timeout)
         return {LEDGER_KEY: {**parent, "plan_id": decision.plan_id,
@@ -81,12 +83,14 @@ class NodeRecording:
     async def tool_call(self, state: Mapping[str, Any], config: RunnableConfig,
                         call: Mapping[str, Any], **details: Any) -> dict[str, Any]:
         """Record a tool call (a LangChain ToolCall: `name`, `args`, optional `id`) as a
-        tool_invocation before running it."""
+        tool_invocation before running it, naming the tool and its arguments (what
+        checked invariants read: a gate after it may then wait for a person)."""
         args = json.dumps(call.get("args", {}), sort_keys=True, default=repr)
         question = f"Call tool {call['name']}" + (f" (call {call['id']})" if call.get("id")
                                                   else "")
         return await self.decide(state, config, decision_type=DecisionType.TOOL_INVOCATION,
                                  question=question, chosen_option=f"{call['name']}({args})",
+                                 tool=ToolCall(name=call["name"], arguments=json.loads(args)),
                                  **details)
 
     def _context(self, context: Context | None, state: Mapping[str, Any], ref: str,

@@ -35,6 +35,8 @@ class LedgerState(TypedDict, total=False):
     """Mix into the graph's state schema: `class State(LedgerState, total=False): ...`."""
 
     ledger: LedgerPointer
+    approval: dict[str, Any]
+    """The verdict of the last gate (clients.langgraph.approvals.ApprovalVerdict)."""
 
 
 class UnresumableInstruction(Exception):

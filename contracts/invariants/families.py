@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from contracts.invariants import subjects
+from contracts.invariants.approval_wire import ApprovalEvent, ApprovalVerdict
 from contracts.invariants.plan_use import PlanUseRequest
 from contracts.invariants.violations import InvariantViolation
 from contracts.invariants.wire import ViolationEvent, ViolationRejected
+from contracts.recording.families import DECISIONS
 from contracts.shared.families import Direction, MessageFamily, Stream
 from contracts.shared.roles import ConsumerSpec, Publisher, Reader, Role, Via
 
@@ -86,4 +88,40 @@ TEMPLATES = MessageFamily(
                                           max_ack_pending=1_000)),),
 )
 
-FAMILIES = (VIOLATIONS, TEMPLATES, EVENTS, REJECTED)
+VERDICTS = MessageFamily(
+    f"{subjects.VERDICTS_PREFIX}.{{plan_id}}", ApprovalVerdict, Direction.INBOUND, INVARIANTS,
+    msg_id="<request_id> (a retry is the same verdict)",
+    description="An operator grants or denies the approval a held decision awaits (agents "
+    "approval approve|deny, the console). Signed by an operator whose projects cover the "
+    "plan; it names the content digest the approver looked at. The outcome (applied, or "
+    "refused with its rule: approval_exists, approval_closed, approval_expired, "
+    "approval_digest, approver_refused, operator_scope) is kept under the request_id; "
+    "unreadable verdicts are dead-lettered and reported on invariants.rejected.<plan_id>.",
+    publishers=(Publisher(Role.OPERATOR, "agents approval approve|deny; the console"),),
+    readers=(Reader(Role.WORKER, Via.DURABLE, "the verdict consumer (workers.approvals)",
+                    durable=subjects.VERDICTS_DURABLE,
+                    consumer=ConsumerSpec(ack_wait="invariants_ack_wait_seconds",
+                                          batch_size="invariants_batch_size",
+                                          max_ack_pending=1_000)),),
+)
+
+APPROVAL_EVENTS = MessageFamily(
+    f"{subjects.APPROVAL_PREFIX}.{{plan_id}}.{{status}}", ApprovalEvent, Direction.EVENT,
+    DECISIONS, msg_id="approval:<decision_id>:<status>", event_type="approval.{status}",
+    about="plan/{plan_id}/decision/{approval.decision_id}",
+    description="An approval's every step, exactly once each: requested (the recorder "
+    "held a decision for a person), granted, denied (with reason and guidance), expired "
+    "(APPROVAL_TTL_SECONDS passed). On the DECISIONS stream, beside the decisions they "
+    "gate: the agent's client waits on it (gate) where it already reads; a subscriber "
+    "can notify people.",
+    publishers=(Publisher(Role.WORKER, "the recorder, the verdict consumer, the expiry "
+                          "sweep; the outbox relay"),),
+    readers=(
+        Reader(Role.AGENT, Via.REPLAY, "DecisionRecorder.gate (clients.approvals)"),
+        Reader(Role.OPERATOR, Via.CORE, "the console's live view (console.live)"),
+        Reader(Role.SUBSCRIBER, Via.DURABLE, "a durable feed the subscriber declares",
+               durable="{consumer}"),
+    ),
+)
+
+FAMILIES = (VIOLATIONS, TEMPLATES, VERDICTS, EVENTS, APPROVAL_EVENTS, REJECTED)

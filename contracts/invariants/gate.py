@@ -35,6 +35,7 @@ import cel
 from contracts.decisions.model import Decision
 from contracts.decisions.types import DecisionType
 from contracts.invariants.activation import InputTooLarge, PlanScope, activation
+from contracts.invariants.approvals import decision_digest
 from contracts.invariants.blocking import PhaseBlocked, check_not_blocked
 from contracts.invariants.checks import CompiledCheck
 from contracts.invariants.evaluation import Budget, Evaluation, Verdict
@@ -189,4 +190,4 @@ def _hold(d: Decision, held: Sequence[Outcome], words: Sequence[Invariant]) -> H
     status = HoldStatus.AWAITING_APPROVAL if held else HoldStatus.AWAITING_JUDGE
     return Hold(decision_id=d.decision_id, plan_id=d.plan_id, status=status, reasons=reasons,
                 judge_invariant_ids=[] if held else [i.id for i in words],
-                created_at=at, updated_at=at)
+                digest=decision_digest(d), created_at=at, updated_at=at)

@@ -7,8 +7,8 @@ in the recorder's transaction with the decision (a GateSink), so a recorded deci
 is never seen without it. Lifecycle: one transition table (`TRANSITIONS`), a named
 error for any other move.
 
-The approvals work plugs in here: it moves `awaiting_approval` on (approved, denied,
-expired) and says how many approvals a plan has pending (`services.ports.gates`).
+A hold awaiting approval has its approval (contracts.invariants.approvals): a grant
+releases it, a denial or the approval's expiry refuses it, in the verdict's transaction.
 """
 
 from __future__ import annotations
@@ -37,12 +37,12 @@ class HoldStatus(StrEnum):
 TRANSITIONS: Mapping[HoldStatus, frozenset[HoldStatus]] = MappingProxyType({
     HoldStatus.AWAITING_JUDGE: frozenset({HoldStatus.RELEASED, HoldStatus.AWAITING_APPROVAL,
                                           HoldStatus.REFUSED}),
-    HoldStatus.AWAITING_APPROVAL: frozenset(),
+    HoldStatus.AWAITING_APPROVAL: frozenset({HoldStatus.RELEASED, HoldStatus.REFUSED}),
     HoldStatus.RELEASED: frozenset(),
     HoldStatus.REFUSED: frozenset(),
 })
-"""Where a hold may go. `awaiting_approval` has no way out yet: the approvals work adds
-approved, denied and expired."""
+"""Where a hold may go: a judge's verdict moves `awaiting_judge` on, a person's (or the
+approval's expiry) `awaiting_approval`."""
 
 
 class HoldTransitionRefused(DomainError):
@@ -77,5 +77,8 @@ class Hold(Frozen):
     reasons: list[HoldReason] = Field(default_factory=list)
     judge_invariant_ids: list[Ulid] = Field(
         default_factory=list, description="Word-only invariants the judge is to rule on.")
+    digest: str | None = Field(default=None, description="The decision's content digest "
+                               "(contracts.invariants.approvals.decision_digest), what an "
+                               "approval of it binds.")
     created_at: datetime
     updated_at: datetime

@@ -15,9 +15,14 @@ VIOLATIONS_PREFIX = "invariants.violations"
 EVENTS_PREFIX = "invariants.events"
 REJECTED_PREFIX = "invariants.rejected"
 TEMPLATES_PREFIX = "invariants.templates"
+VERDICTS_PREFIX = "invariants.verdicts"
+APPROVAL_PREFIX = "decisions.approval"
+"""On the DECISIONS stream, beside the decisions they gate: an agent already reads that
+stream (its persisted events) and may read no other."""
 
 VIOLATIONS_DURABLE = "invariant-violations"
 TEMPLATES_DURABLE = "plan-templates"
+VERDICTS_DURABLE = "approval-verdicts"
 
 ALL_EVENTS = f"{EVENTS_PREFIX}.>"
 
@@ -33,6 +38,20 @@ def violations(plan_id: str) -> str:
 def templates(plan_id: str) -> str:
     """Where `agents plan use` sends a PlanUseRequest (Nats-Msg-Id: <request_id>)."""
     return f"{TEMPLATES_PREFIX}.{plan_token(plan_id)}"
+
+
+def verdicts(plan_id: str) -> str:
+    """Where an operator sends an ApprovalVerdict (Nats-Msg-Id: <request_id>)."""
+    return f"{VERDICTS_PREFIX}.{plan_token(plan_id)}"
+
+
+def approval_event(plan_id: str, status: str) -> str:
+    """decisions.approval.<plan_id>.requested | granted | denied | expired"""
+    return f"{APPROVAL_PREFIX}.{plan_token(plan_id)}.{status}"
+
+
+def approval_msg_id(decision_id: str, status: str) -> str:
+    return f"approval:{decision_id}:{status}"
 
 
 def event(plan_id: str, what: str) -> str:

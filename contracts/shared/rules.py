@@ -107,6 +107,19 @@ class Rule(StrEnum):
     """created_at further from the stream's timestamp than CREATED_AT_MAX_SKEW_SECONDS."""
     CREATED_BEFORE_PARENT = "created_before_parent"
     """created_at earlier than its parent decision's."""
+    # Approvals (contracts.invariants.approvals): a person's verdict on a held decision.
+    APPROVAL_EXISTS = "approval_exists"
+    """The verdict names a decision no approval was requested for."""
+    APPROVAL_CLOSED = "approval_closed"
+    """The approval was granted, denied or expired already: a verdict is final."""
+    APPROVAL_EXPIRED = "approval_expired"
+    """The verdict came after the approval's expires_at (APPROVAL_TTL_SECONDS)."""
+    APPROVAL_DIGEST = "approval_digest"
+    """The verdict names other content than the decision the approval binds."""
+    APPROVER_REFUSED = "approver_refused"
+    """Only a verified operator approves or denies (an agent, a worker, an unsigned
+    verdict where principals are verified are refused); outside its projects it is
+    operator_scope."""
 
 
 class RuleViolation(BaseModel):

@@ -8,6 +8,8 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from contracts.decisions.model import Decision
+from contracts.invariants.approval_wire import VerdictOutcome
+from contracts.invariants.approvals import Approval, ApprovalStatus
 from contracts.invariants.gate import GateInputs
 from contracts.invariants.holds import Hold, HoldReason, HoldStatus
 from contracts.invariants.outcomes import GateEffects
@@ -42,3 +44,23 @@ class HoldRecords(Protocol):
                      reasons: list[HoldReason], effects: GateEffects, now: datetime) -> bool:
         """Move a claimed hold on with the violations found; False if the claim was lost."""
         ...
+
+
+class ApprovalRecords(Protocol):
+    """Approvals (store.approvals): read, decided, expired, and the verdicts' outcomes."""
+
+    async def get(self, decision_id: str) -> Approval | None: ...
+
+    async def find(self, status: ApprovalStatus | None = None, plan_id: str | None = None,
+                   limit: int = 1000) -> list[Approval]: ...
+
+    async def due(self, now: datetime, limit: int = 100) -> list[Approval]: ...
+
+    async def decide(self, decided: Approval, names: dict[str, str], now: datetime) -> bool:
+        """Move a requested approval on (with its hold, violations, events); False if it
+        was no longer requested."""
+        ...
+
+    async def outcome(self, request_id: str) -> VerdictOutcome | None: ...
+
+    async def keep(self, outcome: VerdictOutcome) -> None: ...

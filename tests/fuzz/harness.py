@@ -163,7 +163,8 @@ async def run(nc: nats.NATS, db: AsyncDatabase[Document], *, rounds: int, per_ro
         hostile: list[Hostile] = []
         hostile += corpus(hostile_decision(plan_id, r["decision_id"], plans.other_plan, limit),
                           per_round, seed=round_seed)
-        for fam in ("requests", "cancels", "fails", "retries", "violations", "templates"):
+        for fam in ("requests", "cancels", "fails", "retries", "violations", "templates",
+                    "verdicts"):
             hostile += corpus(hostile_command(fam, plan_id, other_plan_id),
                               max(2, per_round // 3), seed=round_seed)
         hostile += corpus(hostile_persisted(plan_id), 2, seed=round_seed)
@@ -260,7 +261,7 @@ async def settle(nc: nats.NATS, db: AsyncDatabase[Document], tally: Tally,
 FAMILIES = {"decisions.recorded.": "decisions", "corrections.requested.": "requests",
             "corrections.cancel.": "cancels", "corrections.fail.": "fails",
             "corrections.retry.": "retries", "invariants.violations.": "violations",
-            "invariants.templates.": "templates",
+            "invariants.templates.": "templates", "invariants.verdicts.": "verdicts",
             "decisions.persisted.": "persisted"}
 
 
@@ -342,7 +343,8 @@ def _recording_broken(tally: Tally) -> list[str]:
     if tally.persisted_events != tally.sent_valid or tally.duplicates:
         broken.append(f"{tally.persisted_events} persisted events for {tally.sent_valid} "
                       f"decisions, {tally.duplicates} duplicates")
-    for fam in ("decisions", "requests", "cancels", "fails", "retries", "violations"):
+    for fam in ("decisions", "requests", "cancels", "fails", "retries", "violations",
+                "verdicts"):
         n = tally.stored_hostile[fam]
         if tally.dead_letters[fam] != n:
             broken.append(f"{tally.dead_letters[fam]} dead letters of {fam}, expected {n}")

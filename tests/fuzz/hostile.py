@@ -67,6 +67,7 @@ RETRY_FIELDS = ["correction_id", "plan_id", "retry_id", "reason", "requested_by"
 VIOLATION_FIELDS = ["violation_id", "invariant_id", "plan_id", "decision_id", "severity",
                     "details", "reported_at"]
 TEMPLATE_FIELDS = ["request_id", "plan_id", "action_template"]
+VERDICT_FIELDS = ["request_id", "plan_id", "decision_id", "verdict", "digest", "reason"]
 
 
 def nested(depth: int, obj: bool) -> bytes:
@@ -111,6 +112,11 @@ def template_body(plan_id: str) -> dict[str, Any]:
     return {"request_id": new_id(), "plan_id": plan_id, "action_template": "fuzz-template"}
 
 
+def verdict_body(plan_id: str) -> dict[str, Any]:
+    return {"request_id": new_id(), "plan_id": plan_id, "decision_id": new_id(),
+            "verdict": "grant", "digest": "sha256:fuzz", "reason": "fuzz"}
+
+
 BODIES: dict[str, tuple[str, Callable[[str], dict[str, Any]], list[str], str]] = {
     # family: (subject prefix, a valid-shaped body, its fields, the id field for Nats-Msg-Id)
     "requests": ("corrections.requested", request_body, REQUEST_FIELDS, "correction_id"),
@@ -119,6 +125,7 @@ BODIES: dict[str, tuple[str, Callable[[str], dict[str, Any]], list[str], str]] =
     "retries": ("corrections.retry", retry_body, RETRY_FIELDS, "retry_id"),
     "violations": ("invariants.violations", violation_body, VIOLATION_FIELDS, "violation_id"),
     "templates": ("invariants.templates", template_body, TEMPLATE_FIELDS, "request_id"),
+    "verdicts": ("invariants.verdicts", verdict_body, VERDICT_FIELDS, "request_id"),
     "dryrun": ("corrections.dryrun", request_body, REQUEST_FIELDS, "correction_id"),
 }
 
@@ -247,7 +254,8 @@ def hostile_command(draw: st.DrawFn, family: str, plan_id: str, other_plan: str)
     headers = {"Nats-Msg-Id": body[id_field]}
     # Where a date goes wrong: a cancel has no date field, so its ID gets one (no ULID).
     dates = ("reported_at",) if family == "violations" else ("requested_at",) \
-        if family in ("requests", "dryrun") else ("request_id",) if family == "templates" \
+        if family in ("requests", "dryrun") \
+        else ("request_id",) if family in ("templates", "verdicts") \
         else ("correction_id",)
     kind = draw(st.sampled_from(["garbage", "spoiled", "subject_of_other"]))
     if kind == "garbage":

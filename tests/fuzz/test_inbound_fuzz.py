@@ -30,10 +30,11 @@ def test_every_hostile_strategy_breaks_a_rule_by_construction() -> None:
     kinds = {h.kind for h in first}
     assert len(kinds) >= 6, kinds
     commands: list[Hostile] = []
-    for fam in ("requests", "cancels", "fails", "retries", "violations", "templates", "dryrun"):
+    families = ("requests", "cancels", "fails", "retries", "violations", "templates",
+                "verdicts", "dryrun")
+    for fam in families:
         commands += corpus(hostile_command(fam, plan, other[0]), 15)
-    assert {h.family for h in commands} == {"requests", "cancels", "fails", "retries",
-                                            "violations", "templates", "dryrun"}
+    assert {h.family for h in commands} == set(families)
     assert all(len(h.data) < harness.NATS_MAX for h in [*first, *commands])
 
 

@@ -98,6 +98,7 @@ def test_each_principal_reads_its_own_inbox_and_owns_its_own_durables() -> None:
                                  ("CORRECTIONS", "batch")]
     assert owned(holders[2]) == [("CORRECTIONS", "pager-outcomes"),
                                  ("INVARIANTS", "pager-outcomes"),
+                                 ("DECISIONS", "pager-outcomes"),
                                  ("WEBHOOKS", "pager-outcomes")]
     gs = grants(holders[2], holders)
     assert ("$JS.API.CONSUMER.CREATE.CORRECTIONS.pager-outcomes.corrections.events.*.*"

@@ -1,5 +1,5 @@
 // Hash routes: #/plans, #/plan/<id>[/<decision>], #/corrections, #/correction/<id>,
-// #/dead-letters, #/dead-letter/<id>, #/invariants[/<plan>].
+// #/dead-letters, #/dead-letter/<id>, #/invariants[/<plan>], #/approvals.
 import { get, stopLive } from "./api.js";
 import { append, h, toast } from "./dom.js";
 import { plansPage } from "./plans.js";
@@ -9,6 +9,7 @@ import { deadLetterPage, deadLettersPage } from "./deadletters.js";
 import { invariantsPage } from "./invariants.js";
 import { asOfPage } from "./asof.js";
 import { webhooksPage } from "./webhooks.js";
+import { approvalsPage } from "./approvals.js";
 
 const root = document.getElementById("main");
 
@@ -24,6 +25,7 @@ const routes = [
   [/^#\/dead-letter\/(.+)$/, (m, main) => deadLetterPage(main, decodeURIComponent(m[1])), "dead-letters"],
   [/^#\/invariants(?:\/([0-9A-Za-z]{26}))?$/, (m, main) => invariantsPage(main, m[1] && m[1].toUpperCase()), "invariants"],
   [/^#\/webhooks$/, (m, main) => webhooksPage(main), "webhooks"],
+  [/^#\/approvals$/, (m, main) => approvalsPage(main), "approvals"],
 ];
 
 let current = null;

@@ -1,4 +1,5 @@
 // A plan's tree, one level at a time, live; the decision panel; correcting from the tree.
+import { approvalSection } from "./approvals.js";
 import { get, live, post } from "./api.js";
 import { append, badge, clear, clip, h, kv, link, put, secs, short, toast, when } from "./dom.js";
 
@@ -9,7 +10,13 @@ const TERMINAL = new Set(["applied", "failed", "cancelled"]);
 export async function planPage(main, planId, selected) {
   const plan = await get(`/api/plans/${planId}`);
   const state = { planId, superseded: false, nodes: new Map(), selected: null, report: null,
-    following: null };
+    following: null, awaiting: new Set() };
+  // Decisions held for a person's approval are marked on the tree.
+  const held = async () => {
+    const found = await get(`/api/approvals?plan=${planId}`).catch(() => ({ approvals: [] }));
+    state.awaiting = new Set(found.approvals.map((a) => a.decision_id));
+    for (const [id, s] of state.nodes) s.view.classList.toggle("awaiting-approval", state.awaiting.has(id));
+  };
   const treeRoot = h("ul", { class: "tree", id: "tree" });
   const panel = h("div", { class: "card panel", id: "panel" }, h("p", { class: "dim" }, "Pick a decision in the tree."));
   const summary = h("span", { class: "dim", id: "plan-summary" });
@@ -61,6 +68,7 @@ export async function planPage(main, planId, selected) {
     const classes = ["node", `phase-${n.phase}`];
     if (n.superseded_by) classes.push("superseded");
     if (n.is_correction) classes.push("is-correction");
+    if (state.awaiting.has(n.decision_id)) classes.push("awaiting-approval");
     const toggle = h("span", { class: "toggle" }, n.child_count ? "▸" : "·");
     const el = h("div", { class: classes.join(" "), dataset: { id: n.decision_id, type: n.decision_type }, tabindex: 0 },
       toggle,
@@ -174,6 +182,7 @@ export async function planPage(main, planId, selected) {
   }
   live(planId, (kind, e) => {
     if (kind === "decision") {
+      later("held", held);
       if (!e.parent_decision_id || !state.nodes.has(e.parent_decision_id)) later("all", reload);
       else later(e.parent_decision_id, () => reloadChildren(e.parent_decision_id));
     } else if (kind === "correction") {
@@ -244,6 +253,7 @@ export async function planPage(main, planId, selected) {
         !(x.children.length || x.downstream_decisions.length || x.child_plans.length || d.artifacts_produced.length) ? h("li", { class: "dim" }, "nothing") : null)),
       x.corrections.length ? h("section", {}, h("h2", {}, "Corrections"), h("ul", {}, x.corrections.map((c) =>
         h("li", {}, link(`#/correction/${c.correction_id}`, c.correction_id), ` ${c.mode} (${c.decision_id === d.decision_id ? "target" : "result"}) `, badge(c.status), ` by ${c.requested_by}: `, clip(c.guidance, 80))))) : null,
+      approvalSection(d.decision_id, async () => { await held(); await select(d.decision_id); }),
       commentsView(d, x.comments || []),
       h("section", {}, h("h2", {}, "Context snapshot"), kv([["hot context hash", snap.hot_context_hash], ["hot context ref", snap.hot_context_ref],
         ["actor state ref", snap.actor_state_ref ?? null],
@@ -431,6 +441,7 @@ export async function planPage(main, planId, selected) {
     if (status === "failed") append(box, h("button", { onclick: () => act("retry") }, "Retry"));
   }
 
+  await held();
   await reload();
   if (selected) await select(selected);
   return { select };
