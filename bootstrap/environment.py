@@ -18,6 +18,7 @@ from bootstrap.setting_types import (
     env_int,
     parse_addr,
 )
+from bootstrap.redaction_settings import read_redaction
 from bootstrap.webhook_settings import read_webhook_key, read_webhook_limits
 from clients.credentials import NatsCredentials
 from contracts.corrections.archive.rules import ArchiveLimits
@@ -174,4 +175,5 @@ def read_settings(kind: type[Settings]) -> Settings:
         cloudevents_schema_base=os.environ.get("CLOUDEVENTS_SCHEMA_BASE")
         or kind.cloudevents_schema_base,
         webhooks=read_webhook_limits(), webhook_secret_key=read_webhook_key(),
+        redaction=read_redaction(),
     )

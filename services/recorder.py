@@ -23,6 +23,7 @@ from datetime import datetime
 
 from contracts.decisions.model import Decision
 from contracts.recording.message import Candidate, Invalid
+from contracts.redaction.decisions import redact_decision
 from contracts.recording.triage import triage_batch
 from contracts.shared.inbound import Inbound
 from contracts.shared.rules import Rule, RuleViolation
@@ -83,12 +84,18 @@ class RecorderService:
         """The batch's read results (one per message, in order) as a ReadBatch, each
         candidate with who sent it as verified (`identities`; None: unverified)."""
         read = ReadBatch(batch, now)
+        rules = self.policy.redaction
         for msg, result, who in zip(batch, results, identities or [None] * len(batch),
                                     strict=True):
             if isinstance(result, Invalid):
                 read.reject(msg, result.plan_id, None, result.violations)
-            else:
-                read.candidates.append(replace(result, identity=who) if who else result)
+                continue
+            # Redacted after the content hash (a redelivery compares what was sent) and
+            # before anything is stored or announced.
+            decision, marks = redact_decision(rules, result.decision)
+            if marks:
+                result = replace(result, decision=decision, redactions=marks)
+            read.candidates.append(replace(result, identity=who) if who else result)
         return read
 
     async def dead_letter(self, msg: Inbound, violations: Sequence[RuleViolation]) -> None:
