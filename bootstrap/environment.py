@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from bootstrap.judge_settings import judge_from_env
+from bootstrap.redaction_settings import read_redaction
 from bootstrap.setting_types import (
     LogFormat,
     LogLevel,
@@ -18,7 +19,6 @@ from bootstrap.setting_types import (
     env_int,
     parse_addr,
 )
-from bootstrap.redaction_settings import read_redaction
 from bootstrap.webhook_settings import read_webhook_key, read_webhook_limits
 from clients.credentials import NatsCredentials
 from contracts.corrections.archive.rules import ArchiveLimits

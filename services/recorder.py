@@ -23,8 +23,8 @@ from datetime import datetime
 
 from contracts.decisions.model import Decision
 from contracts.recording.message import Candidate, Invalid
-from contracts.redaction.decisions import redact_decision
 from contracts.recording.triage import triage_batch
+from contracts.redaction.decisions import redact_decision
 from contracts.shared.inbound import Inbound
 from contracts.shared.rules import Rule, RuleViolation
 from contracts.shared.timestamps import utc_now
@@ -93,9 +93,8 @@ class RecorderService:
             # Redacted after the content hash (a redelivery compares what was sent) and
             # before anything is stored or announced.
             decision, marks = redact_decision(rules, result.decision)
-            if marks:
-                result = replace(result, decision=decision, redactions=marks)
-            read.candidates.append(replace(result, identity=who) if who else result)
+            kept = replace(result, decision=decision, redactions=marks) if marks else result
+            read.candidates.append(replace(kept, identity=who) if who else kept)
         return read
 
     async def dead_letter(self, msg: Inbound, violations: Sequence[RuleViolation]) -> None:

@@ -11,9 +11,9 @@ from typing import Any
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import BulkWriteError
 
-from contracts.shared.dead_letter import DeadLetter
 from contracts.redaction.letters import redact_letter
 from contracts.redaction.rules import Rules
+from contracts.shared.dead_letter import DeadLetter
 from store.database import DEAD_LETTERS, Document
 from store.translate import translate_errors
 

@@ -31,6 +31,7 @@ from store.database import Document, connect, ensure_indexes, replica_set_name
 from store.dead_letters import DeadLetterRepository
 from store.decisions import DecisionRepository
 from store.deliveries import DeliveryFailures, ParentWaits
+from store.erasure import ErasureRepository
 from store.gate_source import GateSource
 from store.holds import HoldRepository
 from store.impact import ImpactReader
@@ -80,6 +81,7 @@ class MongoStore:
         self.audit = AuditReader(db)
         self.webhooks = WebhookStore(db)
         self.upkeep = UpkeepRepository(db)
+        self.erasures = ErasureRepository(db)
 
     def gate_source(self, *, judge: bool = False) -> GateSource:
         """What the recorder's gate reads per batch (one per recorder: it caches);

@@ -15,8 +15,8 @@ from datetime import datetime, timedelta
 from pydantic import ValidationError
 
 from contracts.decisions.model import Decision
-from contracts.redaction.text import Mark
 from contracts.decisions.subjects import plan_of_subject
+from contracts.redaction.text import Mark
 from contracts.shared.bounds import DEFAULT_MAX_PAYLOAD_BYTES
 from contracts.shared.ids import MSG_ID_HEADER, is_ulid
 from contracts.shared.inbound import Inbound

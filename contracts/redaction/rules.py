@@ -123,9 +123,9 @@ def _custom(patterns: Mapping[str, object]) -> tuple[tuple[str, str], ...]:
             compiled = re.compile(pattern)
         except re.error as exc:
             raise ValueError(f"REDACTION_PATTERNS: {name}: {exc}") from None
-        if compiled.groupindex:
-            pattern = re.sub(r"\(\?P<[^>]+>", "(?:", pattern)  # named groups would clash
         if compiled.search(""):
             raise ValueError(f"REDACTION_PATTERNS: {name}: matches the empty text")
-        found.append((name, pattern))
+        # Named groups would clash in the one alternation: made plain groups.
+        found.append((name, re.sub(r"\(\?P<[^>]+>", "(?:", pattern)
+                      if compiled.groupindex else pattern))
     return tuple(found)

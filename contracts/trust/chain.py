@@ -47,9 +47,10 @@ KINDS = (DECISION, CORRECTION_REQUEST, CORRECTION_RETRY, CORRECTION_END, VIOLATI
          VIOLATION_RESOLUTION)
 
 DECISION_MUTABLE = frozenset({"_id", "chain", "superseded_by", "superseded_at",
-                              "superseded_by_correction"})
-"""What a decision's content leaves out: its key (the record_id), its link, and what a
-revert sets later (checked against the chained correction ends)."""
+                              "superseded_by_correction", "erased"})
+"""What a decision's content leaves out: its key (the record_id), its link, what a
+revert sets later (checked against the chained correction ends), and what an erasure
+says of itself (its removed values' digests stand in for them: `kept_digests`)."""
 CORRECTION_REQUEST_FIELDS = ("plan_id", "decision_id", "mode", "guidance", "requested_by",
                              "claimed_by", "verified", "signature", "chosen_option",
                              "requested_at", "trace_context")
@@ -188,9 +189,22 @@ def _digest(name: str, value: object) -> str:
     return "sha256:" + sha256(name.encode("utf-8") + b"\x00" + data).hexdigest()
 
 
+def kept_digests(doc: Mapping[str, Any], digests: dict[str, str]) -> dict[str, str]:
+    """`digests` with each field an erasure removed given the digest of the value it
+    removed (`erased.fields`, contracts.retention.erasure), so an erased record's link
+    verifies as before."""
+    erased = doc.get("erased")
+    kept = erased.get("fields") if isinstance(erased, Mapping) else None
+    if isinstance(kept, Mapping):
+        digests.update({str(k): v for k, v in kept.items()
+                        if str(k) in digests and isinstance(v, str)})
+    return digests
+
+
 def decision_content(doc: Mapping[str, Any]) -> dict[str, Any]:
     """A decision's content: every stored field but the mutable ones (plain JSON)."""
-    return {"fields": field_digests(doc, DECISION_MUTABLE)}
+    digests = field_digests(doc, DECISION_MUTABLE)
+    return {"fields": kept_digests(doc, digests) if "erased" in doc else digests}
 
 
 def correction_kind(event: Mapping[str, Any]) -> str | None:
@@ -213,7 +227,8 @@ def correction_content(doc: Mapping[str, Any], event: Mapping[str, Any]) -> dict
         results = {name: sorted(v) if isinstance(v := doc.get(name), list) else v
                    for name in CORRECTION_RESULTS}
     request = {name: doc.get(name) for name in CORRECTION_REQUEST_FIELDS}
-    return {"request": field_digests(request), "event": dict(event), "results": results}
+    return {"request": kept_digests(doc, field_digests(request)), "event": dict(event),
+            "results": results}
 
 
 def violation_content(doc: Mapping[str, Any], kind: str) -> dict[str, Any]:

@@ -68,7 +68,8 @@ def test_a_decision_is_redacted_field_by_field_and_marks_hold_no_value() -> None
         actor_reasoning="nothing here", alternatives_considered=["a", "card 4111111111111111"],
         context_snapshot={"hot_context_hash": "sha256:" + "0" * 64,
                           "hot_context_ref": "s3://ctx/jane@example.com.json",
-                          "relevant_resources": [{"resource_id": "r", "path": "AKIAIOSFODNN7EXAMPLE"}]},
+                          "relevant_resources": [{"resource_id": "r",
+                                                  "path": "AKIAIOSFODNN7EXAMPLE"}]},
         tool={"name": "shell", "arguments": {"cmd": "curl -H 'x: xoxp-1234567890-abc'"}}))
     out, marks = redact_decision(RULES, d)
     found = {(m.field, m.rule) for m in marks}
@@ -82,8 +83,8 @@ def test_a_decision_is_redacted_field_by_field_and_marks_hold_no_value() -> None
         assert secret not in dumped
     assert str(marks).count("example") == 0
     assert out.actor_reasoning == "nothing here" and out.decision_id == d.decision_id
-    same, none = redact_decision(RULES, Decision.model_validate(root()))
-    assert none == ()
+    plain = Decision.model_validate(root())
+    assert redact_decision(RULES, plain) == (plain, ())
 
 
 def test_a_dead_letters_payload_is_redacted_whatever_it_is() -> None:
