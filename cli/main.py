@@ -21,6 +21,7 @@ from cli import (
     erase,
     invariants,
     plan,
+    retention,
     run,
     status,
     webhooks,
@@ -56,6 +57,7 @@ app.add_typer(corrections.app, name="correction")
 app.add_typer(invariants.app, name="invariant")
 app.add_typer(dead_letters.app, name="dead-letters")
 app.add_typer(audit.app, name="audit")
+app.add_typer(retention.app, name="retention")
 app.add_typer(webhooks.app, name="webhook")
 
 

@@ -27,8 +27,9 @@ from contracts.trust.policy import Identity, principal_name, signature_of
 
 
 class Erasures(Protocol):
-    async def reach(self, *, decision_id: str | None = None, plan_id: str | None = None,
-                    mentions: str | None = None) -> Reach: ...
+    async def reach(self, *, decision_id: str | None = None,
+                    plan_ids: list[str] | None = None, mentions: str | None = None
+                    ) -> Reach: ...
 
     async def erase(self, erasure: dict[str, Any], reach: Reach, now: datetime) -> int: ...
 
@@ -76,8 +77,9 @@ class ErasureService:
     async def erase(self, scope: Scope, reason: str, identity: Identity, now: datetime, *,
                     erasure_id: str | None = None, dry_run: bool = False) -> Erased:
         """Erase what `scope` reaches (`dry_run`: only say what)."""
-        reach = await self._erasures.reach(decision_id=scope.decision_id,
-                                           plan_id=scope.plan_id, mentions=scope.mentions)
+        reach = await self._erasures.reach(
+            decision_id=scope.decision_id, mentions=scope.mentions,
+            plan_ids=[scope.plan_id] if scope.plan_id else None)
         projects = await self._erasures.projects(reach.plan_ids)
         for plan_id in reach.plan_ids:
             refused = out_of_scope(identity, plan_id, projects.get(plan_id))

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from pymongo import UpdateOne
 from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.asynchronous.database import AsyncDatabase
 
@@ -50,14 +51,14 @@ class ErasureRepository:
         self._db = db
         self._client = db.client
 
-    async def reach(self, *, decision_id: str | None = None, plan_id: str | None = None,
-                    mentions: str | None = None) -> Reach:
+    async def reach(self, *, decision_id: str | None = None,
+                    plan_ids: list[str] | None = None, mentions: str | None = None) -> Reach:
         """The decisions (and what copies their text) one erasure reaches."""
         if decision_id is not None:
             query: Document = {"$or": [{"_id": decision_id},
                                        {"corrects_decision_id": decision_id}]}
-        elif plan_id is not None:
-            query = {"plan_id": plan_id}
+        elif plan_ids is not None:
+            query = {"plan_id": {"$in": plan_ids}}
         else:
             query = mentions_query(mentions or "")
         docs = await self._db[DECISIONS].find(query, {"plan_id": 1}).limit(
@@ -67,7 +68,7 @@ class ErasureRepository:
                           "erase a plan at a time")
         found = Reach(decision_ids=[str(d["_id"]) for d in docs],
                       plan_ids=sorted({str(d["plan_id"]) for d in docs}))
-        await self._corrections(found, plan_wide=plan_id)
+        await self._corrections(found, plan_wide=plan_ids or [])
         return found
 
     async def projects(self, plan_ids: list[str]) -> dict[str, str | None]:
@@ -76,13 +77,13 @@ class ErasureRepository:
                                           ).to_list()
         return {str(d["_id"]): d.get("project") for d in docs}
 
-    async def _corrections(self, found: Reach, plan_wide: str | None) -> None:
+    async def _corrections(self, found: Reach, plan_wide: list[str]) -> None:
         ids = found.decision_ids
         query: Document = {"$or": [{"decision_id": {"$in": ids}},
                                    {"new_decision_id": {"$in": ids}},
                                    {"superseded_ids": {"$in": ids}}]}
-        if plan_wide is not None:
-            query["$or"].append({"plan_id": plan_wide})
+        if plan_wide:
+            query["$or"].append({"plan_id": {"$in": plan_wide}})
         docs = await self._db[CORRECTIONS].find(
             query, {"plan_id": 1, "decision_id": 1, "new_decision_id": 1,
                     "child_plans_spawned": 1}).limit(ERASE_MAX).to_list()
@@ -90,7 +91,7 @@ class ErasureRepository:
         for d in docs:
             found.archives.append((str(d["plan_id"]), str(d["_id"])))
             if d.get("decision_id") in wanted or d.get("new_decision_id") in wanted \
-                    or d.get("plan_id") == plan_wide:
+                    or d.get("plan_id") in plan_wide:
                 found.correction_ids.append(str(d["_id"]))
                 found.child_plans += [str(p) for p in d.get("child_plans_spawned") or []]
 
@@ -122,14 +123,15 @@ class ErasureRepository:
 
     async def _decisions(self, batch: Sequence[str], erasure: Document, now: datetime,
                          s: AsyncClientSession) -> int:
-        count = 0
+        writes = []
         async for doc in self._db[DECISIONS].find({"_id": {"$in": list(batch)}}, session=s):
             update = erasure_update(doc, DECISION_TEXT)
             if update:
-                await self._db[DECISIONS].update_one(
-                    {"_id": doc["_id"]}, {"$set": update | _stamp(erasure, now)}, session=s)
-                count += 1
-        return count
+                writes.append(UpdateOne({"_id": doc["_id"]},
+                                        {"$set": update | _stamp(erasure, now)}))
+        if writes:
+            await self._db[DECISIONS].bulk_write(writes, ordered=False, session=s)
+        return len(writes)
 
     async def _copies(self, reach: Reach, erasure: Document, now: datetime,
                       s: AsyncClientSession) -> int:

@@ -41,6 +41,7 @@ from store.outbox import OutboxRepository
 from store.plan_uses import PlanUseRepository
 from store.plans import PlanRepository
 from store.recorder import RecorderRepository
+from store.retention import RetentionStore
 from store.status import ledger_status
 from store.transactions import SessionHook, on_new_session
 from store.translate import translate_errors
@@ -82,6 +83,7 @@ class MongoStore:
         self.webhooks = WebhookStore(db)
         self.upkeep = UpkeepRepository(db)
         self.erasures = ErasureRepository(db)
+        self.retention = RetentionStore(db)
 
     def gate_source(self, *, judge: bool = False) -> GateSource:
         """What the recorder's gate reads per batch (one per recorder: it caches);

@@ -71,6 +71,7 @@ class Runtime:
     dry_run: Subscription | None = None
     relay: asyncio.Task[None] | None = None
     judge: asyncio.Task[None] | None = None
+    retention: asyncio.Task[None] | None = None
     mongo_watch: MongoWatch | None = None
     health: HealthServer | None = None
     consuming: bool = False

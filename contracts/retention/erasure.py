@@ -37,7 +37,7 @@ def _snapshot(value: Mapping[str, Any]) -> dict[str, Any]:
 
 def _blank(name: str, value: Any) -> Any:
     """The placeholder for one field's value (shape kept where readers need it)."""
-    if name in ("question", "chosen_option", "guidance"):
+    if name in ("question", "chosen_option", "guidance", "details"):
         return ERASED
     if name == "alternatives_considered":
         return []

@@ -58,7 +58,7 @@ CORRECTION_REQUEST_FIELDS = ("plan_id", "decision_id", "mode", "guidance", "requ
 CORRECTION_RESULTS = ("new_decision_id", "superseded_ids", "child_plans_rolled_back",
                       "child_plans_spawned")
 RESOLUTION_FIELDS = ("resolved_at", "resolved_by", "resolution_signature")
-VIOLATION_REPORT_SKIP = frozenset({"_id", "chain", *RESOLUTION_FIELDS})
+VIOLATION_REPORT_SKIP = frozenset({"_id", "chain", "erased", *RESOLUTION_FIELDS})
 TERMINAL = frozenset({"applied", "failed", "cancelled"})
 
 
@@ -235,4 +235,4 @@ def violation_content(doc: Mapping[str, Any], kind: str) -> dict[str, Any]:
     """A violation's report (every field but the resolution's) or its resolution."""
     if kind == VIOLATION_RESOLUTION:
         return {"fields": field_digests({name: doc.get(name) for name in RESOLUTION_FIELDS})}
-    return {"fields": field_digests(doc, VIOLATION_REPORT_SKIP)}
+    return {"fields": kept_digests(doc, field_digests(doc, VIOLATION_REPORT_SKIP))}

@@ -1,0 +1,15 @@
+"""The retention pass wired to the ledger's store (services.retention), for the
+workers' loop and `agents retention`."""
+
+from __future__ import annotations
+
+from bootstrap.retention_settings import RetentionSettings
+from services.retention import Ports, RetentionService
+from store.mongo_store import MongoStore
+
+
+def retention_service(settings: RetentionSettings, store: MongoStore) -> RetentionService:
+    """The retention pass over the ledger's store, as the settings configure it."""
+    return RetentionService(Ports(store.retention, store.erasures, store.audit),
+                            settings.policies, export_dir=settings.export_dir,
+                            batch=settings.batch, max_batches=settings.max_batches)
