@@ -36,6 +36,12 @@ CARD = r"(?<![0-9])[0-9](?:[ -]?[0-9]){12,18}(?![0-9])"
 
 BUILT_IN: dict[str, str] = {"api_key": API_KEY, "jwt": JWT, "email": EMAIL, "card": CARD}
 """The detectors on by default, in the order they are tried at one place."""
+LITERALS: dict[str, tuple[str, ...]] = {
+    "api_key": ("sk-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "AKIA", "ASIA",
+                "xox", "AIza", "k_live_"),
+    "jwt": ("eyJ",), "email": ("@",)}
+"""What a text must contain for a built-in detector to match in it: checked first with
+`in` (a C substring search), so the common text pays no regular expression at all."""
 NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 MAX_PATTERNS = 50
 MAX_PATTERN_CHARS = 1000
@@ -71,12 +77,26 @@ class Rules:
     custom: tuple[tuple[str, str], ...] = ()
     scanner: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
     names: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    checks: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = field(
+        init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         parts = [(name, BUILT_IN[name]) for name in self.built_in] + list(self.custom)
         groups = [f"(?P<r{i}>{pattern})" for i, (_, pattern) in enumerate(parts)]
         object.__setattr__(self, "names", tuple(name for name, _ in parts))
         object.__setattr__(self, "scanner", re.compile("|".join(groups)) if groups else None)
+        object.__setattr__(self, "checks", tuple(
+            (LITERALS.get(name, ()), re.compile(pattern)) for name, pattern in parts))
+
+    def may_match(self, text: str) -> bool:
+        """Whether any detector may match in `text`: each one's literals first, then its
+        own pattern (a hit is then scanned again by `scanner`, which says which)."""
+        for literals, pattern in self.checks:
+            if literals and not any(lit in text for lit in literals):
+                continue
+            if pattern.search(text) is not None:
+                return True
+        return False
 
     @classmethod
     def off(cls) -> Rules:

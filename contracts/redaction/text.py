@@ -52,7 +52,7 @@ class Marks:
 def redact_text(rules: Rules, text: str, place: str, marks: Marks) -> str:
     """`text` with every match replaced; each replacement noted at `place`."""
     scanner = rules.scanner
-    if scanner is None or scanner.search(text) is None:
+    if scanner is None or not rules.may_match(text):
         return text
 
     def one(match: re.Match[str]) -> str:
@@ -93,5 +93,4 @@ def any_match(rules: Rules, texts: list[str]) -> bool:
     """Whether any text may hold something to redact: one search over them all (joined
     by a newline, which no detector crosses; a custom one that does only costs the
     slow path)."""
-    scanner = rules.scanner
-    return scanner is not None and scanner.search("\n".join(texts)) is not None
+    return rules.scanner is not None and rules.may_match("\n".join(texts))

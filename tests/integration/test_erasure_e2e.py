@@ -7,6 +7,7 @@ the erased text."""
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from tests.integration.audit_support import (
     WORKER,
     ended,
     publish_signed,
+    verifier_command,
 )
 from tests.integration.cli_support import Agents, agents
 from tests.integration.wire import until
@@ -137,6 +139,11 @@ async def test_redaction_then_erasure_keeps_the_tree_whole(
                              "--json", env=env)).json
     assert whole["files_removed"] == 1 and cid in whole["correction_ids"]
     await _verified(agents, plan, env)
+    export = tmp / "erased.jsonl"
+    await agents.ok("audit", "export", plan, "--output", str(export), env=env)
+    offline = subprocess.run(verifier_command(export), check=False, capture_output=True,
+                             text=True, timeout=60)
+    assert offline.returncode == 0 and "chain intact" in offline.stdout, offline.stdout
     everything = await _everything(db) + _files(tmp / "archive")
     for text in ("jane.roe", "QX-77731", "qx77731", "Ask the billing team", KEY, "4111 1111"):
         assert text not in everything, text
