@@ -92,20 +92,8 @@ async def test_redaction_then_erasure_keeps_the_tree_whole(
     await publish_signed(nc.jetstream(), AGENT, [top, a, b, c, d])
     await until(lambda: _count(db, plan, 5))
 
-    # Redacted on the way in: marks name field and rule, never the value.
-    stored = await db.decisions.find_one({"_id": a["decision_id"]})
-    assert stored is not None and KEY not in repr(stored)
-    assert {"field": "rationale", "rule": "api_key", "count": 1} in stored["redactions"]
-    assert {"field": "question", "rule": "email", "count": 1} in stored["redactions"]
-    d_doc = await db.decisions.find_one({"_id": d["decision_id"]})
-    assert d_doc is not None and d_doc["actor_reasoning"] == "card [redacted:card]"
+    await _redacted_on_the_way_in(db, nc, plan, a["decision_id"], d["decision_id"])
     await _verified(agents, plan, env)
-    # A dead letter's payload is redacted too (an invalid body is kept for the operator).
-    await nc.jetstream().publish(f"decisions.recorded.{plan}",
-                                 b'{"oops": "from bob@example.net with ' + KEY.encode() + b'"}')
-    letter = await until(lambda: db.dead_letters.find_one({"subject": {"$regex": plan}}))
-    assert b"bob@" not in letter["payload"] and KEY.encode() not in letter["payload"]
-    assert {r["rule"] for r in letter["redactions"]} == {"email", "api_key"}
 
     # Erase a decision inside the subtree root -> a -> b -> c.
     erased = (await agents.ok("erase", a["decision_id"], "--reason", "GDPR art. 17 request",
@@ -134,16 +122,17 @@ async def test_redaction_then_erasure_keeps_the_tree_whole(
     assert a["decision_id"] in repr(diff) and ERASED in repr(diff)
     await _verified(agents, plan, env)
 
+    # A reference inside a nested list (b's artifact path) is found, and only said.
+    found = (await agents.ok("erase", "--mentions", "customer_qx77731", "--reason", "ask",
+                             "--dry-run", "--json", env=env)).json
+    assert found["decision_ids"] == [b["decision_id"]] and found["records_erased"] == 0
+
     # The whole plan: every decision, the correction's guidance, the archived copy.
     whole = (await agents.ok("erase", "--plan", plan, "--reason", "customer left",
                              "--json", env=env)).json
     assert whole["files_removed"] == 1 and cid in whole["correction_ids"]
     await _verified(agents, plan, env)
-    export = tmp / "erased.jsonl"
-    await agents.ok("audit", "export", plan, "--output", str(export), env=env)
-    offline = subprocess.run(verifier_command(export), check=False, capture_output=True,
-                             text=True, timeout=60)
-    assert offline.returncode == 0 and "chain intact" in offline.stdout, offline.stdout
+    await _verified_offline(agents, plan, env, tmp / "erased.jsonl")
     everything = await _everything(db) + _files(tmp / "archive")
     for text in ("jane.roe", "QX-77731", "qx77731", "Ask the billing team", KEY, "4111 1111"):
         assert text not in everything, text
@@ -159,6 +148,32 @@ async def test_erase_needs_a_reason_and_one_target(agents: Agents) -> None:
     r = await agents("erase", "--plan", "01J0000000000000000000000A", "--mentions", "x",
                      "--reason", "why")
     assert r.code == 2 and "exactly one" in r.err
+
+
+async def _redacted_on_the_way_in(db: AsyncDatabase[Document], nc: nats.NATS, plan: str,
+                                  a: str, d: str) -> None:
+    """Marks name field and rule, never the value; a dead letter's payload is redacted
+    too (an invalid body is kept for the operator)."""
+    stored = await db.decisions.find_one({"_id": a})
+    assert stored is not None and KEY not in repr(stored)
+    assert {"field": "rationale", "rule": "api_key", "count": 1} in stored["redactions"]
+    assert {"field": "question", "rule": "email", "count": 1} in stored["redactions"]
+    d_doc = await db.decisions.find_one({"_id": d})
+    assert d_doc is not None and d_doc["actor_reasoning"] == "card [redacted:card]"
+    await nc.jetstream().publish(f"decisions.recorded.{plan}",
+                                 b'{"oops": "from bob@example.net with ' + KEY.encode() + b'"}')
+    letter = await until(lambda: db.dead_letters.find_one({"subject": {"$regex": plan}}))
+    assert b"bob@" not in letter["payload"] and KEY.encode() not in letter["payload"]
+    assert {r["rule"] for r in letter["redactions"]} == {"email", "api_key"}
+
+
+async def _verified_offline(agents: Agents, plan: str, env: dict[str, str], export: Path
+                            ) -> None:
+    """The plan's export passes the standalone verifier."""
+    await agents.ok("audit", "export", plan, "--output", str(export), env=env)
+    offline = subprocess.run(verifier_command(export), check=False, capture_output=True,
+                             text=True, timeout=60)
+    assert offline.returncode == 0 and "chain intact" in offline.stdout, offline.stdout
 
 
 async def _count(db: AsyncDatabase[Document], plan: str, n: int) -> bool:
