@@ -102,6 +102,8 @@ async def test_redaction_then_erasure_keeps_the_tree_whole(
     stored = await db.decisions.find_one({"_id": a["decision_id"]})
     assert stored is not None and stored["question"] == ERASED
     assert stored["erased"]["by"] == "alice" and stored["sequence_number"] == 1
+    shown = (await agents.ok("audit", "verify", plan, env=env)).out
+    assert "erased: 1 record(s)" in shown and a["decision_id"] in shown
     record = await db.erasures.find_one({"_id": erased["erasure_id"]})
     assert record is not None and record["by"] == "alice" and record["verified"]
     assert record["reason"] == "GDPR art. 17 request" and record["status"] == "erased"
