@@ -15,7 +15,7 @@ from store.mongo_store import MongoStore
 
 log = logging.getLogger(__name__)
 
-LEASE_KEY = "retention"
+LEASE_KEY = "role:retention"
 """The lease one worker holds while it runs a pass (in plan_locks, beside plans')."""
 
 
