@@ -109,6 +109,10 @@ def erase(
               + ("" if done.dry_run else f"; {done.files_removed} archived file(s) removed"))
     for plan_id in r.plan_ids[:20]:
         out.print(f"  plan {escape(plan_id)}")
+    if done.archives_missing:
+        out.print(f"warning: {done.archives_missing} correction archive(s) not found under "
+                  "ARCHIVE_ROOT here: run it where the workers' archive is, or remove their "
+                  "copies there (the text in MongoDB is erased)")
 
 
 def _json(done: Erased) -> dict[str, Any]:
@@ -116,4 +120,4 @@ def _json(done: Erased) -> dict[str, Any]:
     return {"erasure_id": done.erasure_id, "dry_run": done.dry_run,
             "decision_ids": r.decision_ids, "plan_ids": r.plan_ids,
             "correction_ids": r.correction_ids, "records_erased": done.records,
-            "files_removed": done.files_removed}
+            "files_removed": done.files_removed, "archives_missing": done.archives_missing}

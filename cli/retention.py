@@ -28,7 +28,8 @@ def _pass(*, dry_run: bool) -> list[Outcome]:
         from bootstrap.retention import retention_service
         from contracts.shared.timestamps import utc_now
 
-        svc = retention_service(ctx.settings.retention, ctx.ledger.store)
+        svc = retention_service(ctx.settings.retention, ctx.ledger.store,
+                                ctx.settings.resolved_archive_root())
         return await svc.run(utc_now(), dry_run=dry_run)
 
     return run(body)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -61,6 +62,8 @@ class Erased:
     records: int
     files_removed: int
     dry_run: bool
+    archives_missing: int = 0
+    """Correction archives not found under this process's ARCHIVE_ROOT."""
 
 
 def erasure_body(erasure_id: str, scope: Scope, reason: str) -> bytes:
@@ -95,21 +98,24 @@ class ErasureService:
                   "decision_ids": reach.decision_ids, "correction_ids": reach.correction_ids,
                   "records_erased": 0}
         records = await self._erasures.erase(record, reach, now)
-        files = remove_archived(self._archive_root, reach)
-        return Erased(erasure_id, reach, records, files, dry_run=False)
+        files, missing = remove_archived(self._archive_root, reach)
+        return Erased(erasure_id, reach, records, files, dry_run=False,
+                      archives_missing=missing)
 
 
-def remove_archived(root: Path, reach: Reach) -> int:
+def remove_archived(root: Path, reach: Reach) -> tuple[int, int]:
     """Remove the archived copies of the erased decisions' artifacts and their paths from
-    each manifest; how many files were removed."""
+    each manifest: (files removed, correction archives not found under `root`, which
+    this process cannot reach: the workers' ARCHIVE_ROOT may be another volume)."""
     wanted = set(reach.decision_ids)
-    removed = 0
+    removed = missing = 0
     for plan_id, correction_id in reach.archives:
         folder = root / archive_folder(plan_id, correction_id)
         manifest = folder / "manifest.json"
         try:
             doc = json.loads(manifest.read_text())
         except (OSError, ValueError):
+            missing += 1
             continue
         lines = doc.get("artifacts") if isinstance(doc, dict) else None
         for line in lines if isinstance(lines, list) else []:
@@ -119,7 +125,19 @@ def remove_archived(root: Path, reach: Reach) -> int:
             line.update({"artifact_path": ERASED, "archived_as": ERASED})
             line.pop("skipped", None)
         _rewrite(manifest, doc)
-    return removed
+    return removed, missing
+
+
+def remove_plan_archives(root: Path, plan_ids: list[str]) -> int:
+    """Delete the revert archives of removed plans (`corrections/<plan_id>/`); how many
+    folders went."""
+    gone = 0
+    for plan_id in plan_ids:
+        folder = root / "corrections" / plan_id
+        if folder.is_dir():
+            shutil.rmtree(folder)
+            gone += 1
+    return gone
 
 
 def _unlink(folder: Path, archived_as: object) -> int:

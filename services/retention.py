@@ -23,6 +23,7 @@ from contracts.retention.reach import Reach
 from contracts.shared.ids import new_id
 from contracts.trust.audit_lines import header
 from contracts.trust.chain import plain
+from services.erasure import remove_archived, remove_plan_archives
 
 RETENTION_BY = "retention"
 """Who an erasure or removal by a policy names: the ledger itself, under a policy."""
@@ -77,6 +78,9 @@ class Ports:
     records: RetentionRecords
     erasures: PlanErasures
     audit: AuditExport
+    archive_root: Path | None = None
+    """The revert archives (ARCHIVE_ROOT): erased plans' copies and removed plans'
+    folders go too."""
 
 
 class RetentionService:
@@ -129,6 +133,8 @@ class RetentionService:
                   "decision_ids": reach.decision_ids,
                   "correction_ids": reach.correction_ids, "records_erased": 0}
         await self._p.erasures.erase(record, reach, now)
+        if self._p.archive_root is not None:
+            remove_archived(self._p.archive_root, reach)
         await self._p.records.mark_erased(due, policy.name, now)
         return len(due)
 
@@ -152,6 +158,8 @@ class RetentionService:
         log = {"_id": new_id(), "policy": policy.name, "action": "remove", "at": now,
                "plan_ids": plans, "export": str(export) if export else None}
         await self._p.records.remove(plans, log)
+        if self._p.archive_root is not None:
+            remove_plan_archives(self._p.archive_root, plans)
         out.done += len(plans)
 
     async def _export(self, policy: Policy, plans: list[str], now: datetime) -> Path:

@@ -29,7 +29,8 @@ async def retention_loop(store: Callable[[], MongoStore], leases: Leases, owner:
         try:
             if not await leases.acquire(LEASE_KEY, owner):
                 continue
-            svc = retention_service(settings.retention, store())
+            svc = retention_service(settings.retention, store(),
+                                    settings.resolved_archive_root())
             for o in await svc.run(utc_now()):
                 if o.done or o.held:
                     log.info("retention %s: %d due, %d done, %d held", o.policy.name,

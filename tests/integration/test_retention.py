@@ -90,8 +90,12 @@ async def test_retention_dry_run_then_run(n: int, db: AsyncDatabase[Document], a
     now = utc_now()
     q = n // 4
     family = await _load(db, now, n)
-    env = {"RETENTION_POLICIES": POLICIES, "RETENTION_EXPORT_DIR": str(tmp_path / "cold")}
+    env = {"RETENTION_POLICIES": POLICIES, "RETENTION_EXPORT_DIR": str(tmp_path / "cold"),
+           "ARCHIVE_ROOT": str(tmp_path / "archive")}
     before = await db.decisions.count_documents({})
+    archived = tmp_path / "archive" / "corrections" / family["gone"][0] / new_id()
+    archived.mkdir(parents=True)
+    (archived / "manifest.json").write_text("{}")
 
     dry = (await agents.ok("retention", "run", "--dry-run", "--json", env=env)).json
     counts = {p["policy"]: (p["due"], p["done"], p["held"]) for p in dry["policies"]}
@@ -110,6 +114,7 @@ async def test_retention_dry_run_then_run(n: int, db: AsyncDatabase[Document], a
     assert await db.decisions.count_documents({}) == before - 2 * (q + 2)
     assert await db.plans.find_one({"_id": family["held"]}) is not None
     assert await db.plans.count_documents({"_id": {"$in": family["gone"]}}) == 0
+    assert not archived.exists()  # a removed plan's revert archives go with it
     assert await db.dead_letters.count_documents({}) == 20
     erased = await db.decisions.count_documents({"question": ERASED})
     assert erased == 2 * q  # the rolled-back plans' roots and children, kept as a tree
