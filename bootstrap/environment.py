@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from bootstrap.judge_settings import judge_from_env
+from bootstrap.redaction_settings import read_redaction
+from bootstrap.retention_settings import read_retention
 from bootstrap.setting_types import (
     LogFormat,
     LogLevel,
@@ -177,4 +179,5 @@ def read_settings(kind: type[Settings]) -> Settings:
         cloudevents_schema_base=os.environ.get("CLOUDEVENTS_SCHEMA_BASE")
         or kind.cloudevents_schema_base,
         webhooks=read_webhook_limits(), webhook_secret_key=read_webhook_key(),
+        redaction=read_redaction(), retention=read_retention(),
     )

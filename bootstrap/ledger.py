@@ -118,13 +118,15 @@ def open_ledger(settings: Settings, nats: NatsSource, role: Role = OPERATOR) -> 
                                lease_seconds=settings.corrections_lease_seconds,
                                timeout_ms=role.mongo_timeout_ms,
                                approval_ttl_seconds=settings.approval_ttl_seconds)
+    store.dead_letters.redaction = settings.redaction
     publisher = PublisherOnDemand(nats, role.publish_ack_timeout, own_signer(settings),
                                   settings.cloudevents_schema_base)
     recorder = RecorderService(
         store.recorder, store.dead_letters, publisher,
         RecorderPolicy(parent_wait_seconds=settings.recorder_parent_wait_seconds,
                        max_payload_bytes=settings.max_payload_bytes,
-                       created_at_max_skew_seconds=settings.created_at_max_skew_seconds),
+                       created_at_max_skew_seconds=settings.created_at_max_skew_seconds,
+                       redaction=settings.redaction),
         waits=store.parent_waits,
         gates=GateService(store.gate_source(judge=settings.judge.enabled), store.outbox,
                           publisher, settings.invariant_eval_budget_ms))

@@ -16,9 +16,11 @@ from pathlib import Path
 from bootstrap.environment import read_settings
 from bootstrap.judge_settings import JudgeSettings
 from bootstrap.required_secrets import require_secrets
+from bootstrap.retention_settings import RetentionSettings
 from bootstrap.setting_types import LogFormat, Retry, StreamProfile
 from clients.credentials import NatsCredentials
 from contracts.corrections.archive.rules import ArchiveLimits
+from contracts.redaction.rules import Rules
 from contracts.shared.bounds import DEFAULT_MAX_PAYLOAD_BYTES
 from contracts.shared.cloudevents import DEFAULT_SCHEMA_BASE
 from contracts.shared.partitions import MAX_PARTITIONS
@@ -167,6 +169,12 @@ class Settings:
     `ce-dataschema` is it and `<family>.json` (default: the console `agents up` starts)."""
     webhooks: WebhookLimits = field(default_factory=WebhookLimits)
     """WEBHOOK_* (docs/webhooks.md): timeouts, attempts, backoff, concurrency, allowlist."""
+    redaction: Rules = field(default_factory=Rules)
+    """REDACTION_DETECTORS, REDACTION_PATTERNS: what is redacted from free text before it
+    is stored (contracts.redaction; docs/retention.md). Default: every built-in detector."""
+    retention: RetentionSettings = field(default_factory=RetentionSettings)
+    """RETENTION_*: policies by plan status and age, applied by the workers
+    (bootstrap.retention_settings; docs/retention.md)."""
     webhook_secret_key: str | None = field(default=None, repr=False)
     """WEBHOOK_SECRET_KEY: 32 bytes (base64) sealing webhook secrets at rest; unset:
     they are stored as they are, in MongoDB."""

@@ -87,6 +87,7 @@ def verify(
 def _report_json(plan_id: str, r: Report) -> dict[str, Any]:
     return {"plan_id": plan_id, "ok": r.ok, "records": r.records, "signed": r.signed,
             "ledger": r.ledger, "unsigned": r.unsigned, "unchecked": r.unchecked,
+            "erased": r.erased,
             "keys_checked": r.keys_checked,
             "first_broken": str(r.findings[0]) if r.findings else None,
             "findings": [{"rule": f.rule, "plan_id": f.plan_id, "seq": f.seq,
@@ -104,6 +105,11 @@ def _print_report(plan_id: str, r: Report) -> None:
     if r.unsigned:
         out.print("unverified: " + ", ".join(escape(u) for u in r.unsigned[:SHOWN])
                   + (" …" if len(r.unsigned) > SHOWN else ""))
+    if r.erased:
+        out.print(f"erased: {len(r.erased)} record(s) whose text an erasure removed, checked "
+                  "against the digests they kept: " + ", ".join(
+                      escape(e) for e in r.erased[:SHOWN]) + (" …" if len(r.erased) > SHOWN
+                                                              else ""))
     if r.unchecked:
         out.print(f"{len(r.unchecked)} signature(s) kept without their envelope (recorded "
                   "before it was kept): not checked again")

@@ -19,8 +19,10 @@ from cli import (
     console,
     corrections,
     dead_letters,
+    erase,
     invariants,
     plan,
+    retention,
     run,
     status,
     webhooks,
@@ -50,12 +52,14 @@ app = typer.Typer(
 run.register(app)
 app.command("status")(status.status)
 app.command("console")(console.console)
+app.command("erase")(erase.erase)
 app.add_typer(plan.app, name="plan")
 app.add_typer(corrections.app, name="correction")
 app.add_typer(invariants.app, name="invariant")
 app.add_typer(approvals.app, name="approval")
 app.add_typer(dead_letters.app, name="dead-letters")
 app.add_typer(audit.app, name="audit")
+app.add_typer(retention.app, name="retention")
 app.add_typer(webhooks.app, name="webhook")
 
 

@@ -36,7 +36,8 @@ import rfc8785
 from nacl.exceptions import BadSignatureError
 from nacl.signing import VerifyKey
 
-MUTABLE = {"_id", "chain", "superseded_by", "superseded_at", "superseded_by_correction"}
+MUTABLE = {"_id", "chain", "superseded_by", "superseded_at", "superseded_by_correction",
+           "erased"}
 REQUEST = ["plan_id", "decision_id", "mode", "guidance", "requested_by", "claimed_by",
            "verified", "signature", "chosen_option", "requested_at", "trace_context"]
 RESULTS = ["new_decision_id", "superseded_ids", "child_plans_rolled_back", "child_plans_spawned"]
@@ -57,6 +58,15 @@ def digests(fields: dict[str, Any]) -> dict[str, str]:
     return {k: sha(k.encode() + b"\0" + rfc8785.dumps(v)) for k, v in fields.items()}
 
 
+def kept(rec: dict[str, Any], found: dict[str, str]) -> dict[str, str]:
+    """An erased field's digest is the one its record kept of the removed value."""
+    erased = rec.get("erased")
+    fields = erased.get("fields") if isinstance(erased, dict) else None
+    if isinstance(fields, dict):
+        found.update({k: v for k, v in fields.items() if k in found and isinstance(v, str)})
+    return found
+
+
 def event_of(line: dict[str, Any]) -> dict[str, Any] | None:
     return next((e for e in line["record"].get("history") or []
                  if e.get("event_id") == line.get("event_id")), None)
@@ -65,7 +75,8 @@ def event_of(line: dict[str, Any]) -> dict[str, Any] | None:
 def content(line: dict[str, Any]) -> Any:
     kind, rec = line["kind"], line["record"]
     if kind == "decision":
-        return {"fields": digests({k: v for k, v in rec.items() if k not in MUTABLE})}
+        return {"fields": kept(rec, digests({k: v for k, v in rec.items()
+                                             if k not in MUTABLE}))}
     if kind.startswith("correction."):
         event = event_of(line)
         if event is None:
@@ -74,12 +85,12 @@ def content(line: dict[str, Any]) -> Any:
         if event.get("to_status") == "applied":
             results = {k: sorted(rec[k]) if isinstance(rec.get(k), list) else rec.get(k)
                        for k in RESULTS}
-        return {"request": digests({k: rec.get(k) for k in REQUEST}), "event": event,
+        return {"request": kept(rec, digests({k: rec.get(k) for k in REQUEST})), "event": event,
                 "results": results}
     if kind == "violation.resolution":
         return {"fields": digests({k: rec.get(k) for k in RESOLUTION})}
-    return {"fields": digests({k: v for k, v in rec.items()
-                               if k not in {"_id", "chain", *RESOLUTION}})}
+    return {"fields": kept(rec, digests({k: v for k, v in rec.items()
+                                         if k not in {"_id", "chain", "erased", *RESOLUTION}}))}
 
 
 def digest_holds(line: dict[str, Any]) -> bool:

@@ -24,6 +24,7 @@ from datetime import datetime
 from contracts.decisions.model import Decision
 from contracts.recording.message import Candidate, Invalid
 from contracts.recording.triage import triage_batch
+from contracts.redaction.decisions import redact_decision
 from contracts.shared.inbound import Inbound
 from contracts.shared.rules import Rule, RuleViolation
 from contracts.shared.timestamps import utc_now
@@ -83,12 +84,17 @@ class RecorderService:
         """The batch's read results (one per message, in order) as a ReadBatch, each
         candidate with who sent it as verified (`identities`; None: unverified)."""
         read = ReadBatch(batch, now)
+        rules = self.policy.redaction
         for msg, result, who in zip(batch, results, identities or [None] * len(batch),
                                     strict=True):
             if isinstance(result, Invalid):
                 read.reject(msg, result.plan_id, None, result.violations)
-            else:
-                read.candidates.append(replace(result, identity=who) if who else result)
+                continue
+            # Redacted after the content hash (a redelivery compares what was sent) and
+            # before anything is stored or announced.
+            decision, marks = redact_decision(rules, result.decision)
+            kept = replace(result, decision=decision, redactions=marks) if marks else result
+            read.candidates.append(replace(kept, identity=who) if who else kept)
         return read
 
     async def dead_letter(self, msg: Inbound, violations: Sequence[RuleViolation]) -> None:

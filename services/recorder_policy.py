@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import StrEnum
 from typing import Protocol
 
 from contracts.decisions.subjects import DECISIONS_STREAM
+from contracts.redaction.rules import Rules
 from contracts.shared.bounds import DEFAULT_MAX_PAYLOAD_BYTES
 from contracts.shared.dead_letter import dead_letter_id
 
@@ -38,6 +39,9 @@ class RecorderPolicy:
     created_at_max_skew_seconds: float | None = 300.0
     """How far a sent created_at may be from the stream's time (created_at_skew);
     None: not checked."""
+    redaction: Rules = field(default_factory=Rules)
+    """What is redacted from a decision's free text before it is stored
+    (contracts.redaction; default: every built-in detector)."""
 
     @property
     def created_at_max_skew(self) -> timedelta | None:

@@ -17,6 +17,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from contracts.decisions.model import Decision
 from contracts.decisions.plans import PlanStatus
 from contracts.recording.message import Candidate
+from contracts.redaction.decisions import marks_document
 from contracts.trust.chain import DECISION, decision_content
 from contracts.trust.ownership import Ownership
 from contracts.trust.policy import principal_name, provenance
@@ -111,6 +112,8 @@ def _number(per_plan: Mapping[str, list[Candidate]], counters: Mapping[str, Coun
             d = c.decision.model_copy(update={"sequence_number": start + i})
             doc = (to_document(d, c.content_hash, c.stream_sequence)
                    | provenance(c.identity, "recorded_by"))
+            if c.redactions:
+                doc["redactions"] = marks_document(c.redactions)
             # The document as it is: each field digest equals its `plain` form's
             # (contracts.trust.chain._digest), without walking the whole document first.
             link = head.link(plan_id, DECISION, d.decision_id, decision_content(doc))

@@ -23,7 +23,7 @@ from store.translate import translate_errors
 
 __all__ = ["CorrectionRepository", "from_document", "to_fields"]
 
-INTERNAL_FIELDS = ("_id", "version", "arrival", "chain")
+INTERNAL_FIELDS = ("_id", "version", "arrival", "chain", "erased")
 UNFINISHED = [s.value for s in CorrectionStatus if not CORRECTION_LIFECYCLE.is_terminal(s)]
 
 

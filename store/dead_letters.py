@@ -11,6 +11,8 @@ from typing import Any
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import BulkWriteError
 
+from contracts.redaction.letters import redact_letter
+from contracts.redaction.rules import Rules
 from contracts.shared.dead_letter import DeadLetter
 from store.database import DEAD_LETTERS, Document
 from store.translate import translate_errors
@@ -35,13 +37,18 @@ def _from_doc(doc: Document) -> DeadLetter:
 class DeadLetterRepository:
     def __init__(self, db: AsyncDatabase[Document]) -> None:
         self._coll = db[DEAD_LETTERS]
+        self.redaction = Rules()
+        """What is redacted from a payload before it is kept (open_ledger sets the
+        settings'): every path that keeps a letter comes through `keep`."""
 
     async def keep(self, letters: Sequence[DeadLetter]) -> None:
-        """Insert all; one already kept (a redelivery) is left as it was."""
+        """Insert all, each payload redacted; one already kept (a redelivery) is left as
+        it was."""
         if not letters:
             return
+        docs = [_to_doc(redact_letter(self.redaction, dl)) for dl in letters]
         try:
-            await self._coll.insert_many([_to_doc(dl) for dl in letters], ordered=False)
+            await self._coll.insert_many(docs, ordered=False)
         except BulkWriteError as exc:
             if any(e.get("code") != DUPLICATE_KEY for e in exc.details.get("writeErrors", [])):
                 raise

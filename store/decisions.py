@@ -33,10 +33,11 @@ CHILDREN_READ_MAX = 1000
 """Most children one read returns (a decision's panel lists the first of them)."""
 
 INTERNAL_FIELDS = ("_id", "content_hash", "recorded_from", "recorded_by", "verified",
-                   "signature", "chain")
+                   "signature", "chain", "redactions", "erased")
 """Bookkeeping beside the Decision's own fields: what a redelivery is compared against,
 who recorded it as the ledger verified (store.provenance reads those), and its link in
-its plan's record chain (contracts.trust.chain)."""
+its plan's record chain (contracts.trust.chain), what redaction replaced on the way in
+and what an erasure removed later (docs/retention.md)."""
 
 
 def to_document(decision: Decision, content_hash: str | None = None,

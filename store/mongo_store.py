@@ -33,6 +33,7 @@ from store.database import Document, connect, ensure_indexes, replica_set_name
 from store.dead_letters import DeadLetterRepository
 from store.decisions import DecisionRepository
 from store.deliveries import DeliveryFailures, ParentWaits
+from store.erasure import ErasureRepository
 from store.gate_sink import HoldSink
 from store.gate_source import GateSource
 from store.holds import HoldRepository
@@ -43,6 +44,7 @@ from store.outbox import OutboxRepository
 from store.plan_uses import PlanUseRepository
 from store.plans import PlanRepository
 from store.recorder import RecorderRepository
+from store.retention import RetentionStore
 from store.status import ledger_status
 from store.transactions import SessionHook, on_new_session
 from store.translate import translate_errors
@@ -86,6 +88,8 @@ class MongoStore:
         self.audit = AuditReader(db)
         self.webhooks = WebhookStore(db)
         self.upkeep = UpkeepRepository(db)
+        self.erasures = ErasureRepository(db)
+        self.retention = RetentionStore(db)
 
     def gate_source(self, *, judge: bool = False) -> GateSource:
         """What the recorder's gate reads per batch (one per recorder: it caches);

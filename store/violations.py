@@ -54,7 +54,7 @@ def violation_document(v: InvariantViolation) -> Document:
 
 def _v_from_doc(doc: Document) -> InvariantViolation:
     return InvariantViolation.model_validate(
-        {**{k: v for k, v in doc.items() if k not in ("_id", "chain")},
+        {**{k: v for k, v in doc.items() if k not in ("_id", "chain", "erased")},
          "violation_id": doc["_id"]})
 
 

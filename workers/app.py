@@ -29,6 +29,7 @@ from workers.judge import judge_loop
 from workers.logs import BROKER_LOGGER
 from workers.recovery import Sweeper
 from workers.relay import relay_loop
+from workers.retention import retention_loop
 from workers.runtime import Runtime, close_runtime, open_runtime
 from workers.webhooks import WebhookWorker
 
@@ -111,7 +112,8 @@ async def start_consumers(runtime: Runtime, settings: Settings, broker: NatsBrok
 
 
 def start_background(runtime: Runtime, settings: Settings) -> None:
-    """The loops beside the consumers: the outbox relay and the recovery sweep."""
+    """The loops beside the consumers: the outbox relay, the recovery sweep, and the
+    retention pass when policies are set."""
     runtime.relay = asyncio.create_task(relay_loop(runtime.get_corrections, settings),
                                         name="outbox-relay")
     runtime.sweeper = Sweeper(runtime.get_corrections, settings, runtime.registry)
@@ -119,6 +121,11 @@ def start_background(runtime: Runtime, settings: Settings) -> None:
     runtime.expiry = asyncio.create_task(
         expiry_loop(runtime.get_approvals, settings.approval_sweep_seconds),
         name="approval-expiry")
+    if settings.retention.policies and runtime.mongo is not None:
+        leases = Leases(runtime.mongo[settings.mongodb_db], settings.retention.interval_seconds)
+        runtime.retention = asyncio.create_task(retention_loop(
+            lambda: runtime.get_ledger().store, leases, runtime.worker_id, settings),
+            name="retention")
     judge = runtime.get_ledger().judge
     if judge is not None:
         runtime.judge = asyncio.create_task(judge_loop(lambda: judge, settings.judge),
@@ -129,7 +136,7 @@ async def stop_background(runtime: Runtime, settings: Settings) -> None:
     if runtime.webhooks is not None:
         await runtime.webhooks.stop()
     for task in (runtime.relay, runtime.sweep, runtime.sampler, runtime.judge,
-                 runtime.expiry):
+                 runtime.expiry, runtime.retention):
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

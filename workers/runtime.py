@@ -74,6 +74,7 @@ class Runtime:
     judge: asyncio.Task[None] | None = None
     expiry: asyncio.Task[None] | None = None
     """The approvals' expiry sweep (workers.approvals)."""
+    retention: asyncio.Task[None] | None = None
     mongo_watch: MongoWatch | None = None
     health: HealthServer | None = None
     consuming: bool = False

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from contracts.decisions.model import Decision
 from contracts.decisions.subjects import plan_of_subject
+from contracts.redaction.text import Mark
 from contracts.shared.bounds import DEFAULT_MAX_PAYLOAD_BYTES
 from contracts.shared.ids import MSG_ID_HEADER, is_ulid
 from contracts.shared.inbound import Inbound
@@ -40,6 +41,9 @@ class Candidate:
     """False when the recorder filled created_at in (the stream's time): the agent
     claimed no time, so it is not held to its parent's (a child published before its
     parent gets an earlier stream time)."""
+    redactions: tuple[Mark, ...] = ()
+    """What redaction replaced in its free text (contracts.redaction): the record keeps
+    these marks, never the values."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -118,6 +118,9 @@ class DeadLetter(BaseModel):
         default=None, description="Who discarded it: the verified principal, or "
         "'unverified'.")
     discard_reason: str | None = Field(default=None, description="Why it was discarded.")
+    redactions: list[dict[str, str | int]] = Field(
+        default_factory=list, description="What redaction replaced in the payload before it "
+        "was kept: {field, rule, count} each, never the value (contracts.redaction).")
 
     @model_validator(mode="before")
     @classmethod

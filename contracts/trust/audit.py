@@ -160,6 +160,8 @@ def verify_export(head: Mapping[str, Any], lines: Sequence[Line]) -> Report:
     for plan_id, plan_lines in by_plan.items():
         report.findings += check_chain(plan_id, plans.get(plan_id) or {}, plan_lines)
     check_signatures(own, keys, report)
+    report.erased = sorted({f"{ln.get('kind')} {ln.get('record_id')}" for ln in own
+                            if isinstance((ln.get("record") or {}).get("erased"), Mapping)})
     sound = {id(ln) for ln in lines
              if (link := Link.of(ln.get("chain"))) is not None and digest_holds(ln, link)}
     applied = explained.applied_results(lines, sound)

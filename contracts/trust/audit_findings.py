@@ -36,6 +36,8 @@ class Report:
     ledger: int = 0
     unsigned: list[str] = field(default_factory=list)
     unchecked: list[str] = field(default_factory=list)
+    erased: list[str] = field(default_factory=list)
+    """Records whose text an erasure removed (their kept digests verified)."""
     findings: list[Finding] = field(default_factory=list)
     keys_checked: bool = False
 

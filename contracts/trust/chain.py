@@ -48,9 +48,10 @@ KINDS = (DECISION, CORRECTION_REQUEST, CORRECTION_RETRY, CORRECTION_END, VIOLATI
          VIOLATION_RESOLUTION)
 
 DECISION_MUTABLE = frozenset({"_id", "chain", "superseded_by", "superseded_at",
-                              "superseded_by_correction"})
-"""What a decision's content leaves out: its key (the record_id), its link, and what a
-revert sets later (checked against the chained correction ends)."""
+                              "superseded_by_correction", "erased"})
+"""What a decision's content leaves out: its key (the record_id), its link, what a
+revert sets later (checked against the chained correction ends), and what an erasure
+says of itself (its removed values' digests stand in for them: `kept_digests`)."""
 CORRECTION_REQUEST_FIELDS = ("plan_id", "decision_id", "mode", "guidance", "requested_by",
                              "claimed_by", "verified", "signature", "chosen_option",
                              "requested_at", "trace_context")
@@ -58,7 +59,7 @@ CORRECTION_REQUEST_FIELDS = ("plan_id", "decision_id", "mode", "guidance", "requ
 CORRECTION_RESULTS = ("new_decision_id", "superseded_ids", "child_plans_rolled_back",
                       "child_plans_spawned")
 RESOLUTION_FIELDS = ("resolved_at", "resolved_by", "resolution_signature")
-VIOLATION_REPORT_SKIP = frozenset({"_id", "chain", *RESOLUTION_FIELDS})
+VIOLATION_REPORT_SKIP = frozenset({"_id", "chain", "erased", *RESOLUTION_FIELDS})
 TERMINAL = frozenset({"applied", "failed", "cancelled"})
 
 
@@ -210,9 +211,22 @@ def _constant_digest(name: str, data: bytes) -> str:
     return "sha256:" + sha256(_prefix(name) + data).hexdigest()
 
 
+def kept_digests(doc: Mapping[str, Any], digests: dict[str, str]) -> dict[str, str]:
+    """`digests` with each field an erasure removed given the digest of the value it
+    removed (`erased.fields`, contracts.retention.erasure), so an erased record's link
+    verifies as before."""
+    erased = doc.get("erased")
+    kept = erased.get("fields") if isinstance(erased, Mapping) else None
+    if isinstance(kept, Mapping):
+        digests.update({str(k): v for k, v in kept.items()
+                        if str(k) in digests and isinstance(v, str)})
+    return digests
+
+
 def decision_content(doc: Mapping[str, Any]) -> dict[str, Any]:
     """A decision's content: every stored field but the mutable ones (plain JSON)."""
-    return {"fields": field_digests(doc, DECISION_MUTABLE)}
+    digests = field_digests(doc, DECISION_MUTABLE)
+    return {"fields": kept_digests(doc, digests) if "erased" in doc else digests}
 
 
 def correction_kind(event: Mapping[str, Any]) -> str | None:
@@ -235,11 +249,12 @@ def correction_content(doc: Mapping[str, Any], event: Mapping[str, Any]) -> dict
         results = {name: sorted(v) if isinstance(v := doc.get(name), list) else v
                    for name in CORRECTION_RESULTS}
     request = {name: doc.get(name) for name in CORRECTION_REQUEST_FIELDS}
-    return {"request": field_digests(request), "event": dict(event), "results": results}
+    return {"request": kept_digests(doc, field_digests(request)), "event": dict(event),
+            "results": results}
 
 
 def violation_content(doc: Mapping[str, Any], kind: str) -> dict[str, Any]:
     """A violation's report (every field but the resolution's) or its resolution."""
     if kind == VIOLATION_RESOLUTION:
         return {"fields": field_digests({name: doc.get(name) for name in RESOLUTION_FIELDS})}
-    return {"fields": field_digests(doc, VIOLATION_REPORT_SKIP)}
+    return {"fields": kept_digests(doc, field_digests(doc, VIOLATION_REPORT_SKIP))}
