@@ -13,7 +13,18 @@ from typing import Any
 import typer
 from typer.core import TyperOption
 
-from cli import audit, console, corrections, dead_letters, invariants, plan, run, status, webhooks
+from cli import (
+    audit,
+    console,
+    corrections,
+    dead_letters,
+    invariants,
+    plan,
+    run,
+    search,
+    status,
+    webhooks,
+)
 
 
 def _flag_type(self: TyperOption, ctx: Any) -> str | None:
@@ -39,6 +50,7 @@ app = typer.Typer(
 run.register(app)
 app.command("status")(status.status)
 app.command("console")(console.console)
+app.command("search")(search.search)
 app.add_typer(plan.app, name="plan")
 app.add_typer(corrections.app, name="correction")
 app.add_typer(invariants.app, name="invariant")

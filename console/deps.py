@@ -39,12 +39,15 @@ class Deps:
     """Who resolves a violation (violation_id, plan_id), as the ledger verifies it: the
     console's principal signing (console.wiring); None: unverified."""
     webhooks: WebhookService | None = None
+    search_scan_max: int = 2000
+    """Settings.search_scan_max: decisions one page of a search reads at most."""
 
     @classmethod
     def of(cls, ledger: Ledger, ops: CorrectionClient, hub: Hub, operator_name: str) -> Deps:
         return cls(reads=ledger.reads, invariants=ledger.invariants,
                    dead_letters=ledger.dead_letters, ops=ops, hub=hub,
-                   operator_name=operator_name, webhooks=ledger.webhooks)
+                   operator_name=operator_name, webhooks=ledger.webhooks,
+                   search_scan_max=ledger.settings.search_scan_max)
 
 
 def deps(request: Request) -> Deps:

@@ -109,7 +109,8 @@ def _number(per_plan: Mapping[str, list[Candidate]], counters: Mapping[str, Coun
         start, head = counters[plan_id].next_sequence, counters[plan_id].chain
         for i, c in enumerate(group):
             d = c.decision.model_copy(update={"sequence_number": start + i})
-            doc = (to_document(d, c.content_hash, c.stream_sequence)
+            doc = (to_document(d, c.content_hash, c.stream_sequence,
+                               principal_name(c.identity))
                    | provenance(c.identity, "recorded_by"))
             # The document as it is: each field digest equals its `plain` form's
             # (contracts.trust.chain._digest), without walking the whole document first.
