@@ -122,3 +122,4 @@ async def test_hostile_strings_are_only_strings(b: Backend, field: str) -> None:
         # A hostile text's words are words ("$where" finds the rationale's "where");
         # as an agent or a path it is a name nobody has.
         assert got == ([tool.decision_id] if field == "text" and value == "$where" else [])
+
