@@ -133,6 +133,7 @@ def read_settings(kind: type[Settings]) -> Settings:
                                           kind.corrections_max_attempts),
         corrections_max_decisions=env_int("CORRECTIONS_MAX_DECISIONS",
                                            kind.corrections_max_decisions),
+        search_scan_max=env_int("SEARCH_SCAN_MAX", kind.search_scan_max),
         corrections_cancel_wait_seconds=env_float("CORRECTIONS_CANCEL_WAIT_SECONDS",
                                                    kind.corrections_cancel_wait_seconds),
         outbox_relay_interval=env_float("OUTBOX_RELAY_INTERVAL", kind.outbox_relay_interval),

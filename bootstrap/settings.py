@@ -82,6 +82,9 @@ class Settings:
     corrections_max_decisions: int = 10_000
     """Most decisions one correction may touch; beyond it the dry run warns and a revert
     FAILS before writing anything (docs/corrections.md, Limits)."""
+    search_scan_max: int = 2000
+    """SEARCH_SCAN_MAX: most decisions one page of a search reads (`agents search`, the
+    console's Search): past it the page says where to go on (services/search.py)."""
     corrections_cancel_wait_seconds: float = 5.0
     """How long a cancel naming an unknown correction waits for its request to arrive."""
     outbox_relay_interval: float = 5.0
@@ -183,6 +186,8 @@ class Settings:
         if not 1 <= self.recorder_partitions <= MAX_PARTITIONS:
             raise ValueError(f"RECORDER_PARTITIONS must be 1 to {MAX_PARTITIONS}, not "
                              f"{self.recorder_partitions}")
+        if self.search_scan_max < 1:
+            raise ValueError(f"SEARCH_SCAN_MAX must be at least 1, not {self.search_scan_max}")
         if self.artifacts_root is None:
             return
         archive, artifacts = self.resolved_archive_root().resolve(), self.artifacts_root.resolve()

@@ -24,6 +24,7 @@ from cli import (
     plan,
     retention,
     run,
+    search,
     status,
     webhooks,
 )
@@ -53,6 +54,7 @@ run.register(app)
 app.command("status")(status.status)
 app.command("console")(console.console)
 app.command("erase")(erase.erase)
+app.command("search")(search.search)
 app.add_typer(plan.app, name="plan")
 app.add_typer(corrections.app, name="correction")
 app.add_typer(invariants.app, name="invariant")

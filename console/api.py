@@ -19,6 +19,7 @@ from console.routes import (
     events,
     invariants,
     plans,
+    search,
     upkeep,
     webhooks,
 )
@@ -30,6 +31,7 @@ def routes() -> list[Route]:
     return [
         Route("/api/plans", plans.plans),
         Route("/api/find", plans.find),
+        Route("/api/search", search.decisions),
         Route("/api/plans/{plan_id}", plans.plan),
         Route("/api/plans/{plan_id}/tree", plans.tree),
         Route("/api/plans/{plan_id}/as-of", plans.as_of),

@@ -43,13 +43,16 @@ class Deps:
     approvals: ApprovalService | None = None
     """The approvals' queue and the verdicts' outcomes (None: a console over a store
     without them, e.g. the in-memory one)."""
+    search_scan_max: int = 2000
+    """Settings.search_scan_max: decisions one page of a search reads at most."""
 
     @classmethod
     def of(cls, ledger: Ledger, ops: CorrectionClient, hub: Hub, operator_name: str) -> Deps:
         return cls(reads=ledger.reads, invariants=ledger.invariants,
                    dead_letters=ledger.dead_letters, ops=ops, hub=hub,
                    operator_name=operator_name, webhooks=ledger.webhooks,
-                   approvals=ledger.approvals)
+                   approvals=ledger.approvals,
+                   search_scan_max=ledger.settings.search_scan_max)
 
 
 def deps(request: Request) -> Deps:

@@ -37,7 +37,7 @@ from nacl.exceptions import BadSignatureError
 from nacl.signing import VerifyKey
 
 MUTABLE = {"_id", "chain", "superseded_by", "superseded_at", "superseded_by_correction",
-           "erased"}
+           "erased", "search_tokens"}
 REQUEST = ["plan_id", "decision_id", "mode", "guidance", "requested_by", "claimed_by",
            "verified", "signature", "chosen_option", "requested_at", "trace_context"]
 RESULTS = ["new_decision_id", "superseded_ids", "child_plans_rolled_back", "child_plans_spawned"]

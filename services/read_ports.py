@@ -25,6 +25,7 @@ from contracts.corrections.states import CorrectionStatus
 from contracts.decisions.comments import Comment
 from contracts.decisions.model import Decision
 from contracts.decisions.plans import PlanRecord
+from contracts.decisions.search import Found
 from contracts.impact.walk import ImpactWalk
 from contracts.invariants.model import Invariant, InvariantScope
 from contracts.invariants.violations import InvariantViolation
@@ -128,6 +129,12 @@ class TreeReads(Protocol):
                            where: RootFilter | None = None) -> list[Decision]:
         """Plan roots (not corrections) that `where` keeps, newest first, those before
         `before`."""
+        ...
+
+    async def search(self, lead: list[str], limit: int,
+                     before: str | None = None) -> list[Found]:
+        """Decisions newest first carrying any of the search tokens `lead` (none: any
+        decision), those before the decision ID `before`, with their tokens."""
         ...
 
     async def recent_corrections(self, plan_id: str | None = None,

@@ -110,7 +110,8 @@ def _number(per_plan: Mapping[str, list[Candidate]], counters: Mapping[str, Coun
         start, head = counters[plan_id].next_sequence, counters[plan_id].chain
         for i, c in enumerate(group):
             d = c.decision.model_copy(update={"sequence_number": start + i})
-            doc = (to_document(d, c.content_hash, c.stream_sequence)
+            doc = (to_document(d, c.content_hash, c.stream_sequence,
+                               principal_name(c.identity))
                    | provenance(c.identity, "recorded_by"))
             if c.redactions:
                 doc["redactions"] = marks_document(c.redactions)

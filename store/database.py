@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Iterable
 from typing import Any
 
-from pymongo import ASCENDING, AsyncMongoClient, IndexModel
+from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, IndexModel
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 
@@ -47,6 +47,10 @@ _INDEXES: dict[str, list[IndexModel]] = {
         # insert rate; this one replaced `children`, on the parent link alone.)
         IndexModel([("parent_decision_id", ASCENDING), ("sequence_number", ASCENDING)],
                    name="children_in_order"),
+        # Search (contracts.decisions.search): one multikey index over each decision's
+        # words and facets (type, agent, artifact paths), newest first within a token,
+        # serves every indexed filter, so recording pays for one index, not one per filter.
+        IndexModel([("search_tokens", ASCENDING), ("_id", DESCENDING)], name="search_tokens"),
     ],
     DEAD_LETTERS: [
         IndexModel([("plan_id", ASCENDING), ("rejected_at", ASCENDING)], name="by_plan"),

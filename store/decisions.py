@@ -17,6 +17,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.decisions.artifacts import STORED
 from contracts.decisions.model import Decision
+from contracts.decisions.search import search_tokens
 from store.database import CORRECTION_ATTEMPTS, DECISIONS, Document, find_by_ids
 from store.errors import ResourceNotFoundError, RestrictViolation
 from store.transactions import run_in_transaction
@@ -33,15 +34,19 @@ CHILDREN_READ_MAX = 1000
 """Most children one read returns (a decision's panel lists the first of them)."""
 
 INTERNAL_FIELDS = ("_id", "content_hash", "recorded_from", "recorded_by", "verified",
-                   "signature", "chain", "redactions", "erased")
+                   "signature", "chain", "redactions", "erased", "search_tokens")
 """Bookkeeping beside the Decision's own fields: what a redelivery is compared against,
-who recorded it as the ledger verified (store.provenance reads those), and its link in
-its plan's record chain (contracts.trust.chain), what redaction replaced on the way in
-and what an erasure removed later (docs/retention.md)."""
+who recorded it as the ledger verified (store.provenance reads those), its link in its
+plan's record chain (contracts.trust.chain), what redaction replaced on the way in and
+what an erasure removed later (docs/retention.md), and what a search finds it by
+(contracts.decisions.search)."""
 
 
 def to_document(decision: Decision, content_hash: str | None = None,
-                recorded_from: int | None = None) -> Document:
+                recorded_from: int | None = None, recorded_by: str | None = None
+                ) -> Document:
+    """The document stored for `decision`, with its search tokens (filed under
+    `recorded_by`, the verified signer, when there is one)."""
     doc: Document = decision.model_dump(
         mode="json", exclude={"decision_id", "created_at", "superseded_at"})
     doc["_id"] = decision.decision_id
@@ -51,6 +56,7 @@ def to_document(decision: Decision, content_hash: str | None = None,
         doc["content_hash"] = content_hash
     if recorded_from is not None:
         doc["recorded_from"] = recorded_from
+    doc["search_tokens"] = search_tokens(decision, recorded_by)
     return doc
 
 

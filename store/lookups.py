@@ -1,6 +1,6 @@
 """Read-only queries that find things for an operator: the records an ID's last
 characters name, plan roots by a filter, corrections newest first, a decision's
-comments.
+comments, decisions by their search tokens.
 
 Part of the views (store/views.py's `TreeViews` inherits them). A suffix is matched by
 a regular expression anchored at the end of `_id`, which no index serves: the
@@ -23,6 +23,7 @@ from contracts.corrections.record import Correction
 from contracts.corrections.states import CorrectionStatus
 from contracts.decisions.comments import COMMENTS_SHOWN, Comment
 from contracts.decisions.model import Decision
+from contracts.decisions.search import Found
 from contracts.shared.views import IdKind, IdMatch, RootFilter
 from store.corrections import from_document as correction_from
 from store.database import (
@@ -41,6 +42,16 @@ MAX_PAGE = 500
 """Largest page any view returns: a request cannot make the server read a whole plan."""
 TEXT_MAX = 200
 """Characters of a text filter kept: a longer one matches nothing a person typed."""
+SEARCH_PROJECTION = {"actor_reasoning": 0, "chain": 0, "signature": 0}
+"""What a search leaves out: a result shows a decision's fields, not its raw reasoning
+or its proofs."""
+
+
+def _found(doc: Document) -> Found:
+    by, tokens = doc.get("recorded_by"), doc.get("search_tokens")
+    return Found(from_document(doc), by if isinstance(by, str) else None,
+                 frozenset(t for t in tokens if isinstance(t, str))
+                 if isinstance(tokens, list) else frozenset())
 
 
 def root_query(where: RootFilter | None) -> dict[str, Any]:
@@ -89,6 +100,22 @@ class Lookups:
         cursor = self._decisions.find(query, {"actor_reasoning": 0}
                                       ).sort("_id", -1).limit(min(limit, MAX_PAGE))
         return [from_document(d) async for d in cursor]
+
+    async def search(self, lead: list[str], limit: int,
+                     before: str | None = None) -> list[Found]:
+        """Decisions newest first (by ID) carrying any of the tokens `lead` (none: every
+        decision), those before `before`, with their tokens. One index lookup (the
+        index search_tokens): SecantusDB serves neither `$all` nor a second condition
+        on the array from an index, so the caller checks the rest. The tokens are plain
+        strings compared as such, never operators or patterns."""
+        query: dict[str, Any] = {}
+        if lead:
+            query["search_tokens"] = lead[0] if len(lead) == 1 else {"$in": lead}
+        if before is not None:
+            query["_id"] = {"$lt": before}
+        cursor = self._decisions.find(query, SEARCH_PROJECTION).sort("_id", -1).limit(
+            min(limit, MAX_PAGE))
+        return [_found(d) async for d in cursor]
 
     async def recent_corrections(self, plan_id: str | None = None,
                                  status: CorrectionStatus | None = None, limit: int = 100,

@@ -18,6 +18,7 @@ from contracts.corrections.record import Correction
 from contracts.corrections.states import CORRECTION_LIFECYCLE, CorrectionStatus
 from contracts.decisions.comments import COMMENTS_SHOWN, Comment
 from contracts.decisions.model import Decision
+from contracts.decisions.search import Found, search_tokens
 from contracts.decisions.types import DecisionType
 from contracts.shared.counts import FAILED_RECENTLY, LedgerStatus, PlanCounts
 from contracts.shared.views import IdKind, IdMatch, RootFilter
@@ -59,6 +60,21 @@ class MemoryViews:
                         and _kept(d, where)),
                        key=lambda d: d.decision_id, reverse=True)
         return [_brief(d) for d in roots[:min(limit, MAX_PAGE)]]
+
+    async def search(self, lead: list[str], limit: int,
+                     before: str | None = None) -> list[Found]:
+        """As store/lookups.py: the tokens made as the recorder makes them (a decision
+        here is recorded unsigned)."""
+        found = []
+        for d in sorted(self._db.state.decisions.values(), key=lambda d: d.decision_id,
+                        reverse=True):
+            tokens = frozenset(search_tokens(d, None))
+            if (before is None or d.decision_id < before) \
+                    and (not lead or not tokens.isdisjoint(lead)):
+                found.append(Found(_brief(d), None, tokens))
+                if len(found) == min(limit, MAX_PAGE):
+                    break
+        return found
 
     async def recent_corrections(self, plan_id: str | None = None,
                                  status: CorrectionStatus | None = None, limit: int = 100,

@@ -26,7 +26,7 @@ AS_OF_MAX = 5000
 the page says how many were left out."""
 
 
-def _time(request: Request, name: str) -> datetime | None:
+def time_param(request: Request, name: str) -> datetime | None:
     raw = (request.query_params.get(name) or "").strip()
     if not raw:
         return None
@@ -46,7 +46,7 @@ def _filter(request: Request) -> tuple[RootFilter, PlanStatus | None]:
     except ValueError:
         raise Refused(400, f"status {raw[:20]!r} is not a plan status") from None
     text = {k: (q.get(k) or "").strip()[:TEXT_MAX] or None for k in ("project", "agent", "text")}
-    return RootFilter(since=_time(request, "since"), until=_time(request, "until"),
+    return RootFilter(since=time_param(request, "since"), until=time_param(request, "until"),
                       **text), status
 
 

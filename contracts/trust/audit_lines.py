@@ -57,8 +57,11 @@ def _line(plan_id: str, kind: str, record_id: str, link: object, record: dict[st
 
 
 def decision_lines(doc: Mapping[str, Any]) -> list[Line]:
+    """The decision's line, without its search tokens: derived from its chained fields,
+    they are an index's input, not evidence (contracts.decisions.search)."""
+    record = _record({k: v for k, v in doc.items() if k != "search_tokens"})
     return [_line(str(doc.get("plan_id")), DECISION, str(doc["_id"]), doc.get("chain"),
-                  _record(doc))]
+                  record)]
 
 
 def correction_lines(doc: Mapping[str, Any]) -> list[Line]:

@@ -10,6 +10,7 @@ import { invariantsPage } from "./invariants.js";
 import { asOfPage } from "./asof.js";
 import { webhooksPage } from "./webhooks.js";
 import { approvalsPage } from "./approvals.js";
+import { searchPage } from "./search.js";
 
 const root = document.getElementById("main");
 
@@ -26,6 +27,7 @@ const routes = [
   [/^#\/invariants(?:\/([0-9A-Za-z]{26}))?$/, (m, main) => invariantsPage(main, m[1] && m[1].toUpperCase()), "invariants"],
   [/^#\/webhooks$/, (m, main) => webhooksPage(main), "webhooks"],
   [/^#\/approvals$/, (m, main) => approvalsPage(main), "approvals"],
+  [/^#\/search(?:\/(.*))?$/, (m, main) => searchPage(main, m[1] ? decodeURIComponent(m[1]) : ""), "search"],
 ];
 
 let current = null;
@@ -65,6 +67,12 @@ document.getElementById("find").addEventListener("submit", async (e) => {
     else if (found.kind === "plan") window.location.hash = `#/plan/${found.plan_id}`;
     else window.location.hash = `#/correction/${found.correction_id}`;
   } catch (err) { toast(err.message, true); }
+});
+
+document.getElementById("search").addEventListener("submit", (e) => {
+  e.preventDefault();
+  const words = new FormData(e.target).get("q").trim();
+  window.location.hash = `#/search/${encodeURIComponent(words)}`;
 });
 
 window.addEventListener("hashchange", route);
