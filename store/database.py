@@ -123,6 +123,12 @@ _INDEXES: dict[str, list[IndexModel]] = {
     COMMENTS: [IndexModel([("decision_id", ASCENDING), ("_id", ASCENDING)],
                           name="by_decision"),
                IndexModel([("plan_id", ASCENDING), ("_id", ASCENDING)], name="by_plan")],
+    # Retention finds due plans by status (then their age), and a plan's family by its
+    # children: each an index lookup, however many plans the ledger holds.
+    PLANS: [
+        IndexModel([("status", ASCENDING), ("_id", ASCENDING)], name="by_status"),
+        IndexModel([("parent_plan_id", ASCENDING)], name="by_parent"),
+    ],
     # The startup sweep looks for a consumer's messages that failed MaxDeliver times.
     DELIVERY_FAILURES: [
         IndexModel([("consumer", ASCENDING), ("count", ASCENDING)], name="by_consumer"),
