@@ -23,7 +23,6 @@ import nats
 import nats.errors
 import pytest
 from _pytest.mark.expression import Expression
-from hypothesis import settings as hypothesis_settings
 from nats.js.errors import NotFoundError, ServiceUnavailableError
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
@@ -34,12 +33,11 @@ from contracts.decisions.subjects import DECISIONS_STREAM, RECORDED_PREFIX, RECO
 from contracts.shared.partitions import partitions
 from deploy.embedded import ManagedServer, die_with_parent, free_port, start_mongo, start_nats
 from store.database import Document, connect, ensure_indexes
+from tests import properties
 from tests.warm_caches import warm_in_background
 
-# No per-example deadline: it is a timing assertion, and on a loaded 2-core machine the
-# first example of a property (imports, caches) took 460 ms against Hypothesis' 200 ms.
-hypothesis_settings.register_profile("ledger", deadline=None)
-hypothesis_settings.load_profile("ledger")
+# The default profile and the deep one (`--hypothesis-profile=deep`): tests/properties.py.
+properties.register()
 
 ROOT = Path(__file__).resolve().parent.parent
 
