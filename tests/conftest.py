@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,39 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
         return not wanted.evaluate(_only_browser) or None
     except Exception:  # pytest's expression API moved: collect them as before
         return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under xdist, each test marked `long` goes first in one worker's share.
+
+    xdist's work-stealing cuts the collection into one contiguous share per worker
+    and steals only what has not started, so a test of minutes near the end of a share
+    can run alone after every other worker has finished: started first, it runs beside
+    the rest. Every worker collects the same order, as xdist requires; without xdist
+    the order is left alone."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        items[:] = long_first(items, int(workerinput["workercount"]))
+
+
+def long_first(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
+    """The items cut into shares as xdist's work-stealing cuts them (each idle worker
+    takes len(pending) // workers left), the `long` ones dealt one per share, each at
+    the start of its share."""
+    long = [item for item in items if item.get_closest_marker("long") is not None]
+    if not long or workers < 2:
+        return items
+    rest = iter([item for item in items if item.get_closest_marker("long") is None])
+    shares: list[list[pytest.Item]] = [[] for _ in range(workers)]
+    for k, item in enumerate(long):
+        shares[k % workers].append(item)
+    left = len(items)
+    for k, share in enumerate(shares):
+        size = left // (workers - k)
+        left -= size
+        share.extend(islice(rest, max(0, size - len(share))))
+    shares[-1].extend(rest)
+    return [item for share in shares for item in share]
 
 
 @pytest.hookimpl(trylast=True)
