@@ -186,8 +186,14 @@ class Workers:
                                      stdout=log, stderr=subprocess.STDOUT,
                                      preexec_fn=die_with_parent)
         self.starts.append(self.proc.pid)
-        await wait_for_consumer(nats_url, self.proc, self.log_path,
-                                durable=first_recorder(self.env), **connect)
+        try:
+            await wait_for_consumer(nats_url, self.proc, self.log_path,
+                                    durable=first_recorder(self.env), **connect)
+        except BaseException:
+            # No fixture stops a start that never got ready: killed here, or it keeps
+            # running (and using CPU) after the test run has ended.
+            self.kill()
+            raise
 
     def kill(self) -> None:
         assert self.proc is not None
