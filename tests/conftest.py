@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,6 @@ import nats
 import nats.errors
 import pytest
 from _pytest.mark.expression import Expression
-from hypothesis import settings as hypothesis_settings
 from nats.js.errors import NotFoundError, ServiceUnavailableError
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
@@ -34,12 +34,11 @@ from contracts.decisions.subjects import DECISIONS_STREAM, RECORDED_PREFIX, RECO
 from contracts.shared.partitions import partitions
 from deploy.embedded import ManagedServer, die_with_parent, free_port, start_mongo, start_nats
 from store.database import Document, connect, ensure_indexes
+from tests import properties
 from tests.warm_caches import warm_in_background
 
-# No per-example deadline: it is a timing assertion, and on a loaded 2-core machine the
-# first example of a property (imports, caches) took 460 ms against Hypothesis' 200 ms.
-hypothesis_settings.register_profile("ledger", deadline=None)
-hypothesis_settings.load_profile("ledger")
+# The default profile and the deep one (`--hypothesis-profile=deep`): tests/properties.py.
+properties.register()
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -63,6 +62,39 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
         return not wanted.evaluate(_only_browser) or None
     except Exception:  # pytest's expression API moved: collect them as before
         return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under xdist, each test marked `long` goes first in one worker's share.
+
+    xdist's work-stealing cuts the collection into one contiguous share per worker
+    and steals only what has not started, so a test of minutes near the end of a share
+    can run alone after every other worker has finished: started first, it runs beside
+    the rest. Every worker collects the same order, as xdist requires; without xdist
+    the order is left alone."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        items[:] = long_first(items, int(workerinput["workercount"]))
+
+
+def long_first(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
+    """The items cut into shares as xdist's work-stealing cuts them (each idle worker
+    takes len(pending) // workers left), the `long` ones dealt one per share, each at
+    the start of its share."""
+    long = [item for item in items if item.get_closest_marker("long") is not None]
+    if not long or workers < 2:
+        return items
+    rest = iter([item for item in items if item.get_closest_marker("long") is None])
+    shares: list[list[pytest.Item]] = [[] for _ in range(workers)]
+    for k, item in enumerate(long):
+        shares[k % workers].append(item)
+    left = len(items)
+    for k, share in enumerate(shares):
+        size = left // (workers - k)
+        left -= size
+        share.extend(islice(rest, max(0, size - len(share))))
+    shares[-1].extend(rest)
+    return [item for share in shares for item in share]
 
 
 @pytest.hookimpl(trylast=True)
@@ -154,8 +186,14 @@ class Workers:
                                      stdout=log, stderr=subprocess.STDOUT,
                                      preexec_fn=die_with_parent)
         self.starts.append(self.proc.pid)
-        await wait_for_consumer(nats_url, self.proc, self.log_path,
-                                durable=first_recorder(self.env), **connect)
+        try:
+            await wait_for_consumer(nats_url, self.proc, self.log_path,
+                                    durable=first_recorder(self.env), **connect)
+        except BaseException:
+            # No fixture stops a start that never got ready: killed here, or it keeps
+            # running (and using CPU) after the test run has ended.
+            self.kill()
+            raise
 
     def kill(self) -> None:
         assert self.proc is not None

@@ -374,6 +374,7 @@ async def test_subscriber_reads_events_through_its_durable(
 
 
 @pytest.mark.e2e
+@pytest.mark.long
 async def test_end_to_end_every_role_as_its_own_user(
         tmp_path: Path, mongo_uri: str, db: AsyncDatabase[Document], db_name: str) -> None:
     """Workers, an agent, an operator and a subscriber, each with its own credentials:

@@ -59,6 +59,7 @@ async def _dispatching(nc: nats.NATS) -> bool:
     return True
 
 
+@pytest.mark.long
 async def test_deliveries_are_signed_retried_bounded_and_dead_lettered(
         rx: Receivers, nats_server: ManagedServer, nc: nats.NATS, mongo_uri: str,
         db: AsyncDatabase[Document], db_name: str, tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contracts.trust.canonical import canonical
+from tests.properties import examples
 
 SCALARS = (st.none() | st.booleans() | st.integers(min_value=-(2**53) + 1, max_value=2**53 - 1)
            | st.floats(allow_nan=False, allow_infinity=False) | st.text())
@@ -18,13 +19,13 @@ JSON = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=5)
                     | st.dictionaries(st.text(max_size=8), inner, max_size=5), max_leaves=30)
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(JSON)
 def test_the_fast_path_writes_what_rfc8785_writes(value: Any) -> None:
     assert canonical(value) == rfc8785.dumps(value)
 
 
-@settings(max_examples=500)
+@settings(max_examples=examples(500))
 @given(JSON)
 def test_a_value_read_back_from_json_canonicalises_the_same(value: Any) -> None:
     # What a verifier parses from the body is what the signer digested.

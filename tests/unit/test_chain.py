@@ -28,6 +28,7 @@ from contracts.trust.policy import TrustPolicy, provenance
 from contracts.trust.signing import field_digest
 from store.decisions import to_document
 from tests.factories import encode, plan_tree, subject
+from tests.properties import examples
 from tests.trust_support import directory, member
 
 pytestmark = pytest.mark.unit
@@ -48,7 +49,7 @@ VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=4)
                       | st.dictionaries(st.text(max_size=6), inner, max_size=4), max_leaves=20)
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(st.dictionaries(st.text(min_size=1, max_size=8), VALUES, max_size=6))
 def test_a_digest_is_the_same_before_the_write_and_read_back(record: dict[str, Any]) -> None:
     as_read = plain(record)

@@ -33,6 +33,7 @@ from contracts.impact.summary import CorrectionImpact, summarize
 from contracts.impact.views import DecisionView
 from contracts.impact.walk import ImpactWalk
 from tests.impact_graph import ImpactGraph, compute_impact, walk_graph
+from tests.properties import examples
 
 pytestmark = pytest.mark.unit
 
@@ -407,7 +408,7 @@ def closure(target: str, graph: ImpactGraph) -> tuple[set[str], set[str]]:
             return affected, plans
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150))
 @given(graphs(), st.booleans())
 def test_level_by_level_walk_equals_the_queue_bfs(
     case: tuple[list[Decision], int], own_history: bool,
@@ -419,7 +420,7 @@ def test_level_by_level_walk_equals_the_queue_bfs(
     assert walked == compute_impact(uid(t), graph, history)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150))
 @given(graphs())
 def test_affected_set_is_the_closure_of_the_three_edges(case: tuple[list[Decision], int]) -> None:
     decisions, t = case

@@ -26,6 +26,7 @@ from contracts.shared.partitions import (
 )
 from contracts.shared.roles import Role
 from deploy.grants import Holder, denied, grants, workers_durables
+from tests.properties import examples
 from workers.durables import consumer_config
 from workers.streams import stream_configs
 
@@ -127,7 +128,7 @@ def rounds(parts: list[str], live: list[str], holders: dict[str, str], rng: rand
     raise AssertionError(f"still moving after {limit} rounds: {holders}")
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(st.integers(1, 32), st.integers(1, 8), st.integers(0, 2**32))
 def test_replicas_settle_on_an_even_spread_from_any_start(count: int, workers: int,
                                                           seed: int) -> None:

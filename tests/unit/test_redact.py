@@ -11,6 +11,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from contracts.shared.urls import MASK, redact
+from tests.properties import examples
 
 pytestmark = pytest.mark.unit
 
@@ -99,7 +100,7 @@ contexts = st.sampled_from(["{}", "cannot reach {} (MONGODB_URI): refused",
                             "NATS at NATS_URL={} did not answer", "[{} ]"])
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200))
 @given(url=mongodb_uris() | nats_urls(), context=contexts)
 @example(url=("mongodb://ledger:p/a@ss:w%2Fo@rd@h1:27017,h2:27017/?replicaSet=ledger",
               f"mongodb://ledger:{MASK}@h1:27017,h2:27017/?replicaSet=ledger", ["h1", "h2"]),

@@ -28,6 +28,7 @@ from contracts.decisions.types import DecisionType
 from contracts.impact.errors import TargetNotFound
 from contracts.shared.errors import DomainError, IllegalTransition
 from tests.impact_graph import ImpactGraph, compute_impact
+from tests.properties import examples
 from tests.unit.test_impact import PLAN, PLAN2, dec, graphs, uid
 
 pytestmark = pytest.mark.unit
@@ -269,7 +270,7 @@ def apply_revert(decisions: list[Decision], plan: RevertWrites) -> list[Decision
     ]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150))
 @given(graphs(), st.text(min_size=1, max_size=50).filter(str.strip), st.booleans())
 def test_an_applied_revert_replaces_exactly_the_affected_subtree(
     case: tuple[list[Decision], int], guidance: str, with_option: bool,
