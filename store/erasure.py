@@ -23,11 +23,9 @@ from pymongo import UpdateOne
 from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.decisions.search import search_tokens
 from contracts.retention.erasure import CORRECTION_TEXT, DECISION_TEXT, ERASED, erasure_update
 from contracts.retention.reach import ERASE_MAX, Reach, TooMany
 from store.database import CORRECTION_ATTEMPTS, CORRECTIONS, DECISIONS, PLANS, Document
-from store.decisions import from_document
 from store.transactions import run_in_transaction
 from store.translate import translate_errors
 
@@ -129,7 +127,6 @@ class ErasureRepository:
         async for doc in self._db[DECISIONS].find({"_id": {"$in": list(batch)}}, session=s):
             update = erasure_update(doc, DECISION_TEXT)
             if update:
-                update["search_tokens"] = _tokens_after(doc, update)
                 writes.append(UpdateOne({"_id": doc["_id"]},
                                         {"$set": update | _stamp(erasure, now)}))
         if writes:
@@ -184,11 +181,3 @@ def _not_copied(entries: Any, wanted: set[str]) -> list[Any] | None:
 def _stamp(erasure: Document, now: datetime) -> Document:
     return {"erased.erasure_id": erasure["_id"], "erased.at": now,
             "erased.by": erasure.get("by"), "erased.reason": erasure.get("reason")}
-
-
-def _tokens_after(doc: Document, update: Document) -> list[str]:
-    """The search tokens of the record as the erasure leaves it: its words are gone
-    with its text, so no search finds it by what was erased."""
-    erased = {**doc, **{k: v for k, v in update.items() if "." not in k}}
-    by = doc.get("recorded_by")
-    return search_tokens(from_document(erased), by if isinstance(by, str) else None)

@@ -70,7 +70,22 @@ def erasure_update(doc: Mapping[str, Any], fields: tuple[str, ...]) -> dict[str,
         kept[name] = field_digests({name: value})[name]
     if update:
         update["erased.fields"] = kept
+        update |= _tokens_left(doc)
     return update
+
+
+KEPT_FACETS = ("type:", "agent:")
+"""Search tokens an erasure keeps (contracts.decisions.search): the decision's type and
+its verified agent. Its words and artifact paths go with its text, so no search finds
+it by what was erased."""
+
+
+def _tokens_left(doc: Mapping[str, Any]) -> dict[str, Any]:
+    tokens = doc.get("search_tokens")
+    if not isinstance(tokens, list):
+        return {}
+    return {"search_tokens": [t for t in tokens
+                              if isinstance(t, str) and t.startswith(KEPT_FACETS)]}
 
 
 def erased_names(doc: Mapping[str, Any]) -> list[str]:
