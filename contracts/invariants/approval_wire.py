@@ -14,16 +14,16 @@ from collections.abc import Mapping
 from datetime import datetime
 from enum import StrEnum
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from contracts.invariants import subjects
 from contracts.invariants.approvals import MAX_GUIDANCE, MAX_REASON, Approval, ApprovalStatus
 from contracts.shared.base import Frozen
 from contracts.shared.bounds import DEFAULT_MAX_PAYLOAD_BYTES
-from contracts.shared.ids import MSG_ID_HEADER, Ulid, new_id
-from contracts.shared.payload import json_object, too_large, unreadable
-from contracts.shared.rules import Rule, RuleViolation, Violations
-from contracts.shared.unreadable import Unreadable, ulid_or_none
+from contracts.shared.ids import Ulid, new_id
+from contracts.shared.plan_requests import read_plan_request
+from contracts.shared.rules import Rule, RuleViolation
+from contracts.shared.unreadable import Unreadable
 
 MAX_DIGEST = 80
 
@@ -93,54 +93,15 @@ class ApprovalEvent(Frozen):
 def read_verdict(subject: str, headers: Mapping[str, str], data: bytes, *,
                  max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
                  ) -> ApprovalVerdict | Unreadable:
-    """The verdict on `invariants.verdicts.<plan_id>`, or every reason it is not one."""
-    plan = ulid_or_none(subjects.plan_of(subject, subjects.VERDICTS_PREFIX))
-    big = too_large(data, max_payload_bytes)
-    if big is not None:
-        return Unreadable(plan, None, (big,))
-    try:
-        return _parse(subject, plan, headers, data)
-    except Exception as exc:  # hostile input: the message is at fault, never the batch
-        return Unreadable(plan, None, (unreadable(exc, "an ApprovalVerdict"),))
+    """The verdict on `invariants.verdicts.<plan_id>`, or every reason it is not one.
+    Never raises (contracts.shared.plan_requests)."""
+    return read_plan_request(ApprovalVerdict, subject, subjects.VERDICTS_PREFIX, headers, data,
+                             max_payload_bytes=max_payload_bytes, rules=_verdict_rules)
 
 
-def _parse(subject: str, plan: str | None, headers: Mapping[str, str],
-           data: bytes) -> ApprovalVerdict | Unreadable:
-    raw = json_object(data, "an ApprovalVerdict")
-    if isinstance(raw, RuleViolation):
-        return Unreadable(plan, None, (raw,))
-    rid = ulid_or_none(raw.get("request_id"))
-    broken = Violations()
-    if "request_id" not in raw:
-        broken.add(RuleViolation(rule=Rule.SCHEMA, field="request_id",
-                                 message="request_id is required: it identifies the "
-                                 "verdict across retries"))
-    parsed: ApprovalVerdict | None = None
-    try:
-        parsed = ApprovalVerdict.model_validate(raw)
-    except ValidationError as exc:
-        broken.add_validation_error(exc)
-    if parsed is not None:
-        for v in _message_rules(subject, plan, headers, parsed):
-            broken.add(v)
-    if broken or parsed is None:
-        return Unreadable(plan or ulid_or_none(raw.get("plan_id")), rid, broken.result())
-    return parsed
-
-
-def _message_rules(subject: str, plan: str | None, headers: Mapping[str, str],
-                   v: ApprovalVerdict) -> list[RuleViolation]:
+def _verdict_rules(v: ApprovalVerdict) -> list[RuleViolation]:
+    """A grant carries no guidance, and an append needs a denial's guidance."""
     out = []
-    if v.plan_id != plan:
-        out.append(RuleViolation(rule=Rule.SUBJECT_MATCHES_PLAN, field="plan_id",
-                                 message=f"plan_id {v.plan_id} does not match the subject "
-                                 f"{subject[:120]}"))
-    msg_id = headers.get(MSG_ID_HEADER)
-    if msg_id is None or msg_id.upper() != v.request_id:
-        out.append(RuleViolation(
-            rule=Rule.MSG_ID_MATCHES_REQUEST, field="request_id",
-            message=f"header {MSG_ID_HEADER} must equal request_id {v.request_id} "
-            f"(got {str(msg_id)[:40]!r}), so a retry is deduplicated"))
     if v.verdict is Verdict.GRANT and (v.guidance or v.append_correction_id):
         out.append(RuleViolation(rule=Rule.SCHEMA, field="guidance",
                                  message="guidance and append_correction_id go with a "

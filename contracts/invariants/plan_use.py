@@ -16,16 +16,16 @@ from collections.abc import Mapping
 from datetime import datetime
 from enum import StrEnum
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from contracts.invariants import subjects
 from contracts.invariants.model import InvariantName
 from contracts.shared.base import Frozen
 from contracts.shared.bounds import DEFAULT_MAX_PAYLOAD_BYTES
-from contracts.shared.ids import MSG_ID_HEADER, Ulid, new_id
-from contracts.shared.payload import json_object, too_large, unreadable
-from contracts.shared.rules import Rule, RuleViolation, Violations
-from contracts.shared.unreadable import Unreadable, ulid_or_none
+from contracts.shared.ids import Ulid, new_id
+from contracts.shared.plan_requests import read_plan_request
+from contracts.shared.rules import Rule
+from contracts.shared.unreadable import Unreadable
 
 
 class PlanUseRequest(Frozen):
@@ -63,44 +63,6 @@ def read_plan_use(subject: str, headers: Mapping[str, str], data: bytes, *,
                   max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
                   ) -> PlanUseRequest | Unreadable:
     """The request on `invariants.templates.<plan_id>`, or every reason it is not one.
-    Never raises."""
-    plan = ulid_or_none(subjects.plan_of(subject, subjects.TEMPLATES_PREFIX))
-    big = too_large(data, max_payload_bytes)
-    if big is not None:
-        return Unreadable(plan, None, (big,))
-    try:
-        return _parse(subject, plan, headers, data)
-    except Exception as exc:  # hostile input: the message is at fault, never the batch
-        return Unreadable(plan, None, (unreadable(exc, "a PlanUseRequest"),))
-
-
-def _parse(subject: str, plan: str | None, headers: Mapping[str, str],
-           data: bytes) -> PlanUseRequest | Unreadable:
-    raw = json_object(data, "a PlanUseRequest")
-    if isinstance(raw, RuleViolation):
-        return Unreadable(plan, None, (raw,))
-    rid = ulid_or_none(raw.get("request_id"))
-    broken = Violations()
-    if "request_id" not in raw:
-        broken.add(RuleViolation(rule=Rule.SCHEMA, field="request_id",
-                                 message="request_id is required: it identifies the "
-                                 "request across retries"))
-    parsed: PlanUseRequest | None = None
-    try:
-        parsed = PlanUseRequest.model_validate(raw)
-    except ValidationError as exc:
-        broken.add_validation_error(exc)
-    if parsed is not None:
-        if parsed.plan_id != plan:
-            broken.add(RuleViolation(
-                rule=Rule.SUBJECT_MATCHES_PLAN, field="plan_id",
-                message=f"plan_id {parsed.plan_id} does not match the subject {subject}"))
-        msg_id = headers.get(MSG_ID_HEADER)
-        if msg_id is None or msg_id.upper() != parsed.request_id:
-            broken.add(RuleViolation(
-                rule=Rule.MSG_ID_MATCHES_REQUEST, field="request_id",
-                message=f"header {MSG_ID_HEADER} must equal request_id {parsed.request_id} "
-                f"(got {str(msg_id)[:40]!r}), so a retry is deduplicated"))
-    if broken or parsed is None:
-        return Unreadable(plan or ulid_or_none(raw.get("plan_id")), rid, broken.result())
-    return parsed
+    Never raises (contracts.shared.plan_requests)."""
+    return read_plan_request(PlanUseRequest, subject, subjects.TEMPLATES_PREFIX, headers, data,
+                             max_payload_bytes=max_payload_bytes)
