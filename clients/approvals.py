@@ -8,17 +8,21 @@ before a person decided. A grant binds the content digest of the decision the
 approver saw (contracts.invariants.approvals): the gate compares it with the decision
 the agent passes, and a decision changed since is `changed`, not approved.
 
+A decision held `awaiting_judge` waits for the judge: its release (`decisions.hold.<plan_id>.
+released`: approved, unless the judge ruled on other content than the decision passed),
+its refusal (`refused`, with the broken invariants as the reason), or its hold for a
+person (then the approval's verdict, as above). Both families are read in one pass over
+the stream (`decisions.*.<plan_id>.*`).
+
 Waiting is bounded by the approval's expiry (APPROVAL_TTL_SECONDS); `timeout` bounds it
-further (TimeoutError: still undecided, do not act). A decision held `awaiting_judge`
-answers once the judge held it for a person and that person decided: a judge's release
-or refusal is not announced on the bus, so pass a `timeout` there. A decision the recorder refused
+further (TimeoutError: still undecided, do not act). A decision the recorder refused
 raises its DecisionRejectedError, as `wait_persisted` does.
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from clients._replay import StreamReplay
@@ -29,6 +33,12 @@ from contracts.decisions.subjects import DECISIONS_STREAM
 from contracts.invariants import subjects
 from contracts.invariants.approval_wire import ApprovalEvent
 from contracts.invariants.approvals import Approval, ApprovalStatus, decision_digest
+from contracts.invariants.hold_wire import HoldEvent
+from contracts.invariants.holds import Hold, HoldStatus
+
+JUDGE = "judge"
+"""`decided_by` of a verdict the judge gave without a person."""
+MAX_REASON = 2000
 
 
 class GateStatus(StrEnum):
@@ -37,6 +47,8 @@ class GateStatus(StrEnum):
     EXPIRED = "expired"
     CHANGED = "changed"
     """Granted for other content than the decision passed: not approved."""
+    REFUSED = "refused"
+    """The judge found an error invariant broken: not to be acted on."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,33 +84,51 @@ class ApprovalWaiting(PersistedWaiting):
             persisted = await self.held_as(decision, timeout or 30.0)
             if persisted.hold is None:
                 return GateVerdict(GateStatus.APPROVED, decision.decision_id, held=False)
-            approval = await self._verdict(decision.plan_id.upper(), decision.decision_id)
-        status = FINAL[approval.status]
-        if status is GateStatus.APPROVED and isinstance(decision, Decision) \
-                and approval.digest != decision_digest(decision):
-            status = GateStatus.CHANGED
-        return GateVerdict(status, decision.decision_id, reason=approval.reason,
-                           guidance=approval.guidance, decided_by=approval.decided_by,
-                           append_correction_id=approval.append_correction_id)
+            final = await self._verdict(decision.plan_id.upper(), decision.decision_id)
+        verdict = _judged(final, decision.decision_id) if isinstance(final, Hold) \
+            else _decided(final)
+        if verdict.status is GateStatus.APPROVED and isinstance(decision, Decision) \
+                and final.digest != decision_digest(decision):
+            verdict = replace(verdict, status=GateStatus.CHANGED)
+        return verdict
 
-    async def _verdict(self, plan: str, decision_id: str) -> Approval:
-        pattern = f"{subjects.APPROVAL_PREFIX}.{plan}.*"
-        async with StreamReplay(self._nc, DECISIONS_STREAM, pattern, 1,
-                                [pattern]) as replay:
+    async def _verdict(self, plan: str, decision_id: str) -> Approval | Hold:
+        """The approval's final step or the judge's settlement, whichever the stream holds
+        first for `decision_id`."""
+        wake = [f"{subjects.APPROVAL_PREFIX}.{plan}.*", f"{subjects.HOLD_PREFIX}.{plan}.*"]
+        async with StreamReplay(self._nc, DECISIONS_STREAM, subjects.gate_events(plan), 1,
+                                wake) as replay:
             while True:
                 msg = await replay.next()
-                a = _final(msg.data or b"", decision_id)
-                if a is not None:
-                    return a
+                found = _final(msg.subject or "", msg.data or b"", decision_id)
+                if found is not None:
+                    return found
 
 
-def _final(data: bytes, decision_id: str) -> Approval | None:
-    """The approval an event announces, when it is `decision_id`'s final one."""
+def _decided(a: Approval) -> GateVerdict:
+    return GateVerdict(FINAL[a.status], a.decision_id, reason=a.reason, guidance=a.guidance,
+                       decided_by=a.decided_by, append_correction_id=a.append_correction_id)
+
+
+def _judged(h: Hold, decision_id: str) -> GateVerdict:
+    if h.status is HoldStatus.RELEASED:
+        return GateVerdict(GateStatus.APPROVED, decision_id, decided_by=JUDGE)
+    why = "; ".join(f"{r.invariant_name}: {r.detail}" if r.detail else r.invariant_name
+                    for r in h.reasons)
+    return GateVerdict(GateStatus.REFUSED, decision_id, decided_by=JUDGE,
+                       reason=why[:MAX_REASON] or "refused by the judge")
+
+
+def _final(subject: str, data: bytes, decision_id: str) -> Approval | Hold | None:
+    """What an event on the gate's subjects settles for `decision_id`, if anything: an
+    approval's final step, or a hold the judge released or refused."""
     try:
-        event = ApprovalEvent.model_validate_json(data)
+        if subject.startswith(f"{subjects.HOLD_PREFIX}."):
+            h = HoldEvent.model_validate_json(data).hold
+            return h if h.decision_id == decision_id else None
+        a = ApprovalEvent.model_validate_json(data).approval
     except Exception:  # not an event this library can read: no verdict
         return None
-    a = event.approval
     if a.decision_id != decision_id or a.status not in FINAL:
         return None
     return a

@@ -113,7 +113,8 @@ def build(ledger: GraphLedger, artifacts: Path) -> CompiledStateGraph[Any]:
     builder.add_edge(START, "propose")
     builder.add_edge("propose", "approval")
     builder.add_conditional_edges("approval", GraphLedger.verdict(), {
-        "approved": "write", "denied": "follow_guidance", "expired": END, "changed": END})
+        "approved": "write", "denied": "follow_guidance", "expired": END, "changed": END,
+        "refused": END})
     builder.add_conditional_edges("write", more, ["propose", END])
     builder.add_conditional_edges("follow_guidance", more, ["propose", END])
     return builder.compile(checkpointer=InMemorySaver())

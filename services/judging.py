@@ -18,6 +18,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from contracts.decisions.model import Decision
+from contracts.invariants import hold_wire
 from contracts.invariants.approvals import outbox_key
 from contracts.invariants.holds import Hold, HoldStatus
 from contracts.invariants.judge import Ruling, failed, messages, read_answer, settle
@@ -94,3 +95,6 @@ class JudgeService:
             await outbox.flush(self._outbox, self._publisher, f.violation.violation_id)
         if status is HoldStatus.AWAITING_APPROVAL:
             await outbox.flush(self._outbox, self._publisher, outbox_key(d.decision_id))
+        elif status in hold_wire.ANNOUNCED:
+            await outbox.flush(self._outbox, self._publisher,
+                               hold_wire.outbox_key(d.decision_id))

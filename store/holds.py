@@ -18,12 +18,15 @@ from pymongo import ReturnDocument
 from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.asynchronous.database import AsyncDatabase
 
+from contracts.invariants import hold_wire
 from contracts.invariants.approvals import DEFAULT_TTL
 from contracts.invariants.holds import Hold, HoldReason, HoldStatus, check_transition
 from contracts.invariants.outcomes import GateEffects
+from contracts.shared.outgoing import OutgoingEvent
 from store.approvals import open_approvals
 from store.database import DECISION_HOLDS, Document
 from store.gate_sink import HoldSink
+from store.outbox import OutboxRepository
 from store.transactions import run_in_transaction
 from store.translate import translate_errors
 
@@ -42,6 +45,7 @@ class HoldRepository:
         self._db = db
         self._coll = db[DECISION_HOLDS]
         self._sink = HoldSink(db, approval_ttl)
+        self._outbox = OutboxRepository(db)
 
     async def get(self, decision_id: str) -> Hold | None:
         doc = await self._coll.find_one({"_id": decision_id.upper()})
@@ -74,8 +78,12 @@ class HoldRepository:
     async def settle(self, hold: Hold, owner: str, status: HoldStatus, *,
                      reasons: list[HoldReason], effects: GateEffects, now: datetime) -> bool:
         """Move a claimed hold to `status` with the violations found (their events in the
-        outbox), all at once; False when the claim was lost (another worker settles it)."""
+        outbox), all at once, and announce it (a release or refusal on
+        decisions.hold.*, a hold for a person as approval.requested); False when the
+        claim was lost (another worker settles it)."""
         check_transition(hold.decision_id, hold.status, status)
+        settled_hold = hold.model_copy(update={"status": status, "reasons": reasons,
+                                               "updated_at": now})
 
         async def write(s: AsyncClientSession) -> bool:
             res = await self._coll.update_one(
@@ -87,8 +95,12 @@ class HoldRepository:
                 return False
             await self._sink.record(effects, now, s)
             if status is HoldStatus.AWAITING_APPROVAL:
-                held = hold.model_copy(update={"status": status, "reasons": reasons})
-                await open_approvals(self._db, [held], now, self._sink.approval_ttl, s)
+                await open_approvals(self._db, [settled_hold], now, self._sink.approval_ttl, s)
+            elif status in hold_wire.ANNOUNCED:
+                e = hold_wire.HoldEvent(event_type=status, hold=settled_hold)
+                await self._outbox.add(
+                    hold_wire.outbox_key(hold.decision_id), 0,
+                    [OutgoingEvent(e.subject, e.model_dump_json().encode(), e.msg_id)], now, s)
             return True
 
         settled: bool = await run_in_transaction(self._client, write)

@@ -11,17 +11,17 @@ resumes it with the verdict.
     builder.add_edge("deploy", "approval")
     builder.add_conditional_edges("approval", GraphLedger.verdict(),
                                   {"approved": "write", "denied": "replan",
-                                   "expired": END, "changed": END})
+                                   "expired": END, "changed": END, "refused": END})
 
 `gate` looks at the decision under the state's pointer: not held by any invariant, it
 is approved at once; held, the node calls `interrupt({"approval": ...})` and the graph
 stops there, its checkpoint saved. `GraphLedger.start` (and `resume_gated`) then waits
 for the verdict with `DecisionRecorder.gate` and resumes the thread with
 `Command(resume=verdict)`: the gate node runs again, `interrupt()` returns the verdict,
-and it lands in `state["approval"]` (status approved, denied, expired or changed; a
-denial's reason and guidance). The gate is a node of its own because LangGraph runs an
-interrupted node again from its start: the decision is recorded once, by the node
-before it.
+and it lands in `state["approval"]` (status approved, denied, expired, changed, or
+refused by the judge; a denial's reason and guidance). The gate is a node of its own
+because LangGraph runs an interrupted node again from its start: the decision is
+recorded once, by the node before it.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class ApprovalVerdict(TypedDict, total=False):
     """`state["approval"]` after a gate: the verdict on the decision it gated."""
 
     status: str
-    """approved, denied, expired or changed."""
+    """approved, denied, expired, changed or refused (by the judge)."""
     decision_id: str
     plan_id: str
     held: bool

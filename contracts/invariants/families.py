@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from contracts.invariants import subjects
 from contracts.invariants.approval_wire import ApprovalEvent, ApprovalVerdict
+from contracts.invariants.hold_wire import HoldEvent
 from contracts.invariants.plan_use import PlanUseRequest
 from contracts.invariants.violations import InvariantViolation
 from contracts.invariants.wire import ViolationEvent, ViolationRejected
@@ -124,4 +125,21 @@ APPROVAL_EVENTS = MessageFamily(
     ),
 )
 
-FAMILIES = (VIOLATIONS, TEMPLATES, VERDICTS, EVENTS, APPROVAL_EVENTS, REJECTED)
+HOLD_EVENTS = MessageFamily(
+    f"{subjects.HOLD_PREFIX}.{{plan_id}}.{{status}}", HoldEvent, Direction.EVENT,
+    DECISIONS, msg_id="hold:<decision_id>:<status>", event_type="hold.{status}",
+    about="plan/{plan_id}/decision/{hold.decision_id}",
+    description="The judge settled a held decision without a person, exactly once: "
+    "released (every word-only invariant kept: the agent may act) or refused (an error "
+    "invariant broken; the hold's reasons say which). A judge that holds a decision for "
+    "a person announces it as approval.requested instead. Beside the approval events, "
+    "where the agent's gate waits.",
+    publishers=(Publisher(Role.WORKER, "the judge (workers.judge); the outbox relay"),),
+    readers=(
+        Reader(Role.AGENT, Via.REPLAY, "DecisionRecorder.gate (clients.approvals)"),
+        Reader(Role.SUBSCRIBER, Via.DURABLE, "a durable feed the subscriber declares",
+               durable="{consumer}"),
+    ),
+)
+
+FAMILIES = (VIOLATIONS, TEMPLATES, VERDICTS, EVENTS, APPROVAL_EVENTS, HOLD_EVENTS, REJECTED)

@@ -19,6 +19,9 @@ VERDICTS_PREFIX = "invariants.verdicts"
 APPROVAL_PREFIX = "decisions.approval"
 """On the DECISIONS stream, beside the decisions they gate: an agent already reads that
 stream (its persisted events) and may read no other."""
+HOLD_PREFIX = "decisions.hold"
+"""A hold the judge settled without a person (released or refused), on the DECISIONS
+stream for the same reason."""
 
 VIOLATIONS_DURABLE = "invariant-violations"
 TEMPLATES_DURABLE = "plan-templates"
@@ -52,6 +55,21 @@ def approval_event(plan_id: str, status: str) -> str:
 
 def approval_msg_id(decision_id: str, status: str) -> str:
     return f"approval:{decision_id}:{status}"
+
+
+def hold_event(plan_id: str, status: str) -> str:
+    """decisions.hold.<plan_id>.released | refused"""
+    return f"{HOLD_PREFIX}.{plan_token(plan_id)}.{status}"
+
+
+def hold_msg_id(decision_id: str, status: str) -> str:
+    return f"hold:{decision_id}:{status}"
+
+
+def gate_events(plan_id: str) -> str:
+    """Every approval and hold event of a plan (decisions.approval.<plan>.* and
+    decisions.hold.<plan>.*): what an agent's gate waits on, in one read of the stream."""
+    return f"decisions.*.{plan_token(plan_id)}.*"
 
 
 def event(plan_id: str, what: str) -> str:

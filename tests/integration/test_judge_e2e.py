@@ -1,9 +1,11 @@
 """The judge end to end: workers with JUDGE_URL pointed at a local chat server, word-only
 invariants in force, decisions recorded awaiting the judge and then released, refused
-or held; timeouts, HTTP errors and garbage hold the decision and never release it."""
+or held; timeouts, HTTP errors and garbage hold the decision and never release it; the
+agent's gate learns the judge's release or refusal from its event."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -13,11 +15,16 @@ import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
 from bootstrap.publisher import JetStreamPublisher
+from clients.approvals import JUDGE, GateStatus
+from clients.recorder import DecisionRecorder
+from contracts.corrections.resume_points import ResumePoint
+from contracts.invariants import subjects
 from contracts.invariants.model import InvariantScope
 from contracts.invariants.severity import Consequence, Severity
 from deploy.embedded import ManagedServer
 from services.invariants import InvariantService
 from store.database import Document
+from store.decisions import from_document
 from store.invariant_store import InvariantStore
 from tests.conftest import Workers, worker_env
 from tests.factories import decision, root
@@ -107,3 +114,45 @@ async def test_verdicts_release_refuse_or_hold_and_failures_never_release(
     assert held["status"] == "awaiting_approval"
     assert [x["invariant_name"] for x in held["reasons"]] == ["ask-deploys"]
     assert (await settled(db, both))["status"] == "refused"  # refuse wins over hold
+
+
+async def test_the_gate_hears_the_judge(judged: InvariantService, nc: nats.NATS,
+                                        nats_server: ManagedServer,
+                                        db: AsyncDatabase[Document]) -> None:
+    """A decision awaiting the judge: the agent's gate answers approved when the judge
+    releases it, refused (with the broken invariant) when it refuses it, and changed when
+    the decision passed is not the one judged; each settlement is one event, with its
+    CloudEvents type."""
+    js = nc.jetstream()
+    await judged.add_invariant("no-prod", "Never touch production")
+    r = root()
+    await publish_all(js, [r])
+    await until(lambda: db["decisions"].find_one({"_id": r["decision_id"]}))
+    keep = decision(r["plan_id"], r["decision_id"], "strategy_choice", chosen_option="go KEEP")
+    broken = decision(r["plan_id"], r["decision_id"], "strategy_choice",
+                      chosen_option="go BROKEN")
+    async with DecisionRecorder.connect(nats_server.url) as rec:
+        gates = [asyncio.create_task(rec.gate(ResumePoint(plan_id=d["plan_id"],
+                                                          decision_id=d["decision_id"]),
+                                              timeout=30))
+                 for d in (keep, broken)]
+        await publish_all(js, [keep, broken])
+        released, refused = await asyncio.gather(*gates)
+        assert released.status is GateStatus.APPROVED and released.decided_by == JUDGE
+        assert released.held
+        assert refused.status is GateStatus.REFUSED and refused.decided_by == JUDGE
+        assert refused.reason is not None and refused.reason.startswith("no-prod")
+
+        doc = await db["decisions"].find_one({"_id": keep["decision_id"]})
+        assert doc is not None
+        stored = from_document(doc)
+        assert (await rec.gate(stored, timeout=10)).status is GateStatus.APPROVED
+        other = stored.model_copy(update={"chosen_option": "go somewhere else"})
+        assert (await rec.gate(other, timeout=10)).status is GateStatus.CHANGED
+
+    for d, status in ((keep, "released"), (broken, "refused")):
+        sub = subjects.hold_event(r["plan_id"], status)
+        msg = await js.get_last_msg("DECISIONS", sub)
+        assert msg.headers is not None and msg.headers["ce-type"].startswith(
+            f"io.decision-ledger.hold.{status}."), msg.headers
+        assert d["decision_id"] in (msg.data or b"").decode()
