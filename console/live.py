@@ -37,11 +37,16 @@ SUBJECTS = {
     f"{subjects.PERSISTED_PREFIX}.>": "decision",
     f"{correction_subjects.EVENTS_PREFIX}.>": "correction",
     invariant_subjects.ALL_EVENTS: "violation",
+    f"{invariant_subjects.APPROVAL_PREFIX}.>": "approval",
+    f"{invariant_subjects.HOLD_PREFIX}.>": "hold",
 }
 """Subject family -> the SSE event name the page listens for."""
+NESTED = {"approval": "approval", "hold": "hold"}
+"""Kinds whose event carries what it is about under one key (ApprovalEvent.approval,
+HoldEvent.hold): the fields are read there."""
 KEPT_FIELDS = ("decision_id", "plan_id", "sequence_number", "decision_type",
                "parent_decision_id", "correction_id", "mode", "from_status", "to_status",
-               "new_decision_id", "violation_id", "reason", "error")
+               "new_decision_id", "violation_id", "reason", "error", "status")
 """What a page needs from an event; anything else in it is not forwarded."""
 
 
@@ -63,6 +68,8 @@ def parse(kind: str, raw: bytes) -> LiveEvent | None:
         body = json.loads(raw)
     except ValueError:
         return None
+    if isinstance(body, dict) and kind in NESTED:
+        body = body.get(NESTED[kind])
     if not isinstance(body, dict):
         return None
     plan_id = body.get("plan_id")

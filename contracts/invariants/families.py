@@ -119,7 +119,8 @@ APPROVAL_EVENTS = MessageFamily(
                           "sweep; the outbox relay"),),
     readers=(
         Reader(Role.AGENT, Via.REPLAY, "DecisionRecorder.gate (clients.approvals)"),
-        Reader(Role.OPERATOR, Via.CORE, "the console's live view (console.live)"),
+        Reader(Role.OPERATOR, Via.CORE, "the console's live view (console.live): the "
+               "approvals page and the tree's held marks"),
         Reader(Role.SUBSCRIBER, Via.DURABLE, "a durable feed the subscriber declares",
                durable="{consumer}"),
     ),
@@ -137,6 +138,8 @@ HOLD_EVENTS = MessageFamily(
     publishers=(Publisher(Role.WORKER, "the judge (workers.judge); the outbox relay"),),
     readers=(
         Reader(Role.AGENT, Via.REPLAY, "DecisionRecorder.gate (clients.approvals)"),
+        Reader(Role.OPERATOR, Via.CORE, "the console's live view (console.live): the "
+               "approvals page and the tree's held marks"),
         Reader(Role.SUBSCRIBER, Via.DURABLE, "a durable feed the subscriber declares",
                durable="{consumer}"),
     ),

@@ -1,6 +1,7 @@
 """Approving from the console in headless Chromium: the queue page lists a decision held
 for a person, its tree marks it, the operator approves it from the decision's panel
-(signed as the console's operator principal), and the agent waiting at its gate proceeds."""
+(signed as the console's operator principal), and the agent waiting at its gate proceeds;
+a verdict given elsewhere (the CLI's subject) updates the open queue and tree live."""
 
 from __future__ import annotations
 
@@ -19,12 +20,13 @@ from clients.operator import CorrectionClient
 from clients.recorder import DecisionRecorder
 from console.config import ConsoleConfig
 from console.deps import Deps
+from contracts.invariants.approval_wire import Verdict
 from store.database import Document
 from store.mongo_store import MongoStore
 from tests.browser.conftest import browser, page
 from tests.console_deps import deps_over
 from tests.integration.console_support import serve_console
-from tests.integration.test_approvals_e2e import ALICE, held, rec, signed_workers, write
+from tests.integration.test_approvals_e2e import ALICE, held, rec, signed_workers, verdict, write
 
 __all__ = ["browser", "page", "rec", "signed_workers"]
 
@@ -74,3 +76,21 @@ async def test_approve_from_the_tree_and_the_agent_proceeds(
     stored = await db["approvals"].find_one({"_id": d.decision_id})
     assert stored["decided_by"] == "alice" and stored["verified"]
     assert stored["reason"] == "checked the diff"
+
+
+async def test_a_verdict_given_elsewhere_shows_live(
+        rec: DecisionRecorder, page: Page, db: AsyncDatabase[Document],
+        nc: nats.NATS) -> None:
+    root = await rec.root("Ship the billing config", context="deploy", project="billing")
+    d = await held(rec, root)
+    async with serve_console(db, nc) as console:
+        await page.goto(console.url + "/#/approvals")
+        row = page.locator(f'#approvals tr[data-decision="{d.decision_id}"]')
+        await expect(row).to_be_visible(timeout=TIMEOUT)
+        await verdict(nc, ALICE, d, Verdict.DENY, reason="not this week")
+        await expect(row).to_have_count(0, timeout=TIMEOUT)  # no reload: the live event
+
+        await page.goto(console.url + f"/#/plan/{d.plan_id}")
+        node = page.locator(f'.node[data-id="{d.decision_id}"]')
+        await expect(node).to_be_visible(timeout=TIMEOUT)
+        await expect(node).not_to_have_class(re.compile(r"\bawaiting-approval\b"))

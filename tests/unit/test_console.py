@@ -31,6 +31,19 @@ def test_a_ledger_event_is_forwarded_with_only_the_fields_a_page_needs() -> None
     assert event.sse().startswith(b"event: decision\ndata: {")
 
 
+@pytest.mark.parametrize("kind", ["approval", "hold"])
+def test_an_approval_or_hold_event_is_read_where_it_carries_its_fields(kind: str) -> None:
+    plan, decision_id = new_id(), new_id()
+    raw = json.dumps({"event_type": "granted", kind: {
+        "plan_id": plan, "decision_id": decision_id, "status": "granted",
+        "digest": "sha256:x", "guidance": "kept on the record, not on the page"}}).encode()
+    event = parse(kind, raw)
+    assert event is not None and event.plan_id == plan
+    assert event.data == {"plan_id": plan, "decision_id": decision_id, "status": "granted"}
+    assert parse(kind, json.dumps({kind: "not an object", "plan_id": plan}).encode()) is None
+    assert parse(kind, json.dumps({"plan_id": plan}).encode()) is None
+
+
 @pytest.mark.parametrize("raw", [
     b"", b"\xff\xfe", b"null", b"[]", b"{}", b'{"plan_id": 5}',
     b'{"plan_id": "<script>alert(1)</script>"}', b'{"plan_id": "a.b.>"}',

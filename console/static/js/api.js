@@ -35,7 +35,7 @@ export function live(plan, onEvent, owner) {
   const badge = document.getElementById("live");
   source.onopen = () => { badge.classList.add("on"); badge.classList.remove("off"); };
   source.onerror = () => { badge.classList.remove("on"); badge.classList.add("off"); };
-  for (const kind of ["decision", "correction", "violation"]) {
+  for (const kind of ["decision", "correction", "violation", "approval", "hold"]) {
     source.addEventListener(kind, (e) => {
       let data;
       try { data = JSON.parse(e.data); } catch { return; }

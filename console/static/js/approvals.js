@@ -30,7 +30,7 @@ export async function approvalsPage(main) {
     }
   }
   await load();
-  live(null, (kind) => { if (kind === "decision" || kind === "violation") load(); }, main);
+  live(null, (kind) => { if (kind !== "correction") load(); }, main);
   return {};
 }
 

@@ -195,6 +195,10 @@ export async function planPage(main, planId, selected) {
         if (state.selected) await select(state.selected);  // its status changed too
       });
       else later("summary", async () => setSummary(await get(`/api/plans/${planId}`)));
+    } else if (kind === "approval" || kind === "hold") {
+      later("held", held);
+      if (state.selected === e.decision_id) later(`panel:${e.decision_id}`, () => select(e.decision_id));
+      later("summary", async () => setSummary(await get(`/api/plans/${planId}`)));
     } else {
       later("summary", async () => setSummary(await get(`/api/plans/${planId}`)));
     }
