@@ -106,6 +106,15 @@ VERDICTS = MessageFamily(
                                           max_ack_pending=1_000)),),
 )
 
+GATE_EVENT_READERS = (
+    Reader(Role.AGENT, Via.REPLAY, "DecisionRecorder.gate (clients.approvals)"),
+    Reader(Role.OPERATOR, Via.CORE, "the console's live view (console.live): the approvals "
+           "page and the tree's held marks"),
+    Reader(Role.SUBSCRIBER, Via.DURABLE, "a durable feed the subscriber declares",
+           durable="{consumer}"),
+)
+"""Who reads what settles a held decision (approval and hold events)."""
+
 APPROVAL_EVENTS = MessageFamily(
     f"{subjects.APPROVAL_PREFIX}.{{plan_id}}.{{status}}", ApprovalEvent, Direction.EVENT,
     DECISIONS, msg_id="approval:<decision_id>:<status>", event_type="approval.{status}",
@@ -117,13 +126,7 @@ APPROVAL_EVENTS = MessageFamily(
     "can notify people.",
     publishers=(Publisher(Role.WORKER, "the recorder, the verdict consumer, the expiry "
                           "sweep; the outbox relay"),),
-    readers=(
-        Reader(Role.AGENT, Via.REPLAY, "DecisionRecorder.gate (clients.approvals)"),
-        Reader(Role.OPERATOR, Via.CORE, "the console's live view (console.live): the "
-               "approvals page and the tree's held marks"),
-        Reader(Role.SUBSCRIBER, Via.DURABLE, "a durable feed the subscriber declares",
-               durable="{consumer}"),
-    ),
+    readers=GATE_EVENT_READERS,
 )
 
 HOLD_EVENTS = MessageFamily(
@@ -136,13 +139,7 @@ HOLD_EVENTS = MessageFamily(
     "a person announces it as approval.requested instead. Beside the approval events, "
     "where the agent's gate waits.",
     publishers=(Publisher(Role.WORKER, "the judge (workers.judge); the outbox relay"),),
-    readers=(
-        Reader(Role.AGENT, Via.REPLAY, "DecisionRecorder.gate (clients.approvals)"),
-        Reader(Role.OPERATOR, Via.CORE, "the console's live view (console.live): the "
-               "approvals page and the tree's held marks"),
-        Reader(Role.SUBSCRIBER, Via.DURABLE, "a durable feed the subscriber declares",
-               durable="{consumer}"),
-    ),
+    readers=GATE_EVENT_READERS,
 )
 
 FAMILIES = (VIOLATIONS, TEMPLATES, VERDICTS, EVENTS, APPROVAL_EVENTS, HOLD_EVENTS, REJECTED)
