@@ -23,19 +23,12 @@ from cli.render import JsonFlag, clip, dump, emit_json, out, table, when
 
 if TYPE_CHECKING:
     from contracts.invariants.approval_wire import Verdict, VerdictOutcome
-    from services.approvals import ApprovalService
 
 app = typer.Typer(help="Decisions held for a person's approval: list, show, approve, deny.",
                   no_args_is_help=True)
 
 POLL_SECONDS = 0.2
 TimeoutOpt = Annotated[float, typer.Option(help="Seconds to wait for the workers' answer.")]
-
-
-def _service(ctx: Ctx) -> ApprovalService:
-    svc = ctx.ledger.approvals
-    assert svc is not None
-    return svc
 
 
 @app.command("list")
@@ -51,7 +44,7 @@ def list_(
     async def body(ctx: Ctx) -> None:
         from contracts.invariants.approvals import ApprovalStatus
 
-        found = await _service(ctx).records.find(
+        found = await ctx.reads.approvals.find(
             None if every else ApprovalStatus.REQUESTED, plan_id)
         if as_json:
             emit_json([dump(a) for a in found])
@@ -78,12 +71,13 @@ def show(
     decision_id = parse_id(decision, "decision")
 
     async def body(ctx: Ctx) -> None:
-        svc = _service(ctx)
-        a = await svc.records.get(decision_id)
+        from contracts.invariants.approvals import decision_digest
+
+        a = await ctx.reads.approvals.get(decision_id)
         if a is None:
             fail(f"no approval was requested for decision {decision_id}")
         d = await ctx.reads.decisions.get(decision_id)
-        current = await svc.current_digest(decision_id)
+        current = decision_digest(d) if d else None
         if as_json:
             emit_json({**dump(a), "current_digest": current,
                        "decision": dump(d) if d else None})
@@ -168,12 +162,12 @@ async def send_verdict(ctx: Ctx, decision_id: str, verdict: Verdict, *,
     from contracts.invariants.approval_wire import ApprovalVerdict
     from contracts.shared.ids import new_id
     from contracts.shared.outgoing import OutgoingEvent
+    from services.approvals import current_digest
 
-    svc = _service(ctx)
-    a = await svc.records.get(decision_id)
+    a = await ctx.reads.approvals.get(decision_id)
     if a is None:
         fail(f"no approval was requested for decision {decision_id} (agents approval list)")
-    digest = await svc.current_digest(decision_id) or "missing"
+    digest = await current_digest(ctx.reads.decisions, decision_id) or "missing"
     v = ApprovalVerdict(plan_id=a.plan_id, decision_id=decision_id, verdict=verdict,
                         digest=digest, reason=reason, guidance=guidance,
                         append_correction_id=new_id() if append else None)
@@ -181,7 +175,7 @@ async def send_verdict(ctx: Ctx, decision_id: str, verdict: Verdict, *,
     await ctx.ledger.publisher.publish_all([OutgoingEvent(
         subjects.verdicts(a.plan_id), v.model_dump_json().encode(), v.request_id)])
     deadline = time.monotonic() + timeout
-    while (outcome := await svc.records.outcome(v.request_id)) is None:
+    while (outcome := await ctx.reads.approvals.outcome(v.request_id)) is None:
         if time.monotonic() > deadline:
             fail(f"verdict {v.request_id} sent; no answer from the workers within "
                  f"{timeout:g}s (are they running?)")
@@ -197,7 +191,7 @@ async def _report(ctx: Ctx, outcome: VerdictOutcome, append_guidance: str | None
     refused = outcome.status is VerdictStatus.REFUSED
     correction = None
     if not refused and append_guidance:
-        a = await _service(ctx).records.get(outcome.decision_id)
+        a = await ctx.reads.approvals.get(outcome.decision_id)
         ops = await ctx.operator(outcome.decided_by or "operator")
         correction = await ops.request(outcome.plan_id, outcome.decision_id,
                                        CorrectionMode.APPEND, append_guidance,

@@ -18,7 +18,6 @@ from console.affected import AffectedSets
 from console.live import Hub
 from contracts.shared.rules import RuleViolation
 from contracts.trust.policy import Identity
-from services.approvals import ApprovalService
 from services.dead_letters import DeadLetterService
 from services.invariants import InvariantService
 from services.read_ports import LedgerReads
@@ -40,9 +39,6 @@ class Deps:
     """Who resolves a violation (violation_id, plan_id), as the ledger verifies it: the
     console's principal signing (console.wiring); None: unverified."""
     webhooks: WebhookService | None = None
-    approvals: ApprovalService | None = None
-    """The approvals' queue and the verdicts' outcomes (None: a console over a store
-    without them, e.g. the in-memory one)."""
     search_scan_max: int = 2000
     """Settings.search_scan_max: decisions one page of a search reads at most."""
 
@@ -51,7 +47,6 @@ class Deps:
         return cls(reads=ledger.reads, invariants=ledger.invariants,
                    dead_letters=ledger.dead_letters, ops=ops, hub=hub,
                    operator_name=operator_name, webhooks=ledger.webhooks,
-                   approvals=ledger.approvals,
                    search_scan_max=ledger.settings.search_scan_max)
 
 

@@ -14,7 +14,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import datetime
+from typing import Protocol
 
+from contracts.decisions.model import Decision
 from contracts.invariants.approval_wire import (
     VERDICT_STATUS,
     ApprovalVerdict,
@@ -132,5 +134,15 @@ class ApprovalService:
 
     async def current_digest(self, decision_id: str) -> str | None:
         """The digest of the decision as stored now (what a verdict must name)."""
-        d = await self._decisions.get(decision_id)
-        return decision_digest(d) if d else None
+        return await current_digest(self._decisions, decision_id)
+
+
+class _Gets(Protocol):
+    async def get(self, decision_id: str) -> Decision | None: ...
+
+
+async def current_digest(decisions: _Gets, decision_id: str) -> str | None:
+    """The digest of the decision as stored now: what a verdict must name (the console
+    and the CLI send it, the verdict consumer compares it)."""
+    d = await decisions.get(decision_id)
+    return decision_digest(d) if d else None

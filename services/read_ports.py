@@ -1,8 +1,8 @@
 """What the operator's front ends read, as one port: `LedgerReads`.
 
 The web console and the CLI read the same things (plans, a tree a level at a time,
-decisions, corrections and their attempts, dead letters, invariants, violations, the
-status counts), so they read them through this one protocol, and the read models built
+decisions, corrections and their attempts, dead letters, invariants, violations,
+approvals, the status counts), so they read them through this one protocol, and the read models built
 on it (services/read_model.py, services/tree_model.py) are computed once for both.
 The MongoDB store (store.mongo_store.MongoStore) and the in-memory store of the tests
 (tests/memory_store.py) both implement it, and the contract suite (tests/contract/)
@@ -27,6 +27,8 @@ from contracts.decisions.model import Decision
 from contracts.decisions.plans import PlanRecord
 from contracts.decisions.search import Found
 from contracts.impact.walk import ImpactWalk
+from contracts.invariants.approval_wire import VerdictOutcome
+from contracts.invariants.approvals import Approval, ApprovalStatus
 from contracts.invariants.model import Invariant, InvariantScope
 from contracts.invariants.violations import InvariantViolation
 from contracts.shared.counts import LedgerStatus, PlanCounts
@@ -34,7 +36,7 @@ from contracts.shared.dead_letter import DeadLetter
 from contracts.shared.views import IdKind, IdMatch, RootFilter
 from services.ports.corrections import AttemptRecords
 
-__all__ = ["CorrectionReads", "DeadLetterReads", "DecisionReads", "InvariantReads",
+__all__ = ["ApprovalReads", "CorrectionReads", "DeadLetterReads", "DecisionReads", "InvariantReads",
            "LedgerReads", "PlanReads", "StatusReads", "TreeReads", "ViolationReads",
            "WalkReads"]
 
@@ -114,6 +116,20 @@ class ViolationReads(Protocol):
                    limit: int = 1000) -> list[InvariantViolation]:
         """Oldest first."""
         ...
+
+
+class ApprovalReads(Protocol):
+    """Approvals and what became of each verdict: the queue the console and
+    `agents approval list|show` show, and the outcome a verdict's sender waits on."""
+
+    async def get(self, decision_id: str) -> Approval | None: ...
+
+    async def find(self, status: ApprovalStatus | None = None, plan_id: str | None = None,
+                   limit: int = 1000) -> list[Approval]:
+        """Oldest first, at most `limit` (and never more than the store's own bound)."""
+        ...
+
+    async def outcome(self, request_id: str) -> VerdictOutcome | None: ...
 
 
 class WalkReads(Protocol):
@@ -198,6 +214,8 @@ class LedgerReads(StatusReads, Protocol):
     def invariants(self) -> InvariantReads: ...
     @property
     def violations(self) -> ViolationReads: ...
+    @property
+    def approvals(self) -> ApprovalReads: ...
     @property
     def impact(self) -> WalkReads: ...
     @property

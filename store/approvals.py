@@ -41,8 +41,6 @@ from store.transactions import run_in_transaction
 from store.translate import translate_errors
 from store.violations import blocking_violations, chain_link
 
-MAX_LIST = 1000
-
 
 def approval_from_document(doc: Document) -> Approval:
     return Approval.model_validate({**{k: v for k, v in doc.items() if k != "_id"},
@@ -84,14 +82,14 @@ class ApprovalRepository:
         return approval_from_document(doc) if doc else None
 
     async def find(self, status: ApprovalStatus | None = None, plan_id: str | None = None,
-                   limit: int = MAX_LIST) -> list[Approval]:
+                   limit: int = rules.MAX_LISTED) -> list[Approval]:
         """Oldest first (decision IDs are ULIDs)."""
         query: dict[str, Any] = {}
         if status is not None:
             query["status"] = status.value
         if plan_id is not None:
             query["plan_id"] = plan_id.upper()
-        cursor = self._coll.find(query).sort("_id", 1).limit(min(limit, MAX_LIST))
+        cursor = self._coll.find(query).sort("_id", 1).limit(min(limit, rules.MAX_LISTED))
         return [approval_from_document(d) async for d in cursor]
 
     async def pending(self, plan_ids: Iterable[str]) -> dict[str, tuple[str, ...]]:
@@ -102,7 +100,7 @@ class ApprovalRepository:
         out: dict[str, list[str]] = {}
         async for d in self._coll.find({"plan_id": {"$in": plans},
                                         "status": ApprovalStatus.REQUESTED.value},
-                                       {"plan_id": 1}).sort("_id", 1).limit(MAX_LIST):
+                                       {"plan_id": 1}).sort("_id", 1).limit(rules.MAX_LISTED):
             out.setdefault(d["plan_id"], []).append(d["_id"])
         return {p: tuple(ids) for p, ids in out.items()}
 

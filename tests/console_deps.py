@@ -14,7 +14,6 @@ from bootstrap.publisher import JetStreamPublisher
 from clients.operator import CorrectionClient
 from console.deps import Deps
 from console.live import Hub
-from services.approvals import ApprovalService
 from services.dead_letters import DeadLetterService
 from services.invariants import InvariantService
 from store.mongo_store import MongoStore
@@ -25,11 +24,7 @@ OPERATOR = "tester"
 
 def deps_over(store: MongoStore | MemoryStore, nc: Client) -> Deps:
     publisher = JetStreamPublisher(nc, ack_timeout=5.0)
-    approvals = ApprovalService(
-        store.approvals, holds=store.holds, decisions=store.decisions, plans=store.plans,
-        outbox=store.outbox, publisher=publisher, unsigned_ok=True) \
-        if isinstance(store, MongoStore) else None
     return Deps(reads=store, invariants=InvariantService.from_store(store, publisher),
                 dead_letters=DeadLetterService(store.dead_letters, publisher, store),
                 ops=CorrectionClient(nc, requested_by=OPERATOR), hub=Hub(nc),
-                operator_name=OPERATOR, approvals=approvals)
+                operator_name=OPERATOR)

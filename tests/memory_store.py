@@ -39,6 +39,8 @@ from contracts.decisions.types import DecisionType
 from contracts.impact.summary import CorrectionImpact, summarize
 from contracts.impact.views import DecisionView, PlanLink, child_order
 from contracts.impact.walk import ImpactWalk
+from contracts.invariants.approval_wire import VerdictOutcome
+from contracts.invariants.approvals import Approval
 from contracts.invariants.errors import (
     DuplicateInvariant,
     ViolationAlreadyResolved,
@@ -69,6 +71,7 @@ from services.ports.corrections import CorrectionStorePort
 from services.ports.invariants import EventFor, InvariantStorePort
 from services.ports.records import DeadLetterRecords, DeadLetterShelf, RecordedDecisions
 from services.read_ports import LedgerReads
+from tests.memory_approvals import MemoryApprovals
 from tests.memory_upkeep import MemoryUpkeep
 from tests.memory_views import MemoryViews, memory_status
 
@@ -101,6 +104,8 @@ class State:
     stores beside a decision to know a redelivery from a duplicate."""
     provenance: dict[str, dict[str, object]] = dataclasses.field(default_factory=dict)
     """decision_id -> who recorded it, as verified (recorded_by, verified, signature)."""
+    approvals: dict[str, Approval] = dataclasses.field(default_factory=dict)
+    approval_verdicts: dict[str, VerdictOutcome] = dataclasses.field(default_factory=dict)
 
     def copy(self) -> State:
         return State(**{f.name: dict(getattr(self, f.name))
@@ -854,6 +859,7 @@ class MemoryStore:
         self.violations = MemoryViolations(self.db)
         self.views = MemoryViews(self.db)
         self.upkeep = MemoryUpkeep(self.db)
+        self.approvals = MemoryApprovals(self.db)
 
     async def status(self, now: datetime) -> LedgerStatus:
         return memory_status(self.db.state, now)

@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from clients.approval_verdicts import send_verdict
-from console.deps import Deps, deps
+from console.deps import deps
 from console.web import Refused, body_of, dump, ok, query_ulid, text_field, ulid_param
 from contracts.corrections.states import CorrectionMode
 from contracts.invariants.approval_wire import (
@@ -29,22 +29,17 @@ from contracts.invariants.approval_wire import (
 )
 from contracts.invariants.approvals import MAX_GUIDANCE, MAX_REASON, ApprovalStatus
 from contracts.shared.ids import new_id
-from services.approvals import ApprovalService
+from services.approvals import current_digest
+from services.read_ports import ApprovalReads
 
 ANSWER_WAIT = 15.0
 POLL = 0.2
 
 
-def _service(d: Deps) -> ApprovalService:
-    if d.approvals is None:
-        raise Refused(503, "approvals are not wired in this console")
-    return d.approvals
-
-
 async def approvals(request: Request) -> Response:
     d = deps(request)
     every = request.query_params.get("status") == "all"
-    found = await _service(d).records.find(None if every else ApprovalStatus.REQUESTED,
+    found = await d.reads.approvals.find(None if every else ApprovalStatus.REQUESTED,
                                            query_ulid(request, "plan"), limit=500)
     briefs = await d.reads.decisions.get_many(a.decision_id for a in found)
     return ok({"approvals": [{**dump(a), "decision": _brief(briefs.get(a.decision_id))}
@@ -60,7 +55,7 @@ def _brief(d: Any) -> dict[str, Any] | None:
 
 
 async def approval(request: Request) -> Response:
-    a = await _service(deps(request)).records.get(ulid_param(request, "decision_id"))
+    a = await deps(request).reads.approvals.get(ulid_param(request, "decision_id"))
     if a is None:
         raise Refused(404, "no approval was requested for this decision")
     return ok(dump(a))
@@ -68,7 +63,6 @@ async def approval(request: Request) -> Response:
 
 async def decide(request: Request) -> Response:
     d = deps(request)
-    svc = _service(d)
     decision_id = ulid_param(request, "decision_id")
     body = await body_of(request)
     try:
@@ -82,15 +76,15 @@ async def decide(request: Request) -> Response:
         raise Refused(400, "guidance and append go with a denial")
     if append and not guidance:
         raise Refused(400, "an append needs guidance: it becomes the child plan's prompt")
-    a = await svc.records.get(decision_id)
+    a = await d.reads.approvals.get(decision_id)
     if a is None:
         raise Refused(404, f"no approval was requested for decision {decision_id}")
     v = ApprovalVerdict(plan_id=a.plan_id, decision_id=decision_id, verdict=what,
-                        digest=await svc.current_digest(decision_id) or "missing",
+                        digest=await current_digest(d.reads.decisions, decision_id) or "missing",
                         reason=reason, guidance=guidance,
                         append_correction_id=new_id() if append else None)
     await send_verdict(d.ops.connection, v, signer=d.ops.signer)
-    outcome = await _answer(svc, v.request_id)
+    outcome = await _answer(d.reads.approvals, v.request_id)
     if outcome is None:
         return ok({"request_id": v.request_id, "status": "sent"}, 202)
     if outcome.status is VerdictStatus.REFUSED:
@@ -103,9 +97,9 @@ async def decide(request: Request) -> Response:
     return ok({**dump(outcome), "correction_id": correction})
 
 
-async def _answer(svc: ApprovalService, request_id: str) -> VerdictOutcome | None:
+async def _answer(approvals: ApprovalReads, request_id: str) -> VerdictOutcome | None:
     for _ in range(int(ANSWER_WAIT / POLL)):
-        found = await svc.records.outcome(request_id)
+        found = await approvals.outcome(request_id)
         if found is not None:
             return found
         await asyncio.sleep(POLL)

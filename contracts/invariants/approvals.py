@@ -181,6 +181,9 @@ def outbox_key(decision_id: str) -> str:
     return f"approval:{decision_id}"
 
 
+MAX_LISTED = 1000
+"""Approvals one read lists at most (the queue, a plan's pending ones)."""
+
 REQUESTED_ORDER = 0
 DECIDED_ORDER = 1
 """Outbox order of an approval's two events."""

@@ -16,17 +16,22 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from pymongo.asynchronous.client_session import AsyncClientSession
 
 from contracts.corrections.requests import CorrectionRequest
 from contracts.corrections.states import CorrectionMode
 from contracts.decisions.model import Decision
+from contracts.invariants.approvals import DEFAULT_TTL
+from contracts.invariants.holds import Hold
 from contracts.shared.ids import new_id
 from services.ports.corrections import CorrectionStorePort
 from services.ports.invariants import InvariantStorePort
 from services.ports.records import RecordedDecisions
 from services.read_ports import LedgerReads
+from store.approvals import open_approvals
 from store.database import PLAN_LOCKS
 from store.mongo_store import MongoStore
+from store.transactions import run_in_transaction
 from tests.bulk import load_plan
 from tests.factories import decision, root
 from tests.memory_store import MemoryStore
@@ -48,6 +53,9 @@ class Backend:
     expire_lease: Callable[[str], Awaitable[None]]
     """Make a plan's lease run out now, as its holder's silence would after the TTL: the
     lease's clock is the store's own, which a test cannot move."""
+    open_approvals: Callable[[Sequence[Hold], datetime], Awaitable[None]]
+    """Open an approval for each hold awaiting one, as the recorder's transaction does
+    (store.approvals.open_approvals; the in-memory store keeps it the same way)."""
 
 
 @pytest.fixture(params=[pytest.param("memory", marks=pytest.mark.unit),
@@ -61,7 +69,11 @@ def b(request: pytest.FixtureRequest) -> Backend:
             owner, _ = m.db.state.leases[plan_id]
             m.db.state.leases[plan_id] = (owner, LONG_AGO)
 
-        return Backend("memory", m, m, m.decisions, m, m, m.load_plan, expire_in_memory)
+        async def open_in_memory(holds: Sequence[Hold], now: datetime) -> None:
+            await m.approvals.open(list(holds), now, DEFAULT_TTL)
+
+        return Backend("memory", m, m, m.decisions, m, m, m.load_plan, expire_in_memory,
+                       open_in_memory)
     # Only the mongo half starts a server (and imports the driver).
 
     db = request.getfixturevalue("db")
@@ -73,7 +85,12 @@ def b(request: pytest.FixtureRequest) -> Backend:
     async def expire_in_mongo(plan_id: str) -> None:
         await db[PLAN_LOCKS].update_one({"_id": plan_id}, {"$set": {"expires_at": LONG_AGO}})
 
-    return Backend("mongo", ms, ms, ms.recorder, ms, ms, load, expire_in_mongo)
+    async def open_in_mongo(holds: Sequence[Hold], now: datetime) -> None:
+        async def write(session: AsyncClientSession) -> None:
+            await open_approvals(db, holds, now, DEFAULT_TTL, session)
+        await run_in_transaction(db.client, write)
+
+    return Backend("mongo", ms, ms, ms.recorder, ms, ms, load, expire_in_mongo, open_in_mongo)
 
 
 def d(plan_id: str, parent: str | None, kind: str = "strategy_choice",

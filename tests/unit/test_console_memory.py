@@ -1,6 +1,6 @@
 """The console's read routes over the in-memory store: every read goes through the read
-port (services/read_ports.py), so the same app serves a scene set in memory, no
-database server needed.
+port (services/read_ports.py), approvals included, so the same app serves a scene set
+in memory, no database server needed.
 
 The app is called in-process (httpx's ASGI transport, no lifespan: the live hub is not
 started). The NATS client the operator client and the publisher hold is never
@@ -23,9 +23,11 @@ from contracts.corrections.record import Correction
 from contracts.corrections.requests import CorrectionRequest
 from contracts.corrections.states import CorrectionMode
 from contracts.decisions.model import Decision
+from contracts.invariants.approvals import DEFAULT_TTL, decision_digest
+from contracts.invariants.holds import Hold, HoldReason, HoldStatus
 from contracts.invariants.model import Invariant, InvariantScope
-from contracts.invariants.severity import Severity
-from contracts.invariants.violations import InvariantViolation
+from contracts.invariants.severity import Consequence, Severity
+from contracts.invariants.violations import FoundBy, InvariantViolation
 from contracts.shared.dead_letter import DeadLetter
 from contracts.shared.ids import new_id
 from contracts.shared.outgoing import OutgoingEvent
@@ -137,3 +139,23 @@ async def test_corrections_dead_letters_and_invariants_read_from_memory(
         ("tests-pass", True)]
     violations = (await http.get("/api/violations", params={"unresolved": "1"})).json()
     assert [(v["plan_id"], v["blocks"]) for v in violations["violations"]] == [(plan, True)]
+
+
+async def test_the_approvals_queue_reads_from_memory(memory: MemoryStore,
+                                                     http: httpx.AsyncClient) -> None:
+    tree, _correction, _letter = await scene(memory)
+    b = tree[2]
+    reason = HoldReason(invariant_id=new_id(), invariant_name="prod-needs-a-person",
+                        severity=Severity.ERROR, consequence=Consequence.HOLD,
+                        found_by=FoundBy.CHECK)
+    await memory.approvals.open([Hold(
+        decision_id=b.decision_id, plan_id=b.plan_id, status=HoldStatus.AWAITING_APPROVAL,
+        reasons=[reason], digest=decision_digest(b), created_at=NOW, updated_at=NOW)],
+        NOW, DEFAULT_TTL)
+    [queued] = (await http.get("/api/approvals")).json()["approvals"]
+    assert queued["decision_id"] == b.decision_id and queued["status"] == "requested"
+    assert queued["decision"]["decision_type"] == "tool_invocation"
+    shown = (await http.get(f"/api/decisions/{b.decision_id}/approval")).json()
+    assert shown["digest"] == decision_digest(b)
+    assert (await http.get(f"/api/decisions/{tree[3].decision_id}/approval")
+            ).status_code == 404
