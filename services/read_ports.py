@@ -2,8 +2,9 @@
 
 The web console and the CLI read the same things (plans, a tree a level at a time,
 decisions, corrections and their attempts, dead letters, invariants, violations,
-approvals, the status counts), so they read them through this one protocol, and the read models built
-on it (services/read_model.py, services/tree_model.py) are computed once for both.
+approvals, the status counts), so they read them through this one protocol, and the
+read models built on it (services/read_model.py, services/tree_model.py) are computed
+once for both.
 The MongoDB store (store.mongo_store.MongoStore) and the in-memory store of the tests
 (tests/memory_store.py) both implement it, and the contract suite (tests/contract/)
 holds them to the same answers; so the console's and the CLI's read paths also run
