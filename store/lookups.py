@@ -125,11 +125,11 @@ class Lookups:
         found: list[Found] = []
         for _ in range(ORPHAN_ROUNDS):
             entries = await self._entries_page(lead, want - len(found), before)
-            docs = {d["_id"]: d for d in await find_by_ids(
+            by_id = {d["_id"]: d for d in await find_by_ids(
                 self._decisions, [e["_id"] for e in entries], SEARCH_PROJECTION)}
-            found += [_found(docs[e["_id"]], stored_tokens(e.get("tokens")))
-                      for e in entries if e["_id"] in docs]
-            orphans = [e["_id"] for e in entries if e["_id"] not in docs]
+            found += [_found(by_id[e["_id"]], stored_tokens(e.get("tokens")))
+                      for e in entries if e["_id"] in by_id]
+            orphans = [e["_id"] for e in entries if e["_id"] not in by_id]
             if not orphans:
                 break
             # An entry written just after retention removed its decision: drop it, and

@@ -31,8 +31,8 @@ from workers.logs import BROKER_LOGGER
 from workers.recovery import Sweeper
 from workers.relay import relay_loop
 from workers.retention import retention_loop
-from workers.search_indexer import search_index_loop
 from workers.runtime import Runtime, close_runtime, open_runtime
+from workers.search_indexer import search_index_loop
 from workers.webhooks import WebhookWorker
 
 log = logging.getLogger(__name__)

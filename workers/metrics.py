@@ -7,9 +7,10 @@ ended by mode and outcome with their duration from request to end. Sampled every
 `METRICS_SAMPLE_SECONDS` from the servers, so a scrape never waits on them: each
 consumer's pending, ack-pending and redelivered counts, and the ledger's dead letters
 by rule, corrections in flight by status and open violations by severity (indexed
-counts: store.status), and how far the search indexer is behind. Only one replica samples those (the holder of the `role:gauges`
-lease); the others show none, so summing over replicas counts everything once and the
-cost of sampling does not grow with the replicas.
+counts: store.status), and how far the search indexer is behind. Only one replica
+samples those (the holder of the `role:gauges` lease); the others show none, so
+summing over replicas counts everything once and the cost of sampling does not grow
+with the replicas.
 
 Every process has its own registry (tests start several in one interpreter, and a
 process-wide default registry would mix them up).
