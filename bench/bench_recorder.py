@@ -405,8 +405,8 @@ async def one_run(k: int, ns_url: str, mongo: Any, args: argparse.Namespace,
         if args.paced_rate and seed == 0:
             paced = await run_load(ns_url, interleaved(args.plans, 2000 // args.plans, 7),
                                    args.paced_rate, signer)
-        return Run(k, burst, per_1000(cpu0, cpu1, len(sent)), paced, sent, lag,
-                   per_1000(cpu0, cpu2, len(sent)))
+        return Run(k, burst, per_1000(cpu0, cpu1, len(sent)), paced, sent=sent,
+                   search_lag=lag, cpu_indexed=per_1000(cpu0, cpu2, len(sent)))
     finally:
         for p in procs:
             p.terminate()

@@ -3,15 +3,16 @@ the decision's own transaction (ADR 0035).
 
 A multikey index over every decision's tokens more than halved the insert rate when the
 recorder kept it inside its transaction. So each transaction that writes decisions (the
-recorder's batch, a correction's step) adds one `search_queue` document naming them,
-and the search indexer (workers/search_indexer.py, one worker at a time under its
-lease) turns queue documents into entries `{_id: decision_id, plan_id, tokens}` and
-then deletes them. The queue is written in the same transaction as the decisions, so
-nothing recorded is ever missed and a crash anywhere only repeats work: an entry is
-inserted only where none exists (`$setOnInsert`), so indexing a decision twice is
-harmless and never undoes what an erasure cut. A queue document whose decisions cannot
-be indexed is tried MAX_ATTEMPTS times, then kept with `failed_at` and its error (the
-gauges count it) and passed over.
+recorder's batch, a correction's step) makes their tokens (pure and cheap: bounded
+words and facets) and adds them, QUEUE_ENTRIES at most per document, to `search_queue`
+(only its `_id` index); the search indexer (workers/search_indexer.py, one worker at a
+time under its lease) inserts them as entries `{_id: decision_id, plan_id, tokens}`
+and then deletes the queue documents. The queue is written in the same transaction as
+the decisions, so nothing recorded is ever missed, and a crash anywhere only repeats
+work: an entry that exists already is left as it is (a duplicate key is the expected
+answer), so indexing a decision twice is harmless and never undoes what an erasure
+cut. A queue document that cannot be indexed is tried MAX_ATTEMPTS times, then kept
+with `failed_at` and its error (the gauges count it) and passed over.
 """
 
 from __future__ import annotations
@@ -24,43 +25,56 @@ from typing import Any
 from pymongo import UpdateOne
 from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import BulkWriteError
 
+from contracts.decisions.model import Decision
 from contracts.decisions.search import search_tokens
 from contracts.retention.erasure import erased_names, kept_tokens
 from contracts.shared.timestamps import utc_now
-from store.database import DECISION_SEARCH, DECISIONS, SEARCH_QUEUE, Document, find_by_ids
+from store.database import DECISION_SEARCH, SEARCH_QUEUE, Document, find_by_ids
 from store.decisions import from_document
 from store.translate import translate_errors
 
+QUEUE_ENTRIES = 100
+"""Entries per queue document at most: 100 of the largest a decision can have (96
+tokens, paths of 300 characters) stay well under MongoDB's 16 MB per document."""
 QUEUE_BATCH = 20
-"""Queue documents one step indexes (each names one transaction's decisions: a recorder
-batch is at most a few hundred)."""
+"""Queue documents one step indexes."""
 MAX_ATTEMPTS = 5
 """Steps a queue document may fail before it is set aside as failed."""
 ERROR_MAX = 300
 """Characters of an error kept on a failed queue document."""
+DUPLICATE_KEY = 11000
 READ_PROJECTION = {"chain": 0, "signature": 0, "actor_reasoning": 0}
-"""What the indexer leaves out of a decision: nothing tokens are made from."""
+"""What is left out of a decision read to make its tokens: nothing they are made from."""
 
 
-async def queue_for_search(db: AsyncDatabase[Document], decision_ids: Sequence[str],
+def entry(decision: Decision, recorded_by: str | None) -> Document:
+    """The decision's search entry, filed under its verified signer."""
+    return {"_id": decision.decision_id, "plan_id": decision.plan_id,
+            "tokens": search_tokens(decision, recorded_by)}
+
+
+async def queue_for_search(db: AsyncDatabase[Document], entries: Sequence[Document],
                            now: datetime, session: AsyncClientSession) -> None:
-    """Name the transaction's decisions for the indexer, inside that transaction."""
-    if decision_ids:
-        await db[SEARCH_QUEUE].insert_one(
-            {"ids": list(decision_ids), "at": now, "attempts": 0}, session=session)
+    """Queue the transaction's entries for the indexer, inside that transaction."""
+    if entries:
+        await db[SEARCH_QUEUE].insert_many(
+            [{"entries": list(entries[i:i + QUEUE_ENTRIES]), "at": now, "attempts": 0}
+             for i in range(0, len(entries), QUEUE_ENTRIES)], session=session)
 
 
 def entry_tokens(doc: Document) -> list[str]:
-    """A stored decision's tokens, made as contracts.decisions.search makes them, filed
-    under its verified signer; only the kept facets for an erased one."""
+    """A stored decision's tokens, made as the recorder makes them; only the kept facets
+    for an erased one."""
     by = doc.get("recorded_by")
     tokens = search_tokens(from_document(doc), by if isinstance(by, str) else None)
     return kept_tokens(tokens) if erased_names(doc) else tokens
 
 
 def new_entry(doc: Document) -> UpdateOne:
-    """Insert the decision's entry unless it has one (an erasure's cut entry stays)."""
+    """Insert a stored decision's entry unless it has one (an erasure's cut entry
+    stays): the backfill's write."""
     return UpdateOne({"_id": doc["_id"]},
                      {"$setOnInsert": {"plan_id": doc.get("plan_id"),
                                        "tokens": entry_tokens(doc)}}, upsert=True)
@@ -72,6 +86,15 @@ def erased_entry(doc: Document) -> UpdateOne:
     return UpdateOne({"_id": doc["_id"]},
                      {"$set": {"plan_id": doc.get("plan_id"),
                                "tokens": kept_tokens(entry_tokens(doc))}}, upsert=True)
+
+
+def _entries(queued: Document) -> list[Document]:
+    """A queue document's entries; anything else in it is not one (never raises)."""
+    found = queued.get("entries")
+    if not isinstance(found, list):
+        return []
+    return [e for e in found if isinstance(e, dict) and isinstance(e.get("_id"), str)
+            and isinstance(e.get("tokens"), list)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,45 +118,53 @@ class Backlog:
     failed: int
 
 
-def _ids(queued: Document) -> list[str]:
-    ids = queued.get("ids")
-    return [i for i in ids if isinstance(i, str)] if isinstance(ids, list) else []
-
-
 @translate_errors
 class SearchIndex:
     def __init__(self, db: AsyncDatabase[Document]) -> None:
         self._queue = db[SEARCH_QUEUE]
-        self._decisions = db[DECISIONS]
         self._entries = db[DECISION_SEARCH]
 
     async def step(self, batch: int = QUEUE_BATCH) -> Step:
-        """Index the oldest `batch` waiting queue documents' decisions, then delete the
-        queue documents done. A decision gone since (retention) is skipped."""
+        """Insert the entries of the oldest `batch` waiting queue documents, then delete
+        the queue documents done. An entry already there (indexed before, or cut by an
+        erasure) stays as it is."""
         queue = await self._queue.find({"failed_at": None}).sort("_id", 1).limit(
             batch).to_list()
         if not queue:
             return Step(0, 0, 0)
-        docs = await find_by_ids(self._decisions, [i for q in queue for i in _ids(q)],
-                                 READ_PROJECTION)
-        writes, broken = [], {}
-        for doc in docs:
-            try:
-                writes.append(new_entry(doc))
-            except Exception as exc:  # a stored record that no longer loads
-                broken[str(doc["_id"])] = f"{type(exc).__name__}: {exc}"[:ERROR_MAX]
-        indexed = 0
-        if writes:
-            indexed = (await self._entries.bulk_write(writes, ordered=False)).upserted_count
-        done = [q["_id"] for q in queue if broken.keys().isdisjoint(_ids(q))]
+        owner: list[int] = []
+        writes: list[Document] = []
+        errors: dict[int, str] = {}
+        for n, q in enumerate(queue):
+            found = _entries(q)
+            if len(found) != len(q.get("entries") or []):
+                errors[n] = "a queue entry is not {_id: str, plan_id, tokens: list}"
+            writes += found
+            owner += [n] * len(found)
+        indexed = await self._insert(writes, owner, errors)
+        done = [q["_id"] for n, q in enumerate(queue) if n not in errors]
         if done:
             await self._queue.delete_many({"_id": {"$in": done}})
         failed = 0
-        for q in queue:
-            errors = [broken[i] for i in _ids(q) if i in broken]
-            if errors:
-                failed += await self._retry_or_fail(q, errors[0])
+        for n, error in errors.items():
+            failed += await self._retry_or_fail(queue[n], error)
         return Step(len(queue), indexed, failed)
+
+    async def _insert(self, writes: list[Document], owner: list[int],
+                      errors: dict[int, str]) -> int:
+        """Insert the entries; a duplicate key is an entry already there. Any other
+        write error is noted against the queue document the entry came from."""
+        if not writes:
+            return 0
+        try:
+            return len((await self._entries.insert_many(writes, ordered=False)).inserted_ids)
+        except BulkWriteError as exc:
+            failures = exc.details.get("writeErrors", [])
+            for f in failures:
+                if f.get("code") != DUPLICATE_KEY:
+                    errors.setdefault(owner[int(f["index"])],
+                                      str(f.get("errmsg", "write error"))[:ERROR_MAX])
+            return int(exc.details.get("nInserted", 0))
 
     async def _retry_or_fail(self, queued: Document, error: str) -> int:
         """Count a failed attempt; at MAX_ATTEMPTS set the document aside (1), else 0."""

@@ -1,8 +1,8 @@
 """The search indexer (store.search_index) against the real server: the recorder leaves
 a queue, the indexer works it off in bounded steps, indexing twice changes nothing, an
 erasure and a retention removal are reflected whichever runs first, a worker that stops
-half-way is followed by another that finishes, and a decision that cannot be indexed
-ends as a counted failure instead of being retried for ever."""
+half-way is followed by another that finishes, and a queue document that cannot be
+indexed ends as a counted failure instead of being retried for ever."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from contracts.decisions.search import SearchFilter
 from contracts.recording.message import Candidate, content_hash
 from contracts.shared.ids import new_id
 from services.search import search
-from store.database import DECISION_SEARCH, DECISIONS, SEARCH_QUEUE, Document
+from store.database import DECISION_SEARCH, SEARCH_QUEUE, Document
 from store.erasure import ErasureRepository
 from store.leases import Leases
 from store.mongo_store import MongoStore
@@ -106,20 +106,19 @@ async def test_an_erasure_cuts_the_entry_before_or_after_indexing(
                      agent={"name": "vault-agent"})
     late = decision(top["plan_id"], top["decision_id"], question="Which vault for okapis?",
                     agent={"name": "vault-agent"})
-    await record(ms, [top, early, late], per_batch=3)
+    await record(ms, [top, early], per_batch=2)
     index = SearchIndex(db)
     await index.step()                      # `early` indexed, then erased
+    await record(ms, [late], per_batch=1)   # `late` erased before the indexer gets to it
     erasures = ErasureRepository(db)
     for target in (early, late):
         reach = await erasures.reach(decision_id=str(target["decision_id"]))
         await erasures.erase({"_id": new_id(), "by": "op", "reason": "test"}, reach, NOW)
-    await db[DECISION_SEARCH].delete_one({"_id": late["decision_id"]})
-    await db[SEARCH_QUEUE].insert_one({"ids": [late["decision_id"]], "at": NOW})
-    await index.step()                      # `late` erased before the indexer got to it
+    assert (await index.step()).indexed == 0  # its queued entry finds the cut one there
     for target in (early, late):
-        entry = await db[DECISION_SEARCH].find_one({"_id": target["decision_id"]})
-        assert entry is not None
-        assert sorted(entry["tokens"]) == ["agent:vault-agent", "type:strategy_choice"]
+        stored = await db[DECISION_SEARCH].find_one({"_id": target["decision_id"]})
+        assert stored is not None
+        assert sorted(stored["tokens"]) == ["agent:vault-agent", "type:strategy_choice"]
     assert await texts(ms, "vault") == []
     by_agent = await search(ms, SearchFilter(agent="vault-agent"))
     assert len(by_agent.hits) == 2
@@ -147,21 +146,26 @@ async def test_retention_removes_entries_and_orphans_are_dropped(
     assert await db[DECISION_SEARCH].count_documents({"_id": "~orphan"}) == 0
 
 
-async def test_a_decision_that_cannot_be_indexed_ends_as_failed(
+async def test_a_queue_document_that_cannot_be_indexed_ends_as_failed(
         db: AsyncDatabase[Document]) -> None:
     ms = MongoStore(db)
     tree = plan_tree(3, seed=8)
     await record(ms, tree[:1], per_batch=1)
+    queued = await db[SEARCH_QUEUE].find_one({})
+    assert queued is not None
+    # Whatever lands in the queue: an entry the indexer cannot use stops only its own
+    # queue document, and only for MAX_ATTEMPTS steps.
+    await db[SEARCH_QUEUE].update_one({"_id": queued["_id"]},
+                                      {"$push": {"entries": {"_id": {"$where": "1"}}}})
     await record(ms, tree[1:], per_batch=2)
-    await db[DECISIONS].update_one({"_id": tree[0]["decision_id"]},
-                                   {"$set": {"decision_type": "no such type"}})
     index = SearchIndex(db)
     steps = [await index.step() for _ in range(MAX_ATTEMPTS)]
     assert [s.failed for s in steps] == [0] * (MAX_ATTEMPTS - 1) + [1]
     assert await index.step() == (await index.step())  # nothing left but the failed one
     failed = await db[SEARCH_QUEUE].find_one({})
     assert failed is not None and failed["attempts"] == MAX_ATTEMPTS
-    assert failed["failed_at"] is not None and "ValidationError" in failed["error"]
+    assert failed["failed_at"] is not None and "queue entry" in failed["error"]
     backlog = await index.backlog()
     assert (backlog.pending, backlog.failed) == (0, 1)
-    assert await db[DECISION_SEARCH].count_documents({}) == 2  # the others were indexed
+    # Its good entry and the other document's were indexed all the same.
+    assert await db[DECISION_SEARCH].count_documents({}) == 3
