@@ -175,6 +175,11 @@ class SearchIndex:
         await self._queue.update_one({"_id": queued["_id"]}, {"$set": update})
         return 1 if attempts >= MAX_ATTEMPTS else 0
 
+    async def waiting(self) -> bool:
+        """Whether any queue document waits (one read of a queue that is small when
+        the indexer keeps up)."""
+        return await self._queue.find_one({"failed_at": None}, {"_id": 1}) is not None
+
     async def backlog(self) -> Backlog:
         """How far the indexer is behind: for the gauges (the queue is small when it
         keeps up, so counting it is cheap)."""

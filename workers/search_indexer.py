@@ -38,13 +38,17 @@ async def drain(index: SearchIndex, leases: Leases, owner: str,
 
 async def search_index_loop(index: SearchIndex, leases: Leases, owner: str,
                             every: float) -> None:
-    """A pass every `every` seconds while this worker holds (or takes) the lease; a
-    failed pass is logged and the next one starts where the queue stands. Stopping
-    hands the lease back, so another worker takes over at its next pass."""
+    """A pass every `every` seconds when the queue holds something and this worker
+    holds (or takes) the lease; a failed pass is logged and the next one starts where
+    the queue stands. Stopping hands the lease back, so another worker takes over at
+    its next pass."""
     try:
         while True:
             try:
-                if await leases.acquire(LEASE_KEY, owner):
+                # Only when something waits: an idle ledger sees one read per interval
+                # and no lease written (a lease left to run out is taken by whoever
+                # finds work next).
+                if await index.waiting() and await leases.acquire(LEASE_KEY, owner):
                     await drain(index, leases, owner)
             except Exception:
                 log.exception("search indexing pass failed; the next pass tries again")

@@ -6,6 +6,8 @@ indexed ends as a counted failure instead of being retried for ever."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from datetime import UTC, datetime
 
 import pytest
@@ -16,14 +18,14 @@ from contracts.decisions.search import SearchFilter
 from contracts.recording.message import Candidate, content_hash
 from contracts.shared.ids import new_id
 from services.search import search
-from store.database import DECISION_SEARCH, SEARCH_QUEUE, Document
+from store.database import DECISION_SEARCH, PLAN_LOCKS, SEARCH_QUEUE, Document
 from store.erasure import ErasureRepository
 from store.leases import Leases
 from store.mongo_store import MongoStore
 from store.retention import RetentionStore
 from store.search_index import MAX_ATTEMPTS, SearchIndex
 from tests.factories import decision, plan_tree, root
-from workers.search_indexer import LEASE_KEY, drain
+from workers.search_indexer import LEASE_KEY, drain, search_index_loop
 
 pytestmark = pytest.mark.store
 
@@ -169,3 +171,24 @@ async def test_a_queue_document_that_cannot_be_indexed_ends_as_failed(
     assert (backlog.pending, backlog.failed) == (0, 1)
     # Its good entry and the other document's were indexed all the same.
     assert await db[DECISION_SEARCH].count_documents({}) == 3
+
+
+async def test_the_loop_writes_nothing_while_idle_and_indexes_what_arrives(
+        db: AsyncDatabase[Document]) -> None:
+    ms = MongoStore(db)
+    task = asyncio.create_task(search_index_loop(SearchIndex(db), Leases(db, 10), "w1", 0.05))
+    try:
+        await asyncio.sleep(0.5)
+        assert await db[PLAN_LOCKS].count_documents({"_id": LEASE_KEY}) == 0
+        tree = plan_tree(4, seed=9)
+        await record(ms, tree, per_batch=2)
+        for _ in range(200):
+            if await db[DECISION_SEARCH].count_documents({}) == 4:
+                break
+            await asyncio.sleep(0.05)
+        assert await db[DECISION_SEARCH].count_documents({}) == 4
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    assert await db[PLAN_LOCKS].count_documents({"_id": LEASE_KEY}) == 0  # handed back
