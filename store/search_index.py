@@ -42,8 +42,7 @@ QUEUE_BATCH = 20
 """Queue documents one step indexes."""
 MAX_ATTEMPTS = 5
 """Steps a queue document may fail before it is set aside as failed."""
-ERROR_MAX = 300
-"""Characters of an error kept on a failed queue document."""
+ERROR_MAX = 300  # characters of an error kept on a failed queue document
 DUPLICATE_KEY = 11000
 READ_PROJECTION = {"chain": 0, "signature": 0, "actor_reasoning": 0}
 """What is left out of a decision read to make its tokens: nothing they are made from."""
@@ -99,8 +98,6 @@ def _entries(queued: Document) -> list[Document]:
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    """What one step did."""
-
     queued: int
     """Queue documents read (0: nothing was waiting)."""
     indexed: int
