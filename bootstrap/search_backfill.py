@@ -1,5 +1,6 @@
-"""Give decisions recorded before search existed their search tokens (store.search_backfill),
-against the database the environment names, as the workers read it:
+"""Give decisions recorded before the search indexer their search entries
+(store.search_backfill), against the database the environment names, as the workers
+read it (run it once after upgrading to the decision_search collection, ADR 0035):
 
     .venv/bin/python -m bootstrap.search_backfill
 """
@@ -17,7 +18,7 @@ async def main() -> None:
     settings = Settings.from_env()
     client = connect(settings.mongodb_uri)
     try:
-        print(f"{await backfill(client[settings.mongodb_db])} decision(s) given search tokens")
+        print(f"{await backfill(client[settings.mongodb_db])} decision(s) given search entries")
     finally:
         await client.close()
 

@@ -85,6 +85,9 @@ class Settings:
     search_scan_max: int = 2000
     """SEARCH_SCAN_MAX: most decisions one page of a search reads (`agents search`, the
     console's Search): past it the page says where to go on (services/search.py)."""
+    search_index_interval_seconds: float = 0.5
+    """SEARCH_INDEX_INTERVAL_SECONDS: how often the search indexer looks for decisions
+    to index (workers.search_indexer): about how far searches trail the recorder."""
     corrections_cancel_wait_seconds: float = 5.0
     """How long a cancel naming an unknown correction waits for its request to arrive."""
     outbox_relay_interval: float = 5.0
@@ -186,6 +189,9 @@ class Settings:
         if not 1 <= self.recorder_partitions <= MAX_PARTITIONS:
             raise ValueError(f"RECORDER_PARTITIONS must be 1 to {MAX_PARTITIONS}, not "
                              f"{self.recorder_partitions}")
+        if not self.search_index_interval_seconds > 0:
+            raise ValueError("SEARCH_INDEX_INTERVAL_SECONDS must be above 0, not "
+                             f"{self.search_index_interval_seconds}")
         if self.search_scan_max < 1:
             raise ValueError(f"SEARCH_SCAN_MAX must be at least 1, not {self.search_scan_max}")
         if self.artifacts_root is None:
