@@ -14,6 +14,7 @@ from contracts.corrections.requests import reverted_choice
 from deploy.embedded import ManagedServer
 from store.database import Document
 from tests.conftest import Workers, worker_env
+from tests.in_process_workers import InProcessWorkers
 from tests.integration.cli_support import (
     Agents,
     agents,
@@ -28,7 +29,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 async def test_the_seeds_revert_runs_without_guidance(
-        cli_workers: Workers, agents: Agents, nc: nats.NATS,
+        cli_workers: InProcessWorkers, agents: Agents, nc: nats.NATS,
         db: AsyncDatabase[Document]) -> None:
     tree = await seed_plan(nc.jetstream(), db)
     target = tree[1]["decision_id"]

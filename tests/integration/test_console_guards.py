@@ -24,6 +24,7 @@ from contracts.shared.roles import Role
 from deploy.embedded import ManagedServer
 from store.database import Document
 from tests.conftest import Workers, worker_env
+from tests.in_process_workers import InProcessWorkers
 from tests.integration.cli_support import cli_workers, seed_plan
 from tests.integration.console_support import Console, console, serve_console
 from tests.integration.wire import until
@@ -60,7 +61,7 @@ async def raw_request(c: Console, head: str, timeout: float = 10) -> tuple[int, 
 
 
 async def test_a_rebound_name_is_refused_for_reads_and_writes(
-        cli_workers: Workers, console: Console, nc: nats.NATS,
+        cli_workers: InProcessWorkers, console: Console, nc: nats.NATS,
         db: AsyncDatabase[Document]) -> None:
     tree = await seed_plan(nc.jetstream(), db, size=4)
     dry_run = f"/api/decisions/{tree[1]['decision_id']}/dry-run"

@@ -34,6 +34,7 @@ from store.database import Document
 from store.invariant_store import InvariantStore
 from tests.conftest import Workers, worker_env
 from tests.factories import decision, encode, headers, plan_tree, root, subject
+from tests.in_process_workers import InProcessWorkers
 from tests.integration.correction_support import request
 from tests.integration.wire import publish_all, until, wait_for_count
 from workers.recorder import parent_waits
@@ -332,7 +333,7 @@ async def test_a_database_outage_longer_than_the_parent_wait_rejects_no_child(
 
 
 async def test_a_dry_run_with_a_hostile_body_is_answered(
-        workers: Workers, nc: nats.NATS) -> None:
+        workers: InProcessWorkers, nc: nats.NATS) -> None:
     plan = new_id()
     reply = await nc.request(f"{csubjects.DRYRUN_PREFIX}.{plan}", DEEP, timeout=10)
     body = json.loads(reply.data)
