@@ -326,8 +326,8 @@ async def test_status_names_failed_and_long_pending_corrections(
     assert (r.json["corrections_failed"], r.json["corrections_failed_last_24h"]) == (1, 1)
     assert any(a.startswith("1 correction(s) FAILED in the last 24 h")
                for a in r.json["attention"]), r.json["attention"]
-    text = (await agents("status")).out
-    assert "corrections failed: 1 (1 in the last 24 h" in text
+    shown = await agents("status")
+    assert "corrections failed: 1 (1 in the last 24 h" in shown.out, (shown.code, shown.err)
 
 
 async def test_agents_up_with_dead_servers_exported_is_one_line(agents: Agents,

@@ -248,7 +248,7 @@ async def test_an_instruction_that_came_while_the_runtime_was_down_is_handled_on
         await asyncio.sleep(1.5)   # anything more would come now
         assert sub.handled == 1
     assert [(o.status, o.instruction.correction_id) for o in outcomes] \
-        == [(ResumeStatus.RESUMED, applied.correction_id)]
+        == [(ResumeStatus.RESUMED, applied.correction_id)], [o.reason for o in outcomes]
     assert runs_after == Counter(strategy=1, redis=1, write=1)
     forks = [s async for s in restarted.graph.aget_state_history(
         run.config, filter={RESUME_MARK: applied.correction_id})]
