@@ -171,7 +171,9 @@ async def nc(nats_server: ManagedServer) -> AsyncIterator[nats.NATS]:
 
 @dataclass
 class Workers:
-    """`python -m workers` as a child process, as production runs it."""
+    """`python -m workers` as a child process, as production runs it: for the tests that
+    kill, signal or restart it, or read its exit code or crash hook; the others run the
+    same app in their own loop (tests/in_process_workers.py)."""
 
     env: dict[str, str]
     log_path: Path
