@@ -35,6 +35,7 @@ from contracts.shared.partitions import partitions
 from deploy.embedded import ManagedServer, die_with_parent, free_port, start_mongo, start_nats
 from store.database import Document, connect, ensure_indexes
 from tests import properties
+from tests.in_process_workers import InProcessWorkers
 from tests.warm_caches import warm_in_background
 
 # The default profile and the deep one (`--hypothesis-profile=deep`): tests/properties.py.
@@ -170,7 +171,9 @@ async def nc(nats_server: ManagedServer) -> AsyncIterator[nats.NATS]:
 
 @dataclass
 class Workers:
-    """`python -m workers` as a child process, as production runs it."""
+    """`python -m workers` as a child process, as production runs it: for the tests that
+    kill, signal or restart it, or read its exit code or crash hook; the others run the
+    same app in their own loop (tests/in_process_workers.py)."""
 
     env: dict[str, str]
     log_path: Path
@@ -287,7 +290,24 @@ def worker_env(nats_url: str, mongo_uri: str, db_name: str, **extra: str) -> dic
 
 @pytest.fixture
 async def workers(nats_server: ManagedServer, mongo_uri: str, db: AsyncDatabase[Document],
-                  db_name: str, tmp_path: Path) -> AsyncIterator[Workers]:
+                  db_name: str, tmp_path: Path) -> AsyncIterator[InProcessWorkers]:
+    """The workers' app in the test's event loop (tests/in_process_workers.py): a test
+    that kills them or reads their process makes its own `Workers`."""
+    w = InProcessWorkers(worker_env(nats_server.url, mongo_uri, db_name),
+                         tmp_path / "workers.log")
+    await w.start(nats_server.url)
+    try:
+        yield w
+    finally:
+        await w.stop()
+
+
+@pytest.fixture
+async def workers_process(nats_server: ManagedServer, mongo_uri: str,
+                          db: AsyncDatabase[Document], db_name: str,
+                          tmp_path: Path) -> AsyncIterator[Workers]:
+    """`python -m workers` as its own process, for a test that must not share this
+    process with them (its telemetry exporters would see the workers' spans too)."""
     w = Workers(worker_env(nats_server.url, mongo_uri, db_name), tmp_path / "workers.log")
     await w.start(nats_server.url)
     try:

@@ -41,16 +41,21 @@ INDEXER_LEASE_MIN = 10.0
 """Seconds the search indexer's lease lasts at least: a worker that dies hands search
 to another within about this long."""
 
-def build_app(settings: Settings | None = None, crash: CrashHook = no_crash) -> FastStream:
+
+def build_app(settings: Settings | None = None, crash: CrashHook = no_crash,
+              runtime: Runtime | None = None) -> FastStream:
     """The worker app: the broker, the ledger opened at startup, the consumers after.
     `crash`: called at each named step of a correction (a fault-injection seam for
-    tests, tests/crashing_workers.py; nothing in production sets it)."""
+    tests, tests/crashing_workers.py; nothing in production sets it). `runtime`: the
+    state the app fills in, given by a caller that runs the app in its own event loop
+    and asks whether its consumers still run (tests/in_process_workers.py); its own
+    `crash` then applies."""
     settings = settings or Settings.from_env()
     link = NatsLink(settings.nats_url)
     broker = NatsBroker(nats_servers(settings.nats_url), graceful_timeout=settings.graceful_timeout,
                         logger=logging.getLogger(BROKER_LOGGER),
                         **nats_options(settings, link))
-    runtime = Runtime(crash=crash)
+    runtime = runtime if runtime is not None else Runtime(crash=crash)
 
     app = FastStream(broker, logger=logging.getLogger(BROKER_LOGGER))
 

@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
-
-import cel
+from typing import TYPE_CHECKING, Any
 
 from contracts.invariants.model import MAX_CHECK_CHARS
+
+if TYPE_CHECKING:
+    import cel
 
 MAX_COMPREHENSIONS = 1
 
@@ -100,6 +101,8 @@ def compile_check(source: str) -> CompiledCheck:
             f"a check may use at most {MAX_COMPREHENSIONS} of all/exists/exists_one/map/filter "
             f"(it has {loops}): nested loops over an agent's lists are unbounded work; "
             "split it into two invariants, or use `paths` for artifacts and resources at once")
+    import cel  # on the first check compiled: see _try_on_sample
+
     try:
         program = cel.compile(text)
     except Exception as exc:  # the library's parse error: a ValueError with the position
@@ -127,6 +130,11 @@ def _check_names(program: cel.Program) -> None:
 
 
 def _try_on_sample(program: cel.Program) -> None:
+    # Imported where a check is compiled or run, not with this module: the package loads
+    # its command-line interface on import (a quarter of a second in every process that
+    # imports the invariants, most of which never compile a check).
+    import cel
+
     try:
         result = program.execute(cel.Context(SAMPLE))
     except RuntimeError as exc:

@@ -30,8 +30,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-import cel
-
 from contracts.decisions.model import Decision
 from contracts.decisions.types import DecisionType
 from contracts.invariants.activation import InputTooLarge, PlanScope, activation
@@ -139,6 +137,8 @@ class Gate:
                 values |= activation(d, [name], chain, scope)
             except InputTooLarge as exc:
                 missing[name] = f"input_too_large: {exc}"
+        import cel  # only once a check runs (contracts.invariants.checks says why)
+
         return cel.Context(values), missing
 
     def _one(self, inv: Invariant, context: Any, missing: dict[str, str]) -> Evaluation:

@@ -19,8 +19,8 @@ from deploy.embedded import ManagedServer
 from store.database import Document
 from tests.browser.conftest import browser, page
 from tests.bulk import load_plan
-from tests.conftest import Workers
 from tests.factories import decision, root
+from tests.in_process_workers import InProcessWorkers
 from tests.integration.cli_support import Agents, agents, cli_workers
 from tests.integration.console_support import Console, console, held_executing, wide_plan
 from tests.integration.wire import publish_all, wait_for_count
@@ -64,7 +64,7 @@ def node(page: Page, decision_id: object) -> object:
 
 
 async def test_live_plan_decision_dry_run_and_apply(
-        cli_workers: Workers, console: Console, page: Page, nc: nats.NATS,
+        cli_workers: InProcessWorkers, console: Console, page: Page, nc: nats.NATS,
         db: AsyncDatabase[Document]) -> None:
     await page.goto(console.url + "/#/plans")
     await expect(page.locator("#plans")).to_be_visible(timeout=TIMEOUT)
@@ -141,7 +141,7 @@ async def correction_page_and_tree_then(page: Page, console: Console, plan_id: s
 
 
 async def test_append_shows_the_child_plan_and_cancel_a_pending_one(
-        cli_workers: Workers, console: Console, page: Page, nc: nats.NATS,
+        cli_workers: InProcessWorkers, console: Console, page: Page, nc: nats.NATS,
         db: AsyncDatabase[Document]) -> None:
     tree = small_plan()
     plan_id = tree[0]["plan_id"]
@@ -192,7 +192,7 @@ async def test_append_shows_the_child_plan_and_cancel_a_pending_one(
 
 
 async def test_resolve_a_violation_and_dead_letters(
-        cli_workers: Workers, agents: Agents, console: Console, page: Page, nc: nats.NATS,
+        cli_workers: InProcessWorkers, agents: Agents, console: Console, page: Page, nc: nats.NATS,
         db: AsyncDatabase[Document]) -> None:
     tree = small_plan()
     plan_id = tree[0]["plan_id"]
@@ -282,7 +282,7 @@ async def test_fail_a_correction_stuck_executing_from_the_tree(
 
 
 async def test_the_dry_run_lights_every_affected_decision_drawn(
-        cli_workers: Workers, console: Console, page: Page,
+        cli_workers: InProcessWorkers, console: Console, page: Page,
         db: AsyncDatabase[Document]) -> None:
     """137 affected (the reply lists 100): every one drawn is lit, those of a page loaded
     after the dry run too; the root, not affected, is not."""

@@ -20,7 +20,8 @@ from pymongo.asynchronous.database import AsyncDatabase
 from contracts.shared.ids import new_id
 from store.database import Document
 from tests.browser.conftest import browser
-from tests.conftest import ROOT, Workers
+from tests.conftest import ROOT
+from tests.in_process_workers import InProcessWorkers
 from tests.integration.cli_support import Agents, agents, cli_workers
 from tests.integration.console_support import Console, console
 from tests.integration.wire import wait_for_count
@@ -70,7 +71,7 @@ async def in_view(page: Page, selector: str) -> bool:
 
 
 async def test_a_revert_from_the_tree_reads_true_at_both_widths(
-        cli_workers: Workers, agents: Agents, console: Console, sized: Page,
+        cli_workers: InProcessWorkers, agents: Agents, console: Console, sized: Page,
         db: AsyncDatabase[Document]) -> None:
     page = sized
     ids = await example_plan(agents)
@@ -135,7 +136,7 @@ async def test_a_revert_from_the_tree_reads_true_at_both_widths(
 
 
 async def test_plans_filter_comments_ending_and_dead_letters(
-        cli_workers: Workers, agents: Agents, console: Console, sized: Page, nc: nats.NATS,
+        cli_workers: InProcessWorkers, agents: Agents, console: Console, sized: Page, nc: nats.NATS,
         db: AsyncDatabase[Document]) -> None:
     page = sized
     ids = await example_plan(agents)

@@ -22,8 +22,8 @@ from pymongo.asynchronous.database import AsyncDatabase
 from contracts.shared.ids import new_id
 from store.database import Document
 from tests.browser.conftest import browser, page, shot
-from tests.conftest import Workers
 from tests.factories import decision
+from tests.in_process_workers import InProcessWorkers
 from tests.integration.cli_support import Agents, agents, cli_workers
 from tests.integration.console_support import Console, console
 from tests.integration.wire import publish_all, wait_for_count
@@ -102,7 +102,7 @@ def node(page: Page, decision_id: object) -> Any:
 
 
 async def test_screenshots_of_a_realistic_plan(
-        cli_workers: Workers, agents: Agents, console: Console, page: Page, nc: nats.NATS,
+        cli_workers: InProcessWorkers, agents: Agents, console: Console, page: Page, nc: nats.NATS,
         db: AsyncDatabase[Document]) -> None:
     js = nc.jetstream()
     others = [

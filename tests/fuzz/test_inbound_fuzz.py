@@ -13,9 +13,9 @@ import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
 from store.database import Document
-from tests.conftest import Workers
 from tests.fuzz import harness
 from tests.fuzz.hostile import Hostile, corpus, hostile_command, hostile_decision
+from tests.in_process_workers import InProcessWorkers
 
 pytestmark = [pytest.mark.e2e, pytest.mark.fuzz]
 
@@ -39,7 +39,7 @@ def test_every_hostile_strategy_breaks_a_rule_by_construction() -> None:
 
 
 async def test_hostile_messages_never_hold_back_valid_ones(
-        workers: Workers, nc: nats.NATS, db: AsyncDatabase[Document]) -> None:
+        workers: InProcessWorkers, nc: nats.NATS, db: AsyncDatabase[Document]) -> None:
     tally = await harness.run(nc, db, rounds=3, per_round=12, n_plans=3)
     print("\n" + tally.table())
     assert harness.check(tally, workers_alive=workers.alive) == []

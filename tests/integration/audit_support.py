@@ -36,8 +36,9 @@ from services.invariants import InvariantService
 from store.correction_store import CorrectionStore
 from store.database import Document
 from store.invariant_store import InvariantStore
-from tests.conftest import Workers, worker_env
+from tests.conftest import worker_env
 from tests.factories import decision, root, subject
+from tests.in_process_workers import InProcessWorkers
 from tests.integration.wire import until
 from tests.trust_support import Member, directory, member, write_principals, write_seed
 
@@ -51,13 +52,13 @@ MEMBERS = (AGENT, ALICE, WORKER)
 
 
 async def start_workers(nats_server: ManagedServer, mongo_uri: str, db_name: str,
-                        tmp_path: Path) -> tuple[Workers, Path]:
+                        tmp_path: Path) -> tuple[InProcessWorkers, Path]:
     """The workers verifying against the members' principals file, and that file."""
     principals = write_principals(tmp_path / "principals.toml", *MEMBERS)
     env = worker_env(nats_server.url, mongo_uri, db_name, LEDGER_PRINCIPALS=str(principals),
                      NATS_NKEY_SEED=str(write_seed(tmp_path / "worker.seed", WORKER)),
                      ARCHIVE_ROOT=str(tmp_path / "archive"), CORRECTIONS_RETRY_DELAY="0.2")
-    w = Workers(env, tmp_path / "workers.log")
+    w = InProcessWorkers(env, tmp_path / "workers.log")
     await w.start(nats_server.url)
     return w, principals
 
@@ -115,7 +116,8 @@ async def _count(db: AsyncDatabase[Document], plan: str, n: int) -> bool:
     return await db.decisions.count_documents({"plan_id": plan}) >= n
 
 
-async def build_scene(nc: nats.NATS, db: AsyncDatabase[Document], workers: Workers) -> Scene:
+async def build_scene(nc: nats.NATS, db: AsyncDatabase[Document],
+                      workers: InProcessWorkers) -> Scene:
     plan, ids = await record_plan(nc, db)
     js = nc.jetstream()
     svc = InvariantService.from_store(InvariantStore.open(db), JetStreamPublisher(nc))
@@ -133,7 +135,7 @@ async def build_scene(nc: nats.NATS, db: AsyncDatabase[Document], workers: Worke
     append = await ops.request(plan, ids["d"], "append", "Mind the quota")
     done = await ended(db, append)
     assert done["status"] == "applied", done.get("error")
-    workers.stop()  # what follows is written in this process, as the CLI writes
+    await workers.stop()  # what follows is written in this process, as the CLI writes
 
     body = {"violation_id": vid, "resolved": True}
     who = verified(ALICE, EVENTS, isubjects.event(plan, isubjects.RESOLVED),

@@ -24,8 +24,9 @@ from cli import banner, errors, render
 from cli.main import app
 from deploy.embedded import ManagedServer
 from store.database import Document
-from tests.conftest import Workers, worker_env
+from tests.conftest import worker_env
 from tests.factories import plan_tree
+from tests.in_process_workers import InProcessWorkers
 from tests.integration.wire import publish_all, wait_for_count
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -116,16 +117,17 @@ def agents(nats_server: ManagedServer, mongo_uri: str, db_name: str) -> Agents:
 
 @pytest.fixture
 async def cli_workers(nats_server: ManagedServer, mongo_uri: str, db: AsyncDatabase[Document],
-                      db_name: str, tmp_path: Path) -> AsyncIterator[Workers]:
-    """The workers, with the revert archive under tmp_path instead of the user's data dir."""
+                      db_name: str, tmp_path: Path) -> AsyncIterator[InProcessWorkers]:
+    """The workers (in this process: tests/in_process_workers.py), with the revert
+    archive under tmp_path instead of the user's data dir."""
     env = worker_env(nats_server.url, mongo_uri, db_name,
                      ARCHIVE_ROOT=str(tmp_path / "archive"), CORRECTIONS_RETRY_DELAY="0.2")
-    w = Workers(env, tmp_path / "workers.log")
+    w = InProcessWorkers(env, tmp_path / "workers.log")
     await w.start(nats_server.url)
     try:
         yield w
     finally:
-        w.stop()
+        await w.stop()
 
 
 async def seed_plan(js: JetStreamContext, db: AsyncDatabase[Document], size: int = 12,

@@ -26,6 +26,7 @@ from tests.bulk import load_plan
 from tests.conftest import Workers
 from tests.console_deps import deps_over
 from tests.factories import decision, root
+from tests.in_process_workers import InProcessWorkers
 from tests.integration.cli_support import seed_plan
 from tests.integration.recovery_support import env
 
@@ -114,12 +115,13 @@ async def held_executing(nats_url: str, mongo_uri: str, db_name: str,
         assert found is not None and found["status"] == "executing", found
     finally:
         doomed.stop()
-    survivor = Workers(env(nats_url, mongo_uri, db_name, tmp_path), tmp_path / "workers.log")
+    survivor = InProcessWorkers(env(nats_url, mongo_uri, db_name, tmp_path),
+                                tmp_path / "workers.log")
     await survivor.start(nats_url)
     try:
         yield Held(plan_id, target, cid)
     finally:
-        survivor.stop()
+        await survivor.stop()
 
 
 @dataclass

@@ -32,7 +32,8 @@ from deploy.embedded import ManagedServer
 from services.invariants import InvariantService
 from store.database import Document
 from store.invariant_store import InvariantStore
-from tests.conftest import Workers, worker_env
+from tests.conftest import worker_env
+from tests.in_process_workers import InProcessWorkers
 from tests.integration.cli_support import Agents, agents
 from tests.integration.wire import events, until
 from tests.trust_support import Member, member, write_principals, write_seed
@@ -52,13 +53,13 @@ PROD = '!(decision_type == "tool_invocation" && tool.arguments.path.startsWith("
 @pytest.fixture
 async def signed_workers(nats_server: ManagedServer, mongo_uri: str,
                          db: AsyncDatabase[Document], db_name: str,
-                         tmp_path: Path) -> AsyncIterator[Workers]:
+                         tmp_path: Path) -> AsyncIterator[InProcessWorkers]:
     principals = write_principals(tmp_path / "principals.toml", AGENT, ALICE, BOB, WORKER)
     env = worker_env(nats_server.url, mongo_uri, db_name, LEDGER_PRINCIPALS=str(principals),
                      NATS_NKEY_SEED=str(write_seed(tmp_path / "worker.seed", WORKER)),
                      APPROVAL_SWEEP_SECONDS="0.2", CORRECTIONS_RETRY_DELAY="0.2",
                      ARCHIVE_ROOT=str(tmp_path / "archive"))
-    w = Workers(env, tmp_path / "workers.log")
+    w = InProcessWorkers(env, tmp_path / "workers.log")
     await w.start(nats_server.url)
     service = InvariantService.from_store(InvariantStore.open(db), _NoPublish())
     await service.add_invariant("prod-needs-a-person", "Writes under deploy/prod/ need a "
@@ -66,7 +67,7 @@ async def signed_workers(nats_server: ManagedServer, mongo_uri: str,
     try:
         yield w
     finally:
-        w.stop()
+        await w.stop()
 
 
 class _NoPublish:
@@ -75,7 +76,7 @@ class _NoPublish:
 
 
 @pytest.fixture
-async def rec(signed_workers: Workers, nats_server: ManagedServer
+async def rec(signed_workers: InProcessWorkers, nats_server: ManagedServer
               ) -> AsyncIterator[DecisionRecorder]:
     async with DecisionRecorder.connect(nats_server.url, seed=AGENT.seed) as r:
         yield r

@@ -50,7 +50,7 @@ async def scene(nats_server: ManagedServer, mongo_uri: str, db: AsyncDatabase[Do
     try:
         yield await build_scene(nc, db, w), principals
     finally:
-        w.stop()
+        await w.stop()
 
 
 async def verify(agents: Agents, plan: str, principals: Path) -> tuple[int, dict[str, Any]]:
@@ -157,7 +157,7 @@ async def test_two_writers_at_once_leave_a_valid_chain(
         assert (await ended(db, revert))["status"] == "applied"
         await until(lambda: _stored(db, plan, 5 + 150 + 1), timeout=90)
     finally:
-        w.stop()
+        await w.stop()
     code, report = await verify(agents, plan, principals)
     assert code == 0, report
     assert report["records"] == 5 + 150 + 1 + 2

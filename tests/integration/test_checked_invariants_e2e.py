@@ -26,8 +26,8 @@ from deploy.embedded import ManagedServer
 from services.invariants import InvariantService
 from store.database import Document
 from store.invariant_store import InvariantStore
-from tests.conftest import Workers
 from tests.factories import decision, root
+from tests.in_process_workers import InProcessWorkers
 from tests.integration.cli_support import Agents, agents  # noqa: F401  # the fixture
 from tests.integration.wire import events, publish_all, until
 
@@ -37,7 +37,7 @@ NO_RM = '!(tool.name == "shell" && tool.arguments.cmd.contains("rm -rf"))'
 
 
 @pytest.fixture
-async def service(workers: Workers, nc: nats.NATS,
+async def service(workers: InProcessWorkers, nc: nats.NATS,
                   db: AsyncDatabase[Document]) -> AsyncIterator[InvariantService]:
     yield InvariantService.from_store(InvariantStore.open(db), JetStreamPublisher(nc))
 

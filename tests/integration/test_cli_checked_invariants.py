@@ -11,8 +11,8 @@ from pymongo.asynchronous.database import AsyncDatabase
 from contracts.invariants.reconciliation import enforced_decision_id
 from contracts.shared.ids import new_id
 from store.database import Document
-from tests.conftest import Workers
 from tests.factories import decision, root
+from tests.in_process_workers import InProcessWorkers
 from tests.integration.cli_support import Agents, agents, assert_one_line_error, cli_workers
 from tests.integration.wire import publish_all, until
 
@@ -43,7 +43,7 @@ async def test_checks_at_add(agents: Agents) -> None:
 
 
 async def test_plan_use_promotes_the_templates_invariants(
-        cli_workers: Workers, agents: Agents, nc: nats.NATS,
+        cli_workers: InProcessWorkers, agents: Agents, nc: nats.NATS,
         db: AsyncDatabase[Document]) -> None:
     js = nc.jetstream()
     inv = (await agents.ok("invariant", "add", "no-drop", "--description", "No DROP TABLE",

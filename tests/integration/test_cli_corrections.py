@@ -20,7 +20,7 @@ from services.corrections.messages import correction_event
 from services.corrections.service import CorrectionService
 from store.correction_store import CorrectionStore
 from store.database import Document
-from tests.conftest import Workers
+from tests.in_process_workers import InProcessWorkers
 from tests.integration.cli_support import (
     Agents,
     agents,
@@ -35,7 +35,7 @@ __all__ = ["agents", "cli_workers"]
 pytestmark = pytest.mark.e2e
 
 
-async def test_dry_run_user_errors_and_revert(cli_workers: Workers, agents: Agents,
+async def test_dry_run_user_errors_and_revert(cli_workers: InProcessWorkers, agents: Agents,
                                               nc: nats.NATS,
                                               db: AsyncDatabase[Document]) -> None:
     tree = await seed_plan(nc.jetstream(), db)
@@ -100,7 +100,7 @@ async def test_dry_run_user_errors_and_revert(cli_workers: Workers, agents: Agen
     assert "superseded by" in tree_text and "correction of" in tree_text
 
 
-async def test_request_cancel_and_wait_cancelled(cli_workers: Workers, agents: Agents,
+async def test_request_cancel_and_wait_cancelled(cli_workers: InProcessWorkers, agents: Agents,
                                                  nc: nats.NATS,
                                                  db: AsyncDatabase[Document]) -> None:
     tree = await seed_plan(nc.jetstream(), db, size=4)
@@ -138,7 +138,7 @@ async def test_request_cancel_and_wait_cancelled(cli_workers: Workers, agents: A
     assert "child plan spawned" in text
 
 
-async def test_fail_a_stuck_correction_over_nats(cli_workers: Workers, agents: Agents,
+async def test_fail_a_stuck_correction_over_nats(cli_workers: InProcessWorkers, agents: Agents,
                                                  nc: nats.NATS, db: AsyncDatabase[Document],
                                                  tmp_path: Path) -> None:
 

@@ -15,7 +15,7 @@ from contracts.shared.ids import new_id
 from contracts.shared.rules import Rule, RuleViolation
 from store.database import Document
 from store.dead_letters import DeadLetterRepository
-from tests.conftest import Workers
+from tests.in_process_workers import InProcessWorkers
 from tests.integration.cli_support import (
     Agents,
     agents,
@@ -30,7 +30,7 @@ __all__ = ["agents", "cli_workers"]
 pytestmark = pytest.mark.e2e
 
 
-async def test_dead_letters(cli_workers: Workers, agents: Agents, nc: nats.NATS,
+async def test_dead_letters(cli_workers: InProcessWorkers, agents: Agents, nc: nats.NATS,
                             db: AsyncDatabase[Document]) -> None:
     js = nc.jetstream()
     plan_id = new_id()
@@ -99,7 +99,7 @@ async def test_dead_letters(cli_workers: Workers, agents: Agents, nc: nats.NATS,
     assert await db.dead_letters.count_documents({"_id": stray.id}) == 1
 
 
-async def test_invariants(cli_workers: Workers, agents: Agents, nc: nats.NATS,
+async def test_invariants(cli_workers: InProcessWorkers, agents: Agents, nc: nats.NATS,
                           db: AsyncDatabase[Document]) -> None:
     tree = await seed_plan(nc.jetstream(), db, size=2)
     plan_id = tree[0]["plan_id"]

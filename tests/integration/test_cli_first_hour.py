@@ -22,7 +22,8 @@ from contracts.corrections.states import CorrectionStatus
 from contracts.shared.ids import new_id
 from store.database import Document
 from store.mongo_store import MongoStore
-from tests.conftest import ROOT, Workers
+from tests.conftest import ROOT
+from tests.in_process_workers import InProcessWorkers
 from tests.integration.cli_support import (
     Agents,
     agents,
@@ -54,7 +55,7 @@ async def reverted(agents: Agents, tree: list[dict[str, object]]) -> str:
 
 
 async def test_ids_are_whole_when_piped_and_read_by_their_last_characters(
-        cli_workers: Workers, agents: Agents, nc: nats.NATS,
+        cli_workers: InProcessWorkers, agents: Agents, nc: nats.NATS,
         db: AsyncDatabase[Document]) -> None:
     tree = await seed_plan(nc.jetstream(), db, size=6)
     plan_id, root_id = str(tree[0]["plan_id"]), str(tree[0]["decision_id"])
@@ -132,7 +133,7 @@ async def test_ids_are_whole_when_piped_and_read_by_their_last_characters(
 
 
 async def test_plans_are_listed_newest_first_with_filters(
-        cli_workers: Workers, agents: Agents, nc: nats.NATS,
+        cli_workers: InProcessWorkers, agents: Agents, nc: nats.NATS,
         db: AsyncDatabase[Document]) -> None:
     first = await seed_plan(nc.jetstream(), db, size=3, seed=1)
     second = await seed_plan(nc.jetstream(), db, size=3, seed=2)
@@ -165,7 +166,7 @@ async def test_plans_are_listed_newest_first_with_filters(
 
 
 async def test_a_dead_letter_no_retry_can_fix_is_discarded_not_retried(
-        cli_workers: Workers, agents: Agents, nc: nats.NATS,
+        cli_workers: InProcessWorkers, agents: Agents, nc: nats.NATS,
         db: AsyncDatabase[Document]) -> None:
     plan_id = new_id()
     js = nc.jetstream()
@@ -206,11 +207,11 @@ async def test_a_dead_letter_no_retry_can_fix_is_discarded_not_retried(
 
 
 async def test_a_correction_requested_with_the_workers_stopped_is_queued_and_cancellable(
-        cli_workers: Workers, agents: Agents, nc: nats.NATS,
+        cli_workers: InProcessWorkers, agents: Agents, nc: nats.NATS,
         db: AsyncDatabase[Document]) -> None:
     tree = await seed_plan(nc.jetstream(), db, size=4)
     plan_id, target = str(tree[0]["plan_id"]), str(tree[1]["decision_id"])
-    cli_workers.stop()
+    await cli_workers.stop()
 
     # No worker: a dry run says so at once, a request is stored and shown queued.
     assert_one_line_error(await agents("plan", "correct", "--mode", "revert", target,
@@ -246,7 +247,7 @@ async def test_a_correction_requested_with_the_workers_stopped_is_queued_and_can
 
 
 async def test_errors_say_what_the_id_is_and_what_to_do(
-        cli_workers: Workers, agents: Agents, nc: nats.NATS,
+        cli_workers: InProcessWorkers, agents: Agents, nc: nats.NATS,
         db: AsyncDatabase[Document], tmp_path: Path) -> None:
     """A decision given as a plan, a rolled-back child plan, an invariant on a decision,
     a superseded descendant: each refusal names what the ID is and what to ask instead;
@@ -307,7 +308,7 @@ async def run_example(agents: Agents) -> tuple[int, str]:
 
 
 async def test_status_names_failed_and_long_pending_corrections(
-        cli_workers: Workers, agents: Agents, nc: nats.NATS,
+        cli_workers: InProcessWorkers, agents: Agents, nc: nats.NATS,
         db: AsyncDatabase[Document]) -> None:
     tree = await seed_plan(nc.jetstream(), db, size=3)
     plan_id = str(tree[0]["plan_id"])
@@ -325,8 +326,8 @@ async def test_status_names_failed_and_long_pending_corrections(
     assert (r.json["corrections_failed"], r.json["corrections_failed_last_24h"]) == (1, 1)
     assert any(a.startswith("1 correction(s) FAILED in the last 24 h")
                for a in r.json["attention"]), r.json["attention"]
-    text = (await agents("status")).out
-    assert "corrections failed: 1 (1 in the last 24 h" in text
+    shown = await agents("status")
+    assert "corrections failed: 1 (1 in the last 24 h" in shown.out, (shown.code, shown.err)
 
 
 async def test_agents_up_with_dead_servers_exported_is_one_line(agents: Agents,

@@ -11,7 +11,7 @@ import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
 from store.database import Document
-from tests.conftest import Workers
+from tests.in_process_workers import InProcessWorkers
 from tests.integration.cli_support import (
     Agents,
     agents,
@@ -31,7 +31,7 @@ def ids(tree_json: dict[str, object]) -> set[str]:
 
 @pytest.mark.slow
 async def test_history_as_of_diff_and_dry_run_of_a_superseded_target(
-        cli_workers: Workers, agents: Agents, nc: nats.NATS,
+        cli_workers: InProcessWorkers, agents: Agents, nc: nats.NATS,
         db: AsyncDatabase[Document]) -> None:
     tree = await seed_plan(nc.jetstream(), db)
     plan_id, target = tree[0]["plan_id"], tree[1]["decision_id"]

@@ -10,7 +10,8 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.shared.ids import new_id
 from store.database import Document
-from tests.conftest import Workers, start_cost
+from tests.conftest import start_cost
+from tests.in_process_workers import InProcessWorkers
 from tests.integration.cli_support import (
     Agents,
     agents,
@@ -24,7 +25,7 @@ __all__ = ["agents", "cli_workers"]
 pytestmark = pytest.mark.e2e
 
 
-async def test_tree_and_explain(cli_workers: Workers, agents: Agents, nc: nats.NATS,
+async def test_tree_and_explain(cli_workers: InProcessWorkers, agents: Agents, nc: nats.NATS,
                                 db: AsyncDatabase[Document]) -> None:
     tree = await seed_plan(nc.jetstream(), db)
     plan_id, root_id = tree[0]["plan_id"], tree[0]["decision_id"]

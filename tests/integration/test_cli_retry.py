@@ -13,7 +13,8 @@ from pymongo.asynchronous.database import AsyncDatabase
 from contracts.corrections.requests import reverted_choice
 from deploy.embedded import ManagedServer
 from store.database import Document
-from tests.conftest import Workers, worker_env
+from tests.conftest import worker_env
+from tests.in_process_workers import InProcessWorkers
 from tests.integration.cli_support import (
     Agents,
     agents,
@@ -28,7 +29,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 async def test_the_seeds_revert_runs_without_guidance(
-        cli_workers: Workers, agents: Agents, nc: nats.NATS,
+        cli_workers: InProcessWorkers, agents: Agents, nc: nats.NATS,
         db: AsyncDatabase[Document]) -> None:
     tree = await seed_plan(nc.jetstream(), db)
     target = tree[1]["decision_id"]
@@ -62,7 +63,7 @@ async def test_a_failed_correction_retried_after_the_fix_ends_applied_with_two_a
     (tmp_path / "a-file").write_text("not a folder")
     env = worker_env(nats_server.url, mongo_uri, db_name, CORRECTIONS_RETRY_DELAY="0.2",
                      ARCHIVE_ROOT=str(tmp_path / "a-file" / "archive"))
-    broken = Workers(env, tmp_path / "broken.log")
+    broken = InProcessWorkers(env, tmp_path / "broken.log")
     await broken.start(nats_server.url)
     try:
         tree = await seed_plan(nc.jetstream(), db)
@@ -71,10 +72,10 @@ async def test_a_failed_correction_retried_after_the_fix_ends_applied_with_two_a
         assert r.code == 3, (r.out, r.err)  # FAILED
         cid = r.json["correction_id"]
     finally:
-        broken.stop()
+        await broken.stop()
 
-    fixed = Workers({**env, "ARCHIVE_ROOT": str(tmp_path / "archive")},
-                    tmp_path / "fixed.log")
+    fixed = InProcessWorkers({**env, "ARCHIVE_ROOT": str(tmp_path / "archive")},
+                             tmp_path / "fixed.log")
     await fixed.start(nats_server.url)
     try:
         done = (await agents.ok("correction", "retry", cid, "--reason", "archive moved",
@@ -92,4 +93,4 @@ async def test_a_failed_correction_retried_after_the_fix_ends_applied_with_two_a
         assert_one_line_error(await agents("correction", "retry", cid), 1,
                               f"retry refused: correction {cid} is applied")
     finally:
-        fixed.stop()
+        await fixed.stop()

@@ -13,7 +13,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from cli.status import EXIT_ATTENTION
 from contracts.shared.ids import new_id
 from store.database import Document
-from tests.conftest import Workers
+from tests.in_process_workers import InProcessWorkers
 from tests.integration.cli_support import Agents, agents, cli_workers, seed_plan
 from tests.integration.wire import wait_for_count
 
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.e2e
 
 
 async def test_status_of_a_healthy_stack_then_of_one_needing_attention(
-        cli_workers: Workers, agents: Agents, nc: nats.NATS,
+        cli_workers: InProcessWorkers, agents: Agents, nc: nats.NATS,
         db: AsyncDatabase[Document]) -> None:
     tree = await seed_plan(nc.jetstream(), db, size=4)
     plan_id = tree[0]["plan_id"]

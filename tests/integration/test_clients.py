@@ -23,7 +23,7 @@ from contracts.shared.ids import new_id
 from contracts.shared.rules import Rule
 from deploy.embedded import ManagedServer
 from store.database import Document
-from tests.conftest import Workers
+from tests.in_process_workers import InProcessWorkers
 from tests.integration.wire import events
 from workers.streams import ensure_streams
 
@@ -49,7 +49,7 @@ async def record_tree(rec: DecisionRecorder) -> list[Decision]:
 
 
 async def test_recorder_records_a_tree_once_even_when_republished(
-        workers: Workers, nats_server: ManagedServer, nc: nats.NATS,
+        workers: InProcessWorkers, nats_server: ManagedServer, nc: nats.NATS,
         db: AsyncDatabase[Document]) -> None:
     async with DecisionRecorder.connect(nats_server.url) as rec:
         tree = await record_tree(rec)
@@ -68,7 +68,7 @@ async def test_recorder_records_a_tree_once_even_when_republished(
 
 
 async def test_wait_persisted_raises_the_recorders_rejection(
-        workers: Workers, nats_server: ManagedServer) -> None:
+        workers: InProcessWorkers, nats_server: ManagedServer) -> None:
     async with DecisionRecorder.connect(nats_server.url) as rec:
         root = await rec.root("first", context=WINDOW)
         second = await rec.publish(build_root("second", context=WINDOW, plan_id=root.plan_id))
@@ -94,7 +94,7 @@ async def test_publish_retries_until_the_stream_exists(nats_server: ManagedServe
 
 
 async def test_operator_dry_runs_requests_and_follows_a_revert_to_applied(
-        workers: Workers, nats_server: ManagedServer, nc: nats.NATS,
+        workers: InProcessWorkers, nats_server: ManagedServer, nc: nats.NATS,
         db: AsyncDatabase[Document]) -> None:
     async with DecisionRecorder.connect(nats_server.url) as rec:
         root, strategy, impl, tool = await record_tree(rec)
@@ -134,7 +134,7 @@ async def test_operator_dry_runs_requests_and_follows_a_revert_to_applied(
 
 
 async def test_subscriber_redelivers_what_the_loop_did_not_finish(
-        workers: Workers, nats_server: ManagedServer, nc: nats.NATS) -> None:
+        workers: InProcessWorkers, nats_server: ManagedServer, nc: nats.NATS) -> None:
     async with DecisionRecorder.connect(nats_server.url) as rec:
         root, strategy, *_ = await record_tree(rec)
         await rec.wait_all_persisted([root, strategy], timeout=20)
@@ -157,7 +157,7 @@ async def test_subscriber_redelivers_what_the_loop_did_not_finish(
 
 
 async def test_subscriber_terminates_an_unreadable_event_and_retries_a_failed_one_later(
-        workers: Workers, nats_server: ManagedServer, nc: nats.NATS) -> None:
+        workers: InProcessWorkers, nats_server: ManagedServer, nc: nats.NATS) -> None:
     async with DecisionRecorder.connect(nats_server.url) as rec:
         root, strategy, *_ = await record_tree(rec)
         await rec.wait_all_persisted([root, strategy], timeout=20)
@@ -188,7 +188,7 @@ async def test_subscriber_terminates_an_unreadable_event_and_retries_a_failed_on
 
 
 async def test_operator_reverts_without_guidance_and_a_doomed_retry_is_refused(
-        workers: Workers, nats_server: ManagedServer, nc: nats.NATS,
+        workers: InProcessWorkers, nats_server: ManagedServer, nc: nats.NATS,
         db: AsyncDatabase[Document]) -> None:
     """Issue 8: `request(..., "revert")` needs no guidance; `retry` of a correction that
     FAILED on a superseded target, or of an applied one, is answered by a RetryRefused."""

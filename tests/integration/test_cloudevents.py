@@ -20,7 +20,7 @@ from contracts.decisions.types import DecisionType
 from contracts.families import family_of
 from contracts.shared.ids import MSG_ID_HEADER, new_id
 from deploy.embedded import ManagedServer
-from tests.conftest import Workers
+from tests.in_process_workers import InProcessWorkers
 from tests.integration.wire import events, publish_raw
 from workers.event_schemas import SCHEMA_DIR, stale
 
@@ -57,7 +57,7 @@ def check(subject: str, body: dict[str, Any], headers: dict[str, str]) -> CloudE
 
 
 async def test_every_event_of_a_recorded_and_corrected_plan_is_a_cloudevent(
-        workers: Workers, nats_server: ManagedServer, nc: nats.NATS) -> None:
+        workers: InProcessWorkers, nats_server: ManagedServer, nc: nats.NATS) -> None:
     async with DecisionRecorder.connect(nats_server.url) as rec:
         root = await rec.root("Add a cache", context=WINDOW)
         strategy = await rec.record(parent=root, decision_type=DecisionType.STRATEGY_CHOICE,

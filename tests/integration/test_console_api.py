@@ -20,8 +20,8 @@ from contracts.shared.rules import Rule, RuleViolation
 from deploy.embedded import ManagedServer
 from store.database import Document
 from store.dead_letters import DeadLetterRepository
-from tests.conftest import Workers
 from tests.factories import decision
+from tests.in_process_workers import InProcessWorkers
 from tests.integration.cli_support import Agents, agents, cli_workers, seed_plan
 from tests.integration.console_support import (
     Console,
@@ -49,7 +49,7 @@ async def _sse(url: str, got: list[tuple[str, dict[str, Any]]], ready: asyncio.E
                 got.append((kind, json.loads(line[6:])))
 
 
-async def test_plans_tree_decision_and_live(cli_workers: Workers, agents: Agents,
+async def test_plans_tree_decision_and_live(cli_workers: InProcessWorkers, agents: Agents,
                                             console: Console, nc: nats.NATS,
                                             db: AsyncDatabase[Document]) -> None:
     tree = await seed_plan(nc.jetstream(), db, size=12)
@@ -107,7 +107,7 @@ async def test_plans_tree_decision_and_live(cli_workers: Workers, agents: Agents
         assert console.deps.hub.dropped >= 5
 
 
-async def test_dry_run_correct_cancel_and_csrf(cli_workers: Workers, console: Console,
+async def test_dry_run_correct_cancel_and_csrf(cli_workers: InProcessWorkers, console: Console,
                                                nc: nats.NATS,
                                                db: AsyncDatabase[Document]) -> None:
     tree = await seed_plan(nc.jetstream(), db, size=8)
@@ -180,7 +180,7 @@ async def test_dry_run_correct_cancel_and_csrf(cli_workers: Workers, console: Co
         assert summary["decisions"] == 9 and summary["current"] == current
 
 
-async def test_retry_and_other_refusals(cli_workers: Workers, console: Console,
+async def test_retry_and_other_refusals(cli_workers: InProcessWorkers, console: Console,
                                         nc: nats.NATS, db: AsyncDatabase[Document]) -> None:
     tree = await seed_plan(nc.jetstream(), db, size=4)
     target = tree[1]["decision_id"]
@@ -271,7 +271,7 @@ async def _is(value: Any, expected: str) -> bool:
     return await value == expected
 
 
-async def test_dead_letters_and_invariants(cli_workers: Workers, agents: Agents,
+async def test_dead_letters_and_invariants(cli_workers: InProcessWorkers, agents: Agents,
                                            console: Console, nc: nats.NATS,
                                            db: AsyncDatabase[Document]) -> None:
     tree = await seed_plan(nc.jetstream(), db, size=2)

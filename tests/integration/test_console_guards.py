@@ -23,7 +23,8 @@ from console.wiring import open_deps
 from contracts.shared.roles import Role
 from deploy.embedded import ManagedServer
 from store.database import Document
-from tests.conftest import Workers, worker_env
+from tests.conftest import worker_env
+from tests.in_process_workers import InProcessWorkers
 from tests.integration.cli_support import cli_workers, seed_plan
 from tests.integration.console_support import Console, console, serve_console
 from tests.integration.wire import until
@@ -60,7 +61,7 @@ async def raw_request(c: Console, head: str, timeout: float = 10) -> tuple[int, 
 
 
 async def test_a_rebound_name_is_refused_for_reads_and_writes(
-        cli_workers: Workers, console: Console, nc: nats.NATS,
+        cli_workers: InProcessWorkers, console: Console, nc: nats.NATS,
         db: AsyncDatabase[Document]) -> None:
     tree = await seed_plan(nc.jetstream(), db, size=4)
     dry_run = f"/api/decisions/{tree[1]['decision_id']}/dry-run"
@@ -249,9 +250,9 @@ async def test_the_console_acts_as_its_principal(
                      "NATS_NKEY_SEED": str(write_seed(tmp_path / "w.seed", WORKER))}
         monkeypatch.setenv("CONSOLE_NKEY_SEED",
                            str(write_seed(tmp_path / "console.seed", OPS_CONSOLE)))
-    workers = Workers(worker_env(nats_server.url, mongo_uri, db_name, **verifying,
-                                 ARCHIVE_ROOT=str(tmp_path / "archive")),
-                      tmp_path / "workers.log")
+    workers = InProcessWorkers(worker_env(nats_server.url, mongo_uri, db_name, **verifying,
+                                          ARCHIVE_ROOT=str(tmp_path / "archive")),
+                               tmp_path / "workers.log")
     await workers.start(nats_server.url)
     settings = Settings(nats_url=nats_server.url, mongodb_uri=mongo_uri, mongodb_db=db_name)
 
@@ -272,7 +273,7 @@ async def test_the_console_acts_as_its_principal(
             cid = asked.json()["correction_id"]
             found = await until(lambda: db.corrections.find_one({"_id": cid}), 30)
     finally:
-        workers.stop()
+        await workers.stop()
     assert found["claimed_by"] == OPS_CONSOLE.name
     if signed:
         assert found["requested_by"] == OPS_CONSOLE.name and found["verified"] is True

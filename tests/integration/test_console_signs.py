@@ -29,7 +29,8 @@ from deploy.embedded import ManagedServer, free_port
 from services.invariants import InvariantService
 from store.database import Document
 from store.invariant_store import InvariantStore
-from tests.conftest import Workers, worker_env
+from tests.conftest import worker_env
+from tests.in_process_workers import InProcessWorkers
 from tests.integration.audit_support import AGENT, WORKER, ended, record_plan
 from tests.integration.wire import until
 from tests.trust_support import member, write_principals, write_seed
@@ -71,8 +72,8 @@ async def test_the_console_signs_its_writes_as_its_own_principal(
     verifying = {"LEDGER_PRINCIPALS": str(principals)} if listed else {}
     environ = worker_env(nats_server.url, mongo_uri, db_name, **verifying,
                          ARCHIVE_ROOT=str(tmp_path / "archive"))
-    w = Workers({**environ, "NATS_NKEY_SEED": str(write_seed(tmp_path / "w.seed", WORKER))},
-                tmp_path / "workers.log")
+    seed = str(write_seed(tmp_path / "w.seed", WORKER))
+    w = InProcessWorkers({**environ, "NATS_NKEY_SEED": seed}, tmp_path / "workers.log")
     await w.start(nats_server.url)
     try:
         plan, ids = await record_plan(nc, db)
@@ -94,7 +95,7 @@ async def test_the_console_signs_its_writes_as_its_own_principal(
             comment = await until(lambda: db.comments.find_one(
                 {"_id": said.json()["comment_id"]}))
     finally:
-        w.stop()
+        await w.stop()
     assert done["status"] == "applied", done.get("error")
     assert done["claimed_by"] == CONSOLE.name
     violation = await db.invariant_violations.find_one({"_id": vid})

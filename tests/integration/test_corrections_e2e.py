@@ -25,6 +25,7 @@ from contracts.shared.ids import new_id
 from deploy.embedded import ManagedServer
 from store.database import Document
 from tests.conftest import Workers, worker_env
+from tests.in_process_workers import InProcessWorkers
 from tests.integration.correction_support import (
     RevertScene,
     dump,
@@ -57,14 +58,17 @@ def _env(nats_server: ManagedServer, mongo_uri: str, db_name: str, tmp_path: Pat
 
 @pytest.fixture
 async def cworkers(nats_server: ManagedServer, mongo_uri: str, db: AsyncDatabase[Document],
-                   db_name: str, tmp_path: Path) -> AsyncIterator[Workers]:
+                   db_name: str, tmp_path: Path) -> AsyncIterator[InProcessWorkers]:
+    """The workers in this process (tests/in_process_workers.py); the tests that kill
+    them start their own process."""
     (tmp_path / "artifacts").mkdir(exist_ok=True)
-    w = Workers(_env(nats_server, mongo_uri, db_name, tmp_path), tmp_path / "workers.log")
+    w = InProcessWorkers(_env(nats_server, mongo_uri, db_name, tmp_path),
+                         tmp_path / "workers.log")
     await w.start(nats_server.url)
     try:
         yield w
     finally:
-        w.stop()
+        await w.stop()
 
 
 async def publish(nc: nats.NATS, req: CorrectionRequest, msg_id: str | None = None) -> None:
@@ -113,7 +117,7 @@ async def assert_events_once_in_order(nc: nats.NATS, doc: dict[str, Any]) -> Non
 
 
 async def test_dry_run_over_nats_reports_and_changes_nothing(
-        cworkers: Workers, nc: nats.NATS, db: AsyncDatabase[Document]) -> None:
+        cworkers: InProcessWorkers, nc: nats.NATS, db: AsyncDatabase[Document]) -> None:
     scene = await revert_scene(db)
     before = await _ledger(db)
     req = request(scene.plan_id, scene.target.decision_id)
@@ -145,7 +149,8 @@ async def _ledger(db: AsyncDatabase[Document]) -> dict[str, list[Document]]:
 
 
 async def test_revert_over_nats_applied_event_reaches_a_plain_subscriber(
-        cworkers: Workers, nc: nats.NATS, db: AsyncDatabase[Document], tmp_path: Path) -> None:
+        cworkers: InProcessWorkers, nc: nats.NATS, db: AsyncDatabase[Document],
+        tmp_path: Path) -> None:
     scene = await revert_scene(db, tmp_path / "artifacts")
     sub = await nc.subscribe("corrections.events.*.applied")
     req = request(scene.plan_id, scene.target.decision_id)
@@ -165,7 +170,7 @@ async def test_revert_over_nats_applied_event_reaches_a_plain_subscriber(
     await assert_events_once_in_order(nc, doc)
 
 
-async def test_append_over_nats(cworkers: Workers, nc: nats.NATS,
+async def test_append_over_nats(cworkers: InProcessWorkers, nc: nats.NATS,
                                 db: AsyncDatabase[Document]) -> None:
     scene = await revert_scene(db)
     sub = await nc.subscribe("corrections.events.*.applied")
@@ -179,7 +184,7 @@ async def test_append_over_nats(cworkers: Workers, nc: nats.NATS,
     assert await db.plans.count_documents({"_id": child, "parent_plan_id": scene.plan_id}) == 1
 
 
-async def test_cancel_over_nats_and_refusal(cworkers: Workers, nc: nats.NATS,
+async def test_cancel_over_nats_and_refusal(cworkers: InProcessWorkers, nc: nats.NATS,
                                             db: AsyncDatabase[Document]) -> None:
     scene = await revert_scene(db)
     # Someone else "holds" the plan, so the request stays PENDING until cancelled.
@@ -211,7 +216,7 @@ async def test_cancel_over_nats_and_refusal(cworkers: Workers, nc: nats.NATS,
 
 
 async def test_same_correction_id_twice_over_nats_is_one_correction(
-        cworkers: Workers, nc: nats.NATS, db: AsyncDatabase[Document]) -> None:
+        cworkers: InProcessWorkers, nc: nats.NATS, db: AsyncDatabase[Document]) -> None:
     scene = await revert_scene(db)
     req = request(scene.plan_id, scene.target.decision_id)
     await publish(nc, req)
@@ -224,7 +229,7 @@ async def test_same_correction_id_twice_over_nats_is_one_correction(
 
 
 async def test_unreadable_request_is_dead_lettered_once(
-        cworkers: Workers, nc: nats.NATS, db: AsyncDatabase[Document]) -> None:
+        cworkers: InProcessWorkers, nc: nats.NATS, db: AsyncDatabase[Document]) -> None:
     plan = new_id()
     await nc.jetstream().publish(f"corrections.requested.{plan}", json.dumps(
         {"correction_id": new_id(), "plan_id": plan, "decision_id": new_id(),
@@ -263,7 +268,7 @@ async def fail_point(client: AsyncMongoClient[Document], data: dict[str, Any] | 
 @pytest.mark.parametrize("skip", [0, 3])
 @pytest.mark.parametrize("name", list(FAIL_POINTS))
 async def test_fail_points_leave_all_or_nothing_and_events_once(
-        cworkers: Workers, nc: nats.NATS, db: AsyncDatabase[Document],
+        cworkers: InProcessWorkers, nc: nats.NATS, db: AsyncDatabase[Document],
         mongo_client: AsyncMongoClient[Document], name: str, skip: int) -> None:
     scene = await revert_scene(db)
     req = request(scene.plan_id, scene.target.decision_id)

@@ -9,7 +9,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.shared.ids import new_id
 from store.database import Document
-from tests.conftest import Workers
+from tests.in_process_workers import InProcessWorkers
 from tests.integration.cli_support import Agents, agents, cli_workers
 from tests.integration.wire import wait_for_count
 
@@ -23,7 +23,7 @@ SECRETS = {"Authorization": "Bearer eyJhbGciOiJIUzI1NiJ9.c2VjcmV0.sig",
 
 
 async def test_a_dead_letter_keeps_no_credential_header(
-        cli_workers: Workers, agents: Agents, nc: nats.NATS,
+        cli_workers: InProcessWorkers, agents: Agents, nc: nats.NATS,
         db: AsyncDatabase[Document]) -> None:
     plan_id, msg_id = new_id(), new_id()
     trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"

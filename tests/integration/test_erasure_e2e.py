@@ -22,6 +22,7 @@ from deploy.embedded import ManagedServer
 from store.database import Document
 from tests.conftest import Workers, worker_env
 from tests.factories import decision, root
+from tests.in_process_workers import InProcessWorkers
 from tests.integration.audit_support import (
     AGENT,
     ALICE,
@@ -54,14 +55,14 @@ async def rig(nats_server: ManagedServer, mongo_uri: str, db_name: str, tmp_path
                      NATS_NKEY_SEED=str(write_seed(tmp_path / "worker.seed", WORKER)),
                      ARCHIVE_ROOT=str(tmp_path / "archive"),
                      ARTIFACTS_ROOT=str(tmp_path / "artifacts"), CORRECTIONS_RETRY_DELAY="0.2")
-    w = Workers(env, tmp_path / "workers.log")
+    w = InProcessWorkers(env, tmp_path / "workers.log")
     await w.start(nats_server.url)
     cli_env = {"LEDGER_PRINCIPALS": str(principals), "ARCHIVE_ROOT": str(tmp_path / "archive"),
                "NATS_NKEY_SEED": str(write_seed(tmp_path / "alice.seed", ALICE))}
     try:
         yield w, tmp_path, cli_env
     finally:
-        w.stop()
+        await w.stop()
 
 
 async def _everything(db: AsyncDatabase[Document]) -> str:

@@ -11,7 +11,8 @@ from asyncio.subprocess import PIPE, STDOUT, Process
 import pytest
 
 from deploy.embedded import ManagedServer
-from tests.conftest import ROOT, Workers, worker_env
+from tests.conftest import ROOT, worker_env
+from tests.in_process_workers import InProcessWorkers
 
 pytestmark = pytest.mark.e2e
 
@@ -32,7 +33,8 @@ async def run(script: str, *args: str, env: dict[str, str],
     return proc.returncode, out.decode()
 
 
-async def test_the_three_examples_walk_through(workers: Workers, nats_server: ManagedServer,
+async def test_the_three_examples_walk_through(workers: InProcessWorkers,
+                                               nats_server: ManagedServer,
                                                mongo_uri: str, db_name: str) -> None:
     env = worker_env(nats_server.url, mongo_uri, db_name)
     subscriber = await start("subscriber_prints_outcomes.py", "--count", "1", env=env)

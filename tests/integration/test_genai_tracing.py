@@ -102,7 +102,7 @@ async def test_a_plan_run_is_an_agent_span_and_its_tool_call_an_execute_tool_chi
 
 
 async def test_a_correction_is_log_events_in_the_trace_of_its_request(
-        spans: InMemorySpanExporter, logs: InMemoryLogRecordExporter, workers: Workers,
+        spans: InMemorySpanExporter, logs: InMemoryLogRecordExporter, workers_process: Workers,
         nats_server: ManagedServer, nc: nats.NATS) -> None:
     async with DecisionRecorder.connect(nats_server.url) as rec:
         root = await rec.root("Add a cache", context=WINDOW)

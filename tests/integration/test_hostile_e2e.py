@@ -31,8 +31,8 @@ from contracts.shared.ids import new_id
 from contracts.shared.rules import Rule, RuleViolation
 from store.database import Document
 from store.dead_letters import DeadLetterRepository
-from tests.conftest import Workers
 from tests.factories import decision, encode, plan_tree, root, subject
+from tests.in_process_workers import InProcessWorkers
 from tests.integration.cli_support import Agents, agents, assert_one_line_error
 from tests.integration.wire import events, publish_all, wait_for_count
 
@@ -74,7 +74,7 @@ def hostile(plan: dict[str, Any]) -> dict[str, tuple[str, bytes, dict[str, str],
 
 
 async def test_hostile_bodies_are_dead_lettered_within_bounds_and_valid_ones_recorded(
-        workers: Workers, nc: nats.NATS, db: AsyncDatabase[Document]) -> None:
+        workers: InProcessWorkers, nc: nats.NATS, db: AsyncDatabase[Document]) -> None:
     js = nc.jetstream()
     tree = plan_tree(60, seed=17)
     await publish_all(js, tree[:1])

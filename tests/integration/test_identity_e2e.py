@@ -28,8 +28,9 @@ from services.read_model import explain
 from store.database import Document
 from store.invariant_store import InvariantStore
 from store.mongo_store import MongoStore
-from tests.conftest import Workers, worker_env
+from tests.conftest import worker_env
 from tests.factories import decision, encode, root, subject
+from tests.in_process_workers import InProcessWorkers
 from tests.integration.wire import until, wait_for_count
 from tests.trust_support import Member, ago, member, write_principals, write_seed
 
@@ -45,13 +46,13 @@ WORKER = member("ledger-worker", Role.WORKER)
 
 
 async def _workers(nats_server: ManagedServer, mongo_uri: str, db_name: str, tmp_path: Path,
-                   **extra: str) -> Workers:
+                   **extra: str) -> InProcessWorkers:
     principals = write_principals(tmp_path / "principals.toml", AGENT, OTHER, REVOKED, ALICE,
                                   BOB, WORKER, revoked={REVOKED.name: ago(3600)})
     env = worker_env(nats_server.url, mongo_uri, db_name, LEDGER_PRINCIPALS=str(principals),
                      NATS_NKEY_SEED=str(write_seed(tmp_path / "worker.seed", WORKER)),
                      CORRECTIONS_RETRY_DELAY="0.2", **extra)
-    w = Workers(env, tmp_path / "workers.log")
+    w = InProcessWorkers(env, tmp_path / "workers.log")
     await w.start(nats_server.url)
     return w
 
@@ -59,12 +60,12 @@ async def _workers(nats_server: ManagedServer, mongo_uri: str, db_name: str, tmp
 @pytest.fixture
 async def signed_workers(nats_server: ManagedServer, mongo_uri: str,
                          db: AsyncDatabase[Document], db_name: str,
-                         tmp_path: Path) -> AsyncIterator[Workers]:
+                         tmp_path: Path) -> AsyncIterator[InProcessWorkers]:
     w = await _workers(nats_server, mongo_uri, db_name, tmp_path)
     try:
         yield w
     finally:
-        w.stop()
+        await w.stop()
 
 
 def signed(who: Member, d: dict[str, Any]) -> tuple[str, bytes, dict[str, str]]:
@@ -92,7 +93,7 @@ async def rules_of(db: AsyncDatabase[Document], ids: list[str]) -> dict[str, lis
 
 
 async def test_every_refusal_is_named_and_only_verified_principals_are_recorded(
-        signed_workers: Workers, nc: nats.NATS, db: AsyncDatabase[Document]) -> None:
+        signed_workers: InProcessWorkers, nc: nats.NATS, db: AsyncDatabase[Document]) -> None:
     js = nc.jetstream()
     top = root(project="billing", created_at=ago(30).isoformat())
     plan = top["plan_id"]
@@ -174,7 +175,7 @@ async def _complete(db: AsyncDatabase[Document], ids: list[str]) -> dict[str, li
 
 
 async def test_reports_and_operators_are_held_to_ownership_and_scope(
-        signed_workers: Workers, nc: nats.NATS, db: AsyncDatabase[Document]) -> None:
+        signed_workers: InProcessWorkers, nc: nats.NATS, db: AsyncDatabase[Document]) -> None:
     js = nc.jetstream()
     top = await billing_root(nc, db)
     plan = top["plan_id"]
@@ -228,7 +229,7 @@ async def test_production_setting_refuses_unsigned_messages(
         assert got == {unsigned["decision_id"]: ["unsigned"]}
         assert await until(lambda: _all_there(db, [ok]))
     finally:
-        w.stop()
+        await w.stop()
 
 
 async def test_partitioned_recording_verifies_the_subject_the_agent_signed(
@@ -249,11 +250,11 @@ async def test_partitioned_recording_verifies_the_subject_the_agent_signed(
         stored = await db.decisions.find_one({"_id": tops[0]["decision_id"]})
         assert stored is not None and stored["recorded_by"] == AGENT.name
     finally:
-        w.stop()
+        await w.stop()
 
 
 async def test_comments_and_plan_endings_name_their_verified_sender_and_respect_ownership(
-        signed_workers: Workers, nc: nats.NATS, db: AsyncDatabase[Document]) -> None:
+        signed_workers: InProcessWorkers, nc: nats.NATS, db: AsyncDatabase[Document]) -> None:
     js = nc.jetstream()
     top = await billing_root(nc, db)
     plan = top["plan_id"]
@@ -283,7 +284,7 @@ async def test_comments_and_plan_endings_name_their_verified_sender_and_respect_
 
 
 async def test_a_dry_run_is_answered_to_verified_operators_within_their_projects(
-        signed_workers: Workers, nc: nats.NATS, db: AsyncDatabase[Document]) -> None:
+        signed_workers: InProcessWorkers, nc: nats.NATS, db: AsyncDatabase[Document]) -> None:
     top = await billing_root(nc, db)
     plan = top["plan_id"]
 

@@ -32,8 +32,9 @@ from deploy.embedded import ManagedServer
 from services.invariants import InvariantService
 from store.database import Document
 from store.invariant_store import InvariantStore
-from tests.conftest import Workers, worker_env
+from tests.conftest import worker_env
 from tests.factories import decision, encode, headers, plan_tree, root, subject
+from tests.in_process_workers import InProcessWorkers
 from tests.integration.correction_support import request
 from tests.integration.wire import publish_all, until, wait_for_count
 from workers.recorder import parent_waits
@@ -54,8 +55,9 @@ def _env(nats_server: ManagedServer, mongo_uri: str, db_name: str, **extra: str
 
 
 async def _started(nats_server: ManagedServer, mongo_uri: str, db_name: str, tmp_path: Path,
-                   **extra: str) -> Workers:
-    w = Workers(_env(nats_server, mongo_uri, db_name, **extra), tmp_path / "workers.log")
+                   **extra: str) -> InProcessWorkers:
+    w = InProcessWorkers(_env(nats_server, mongo_uri, db_name, **extra),
+                         tmp_path / "workers.log")
     await w.start(nats_server.url)
     return w
 
@@ -117,7 +119,7 @@ async def test_hostile_decisions_are_dead_lettered_alone_and_valid_ones_recorded
         assert persisted.state.messages == 84
         assert w.alive
     finally:
-        w.stop()
+        await w.stop()
 
 
 async def _count(coll: Any, n: int) -> bool:
@@ -156,7 +158,7 @@ async def test_hostile_correction_requests_and_cancels_do_not_hold_back_valid_on
         assert await db.corrections.count_documents({}) == len(valid)
         assert w.alive
     finally:
-        w.stop()
+        await w.stop()
 
 
 async def _at_least(found: Awaitable[list[Document]], n: int) -> list[Document] | None:
@@ -198,7 +200,7 @@ async def test_hostile_violation_reports_do_not_hold_back_valid_ones(
         await drained(js, DECISIONS_STREAM, RECONCILER_DURABLE)
         assert w.alive
     finally:
-        w.stop()
+        await w.stop()
 
 
 # --- bounded retries ----------------------------------------------------------------------
@@ -247,7 +249,7 @@ async def test_a_message_failing_every_delivery_is_dead_lettered_with_each_attem
         assert info.delivered.consumer_seq == expected  # delivered MaxDeliver times, no more
         assert w.alive
     finally:
-        w.stop()
+        await w.stop()
 
 
 def _retry(settings: Settings) -> Retry:
@@ -292,7 +294,7 @@ async def test_an_existing_consumer_is_brought_to_the_codes_settings_on_start(
         assert info.config.max_ack_pending == 20_000
         assert "updated" in w.log()
     finally:
-        w.stop()
+        await w.stop()
 
 
 # --- the parent wait is counted in seconds ---------------------------------------------------
@@ -328,11 +330,11 @@ async def test_a_database_outage_longer_than_the_parent_wait_rejects_no_child(
         assert info.delivered.consumer_seq > _retry(
             Settings(recorder_parent_wait_seconds=3, consumer_max_deliver=0)).max_deliver
     finally:
-        w.stop()
+        await w.stop()
 
 
 async def test_a_dry_run_with_a_hostile_body_is_answered(
-        workers: Workers, nc: nats.NATS) -> None:
+        workers: InProcessWorkers, nc: nats.NATS) -> None:
     plan = new_id()
     reply = await nc.request(f"{csubjects.DRYRUN_PREFIX}.{plan}", DEEP, timeout=10)
     body = json.loads(reply.data)
@@ -361,4 +363,4 @@ async def test_a_batch_slower_than_the_ack_wait_is_not_redelivered_under_its_wor
         assert info.delivered.consumer_seq == 1  # in-progress acks kept it ours
     finally:
         await fail_point(mongo_client, None)
-        w.stop()
+        await w.stop()

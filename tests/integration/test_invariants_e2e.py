@@ -20,8 +20,8 @@ from contracts.shared.ids import new_id
 from services.invariants import InvariantService
 from store.database import Document
 from store.invariant_store import InvariantStore
-from tests.conftest import Workers
 from tests.factories import decision, root
+from tests.in_process_workers import InProcessWorkers
 from tests.integration.wire import events, publish_all, publish_raw, until, wait_for_count
 
 pytestmark = pytest.mark.e2e
@@ -30,7 +30,7 @@ ENFORCED = {"decision_type": "invariant_enforced"}
 
 
 @pytest.fixture
-async def service(workers: Workers, nc: nats.NATS,
+async def service(workers: InProcessWorkers, nc: nats.NATS,
                   db: AsyncDatabase[Document]) -> AsyncIterator[InvariantService]:
     yield InvariantService.from_store(InvariantStore.open(db), JetStreamPublisher(nc))
 

@@ -21,8 +21,8 @@ from contracts.shared.ids import new_id
 from services.invariants import InvariantService
 from store.database import Document
 from store.invariant_store import InvariantStore
-from tests.conftest import Workers
 from tests.factories import decision, root
+from tests.in_process_workers import InProcessWorkers
 from tests.integration.cli_support import (
     Agents,
     agents,
@@ -55,7 +55,7 @@ async def append(nc: nats.NATS, db: AsyncDatabase[Document], plan_id: str,
 
 
 async def test_append_child_plan_is_reconciled_and_blocked_by_its_parent(
-        cli_workers: Workers, nc: nats.NATS, db: AsyncDatabase[Document]) -> None:
+        cli_workers: InProcessWorkers, nc: nats.NATS, db: AsyncDatabase[Document]) -> None:
     js = nc.jetstream()
     service = InvariantService.from_store(InvariantStore.open(db), JetStreamPublisher(nc))
     tree = await seed_plan(js, db, size=3)
@@ -103,7 +103,7 @@ async def test_append_child_plan_is_reconciled_and_blocked_by_its_parent(
     assert await wait_for_count(db, "decisions", 1, query={"_id": later["decision_id"]}) == 1
 
 
-async def test_cli_reconcile_backfills_once(cli_workers: Workers, agents: Agents,
+async def test_cli_reconcile_backfills_once(cli_workers: InProcessWorkers, agents: Agents,
                                             nc: nats.NATS,
                                             db: AsyncDatabase[Document]) -> None:
     js = nc.jetstream()

@@ -38,7 +38,8 @@ from contracts.decisions.types import DecisionType
 from deploy.embedded import ManagedServer
 from store.database import Document
 from store.decisions import DecisionRepository
-from tests.conftest import ROOT, Workers, worker_env
+from tests.conftest import ROOT, worker_env
+from tests.in_process_workers import InProcessWorkers
 from tests.integration.wire import until
 
 pytestmark = pytest.mark.e2e
@@ -104,7 +105,7 @@ def build(ledger: GraphLedger, saver: BaseCheckpointSaver[Any], runs: Counter[st
 
 
 @pytest.fixture
-async def recorder(workers: Workers, nats_server: ManagedServer
+async def recorder(workers: InProcessWorkers, nats_server: ManagedServer
                    ) -> AsyncIterator[DecisionRecorder]:
     async with DecisionRecorder.connect(nats_server.url) as rec:
         yield rec
@@ -247,7 +248,7 @@ async def test_an_instruction_that_came_while_the_runtime_was_down_is_handled_on
         await asyncio.sleep(1.5)   # anything more would come now
         assert sub.handled == 1
     assert [(o.status, o.instruction.correction_id) for o in outcomes] \
-        == [(ResumeStatus.RESUMED, applied.correction_id)]
+        == [(ResumeStatus.RESUMED, applied.correction_id)], [o.reason for o in outcomes]
     assert runs_after == Counter(strategy=1, redis=1, write=1)
     forks = [s async for s in restarted.graph.aget_state_history(
         run.config, filter={RESUME_MARK: applied.correction_id})]
@@ -354,7 +355,7 @@ async def test_a_run_that_keeps_recording_on_the_superseded_branch_gets_stale_br
 
 
 async def test_the_example_agent_resumes_after_a_revert_from_the_cli(
-        workers: Workers, nats_server: ManagedServer, mongo_uri: str, db_name: str,
+        workers: InProcessWorkers, nats_server: ManagedServer, mongo_uri: str, db_name: str,
         tmp_path: Path) -> None:
     env = {**worker_env(nats_server.url, mongo_uri, db_name),
            "LANGGRAPH_DB": f"{db_name}_checkpoints", "ARTIFACTS_ROOT": str(tmp_path)}

@@ -15,8 +15,9 @@ from pymongo.asynchronous.database import AsyncDatabase
 from clients.operator import CorrectionClient
 from deploy.embedded import ManagedServer, free_port
 from store.database import Document
-from tests.conftest import Workers, worker_env
+from tests.conftest import worker_env
 from tests.factories import plan_tree
+from tests.in_process_workers import InProcessWorkers
 from tests.integration.wire import publish_all, until, wait_for_count
 
 pytestmark = pytest.mark.e2e
@@ -39,10 +40,10 @@ async def test_metrics_count_messages_batches_corrections_and_lag(
         nats_server: ManagedServer, nc: nats.NATS, mongo_uri: str,
         db: AsyncDatabase[Document], db_name: str, tmp_path: Path) -> None:
     port = free_port()
-    w = Workers(worker_env(nats_server.url, mongo_uri, db_name,
-                           HEALTH_ADDR=f"127.0.0.1:{port}", METRICS_SAMPLE_SECONDS="0.2",
-                           ARCHIVE_ROOT=str(tmp_path / "archive")),
-                tmp_path / "workers.log")
+    w = InProcessWorkers(worker_env(nats_server.url, mongo_uri, db_name,
+                                    HEALTH_ADDR=f"127.0.0.1:{port}", METRICS_SAMPLE_SECONDS="0.2",
+                                    ARCHIVE_ROOT=str(tmp_path / "archive")),
+                         tmp_path / "workers.log")
     await w.start(nats_server.url)
     try:
         tree = plan_tree(12, seed=5)
@@ -75,4 +76,4 @@ async def test_metrics_count_messages_batches_corrections_and_lag(
         assert value(m, "ledger_corrections_in_flight", status="pending") == 0
         assert value(m, "ledger_sampled_timestamp_seconds") > 0
     finally:
-        w.stop()
+        await w.stop()

@@ -14,8 +14,8 @@ from contracts.decisions.model import Decision
 from contracts.shared.ids import new_id
 from store.database import Document
 from store.decisions import from_document
-from tests.conftest import Workers
 from tests.factories import decision, encode, plan_tree, root, subject
+from tests.in_process_workers import InProcessWorkers
 from tests.integration.wire import events, publish_all, publish_raw, wait_for_count
 
 pytestmark = pytest.mark.e2e
@@ -67,7 +67,7 @@ RULES = ["valid_ulid", "confidence_range", "root_has_no_parent", "correction_nee
 
 
 async def test_each_broken_rule_is_dead_lettered_and_valid_ones_go_through(
-        workers: Workers, nc: nats.NATS, db: AsyncDatabase[Document]) -> None:
+        workers: InProcessWorkers, nc: nats.NATS, db: AsyncDatabase[Document]) -> None:
     js = nc.jetstream()
     tree = plan_tree(30, seed=7)
     await publish_all(js, tree[:1])
@@ -95,7 +95,7 @@ async def test_each_broken_rule_is_dead_lettered_and_valid_ones_go_through(
 
 
 async def test_children_published_before_parents_are_all_recorded(
-        workers: Workers, nc: nats.NATS, db: AsyncDatabase[Document]) -> None:
+        workers: InProcessWorkers, nc: nats.NATS, db: AsyncDatabase[Document]) -> None:
     tree = plan_tree(40, seed=11)
     await publish_all(nc.jetstream(), reversed(tree))
     assert await wait_for_count(db, "decisions", 40, timeout=30) == 40
@@ -105,7 +105,7 @@ async def test_children_published_before_parents_are_all_recorded(
 
 
 async def test_same_decision_again_writes_and_publishes_nothing_new(
-        workers: Workers, nc: nats.NATS, db: AsyncDatabase[Document]) -> None:
+        workers: InProcessWorkers, nc: nats.NATS, db: AsyncDatabase[Document]) -> None:
     js = nc.jetstream()
     r = root()
     await publish_all(js, [r])
@@ -127,7 +127,7 @@ async def test_same_decision_again_writes_and_publishes_nothing_new(
 
 
 async def test_persisted_event_carries_what_was_recorded(
-        workers: Workers, nc: nats.NATS, db: AsyncDatabase[Document]) -> None:
+        workers: InProcessWorkers, nc: nats.NATS, db: AsyncDatabase[Document]) -> None:
     tree = plan_tree(5, seed=5)
     await publish_all(nc.jetstream(), tree)
     await wait_for_count(db, "decisions", 5)

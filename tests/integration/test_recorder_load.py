@@ -19,6 +19,7 @@ from store.database import Document
 from store.decisions import from_document
 from tests.conftest import Workers, worker_env
 from tests.factories import plan_tree
+from tests.in_process_workers import InProcessWorkers
 from tests.integration.wire import events, publish_all, wait_for_count
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -66,7 +67,7 @@ async def check_recorded(db: AsyncDatabase[Document], nc: nats.NATS,
 
 
 async def test_ten_thousand_decisions_recorded_exactly_once(
-        workers: Workers, nc: nats.NATS, db: AsyncDatabase[Document]) -> None:
+        workers: InProcessWorkers, nc: nats.NATS, db: AsyncDatabase[Document]) -> None:
     sent = interleaved_plans()
     await publish_all(nc.jetstream(), sent)
     assert await wait_for_count(db, "decisions", TOTAL, timeout=240) == TOTAL

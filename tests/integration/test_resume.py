@@ -20,7 +20,7 @@ from contracts.corrections.states import CorrectionMode, CorrectionStatus
 from contracts.decisions.model import Decision
 from contracts.decisions.types import DecisionType
 from deploy.embedded import ManagedServer
-from tests.conftest import Workers
+from tests.in_process_workers import InProcessWorkers
 from tests.integration.wire import events, until
 
 pytestmark = pytest.mark.e2e
@@ -67,7 +67,7 @@ def handled(sub: ResumeSubscription, n: int) -> Callable[[], Awaitable[bool]]:
 
 
 async def test_a_revert_tells_the_runtime_where_to_resume_and_new_decisions_go_there(
-        workers: Workers, nats_server: ManagedServer, nc: nats.NATS) -> None:
+        workers: InProcessWorkers, nats_server: ManagedServer, nc: nats.NATS) -> None:
     got: list[ResumeInstruction] = []
 
     async def resume(instruction: ResumeInstruction) -> None:
@@ -122,7 +122,7 @@ async def test_a_revert_tells_the_runtime_where_to_resume_and_new_decisions_go_t
 
 
 async def test_an_append_tells_the_runtime_to_start_the_child_plan(
-        workers: Workers, nats_server: ManagedServer) -> None:
+        workers: InProcessWorkers, nats_server: ManagedServer) -> None:
     got: list[ResumeInstruction] = []
 
     async def resume(instruction: ResumeInstruction) -> None:
@@ -153,7 +153,7 @@ async def test_an_append_tells_the_runtime_to_start_the_child_plan(
 
 
 async def test_an_instruction_published_while_the_runtime_was_down_arrives_once(
-        workers: Workers, nats_server: ManagedServer, nc: nats.NATS) -> None:
+        workers: InProcessWorkers, nats_server: ManagedServer, nc: nats.NATS) -> None:
     got: list[str] = []
     fail_first = [True]
 
@@ -198,7 +198,7 @@ HOSTILE = [
 
 
 async def test_garbage_on_the_resume_subject_never_holds_back_an_instruction(
-        workers: Workers, nats_server: ManagedServer, nc: nats.NATS) -> None:
+        workers: InProcessWorkers, nats_server: ManagedServer, nc: nats.NATS) -> None:
     got: list[str] = []
 
     async def resume(instruction: ResumeInstruction) -> None:

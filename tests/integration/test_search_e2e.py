@@ -13,8 +13,8 @@ from contracts.decisions.model import Decision
 from store.database import DECISION_SEARCH, Document
 from store.search_backfill import backfill
 from tests.bulk import load_plan
-from tests.conftest import Workers
 from tests.factories import decision, root
+from tests.in_process_workers import InProcessWorkers
 from tests.integration.cli_support import Agents, agents, assert_one_line_error
 from tests.integration.test_identity_e2e import AGENT, billing_root, signed, signed_workers
 from tests.integration.wire import wait_for_count
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.e2e
 
 
 async def test_signed_decisions_are_found_by_their_signer(
-        signed_workers: Workers, agents: Agents, nc: nats.NATS,
+        signed_workers: InProcessWorkers, agents: Agents, nc: nats.NATS,
         db: AsyncDatabase[Document]) -> None:
     top = await billing_root(nc, db)
     claim = decision(top["plan_id"], top["decision_id"], "tool_invocation",

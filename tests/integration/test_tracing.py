@@ -84,7 +84,7 @@ async def _async(value: str) -> str:
 
 
 async def test_a_decision_and_its_persisted_event_share_a_trace(
-        spans: InMemorySpanExporter, workers: Workers, nats_server: ManagedServer,
+        spans: InMemorySpanExporter, workers_process: Workers, nats_server: ManagedServer,
         nc: nats.NATS) -> None:
     async with DecisionRecorder.connect(nats_server.url) as rec:
         root = await rec.root("Trace me", context="a context window")

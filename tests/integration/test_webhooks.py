@@ -20,8 +20,9 @@ from contracts.decisions.types import DecisionType
 from contracts.webhooks.families import DISPATCHER
 from deploy.embedded import ManagedServer
 from store.database import Document
-from tests.conftest import Workers, worker_env
+from tests.conftest import worker_env
 from tests.factories import plan_tree
+from tests.in_process_workers import InProcessWorkers
 from tests.integration.cli_support import Agents, agents, assert_one_line_error
 from tests.integration.webhook_receivers import Receivers, receivers
 from tests.integration.wire import events, publish_all, until, wait_for_count
@@ -65,7 +66,7 @@ async def test_deliveries_are_signed_retried_bounded_and_dead_lettered(
         db: AsyncDatabase[Document], db_name: str, tmp_path: Path) -> None:
     env = worker_env(nats_server.url, mongo_uri, db_name, **WEBHOOK_ENV,
                      ARCHIVE_ROOT=str(tmp_path / "archive"))
-    w = Workers(env, tmp_path / "workers.log")
+    w = InProcessWorkers(env, tmp_path / "workers.log")
     await w.start(nats_server.url)
     agents = Agents({**env, "USER": "tester", "COLUMNS": "200"})
     try:
@@ -103,7 +104,7 @@ async def test_deliveries_are_signed_retried_bounded_and_dead_lettered(
 
         await until(plan_persisted, timeout=60)
     finally:
-        w.stop()
+        await w.stop()
 
     check_received(rx, plan, cid, dead)
     # Their ends are events too, and the secret is never shown again.
