@@ -85,6 +85,9 @@ class Settings:
     search_scan_max: int = 2000
     """SEARCH_SCAN_MAX: most decisions one page of a search reads (`agents search`, the
     console's Search): past it the page says where to go on (services/search.py)."""
+    bulk_max_matches: int = 500
+    """BULK_MAX_MATCHES: most decisions one bulk correction batch may match; a filter that
+    matches more is refused whole, before anything is requested (docs/bulk.md)."""
     corrections_cancel_wait_seconds: float = 5.0
     """How long a cancel naming an unknown correction waits for its request to arrive."""
     outbox_relay_interval: float = 5.0
@@ -188,6 +191,8 @@ class Settings:
                              f"{self.recorder_partitions}")
         if self.search_scan_max < 1:
             raise ValueError(f"SEARCH_SCAN_MAX must be at least 1, not {self.search_scan_max}")
+        if self.bulk_max_matches < 1:
+            raise ValueError(f"BULK_MAX_MATCHES must be at least 1, not {self.bulk_max_matches}")
         if self.artifacts_root is None:
             return
         archive, artifacts = self.resolved_archive_root().resolve(), self.artifacts_root.resolve()
