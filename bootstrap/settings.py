@@ -85,7 +85,7 @@ class Settings:
     search_scan_max: int = 2000
     """SEARCH_SCAN_MAX: most decisions one page of a search reads (`agents search`, the
     console's Search): past it the page says where to go on (services/search.py)."""
-    bulk_max_matches: int = 500
+    bulk_max_matches: int = 1000
     """BULK_MAX_MATCHES: most decisions one bulk correction batch may match; a filter that
     matches more is refused whole, before anything is requested (docs/bulk.md)."""
     corrections_cancel_wait_seconds: float = 5.0

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 from datetime import datetime
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from ulid import ULID
 
 from contracts.bulk.states import SKIPPED, UNSETTLED, BatchState, ItemState
@@ -51,6 +51,15 @@ class BulkFilter(Frozen):
     until: UtcTime | None = None
     plan_status: PlanStatus | None = None
     state: Currency = Currency.ANY
+
+    @field_validator("text", "agent", "path", mode="before")
+    @classmethod
+    def _valid_utf8(cls, value: object) -> object:
+        """A lone surrogate (which BSON cannot carry, and no stored word holds) becomes
+        `?`, so the filter is recorded and finds what the search would: nothing by it."""
+        if isinstance(value, str):
+            return value.encode("utf-8", "replace").decode("utf-8")
+        return value
 
     def search(self) -> SearchFilter:
         return SearchFilter(text=self.text, decision_type=self.decision_type,
