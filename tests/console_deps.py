@@ -15,6 +15,7 @@ from clients.operator import CorrectionClient
 from console.deps import Deps
 from console.live import Hub
 from services.approvals import ApprovalService
+from services.bulk import BulkService
 from services.dead_letters import DeadLetterService
 from services.invariants import InvariantService
 from store.mongo_store import MongoStore
@@ -29,7 +30,9 @@ def deps_over(store: MongoStore | MemoryStore, nc: Client) -> Deps:
         store.approvals, holds=store.holds, decisions=store.decisions, plans=store.plans,
         outbox=store.outbox, publisher=publisher, unsigned_ok=True) \
         if isinstance(store, MongoStore) else None
+    bulk = BulkService(store, store.bulk, bound=1000, scan_max=2000, max_decisions=10_000) \
+        if isinstance(store, MongoStore) else None
     return Deps(reads=store, invariants=InvariantService.from_store(store, publisher),
                 dead_letters=DeadLetterService(store.dead_letters, publisher, store),
                 ops=CorrectionClient(nc, requested_by=OPERATOR), hub=Hub(nc),
-                operator_name=OPERATOR, approvals=approvals)
+                operator_name=OPERATOR, approvals=approvals, bulk=bulk)

@@ -106,11 +106,9 @@ class BulkBatch(Frozen):
     updated_at: UtcTime
 
     def counts(self) -> dict[str, int]:
-        """Items per state, the states with none left out."""
-        out: dict[str, int] = {}
-        for item in self.items:
-            out[item.state.value] = out.get(item.state.value, 0) + 1
-        return out
+        """Items per state, in the states' order, those with none left out."""
+        seen = [i.state for i in self.items]
+        return {s.value: seen.count(s) for s in ItemState if s in seen}
 
     @property
     def to_request(self) -> list[BulkItem]:
