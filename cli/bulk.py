@@ -35,7 +35,7 @@ from cli.bulk_options import (
 from cli.bulk_show import batch_json, preview_json, show_batch, show_batches, show_preview
 from cli.context import Ctx, parse_id, run
 from cli.correct import _guidance, requester
-from cli.errors import USAGE_ERROR, fail
+from cli.errors import USAGE_ERROR, err, fail
 from cli.render import JsonFlag, emit_json, out
 from contracts.corrections.states import CorrectionMode
 from contracts.decisions.search import Currency
@@ -117,9 +117,15 @@ def request(text: Words = None, *, decision_type: TypeOpt = None, agent: AgentOp
             batch = await service.create(where, mode, text_guidance, reason, batch_id=bid,
                                          identity=operator_identity(ctx, bid),
                                          requested_by=requester())
-            batch = await service.send(batch, ops)
         except BulkError as exc:
             fail(str(exc))
+        try:
+            batch = await service.send(batch, ops)
+        except BaseException:
+            # The error itself is said by `run`; this line says how to go on.
+            err.print(f"bulk batch {bid} stopped sending; what was sent stands. Send the "
+                      f"rest with the same command and --batch-id {bid}", soft_wrap=True)
+            raise
         if not as_json:
             out.print(f"bulk batch {bid} requested: {len(batch.requested)} correction(s) "
                       f"of {len(batch.items)} match(es); follow it with: agents bulk show {bid}")
