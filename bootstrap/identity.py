@@ -13,6 +13,8 @@ import json
 from collections.abc import Collection
 
 from bootstrap.settings import Settings
+from contracts.corrections import subjects as correction_subjects
+from contracts.corrections.families import REQUESTED
 from contracts.invariants import subjects
 from contracts.invariants.families import EVENTS
 from contracts.shared.ids import MSG_ID_HEADER
@@ -22,7 +24,7 @@ from contracts.shared.timestamps import utc_now
 from contracts.trust.policy import FamilyTrust, Identity
 from contracts.trust.signing import Signer
 
-__all__ = ["own_identity", "own_signer", "resolution_identity"]
+__all__ = ["bulk_identity", "own_identity", "own_signer", "resolution_identity"]
 
 
 def own_signer(settings: Settings) -> Signer | None:
@@ -60,4 +62,14 @@ def resolution_identity(settings: Settings, violation_id: str, plan_id: str
     return own_identity(settings, kind=EVENTS.name,
                         subject=subjects.event(plan_id, subjects.RESOLVED),
                         msg_id=subjects.event_msg_id(violation_id, subjects.RESOLVED),
+                        body=body, roles={Role.OPERATOR})
+
+
+def bulk_identity(settings: Settings, batch_id: str) -> Identity | RuleViolation:
+    """The operator requesting a bulk batch, as the workers will verify each of its
+    correction requests (signed by the same key, role operator): the batch checks every
+    match against this identity's project scope before it requests anything."""
+    body = json.dumps({"batch_id": batch_id}).encode()
+    return own_identity(settings, kind=REQUESTED.name,
+                        subject=correction_subjects.requested(batch_id), msg_id=batch_id,
                         body=body, roles={Role.OPERATOR})

@@ -28,6 +28,7 @@ from clients.operator import CorrectionClient
 from services.append_forecast import InvariantForecaster
 from services.approvals import ApprovalService
 from services.archive.writer import Archive
+from services.bulk import BulkService
 from services.corrections.policy import CorrectionPolicy, CrashHook, no_crash
 from services.corrections.service import CorrectionService
 from services.dead_letters import DeadLetterService
@@ -90,6 +91,8 @@ class Ledger:
     """The judge of word-only invariants; None unless JUDGE_URL is set."""
     approvals: ApprovalService | None = None
     """Operators' verdicts on held decisions, and their expiry."""
+    bulk: BulkService | None = None
+    """Bulk correction batches (`agents bulk`, the console's Bulk page)."""
 
     @property
     def reads(self) -> LedgerReads:
@@ -154,7 +157,10 @@ def open_ledger(settings: Settings, nats: NatsSource, role: Role = OPERATOR) -> 
                   approvals=ApprovalService(
                       store.approvals, holds=store.holds, decisions=store.decisions,
                       plans=store.plans, outbox=store.outbox, publisher=publisher,
-                      unsigned_ok=settings.ledger_principals is None))
+                      unsigned_ok=settings.ledger_principals is None),
+                  bulk=BulkService(store, store.bulk, bound=settings.bulk_max_matches,
+                                   scan_max=settings.search_scan_max,
+                                   max_decisions=settings.corrections_max_decisions))
 
 
 def _judge(settings: Settings, store: MongoStore, publisher: Publisher) -> JudgeService | None:

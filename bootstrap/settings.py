@@ -88,6 +88,10 @@ class Settings:
     search_index_interval_seconds: float = 0.5
     """SEARCH_INDEX_INTERVAL_SECONDS: how often the search indexer looks for decisions
     to index (workers.search_indexer): about how far searches trail the recorder."""
+
+    bulk_max_matches: int = 1000
+    """BULK_MAX_MATCHES: most decisions one bulk correction batch may match; a filter that
+    matches more is refused whole, before anything is requested (docs/bulk.md)."""
     corrections_cancel_wait_seconds: float = 5.0
     """How long a cancel naming an unknown correction waits for its request to arrive."""
     outbox_relay_interval: float = 5.0
@@ -194,6 +198,8 @@ class Settings:
                              f"{self.search_index_interval_seconds}")
         if self.search_scan_max < 1:
             raise ValueError(f"SEARCH_SCAN_MAX must be at least 1, not {self.search_scan_max}")
+        if self.bulk_max_matches < 1:
+            raise ValueError(f"BULK_MAX_MATCHES must be at least 1, not {self.bulk_max_matches}")
         if self.artifacts_root is None:
             return
         archive, artifacts = self.resolved_archive_root().resolve(), self.artifacts_root.resolve()

@@ -16,6 +16,7 @@ from typer.core import TyperOption
 from cli import (
     approvals,
     audit,
+    bulk,
     console,
     corrections,
     dead_letters,
@@ -55,6 +56,7 @@ app.command("status")(status.status)
 app.command("console")(console.console)
 app.command("erase")(erase.erase)
 app.command("search")(search.search)
+app.add_typer(bulk.app, name="bulk")
 app.add_typer(plan.app, name="plan")
 app.add_typer(corrections.app, name="correction")
 app.add_typer(invariants.app, name="invariant")

@@ -13,6 +13,7 @@ from starlette.routing import Route
 
 from console.routes import (
     approvals,
+    bulk,
     corrections,
     dead_letters,
     decisions,
@@ -32,6 +33,11 @@ def routes() -> list[Route]:
         Route("/api/plans", plans.plans),
         Route("/api/find", plans.find),
         Route("/api/search", search.decisions),
+        Route("/api/bulk", bulk.batches),
+        Route("/api/bulk", bulk.request_batch, methods=["POST"]),
+        Route("/api/bulk/preview", bulk.preview, methods=["POST"]),
+        Route("/api/bulk/{batch_id}", bulk.batch),
+        Route("/api/bulk/{batch_id}/cancel", bulk.cancel, methods=["POST"]),
         Route("/api/plans/{plan_id}", plans.plan),
         Route("/api/plans/{plan_id}/tree", plans.tree),
         Route("/api/plans/{plan_id}/as-of", plans.as_of),

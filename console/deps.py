@@ -7,6 +7,7 @@ the in-memory store instead, since every read goes through the read port
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -18,6 +19,7 @@ from console.affected import AffectedSets
 from console.live import Hub
 from contracts.shared.rules import RuleViolation
 from contracts.trust.policy import Identity
+from services.bulk import BulkService
 from services.dead_letters import DeadLetterService
 from services.invariants import InvariantService
 from services.read_ports import LedgerReads
@@ -41,13 +43,21 @@ class Deps:
     webhooks: WebhookService | None = None
     search_scan_max: int = 2000
     """Settings.search_scan_max: decisions one page of a search reads at most."""
+    bulk: BulkService | None = None
+    """Bulk correction batches (None: a console over a store without them)."""
+    bulk_identity: Callable[[str], Identity | RuleViolation] = field(
+        default=lambda batch_id: None)
+    """Who requests a bulk batch (its ID), as the workers will verify each request: the
+    console's principal (console.wiring); None: unverified."""
+    bulk_tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    """The batches being sent (kept here so none is collected half-way)."""
 
     @classmethod
     def of(cls, ledger: Ledger, ops: CorrectionClient, hub: Hub, operator_name: str) -> Deps:
         return cls(reads=ledger.reads, invariants=ledger.invariants,
                    dead_letters=ledger.dead_letters, ops=ops, hub=hub,
                    operator_name=operator_name, webhooks=ledger.webhooks,
-                   search_scan_max=ledger.settings.search_scan_max)
+                   search_scan_max=ledger.settings.search_scan_max, bulk=ledger.bulk)
 
 
 def deps(request: Request) -> Deps:

@@ -18,7 +18,7 @@ from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
 
-from bootstrap.identity import resolution_identity
+from bootstrap.identity import bulk_identity, resolution_identity
 from bootstrap.ledger import OPERATOR, Ledger, open_ledger
 from bootstrap.nats_source import LazyNats
 from bootstrap.settings import Settings
@@ -70,6 +70,7 @@ async def open_deps(settings: Settings, principal: str) -> AsyncIterator[Deps]:
         deps = Deps.of(ledger, await operator_client(ledger, principal), Hub(nc),
                        principal)
         deps.resolution_identity = partial(resolution_identity, settings)
+        deps.bulk_identity = partial(bulk_identity, settings)
         yield deps
     finally:
         await ledger.close()

@@ -27,6 +27,7 @@ from contracts.shared.counts import LedgerStatus
 from store.approvals import ApprovalRepository
 from store.attempts import CorrectionAttemptRepository
 from store.audit import AuditReader
+from store.bulk import BulkBatchStore
 from store.correction_writes import CorrectionWriter
 from store.corrections import CorrectionRepository
 from store.database import Document, connect, ensure_indexes, replica_set_name
@@ -90,6 +91,8 @@ class MongoStore:
         self.upkeep = UpkeepRepository(db)
         self.erasures = ErasureRepository(db)
         self.retention = RetentionStore(db)
+        self.bulk = BulkBatchStore(db)
+        """Bulk correction batches (services/bulk.py)."""
 
     def gate_source(self, *, judge: bool = False) -> GateSource:
         """What the recorder's gate reads per batch (one per recorder: it caches);

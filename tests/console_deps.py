@@ -14,6 +14,7 @@ from bootstrap.publisher import JetStreamPublisher
 from clients.operator import CorrectionClient
 from console.deps import Deps
 from console.live import Hub
+from services.bulk import BulkService
 from services.dead_letters import DeadLetterService
 from services.invariants import InvariantService
 from store.mongo_store import MongoStore
@@ -24,7 +25,9 @@ OPERATOR = "tester"
 
 def deps_over(store: MongoStore | MemoryStore, nc: Client) -> Deps:
     publisher = JetStreamPublisher(nc, ack_timeout=5.0)
+    bulk = BulkService(store, store.bulk, bound=1000, scan_max=2000, max_decisions=10_000) \
+        if isinstance(store, MongoStore) else None
     return Deps(reads=store, invariants=InvariantService.from_store(store, publisher),
                 dead_letters=DeadLetterService(store.dead_letters, publisher, store),
                 ops=CorrectionClient(nc, requested_by=OPERATOR), hub=Hub(nc),
-                operator_name=OPERATOR)
+                operator_name=OPERATOR, bulk=bulk)

@@ -1,5 +1,5 @@
 // Hash routes: #/plans, #/plan/<id>[/<decision>], #/corrections, #/correction/<id>,
-// #/dead-letters, #/dead-letter/<id>, #/invariants[/<plan>], #/approvals.
+// #/dead-letters, #/dead-letter/<id>, #/invariants[/<plan>], #/approvals, #/search, #/bulk.
 import { get, stopLive } from "./api.js";
 import { append, h, toast } from "./dom.js";
 import { plansPage } from "./plans.js";
@@ -11,6 +11,7 @@ import { asOfPage } from "./asof.js";
 import { webhooksPage } from "./webhooks.js";
 import { approvalsPage } from "./approvals.js";
 import { searchPage } from "./search.js";
+import { bulkPage } from "./bulk.js";
 
 const root = document.getElementById("main");
 
@@ -27,6 +28,7 @@ const routes = [
   [/^#\/invariants(?:\/([0-9A-Za-z]{26}))?$/, (m, main) => invariantsPage(main, m[1] && m[1].toUpperCase()), "invariants"],
   [/^#\/webhooks$/, (m, main) => webhooksPage(main), "webhooks"],
   [/^#\/approvals$/, (m, main) => approvalsPage(main), "approvals"],
+  [/^#\/bulk$/, (m, main) => bulkPage(main), "bulk"],
   [/^#\/search(?:\/(.*))?$/, (m, main) => searchPage(main, m[1] ? decodeURIComponent(m[1]) : ""), "search"],
 ];
 
