@@ -34,6 +34,7 @@ WORDS = "leftpad yanked"
 """The filter every test asks for: both bad decisions of every loaded plan."""
 
 
+@pytest.mark.long  # 45-70 s: dealt first, so no worker ends the run on it
 async def test_preview_counts_conflicts_bound_and_hostile_filters(
         agents: Agents, db: AsyncDatabase[Document]) -> None:
     loaded = await load_plans(db, 300)
@@ -87,6 +88,7 @@ async def _settled(agents: Agents, batch_id: str, timeout: float = 300) -> dict[
             await asyncio.sleep(1)
 
 
+@pytest.mark.long  # 45-70 s: dealt first, so no worker ends the run on it
 async def test_request_follows_every_correction_to_its_end_and_reruns_are_idempotent(
         cli_workers: Workers, agents: Agents, db: AsyncDatabase[Document]) -> None:
     loaded = await load_plans(db, 120)
