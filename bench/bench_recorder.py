@@ -16,16 +16,10 @@ own, on the same servers.
 The first worker count also times 2,000 decisions offered at `--paced-rate` per
 second (publish to `persisted`: the latency when the recorder keeps up).
 
-The search indexer runs in the workers too (workers.search_indexer, after the recording
-transaction): after each burst the bench waits until it has indexed every decision and
-prints how long that took after the last one was recorded, and the workers' CPU per
-1,000 decisions from the burst's start to then (recording and indexing).
-
 Then it inserts the very documents the first run stored into a fresh collection with the
-same indexes (the decisions collection's own: the search tokens' multikey index lives in
-decision_search since ADR 0035), with `insert_many` in batches of the recorder's batch
-size, on the same server (`--bare-runs` times, the median counts): recorder / bare is the
-first run's rate over that bare rate.
+same indexes, with `insert_many` in batches of the recorder's batch size, on the same
+server (`--bare-runs` times, the median counts): recorder / bare is the first run's rate
+over that bare rate.
 
 On a machine with fewer cores than processes, more processes cannot add throughput; what
 the table shows instead is the CPU per 1,000 decisions each process spends, and from it
@@ -92,13 +86,7 @@ from contracts.trust.principals import (  # noqa: E402
 from contracts.trust.signing import Signer  # noqa: E402
 from deploy.embedded import die_with_parent, free_port, start_mongo, start_nats  # noqa: E402
 from store.audit import AuditReader  # noqa: E402
-from store.database import (  # noqa: E402
-    DECISIONS,
-    PLAN_LOCKS,
-    SEARCH_QUEUE,
-    connect,
-    ensure_indexes,
-)
+from store.database import DECISIONS, PLAN_LOCKS, connect, ensure_indexes  # noqa: E402
 from store.invariants import InvariantRepository  # noqa: E402
 from tests.factories import encode, headers, plan_tree, subject  # noqa: E402
 
@@ -334,24 +322,6 @@ async def bare_insert(mongo_uri: str, db_name: str, batch: int, runs: int,
     return out
 
 
-CATCH_UP_MAX = 300.0
-"""Seconds the bench waits at most for the search indexer after a burst."""
-
-
-async def search_caught_up(mongo_uri: str, db_name: str) -> float:
-    """Seconds until nothing waits in search_queue (the indexer indexed the burst)."""
-    client: AsyncMongoClient[dict[str, Any]] = connect(mongo_uri)
-    start = time.perf_counter()
-    try:
-        while time.perf_counter() - start < CATCH_UP_MAX:
-            if await client[db_name][SEARCH_QUEUE].count_documents({}) == 0:
-                return time.perf_counter() - start
-            await asyncio.sleep(0.05)
-        return float("nan")
-    finally:
-        await client.close()
-
-
 def start_workers(n: int, env: dict[str, str], logdir: Path, tag: str
                   ) -> list[subprocess.Popen[bytes]]:
     return [subprocess.Popen([sys.executable, "-m", "workers"], cwd=ROOT, env=env,
@@ -368,12 +338,6 @@ class Run:
     """CPU seconds per 1,000 decisions of each process during the burst."""
     paced: dict[str, float] | None = None
     """The latency run at `--paced-rate` (first worker count only)."""
-    search_lag: float = float("nan")
-    """Seconds from the burst's last decision recorded until the search indexer had
-    indexed them all (nothing left in search_queue)."""
-    cpu_indexed: dict[str, float] = field(default_factory=dict)
-    """CPU seconds per 1,000 decisions of each process from the burst's start until
-    the search indexer caught up: recording and indexing."""
     sent: list[dict[str, Any]] = field(default_factory=list)
     """The burst's decisions (their plan IDs are new in every call of `interleaved`)."""
 
@@ -399,14 +363,11 @@ async def one_run(k: int, ns_url: str, mongo: Any, args: argparse.Namespace,
         cpu0 = cpu_seconds(pids)
         burst = await run_load(ns_url, sent, None, signer)
         cpu1 = cpu_seconds(pids)
-        lag = await search_caught_up(mongo.url, db_name)
-        cpu2 = cpu_seconds(pids)
         paced = None
         if args.paced_rate and seed == 0:
             paced = await run_load(ns_url, interleaved(args.plans, 2000 // args.plans, 7),
                                    args.paced_rate, signer)
-        return Run(k, burst, per_1000(cpu0, cpu1, len(sent)), paced, sent=sent,
-                   search_lag=lag, cpu_indexed=per_1000(cpu0, cpu2, len(sent)))
+        return Run(k, burst, per_1000(cpu0, cpu1, len(sent)), paced, sent)
     finally:
         for p in procs:
             p.terminate()
@@ -443,12 +404,7 @@ def report(args: argparse.Namespace, runs: list[Run], bare: dict[str, Any],
         print(f"paced, {args.paced_rate:.0f}/s offered, 2,000 decisions, {runs[0].workers} "
               f"worker(s): publish -> persisted p50 {paced['p50']:.1f} ms, "
               f"p99 {paced['p99']:.1f} ms")
-    for r in runs:
-        print(f"  {r.workers} worker(s): search caught up {r.search_lag:.2f} s after the "
-              f"last decision was recorded; workers CPU s/1000 recording and indexing "
-              f"{sum(v for k, v in r.cpu_indexed.items() if k.startswith('worker')):.3f}")
-    print(f"bare insert_many, same docs, same indexes (the decisions' own; search tokens "
-          f"are indexed apart): {bare['rate']:.0f}/s (median of "
+    print(f"bare insert_many, same docs, same indexes: {bare['rate']:.0f}/s (median of "
           f"{', '.join(f'{x:.0f}' for x in bare['runs'])}); CPU s/1000: {shown(bare['cpu'])}")
     first = runs[0]
     print(f"recorder / bare (same indexes), {first.workers} worker: "

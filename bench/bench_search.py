@@ -4,17 +4,16 @@
 
 Starts its own secantusd-py (free port, temp dir) and, in one run:
 
-- the tokens' cost: the same `--cost-decisions` decisions written with a bare
-  insert_many (chunks of 1,000, every index) into the decisions collection and, as the
-  search indexer writes them after the recording transaction (ADR 0035), their entries
-  into decision_search, decisions per second each; and the CPU time making the tokens;
+- the tokens' cost to recording: the same `--cost-decisions` documents written with a
+  bare insert_many (chunks of 1,000, every index of the decisions collection) with
+  their search_tokens and without them, decisions per second each and the ratio; and
+  the client's CPU time making the tokens;
 - search latency, p50 and p99 over `--runs`, through the read port the CLI and the
   console use (services/search.py), on `--decisions` decisions in plans of 100 (varied
   words, types, agents, artifact paths and times, loaded straight through the store's
-  document mapping, with their search entries): one common word, two words, a rare
-  word, a type, an agent, a folder, an agent in the last hour (checked in the
-  service), a plan status, a word nothing has beside a common one (the scan bound),
-  and the first page unfiltered.
+  document mapping): one common word, two words, a rare word, a type, an agent, a
+  folder, an agent in the last hour (checked in the service), a plan status, a word
+  nothing has beside a common one (the scan bound), and the first page unfiltered.
 
 Timings on a shared machine are noisy: note the load average printed with them.
 """
@@ -39,20 +38,13 @@ sys.path.insert(0, str(ROOT))
 
 from contracts.decisions.model import Decision  # noqa: E402
 from contracts.decisions.plans import PlanStatus  # noqa: E402
-from contracts.decisions.search import SearchFilter  # noqa: E402
+from contracts.decisions.search import SearchFilter, search_tokens  # noqa: E402
 from contracts.decisions.types import DecisionType  # noqa: E402
 from deploy.embedded import free_port, start_mongo  # noqa: E402
 from services.search import search  # noqa: E402
-from store.database import (  # noqa: E402
-    DECISION_SEARCH,
-    DECISIONS,
-    PLANS,
-    connect,
-    ensure_indexes,
-)
+from store.database import DECISIONS, PLANS, connect, ensure_indexes  # noqa: E402
 from store.decisions import to_document  # noqa: E402
 from store.mongo_store import MongoStore  # noqa: E402
-from store.search_index import entry  # noqa: E402
 from tests.factories import decision, root  # noqa: E402
 
 PLAN_SIZE = 100
@@ -85,27 +77,29 @@ def plan_docs(rng: random.Random, index: int) -> list[Decision]:
     return out
 
 
-async def insert_rate(db: Any, name: str, docs: list[dict[str, Any]]) -> float:
+async def insert_rate(db: Any, docs: list[dict[str, Any]]) -> float:
     await ensure_indexes(db)
     start = time.perf_counter()
     for i in range(0, len(docs), CHUNK):
-        await db[name].insert_many(docs[i:i + CHUNK])
+        await db[DECISIONS].insert_many(docs[i:i + CHUNK])
     return len(docs) / (time.perf_counter() - start)
 
 
 async def token_cost(client: Any, decisions: list[Decision]) -> list[str]:
     start = time.process_time()
-    entries = [entry(d, None) for d in decisions]
+    for d in decisions:
+        search_tokens(d, None)
     making = (time.process_time() - start) / len(decisions) * 1000
-    docs = [to_document(d) for d in decisions]
-    per = statistics.mean(len(e["tokens"]) for e in entries)
-    recorded = await insert_rate(client["cost"], DECISIONS, docs)
-    indexed = await insert_rate(client["cost"], DECISION_SEARCH, entries)
-    return [f"tokens' cost ({len(decisions):,} decisions, bare insert_many in chunks of "
-            f"{CHUNK}, every index; {per:.1f} tokens per decision):",
-            f"  the decisions (what the recorder's transaction inserts) {recorded:9.0f}/s",
-            f"  their search entries (the indexer's insert, after it)   {indexed:9.0f}/s",
-            f"  making the tokens (in the recorder) {making:.3f} s of CPU per 1,000 decisions"]
+    with_tokens = [to_document(d) for d in decisions]
+    bare = [{k: v for k, v in doc.items() if k != "search_tokens"} for doc in with_tokens]
+    per = statistics.mean(len(doc["search_tokens"]) for doc in with_tokens)
+    plain = await insert_rate(client["cost_without"], bare)
+    tokened = await insert_rate(client["cost_with"], with_tokens)
+    return [f"tokens' cost to recording ({len(decisions):,} decisions, bare insert_many in "
+            f"chunks of {CHUNK}, every index; {per:.1f} tokens per decision):",
+            f"  without search_tokens {plain:9.0f} decisions/s",
+            f"  with search_tokens    {tokened:9.0f} decisions/s   ({tokened / plain:.2f}x)",
+            f"  making the tokens     {making:9.3f} s of client CPU per 1,000 decisions"]
 
 
 async def latency(runs: int, call: Callable[[], Awaitable[Any]]) -> tuple[float, float, int]:
@@ -161,7 +155,6 @@ async def main(decisions: int, runs: int, cost_decisions: int) -> None:
                 if i == 3:  # a rare word, in one decision
                     docs[5] = docs[5].model_copy(update={"question": "Ship the invoices?"})
                 await db[DECISIONS].insert_many([to_document(d, "h", 0) for d in docs])
-                await db[DECISION_SEARCH].insert_many([entry(d, None) for d in docs])
                 await db[PLANS].insert_one({"_id": docs[0].plan_id, "next_sequence": PLAN_SIZE,
                                             "status": "active",
                                             "root_decision_id": docs[0].decision_id})

@@ -134,8 +134,6 @@ def read_settings(kind: type[Settings]) -> Settings:
         corrections_max_decisions=env_int("CORRECTIONS_MAX_DECISIONS",
                                            kind.corrections_max_decisions),
         search_scan_max=env_int("SEARCH_SCAN_MAX", kind.search_scan_max),
-        search_index_interval_seconds=env_float("SEARCH_INDEX_INTERVAL_SECONDS",
-                                                kind.search_index_interval_seconds),
         bulk_max_matches=env_int("BULK_MAX_MATCHES", kind.bulk_max_matches),
         corrections_cancel_wait_seconds=env_float("CORRECTIONS_CANCEL_WAIT_SECONDS",
                                                    kind.corrections_cancel_wait_seconds),

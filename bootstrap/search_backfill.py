@@ -1,6 +1,5 @@
-"""Give decisions recorded before the search indexer their search entries
-(store.search_backfill), against the database the environment names, as the workers
-read it (run it once after upgrading to the decision_search collection, ADR 0035):
+"""Give decisions recorded before search existed their search tokens (store.search_backfill),
+against the database the environment names, as the workers read it:
 
     .venv/bin/python -m bootstrap.search_backfill
 """
@@ -18,7 +17,7 @@ async def main() -> None:
     settings = Settings.from_env()
     client = connect(settings.mongodb_uri)
     try:
-        print(f"{await backfill(client[settings.mongodb_db])} decision(s) given search entries")
+        print(f"{await backfill(client[settings.mongodb_db])} decision(s) given search tokens")
     finally:
         await client.close()
 

@@ -85,10 +85,6 @@ class Settings:
     search_scan_max: int = 2000
     """SEARCH_SCAN_MAX: most decisions one page of a search reads (`agents search`, the
     console's Search): past it the page says where to go on (services/search.py)."""
-    search_index_interval_seconds: float = 0.5
-    """SEARCH_INDEX_INTERVAL_SECONDS: how often the search indexer looks for decisions
-    to index (workers.search_indexer): about how far searches trail the recorder."""
-
     bulk_max_matches: int = 1000
     """BULK_MAX_MATCHES: most decisions one bulk correction batch may match; a filter that
     matches more is refused whole, before anything is requested (docs/bulk.md)."""
@@ -193,9 +189,6 @@ class Settings:
         if not 1 <= self.recorder_partitions <= MAX_PARTITIONS:
             raise ValueError(f"RECORDER_PARTITIONS must be 1 to {MAX_PARTITIONS}, not "
                              f"{self.recorder_partitions}")
-        if not self.search_index_interval_seconds > 0:
-            raise ValueError("SEARCH_INDEX_INTERVAL_SECONDS must be above 0, not "
-                             f"{self.search_index_interval_seconds}")
         if self.search_scan_max < 1:
             raise ValueError(f"SEARCH_SCAN_MAX must be at least 1, not {self.search_scan_max}")
         if self.bulk_max_matches < 1:

@@ -4,7 +4,7 @@ cancel it (`agents bulk`, the console's Bulk page).
 Each correction is requested exactly as `agents plan correct` requests one: through the
 operator's correction client, signed by the operator's key, one ordinary
 CorrectionRequest on `corrections.requested.<plan_id>`, so the workers verify, scope,
-analyse and apply it as any other (docs/decisions/0036). The batch itself is the
+analyse and apply it as any other (docs/decisions/0035). The batch itself is the
 operator's bookkeeping in the store: which matches it chose, which it skipped and why,
 which correction ID each got. Those IDs are derived from the batch and decision IDs, so
 requesting the same batch again (a crash, a timeout, a second click) re-sends the same

@@ -24,7 +24,6 @@ from contracts.trust.policy import principal_name, provenance
 from store.cache import CounterGuesses
 from store.database import DECISIONS, PLANS, Document
 from store.decisions import to_document
-from store.search_index import entry, queue_for_search
 from store.sequences import Counter, CounterMoved, read_counters, write_counters, write_guessed
 
 
@@ -61,8 +60,6 @@ async def insert_batch(db: AsyncDatabase[Document], accepted: Sequence[Candidate
         if ownership is not None and plan_id not in rooted:
             _check_owner(plan_id, before, ownership.get(plan_id, Ownership()))
     await db[DECISIONS].insert_many([doc for _, _, doc in numbered], session=session)
-    await queue_for_search(db, [entry(d, principal_name(c.identity)) for c, d, _ in numbered],
-                           now, session)
     owners = {**(ownership or {}),
               **{p: _owning(c) for p, c in rooted.items()}}
     for c, d, _ in numbered:
@@ -113,7 +110,8 @@ def _number(per_plan: Mapping[str, list[Candidate]], counters: Mapping[str, Coun
         start, head = counters[plan_id].next_sequence, counters[plan_id].chain
         for i, c in enumerate(group):
             d = c.decision.model_copy(update={"sequence_number": start + i})
-            doc = (to_document(d, c.content_hash, c.stream_sequence)
+            doc = (to_document(d, c.content_hash, c.stream_sequence,
+                               principal_name(c.identity))
                    | provenance(c.identity, "recorded_by"))
             if c.redactions:
                 doc["redactions"] = marks_document(c.redactions)

@@ -42,7 +42,6 @@ from store.errors import ConcurrentChange
 from store.leases import Leases
 from store.outbox import OutboxRepository
 from store.plans import PlanRepository
-from store.search_index import entry, queue_for_search
 from store.sequences import PlanChains, reserve_sequences
 from store.transactions import run_in_transaction
 from store.translate import translate_errors
@@ -52,7 +51,6 @@ from store.translate import translate_errors
 class CorrectionWriter:
     def __init__(self, db: AsyncDatabase[Document], leases: Leases) -> None:
         self._client = db.client
-        self._db = db
         self._corrections = db[CORRECTIONS]
         self._decisions = db[DECISIONS]
         self._plan_docs = db[PLANS]
@@ -136,7 +134,6 @@ class CorrectionWriter:
                                       bump_epoch=True)
         new = writes.new_decision.model_copy(update={"sequence_number": seq})
         await self._decisions.insert_one(await _chained(new, chains), session=s)
-        await queue_for_search(self._db, [entry(new, None)], now, s)
         ids = writes.supersede_ids
         changed = 0
         # update_many over _id chunks: one round trip per 50 decisions instead of one each;
@@ -187,8 +184,6 @@ class CorrectionWriter:
         await self._decisions.insert_many(
             [await _chained(writes.child_root, chains), await _chained(intervention, chains)],
             session=s)
-        await queue_for_search(self._db, [entry(intervention, None),
-                                          entry(writes.child_root, None)], now, s)
         return [intervention, writes.child_root]
 
 

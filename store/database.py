@@ -30,8 +30,6 @@ PLAN_USES = "plan_uses"
 APPROVALS = "approvals"
 APPROVAL_VERDICTS = "approval_verdicts"
 COMMENTS = "comments"
-DECISION_SEARCH = "decision_search"
-SEARCH_QUEUE = "search_queue"
 
 _INDEXES: dict[str, list[IndexModel]] = {
     DECISIONS: [
@@ -49,16 +47,10 @@ _INDEXES: dict[str, list[IndexModel]] = {
         # insert rate; this one replaced `children`, on the parent link alone.)
         IndexModel([("parent_decision_id", ASCENDING), ("sequence_number", ASCENDING)],
                    name="children_in_order"),
-        # No search index here: a decision's search tokens live in decision_search,
-        # written after the recording transaction by the search indexer (ADR 0035), so
-        # recording pays for no multikey index.
-    ],
-    # Search (contracts.decisions.search): one multikey index over each decision's words
-    # and facets (type, agent, artifact paths), newest first within a token, serves
-    # every indexed filter; by_plan lets retention remove a family's entries.
-    DECISION_SEARCH: [
-        IndexModel([("tokens", ASCENDING), ("_id", DESCENDING)], name="tokens_newest"),
-        IndexModel([("plan_id", ASCENDING)], name="by_plan"),
+        # Search (contracts.decisions.search): one multikey index over each decision's
+        # words and facets (type, agent, artifact paths), newest first within a token,
+        # serves every indexed filter, so recording pays for one index, not one per filter.
+        IndexModel([("search_tokens", ASCENDING), ("_id", DESCENDING)], name="search_tokens"),
     ],
     DEAD_LETTERS: [
         IndexModel([("plan_id", ASCENDING), ("rejected_at", ASCENDING)], name="by_plan"),
@@ -172,11 +164,9 @@ async def replica_set_name(client: AsyncMongoClient[Document]) -> str | None:
     return str(name) if name else None
 
 
-REPLACED: dict[str, tuple[str, ...]] = {DECISIONS: ("children", "search_tokens")}
-"""Indexes an earlier version created that a new one now serves: dropped once their
-replacement exists, so every insert does not pay for both (`children`: by
-children_in_order's longer key; `search_tokens`: by decision_search's tokens_newest,
-which `python -m bootstrap.search_backfill` fills for decisions recorded before it)."""
+REPLACED: dict[str, tuple[str, ...]] = {DECISIONS: ("children",)}
+"""Indexes an earlier version created that a new one (a longer key) now serves: dropped
+once their replacement exists, so every insert does not pay for both."""
 
 
 async def ensure_indexes(db: AsyncDatabase[Document]) -> None:

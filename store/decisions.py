@@ -17,6 +17,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.decisions.artifacts import STORED
 from contracts.decisions.model import Decision
+from contracts.decisions.search import search_tokens
 from store.database import CORRECTION_ATTEMPTS, DECISIONS, Document, find_by_ids
 from store.errors import ResourceNotFoundError, RestrictViolation
 from store.transactions import run_in_transaction
@@ -37,14 +38,15 @@ INTERNAL_FIELDS = ("_id", "content_hash", "recorded_from", "recorded_by", "verif
 """Bookkeeping beside the Decision's own fields: what a redelivery is compared against,
 who recorded it as the ledger verified (store.provenance reads those), its link in its
 plan's record chain (contracts.trust.chain), what redaction replaced on the way in and
-what an erasure removed later (docs/retention.md), and what a search found it by
-when the tokens were still stored on the decision (now in decision_search, ADR 0035)."""
+what an erasure removed later (docs/retention.md), and what a search finds it by
+(contracts.decisions.search)."""
 
 
 def to_document(decision: Decision, content_hash: str | None = None,
-                recorded_from: int | None = None) -> Document:
-    """The document stored for `decision`. Its search tokens are no part of it: they
-    go to its entry in decision_search, after its transaction (store.search_index)."""
+                recorded_from: int | None = None, recorded_by: str | None = None
+                ) -> Document:
+    """The document stored for `decision`, with its search tokens (filed under
+    `recorded_by`, the verified signer, when there is one)."""
     doc: Document = decision.model_dump(
         mode="json", exclude={"decision_id", "created_at", "superseded_at"})
     doc["_id"] = decision.decision_id
@@ -54,6 +56,7 @@ def to_document(decision: Decision, content_hash: str | None = None,
         doc["content_hash"] = content_hash
     if recorded_from is not None:
         doc["recorded_from"] = recorded_from
+    doc["search_tokens"] = search_tokens(decision, recorded_by)
     return doc
 
 

@@ -9,8 +9,7 @@ attempts and the child plans' guidance those corrections carried, and the archiv
 entries the corrections kept. Each batch of decisions is one transaction, with the
 erasure's own record (`erasures`: who, when, why, what) written in the first and counted
 in every later one, so an erasure stopped half-way is seen, and run again finishes it
-(erasing twice keeps the first digests). Each erased decision's search entry is cut to
-its type and agent in the same transaction (store.search_index).
+(erasing twice keeps the first digests).
 """
 
 from __future__ import annotations
@@ -26,15 +25,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.retention.erasure import CORRECTION_TEXT, DECISION_TEXT, ERASED, erasure_update
 from contracts.retention.reach import ERASE_MAX, Reach, TooMany
-from store.database import (
-    CORRECTION_ATTEMPTS,
-    CORRECTIONS,
-    DECISION_SEARCH,
-    DECISIONS,
-    PLANS,
-    Document,
-)
-from store.search_index import erased_entry
+from store.database import CORRECTION_ATTEMPTS, CORRECTIONS, DECISIONS, PLANS, Document
 from store.transactions import run_in_transaction
 from store.translate import translate_errors
 
@@ -132,19 +123,14 @@ class ErasureRepository:
 
     async def _decisions(self, batch: Sequence[str], erasure: Document, now: datetime,
                          s: AsyncClientSession) -> int:
-        writes, entries = [], []
+        writes = []
         async for doc in self._db[DECISIONS].find({"_id": {"$in": list(batch)}}, session=s):
             update = erasure_update(doc, DECISION_TEXT)
             if update:
                 writes.append(UpdateOne({"_id": doc["_id"]},
                                         {"$set": update | _stamp(erasure, now)}))
-            # Its search entry keeps only its type and agent, written or not yet
-            # (the indexer never overwrites an entry): no search finds erased words.
-            entries.append(erased_entry(doc))
         if writes:
             await self._db[DECISIONS].bulk_write(writes, ordered=False, session=s)
-        if entries:
-            await self._db[DECISION_SEARCH].bulk_write(entries, ordered=False, session=s)
         return len(writes)
 
     async def _copies(self, reach: Reach, erasure: Document, now: datetime,

@@ -29,32 +29,29 @@ from store.corrections import from_document as correction_from
 from store.database import (
     COMMENTS,
     CORRECTIONS,
-    DECISION_SEARCH,
     DECISIONS,
     INVARIANT_VIOLATIONS,
     INVARIANTS,
     PLANS,
     Document,
-    find_by_ids,
 )
 from store.decisions import ROOT_QUERY, from_document
-from store.search_index import SearchIndex, stored_tokens
 from store.translate import translate_errors
 
 MAX_PAGE = 500
 """Largest page any view returns: a request cannot make the server read a whole plan."""
 TEXT_MAX = 200
 """Characters of a text filter kept: a longer one matches nothing a person typed."""
-SEARCH_PROJECTION = {"actor_reasoning": 0, "chain": 0, "signature": 0, "search_tokens": 0}
+SEARCH_PROJECTION = {"actor_reasoning": 0, "chain": 0, "signature": 0}
 """What a search leaves out: a result shows a decision's fields, not its raw reasoning
 or its proofs."""
-ORPHAN_ROUNDS = 3
-"""Reads of one page at most when entries name decisions no longer there."""
 
 
-def _found(doc: Document, tokens: frozenset[str]) -> Found:
-    by = doc.get("recorded_by")
-    return Found(from_document(doc), by if isinstance(by, str) else None, tokens)
+def _found(doc: Document) -> Found:
+    by, tokens = doc.get("recorded_by"), doc.get("search_tokens")
+    return Found(from_document(doc), by if isinstance(by, str) else None,
+                 frozenset(t for t in tokens if isinstance(t, str))
+                 if isinstance(tokens, list) else frozenset())
 
 
 def root_query(where: RootFilter | None) -> dict[str, Any]:
@@ -92,8 +89,6 @@ class Lookups:
         self._invariants = db[INVARIANTS]
         self._violations = db[INVARIANT_VIOLATIONS]
         self._comments = db[COMMENTS]
-        self._entries = db[DECISION_SEARCH]
-        self._index = SearchIndex(db)
 
     async def recent_roots(self, limit: int, before: str | None = None,
                            where: RootFilter | None = None) -> list[Decision]:
@@ -109,41 +104,18 @@ class Lookups:
     async def search(self, lead: list[str], limit: int,
                      before: str | None = None) -> list[Found]:
         """Decisions newest first (by ID) carrying any of the tokens `lead` (none: every
-        decision), those before `before`, with their tokens. One index lookup in
-        decision_search (tokens_newest): SecantusDB serves neither `$all` nor a second
-        condition on the array from an index, so the caller checks the rest. The tokens
-        are plain strings compared as such, never operators or patterns. Entries are
-        written after their decisions (ADR 0035): a decision not yet indexed is found
-        only by a search without tokens."""
-        want = min(limit, MAX_PAGE)
-        if not lead:
-            query: dict[str, Any] = {} if before is None else {"_id": {"$lt": before}}
-            docs = await self._decisions.find(query, SEARCH_PROJECTION).sort(
-                "_id", -1).limit(want).to_list()
-            tokens = await self._index.tokens_of(d["_id"] for d in docs)
-            return [_found(d, tokens.get(d["_id"], frozenset())) for d in docs]
-        found: list[Found] = []
-        for _ in range(ORPHAN_ROUNDS):
-            entries = await self._entries_page(lead, want - len(found), before)
-            by_id = {d["_id"]: d for d in await find_by_ids(
-                self._decisions, [e["_id"] for e in entries], SEARCH_PROJECTION)}
-            found += [_found(by_id[e["_id"]], stored_tokens(e.get("tokens")))
-                      for e in entries if e["_id"] in by_id]
-            orphans = [e["_id"] for e in entries if e["_id"] not in by_id]
-            if not orphans:
-                break
-            # An entry written just after retention removed its decision: drop it, and
-            # read on so the page is not cut short by it.
-            await self._entries.delete_many({"_id": {"$in": orphans}})
-            before = entries[-1]["_id"]
-        return found
-
-    async def _entries_page(self, lead: list[str], n: int, before: str | None
-                            ) -> list[Document]:
-        query: dict[str, Any] = {"tokens": lead[0] if len(lead) == 1 else {"$in": lead}}
+        decision), those before `before`, with their tokens. One index lookup (the
+        index search_tokens): SecantusDB serves neither `$all` nor a second condition
+        on the array from an index, so the caller checks the rest. The tokens are plain
+        strings compared as such, never operators or patterns."""
+        query: dict[str, Any] = {}
+        if lead:
+            query["search_tokens"] = lead[0] if len(lead) == 1 else {"$in": lead}
         if before is not None:
             query["_id"] = {"$lt": before}
-        return await self._entries.find(query).sort("_id", -1).limit(n).to_list()
+        cursor = self._decisions.find(query, SEARCH_PROJECTION).sort("_id", -1).limit(
+            min(limit, MAX_PAGE))
+        return [_found(d) async for d in cursor]
 
     async def recent_corrections(self, plan_id: str | None = None,
                                  status: CorrectionStatus | None = None, limit: int = 100,

@@ -24,7 +24,6 @@ from store.database import (
     CORRECTIONS,
     DEAD_LETTERS,
     DECISION_HOLDS,
-    DECISION_SEARCH,
     DECISIONS,
     INVARIANT_VIOLATIONS,
     PARENT_WAITS,
@@ -37,11 +36,9 @@ from store.transactions import run_in_transaction
 from store.translate import translate_errors
 
 RETENTION_LOG = "retention_log"
-BY_PLAN = (DECISIONS, DECISION_SEARCH, CORRECTIONS, CORRECTION_ATTEMPTS,
-           INVARIANT_VIOLATIONS, DECISION_HOLDS, COMMENTS, PARENT_WAITS, DEAD_LETTERS)
-"""The collections whose documents belong to a plan by `plan_id` (a decision's search
-entry too: an entry the indexer writes after the family went is dropped by the next
-search that reads it, store.lookups)."""
+BY_PLAN = (DECISIONS, CORRECTIONS, CORRECTION_ATTEMPTS, INVARIANT_VIOLATIONS,
+           DECISION_HOLDS, COMMENTS, PARENT_WAITS, DEAD_LETTERS)
+"""The collections whose documents belong to a plan by `plan_id`."""
 SINCE = {PlanStatus.ROLLED_BACK: "rolled_back_at", PlanStatus.COMPLETED: "ended_at",
          PlanStatus.ABANDONED: "ended_at", PlanStatus.ACTIVE: "created_at"}
 """From when a plan's age counts, by its status."""

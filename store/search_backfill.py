@@ -1,40 +1,46 @@
-"""Search entries for decisions recorded before the search indexer wrote them.
+"""Search tokens for decisions recorded before the recorder wrote them.
 
-A decision without an entry in decision_search is found only by a search that asks for
-no word, type, agent or path: one recorded before search existed, or while its tokens
-were still stored on the decision itself (ADR 0035). This gives each such decision its
-entry, made from its own stored fields as the indexer makes it (store.search_index), a
-batch at a time in decision ID order. Safe to run while the workers record and correct:
-an entry is only inserted where none exists, so an entry the indexer wrote or an
-erasure cut stays as it is; and the entries are no part of any chained record, so an
-audit reads the same before and after.
+A decision stored without `search_tokens` is found only by a search that asks for no
+word, type, agent or path. This gives each such decision its tokens, made from its own
+stored fields as the recorder makes them (contracts.decisions.search), a batch at a time
+in decision ID order. Safe to run while the workers record and correct: each update
+sets only the tokens and only where they are still missing, and the tokens are no part
+of a decision's chained content, so an audit reads the same before and after.
 
     python -m bootstrap.search_backfill   # MONGODB_URI, MONGODB_DB as for the workers
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+from pymongo import UpdateOne
 from pymongo.asynchronous.database import AsyncDatabase
 
-from store.database import DECISION_SEARCH, DECISIONS, Document, find_by_ids
-from store.search_index import READ_PROJECTION, new_entry
+from contracts.decisions.search import search_tokens
+from store.database import DECISIONS, Document
+from store.decisions import from_document
 
 BATCH = 500
-"""Decisions read and indexed per round trip."""
+"""Decisions read and updated per round trip."""
 
 
 async def backfill(db: AsyncDatabase[Document], batch: int = BATCH) -> int:
-    """Give every decision without a search entry its entry; how many were given one."""
+    """Give every decision without tokens its tokens; how many were given them."""
+    coll = db[DECISIONS]
     done, after = 0, ""
     while True:
-        docs = await db[DECISIONS].find({"_id": {"$gt": after}}, READ_PROJECTION).sort(
-            "_id", 1).limit(batch).to_list()
+        query: dict[str, Any] = {"_id": {"$gt": after}, "search_tokens": {"$exists": False}}
+        docs = await coll.find(query, {"chain": 0, "signature": 0}).sort("_id", 1).limit(
+            batch).to_list()
         if not docs:
             return done
-        have = {e["_id"] for e in await find_by_ids(
-            db[DECISION_SEARCH], [d["_id"] for d in docs], {"_id": 1})}
-        writes = [new_entry(d) for d in docs if d["_id"] not in have]
-        if writes:
-            done += (await db[DECISION_SEARCH].bulk_write(writes, ordered=False)
-                     ).upserted_count
+        updates = []
+        for doc in docs:
+            by = doc.get("recorded_by")
+            tokens = search_tokens(from_document(doc), by if isinstance(by, str) else None)
+            updates.append(UpdateOne({"_id": doc["_id"], "search_tokens": {"$exists": False}},
+                                     {"$set": {"search_tokens": tokens}}))
+        done += (await coll.bulk_write(updates, ordered=False)).modified_count
         after = docs[-1]["_id"]
+

@@ -16,27 +16,22 @@ from pymongo.asynchronous.database import AsyncDatabase
 from contracts.decisions.model import Decision
 from contracts.decisions.plans import PlanStatus
 from contracts.shared.timestamps import utc_now
-from store.database import DECISION_SEARCH, DECISIONS, PLANS, Document
+from store.database import DECISIONS, PLANS, Document
 from store.decisions import to_document
-from store.search_index import new_entry
 
 INSERT_CHUNK = 5000
 
 
 async def load_plan(db: AsyncDatabase[Document], decisions: Sequence[Decision],
-                    now: datetime | None = None, *, index: bool = True) -> list[Decision]:
-    """Insert one plan's decisions (parents before children) numbered 0, 1, 2, ...,
-    with their search entries as the indexer leaves them once caught up (`index`)."""
+                    now: datetime | None = None) -> list[Decision]:
+    """Insert one plan's decisions (parents before children) numbered 0, 1, 2, ..."""
     if not decisions:
         return []
     plan_id = decisions[0].plan_id
     numbered = [d.model_copy(update={"sequence_number": i}) for i, d in enumerate(decisions)]
     for i in range(0, len(numbered), INSERT_CHUNK):
-        docs = [to_document(d) for d in numbered[i:i + INSERT_CHUNK]]
-        await db[DECISIONS].insert_many(docs, ordered=False)
-        if index:
-            await db[DECISION_SEARCH].bulk_write([new_entry(doc) for doc in docs],
-                                                 ordered=False)
+        await db[DECISIONS].insert_many(
+            [to_document(d) for d in numbered[i:i + INSERT_CHUNK]], ordered=False)
     root = next((d for d in numbered if d.is_root), None)
     await db[PLANS].update_one(
         {"_id": plan_id},

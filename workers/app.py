@@ -20,7 +20,6 @@ from contracts.shared.urls import nats_servers
 from services.corrections.policy import CrashHook, no_crash
 from store.lease_view import LeaseViews
 from store.leases import Leases
-from store.search_index import SearchIndex
 from workers.approvals import expiry_loop
 from workers.connections import NatsLink, nats_options
 from workers.deps import Deps
@@ -32,15 +31,9 @@ from workers.recovery import Sweeper
 from workers.relay import relay_loop
 from workers.retention import retention_loop
 from workers.runtime import Runtime, close_runtime, open_runtime
-from workers.search_indexer import search_index_loop
 from workers.webhooks import WebhookWorker
 
 log = logging.getLogger(__name__)
-
-INDEXER_LEASE_MIN = 10.0
-"""Seconds the search indexer's lease lasts at least: a worker that dies hands search
-to another within about this long."""
-
 
 def build_app(settings: Settings | None = None, crash: CrashHook = no_crash,
               runtime: Runtime | None = None) -> FastStream:
@@ -123,8 +116,8 @@ async def start_consumers(runtime: Runtime, settings: Settings, broker: NatsBrok
 
 
 def start_background(runtime: Runtime, settings: Settings) -> None:
-    """The loops beside the consumers: the outbox relay, the recovery sweep, the search
-    indexer, and the retention pass when policies are set."""
+    """The loops beside the consumers: the outbox relay, the recovery sweep, and the
+    retention pass when policies are set."""
     runtime.relay = asyncio.create_task(relay_loop(runtime.get_corrections, settings),
                                         name="outbox-relay")
     runtime.sweeper = Sweeper(runtime.get_corrections, settings, runtime.registry)
@@ -137,12 +130,6 @@ def start_background(runtime: Runtime, settings: Settings) -> None:
         runtime.retention = asyncio.create_task(retention_loop(
             lambda: runtime.get_ledger().store, leases, runtime.worker_id, settings),
             name="retention")
-    if runtime.mongo is not None:
-        db = runtime.mongo[settings.mongodb_db]
-        every = settings.search_index_interval_seconds
-        runtime.search_indexer = asyncio.create_task(search_index_loop(
-            SearchIndex(db), Leases(db, max(INDEXER_LEASE_MIN, 5 * every)),
-            runtime.worker_id, every), name="search-indexer")
     judge = runtime.get_ledger().judge
     if judge is not None:
         runtime.judge = asyncio.create_task(judge_loop(lambda: judge, settings.judge),
@@ -153,7 +140,7 @@ async def stop_background(runtime: Runtime, settings: Settings) -> None:
     if runtime.webhooks is not None:
         await runtime.webhooks.stop()
     for task in (runtime.relay, runtime.sweep, runtime.sampler, runtime.judge,
-                 runtime.expiry, runtime.retention, runtime.search_indexer):
+                 runtime.expiry, runtime.retention):
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

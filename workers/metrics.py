@@ -7,10 +7,9 @@ ended by mode and outcome with their duration from request to end. Sampled every
 `METRICS_SAMPLE_SECONDS` from the servers, so a scrape never waits on them: each
 consumer's pending, ack-pending and redelivered counts, and the ledger's dead letters
 by rule, corrections in flight by status and open violations by severity (indexed
-counts: store.status), and how far the search indexer is behind. Only one replica
-samples those (the holder of the `role:gauges` lease); the others show none, so
-summing over replicas counts everything once and the cost of sampling does not grow
-with the replicas.
+counts: store.status). Only one replica samples those (the holder of the `role:gauges`
+lease); the others show none, so summing over replicas counts everything once and the
+cost of sampling does not grow with the replicas.
 
 Every process has its own registry (tests start several in one interpreter, and a
 process-wide default registry would mix them up).
@@ -30,7 +29,6 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from store.database import Document
 from store.leases import Leases
-from store.search_index import SearchIndex
 from store.status import ledger_status
 
 log = logging.getLogger(__name__)
@@ -82,16 +80,6 @@ class Metrics:
         self.violations_open = Gauge(
             "ledger_violations_open", "Unresolved invariant violations, by severity.",
             ["severity"], registry=r)
-        self.search_backlog = Gauge(
-            "ledger_search_index_backlog", "Transactions' decisions waiting for the search "
-            "indexer (search_queue documents).", registry=r)
-        self.search_lag = Gauge(
-            "ledger_search_index_lag_seconds", "Age of the oldest waiting one: how far "
-            "searches trail what was recorded (0: nothing waits).", registry=r)
-        self.search_failed = Gauge(
-            "ledger_search_index_failed", "Queue documents the indexer gave up on "
-            "(failed_at set): their decisions are found only by searches without tokens.",
-            registry=r)
         self.sampled_at = Gauge(
             "ledger_sampled_timestamp_seconds", "When the gauges above were last sampled "
             "(0: another replica samples them).", registry=r)
@@ -124,11 +112,6 @@ class Metrics:
         _replace(self.dead_letters, status.dead_letters_by_rule)
         _replace(self.in_flight, status.corrections_in_flight)
         _replace(self.violations_open, status.violations_open)
-        backlog = await SearchIndex(db).backlog()
-        self.search_backlog.set(backlog.pending)
-        self.search_lag.set(0 if backlog.oldest is None else max(
-            0.0, (datetime.now(UTC) - backlog.oldest).total_seconds()))
-        self.search_failed.set(backlog.failed)
         self.sampled_at.set_to_current_time()
 
     def clear(self) -> None:
@@ -138,8 +121,6 @@ class Metrics:
                       self.consumer_redelivered, self.dead_letters, self.in_flight,
                       self.violations_open):
             gauge.clear()
-        for one in (self.search_backlog, self.search_lag, self.search_failed):
-            one.set(0)
         self.sampled_at.set(0)
         self.sampler.set(0)
 

@@ -75,8 +75,6 @@ class Runtime:
     expiry: asyncio.Task[None] | None = None
     """The approvals' expiry sweep (workers.approvals)."""
     retention: asyncio.Task[None] | None = None
-    search_indexer: asyncio.Task[None] | None = None
-    """The search indexer's loop (workers.search_indexer)."""
     mongo_watch: MongoWatch | None = None
     health: HealthServer | None = None
     consuming: bool = False

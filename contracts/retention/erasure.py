@@ -80,21 +80,12 @@ its verified agent. Its words and artifact paths go with its text, so no search 
 it by what was erased."""
 
 
-def kept_tokens(tokens: Any) -> list[str]:
-    """The search tokens an erased decision keeps (KEPT_FACETS): what its search entry
-    holds once the erasure reached it."""
-    if not isinstance(tokens, list):
-        return []
-    return [t for t in tokens if isinstance(t, str) and t.startswith(KEPT_FACETS)]
-
-
 def _tokens_left(doc: Mapping[str, Any]) -> dict[str, Any]:
-    """The tokens a decision recorded before search moved to its own collection still
-    carries on itself (ADR 0035), cut like its search entry's."""
     tokens = doc.get("search_tokens")
     if not isinstance(tokens, list):
         return {}
-    return {"search_tokens": kept_tokens(tokens)}
+    return {"search_tokens": [t for t in tokens
+                              if isinstance(t, str) and t.startswith(KEPT_FACETS)]}
 
 
 def erased_names(doc: Mapping[str, Any]) -> list[str]:

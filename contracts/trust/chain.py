@@ -51,9 +51,9 @@ DECISION_MUTABLE = frozenset({"_id", "chain", "superseded_by", "superseded_at",
                               "superseded_by_correction", "erased", "search_tokens"})
 """What a decision's content leaves out: its key (the record_id), its link, what a
 revert sets later (checked against the chained correction ends), what an erasure
-says of itself (its removed values' digests stand in for them: `kept_digests`), and the
-search tokens a decision recorded before they moved to decision_search still carries
-(derived from chained fields, and cut by an erasure)."""
+says of itself (its removed values' digests stand in for them: `kept_digests`), and its
+search tokens (derived from chained fields, and written again by a reindex or an
+erasure)."""
 CORRECTION_REQUEST_FIELDS = ("plan_id", "decision_id", "mode", "guidance", "requested_by",
                              "claimed_by", "verified", "signature", "chosen_option",
                              "requested_at", "trace_context")
