@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from types import MappingProxyType
 
+from contracts.corrections.states import CANCELLABLE as CORRECTION_CANCELLABLE
 from contracts.shared.errors import DomainError
 from contracts.shared.lifecycle import Lifecycle
 
@@ -69,8 +70,10 @@ SKIPPED = frozenset({ItemState.COVERED, ItemState.SUPERSEDED, ItemState.REFUSED,
 UNSETTLED = frozenset({ItemState.PLANNED, ItemState.REQUESTED, ItemState.PENDING,
                        ItemState.ANALYZING, ItemState.EXECUTING})
 """Items whose outcome is still to come."""
-CANCELLABLE_ITEMS = frozenset({ItemState.REQUESTED, ItemState.PENDING, ItemState.ANALYZING})
-"""Items a batch cancel asks to cancel (a correction cancels only before it executes)."""
+CANCELLABLE_ITEMS = frozenset({ItemState.REQUESTED,
+                               *(ItemState(s.value) for s in CORRECTION_CANCELLABLE)})
+"""Items a batch cancel asks to cancel: sent but not recorded yet, or a correction whose
+own lifecycle still allows a cancel (contracts.corrections.states)."""
 
 
 class BulkError(DomainError):
