@@ -32,11 +32,11 @@ from cli.bulk_options import (
     operator_identity,
     resolve_batch,
 )
-from cli.bulk_show import batch_json, preview_json, show_batch, show_batches, show_preview
+from cli.bulk_show import batch_json, show_batch, show_batches, show_preview
 from cli.context import Ctx, parse_id, run
 from cli.correct import _guidance, requester
 from cli.errors import USAGE_ERROR, err, fail
-from cli.render import JsonFlag, emit_json, out
+from cli.render import JsonFlag, dump, emit_json, out
 from contracts.corrections.states import CorrectionMode
 from contracts.decisions.search import Currency
 
@@ -74,7 +74,7 @@ def preview(text: Words = None, *, decision_type: TypeOpt = None, agent: AgentOp
         except BulkError as exc:
             fail(str(exc))
         if as_json:
-            emit_json(preview_json(matched.preview))
+            emit_json(dump(matched.preview))
         else:
             show_preview(matched.preview)
 

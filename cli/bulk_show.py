@@ -16,10 +16,6 @@ ITEMS_SHOWN = 30
 """Items a text view lists (all of them with --json)."""
 
 
-def preview_json(p: BulkPreview) -> Any:
-    return dump(p)
-
-
 def show_preview(p: BulkPreview) -> None:
     out.print(f"dry run {p.mode.value} of every match (nothing was changed)")
     out.print(f"matches: {p.matches} decision(s) in {p.plans} plan(s)")

@@ -9,8 +9,12 @@ tried on each stream where it takes one.
 from __future__ import annotations
 
 import json
+import re
 
+from clients._feed_guard import subject_matches
+from contracts.families import FAMILIES
 from contracts.families import STREAMS as DECLARED_STREAMS
+from contracts.shared.families import Direction
 from contracts.shared.ids import new_id
 from contracts.shared.roles import Role
 from tests.attack.attacks import Attack
@@ -22,11 +26,33 @@ STREAMS = tuple(s.name for s in DECLARED_STREAMS)
 PLAN = new_id()
 FILTERS = {"DECISIONS": "decisions.recorded.*", "CORRECTIONS": "corrections.events.*.*",
            "INVARIANTS": "invariants.events.*.*", "WEBHOOKS": "webhooks.deliveries.*.*"}
-EVENTS = [f"decisions.persisted.{PLAN}", f"decisions.rejected.{PLAN}",
-          f"corrections.events.{PLAN}.applied", f"corrections.attempts.{PLAN}.complete",
-          f"corrections.resume.{PLAN}", f"corrections.rejected.{PLAN}",
-          f"corrections.cancel_refused.{PLAN}", f"invariants.events.{PLAN}.violated",
-          f"invariants.rejected.{PLAN}"]
+TOKENS = {"plan_id": PLAN, "status": "applied", "state": "complete", "what": "violated",
+          "change": "added", "outcome": "failed", "webhook_id": new_id()}
+"""What fills a declared subject's tokens in a forgery (a token not named here: `forged`)."""
+
+
+def _filled(template: str, fill: dict[str, str]) -> str:
+    return re.sub(r"\{(\w+)\}", lambda m: fill.get(m[1], "forged"), template)
+
+
+def events_forged_by(role: Role) -> list[str]:
+    """A subject of every declared event family that `role` may not publish, so an event
+    family added later is forged too; a role that publishes a narrower pattern of one
+    (an operator's `.resolved`) forges the rest of it."""
+    out = []
+    for f in FAMILIES:
+        if f.direction is not Direction.EVENT:
+            continue
+        own = [p for p in f.publishers if p.role is role]
+        if any(p.subject is None for p in own):
+            continue
+        subject = _filled(f.subject, TOKENS)
+        allowed = [_filled(p.subject, {}).replace("forged", "*") for p in own if p.subject]
+        if not any(subject_matches(a, subject) for a in allowed):
+            out.append(subject)
+    return out
+
+
 COMMANDS = [f"corrections.requested.{PLAN}", f"corrections.cancel.{PLAN}",
             f"corrections.fail.{PLAN}", f"corrections.retry.{PLAN}",
             f"corrections.dryrun.{PLAN}"]
@@ -143,7 +169,7 @@ def inboxes(dep: Deployment, name: str) -> list[Attack]:
 
 
 def forgeries(role: Role) -> list[Attack]:
-    out = [Attack(f"forge {s}", s) for s in EVENTS]
+    out = [Attack(f"forge {s}", s) for s in events_forged_by(role)]
     if role is Role.OPERATOR:
         return out
     out += [Attack(f"send a command on {s}", s) for s in COMMANDS]
