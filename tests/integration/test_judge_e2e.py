@@ -6,6 +6,7 @@ agent's gate learns the judge's release or refusal from its event."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -122,7 +123,8 @@ async def test_the_gate_hears_the_judge(judged: InvariantService, nc: nats.NATS,
     """A decision awaiting the judge: the agent's gate answers approved when the judge
     releases it, refused (with the broken invariant) when it refuses it, and changed when
     the decision passed is not the one judged; each settlement is one event, with its
-    CloudEvents type."""
+    CloudEvents type. Hostile bytes on the same subjects, before the real events, are
+    read past."""
     js = nc.jetstream()
     await judged.add_invariant("no-prod", "Never touch production")
     r = root()
@@ -131,6 +133,20 @@ async def test_the_gate_hears_the_judge(judged: InvariantService, nc: nats.NATS,
     keep = decision(r["plan_id"], r["decision_id"], "strategy_choice", chosen_option="go KEEP")
     broken = decision(r["plan_id"], r["decision_id"], "strategy_choice",
                       chosen_option="go BROKEN")
+    # Among the real events, what a gate must read past: bytes, deep nesting, a huge
+    # list, an odd date, and a release naming another decision.
+    hold_subject = subjects.hold_event(r["plan_id"], "released")
+    other = {"event_type": "released", "hold": {
+        "decision_id": decision(r["plan_id"], r["decision_id"], "strategy_choice")[
+            "decision_id"], "plan_id": r["plan_id"], "status": "released",
+        "created_at": "2026-12-02T00:00:00Z", "updated_at": "2026-12-02T00:00:00Z"}}
+    for junk in (b"\xff\x00garbage", b"[" * 5000 + b"]" * 5000,
+                 json.dumps({"event_type": "released", "hold": list(range(100_000))}).encode(),
+                 json.dumps({**other, "hold": {**other["hold"],
+                                               "created_at": "31/31/2026"}}).encode(),
+                 json.dumps(other).encode()):
+        await js.publish(hold_subject, junk)
+        await js.publish(subjects.approval_event(r["plan_id"], "granted"), junk)
     async with DecisionRecorder.connect(nats_server.url) as rec:
         gates = [asyncio.create_task(rec.gate(ResumePoint(plan_id=d["plan_id"],
                                                           decision_id=d["decision_id"]),
