@@ -102,10 +102,11 @@ async def request_batch(request: Request) -> Response:
     batch_id = str(body.get("batch_id") or new_id())
     if not is_ulid(batch_id):
         raise Refused(400, "batch_id must be a ULID")
+    batch_id = batch_id.upper()
     service = _service(d)
     try:
         batch = await service.create(where, mode, guidance, reason or "",
-                                     batch_id=batch_id.upper(),
+                                     batch_id=batch_id,
                                      identity=_identity(d, batch_id),
                                      requested_by=d.operator_name)
     except BulkError as exc:
