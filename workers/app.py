@@ -22,6 +22,7 @@ from store.lease_view import LeaseViews
 from store.leases import Leases
 from workers.approvals import expiry_loop
 from workers.connections import NatsLink, nats_options
+from workers.consumer_watch import stop_task
 from workers.deps import Deps
 from workers.dry_run import start_dry_run
 from workers.handlers import pullers
@@ -141,10 +142,7 @@ async def stop_background(runtime: Runtime, settings: Settings) -> None:
         await runtime.webhooks.stop()
     for task in (runtime.relay, runtime.sweep, runtime.sampler, runtime.judge,
                  runtime.expiry, runtime.retention):
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await stop_task(task)
     if runtime.sweeper is not None:
         await runtime.sweeper.stop(settings.graceful_timeout)
     if runtime.registry is not None:
