@@ -26,6 +26,7 @@ from contracts.recording.message import Candidate, Invalid
 from contracts.recording.triage import triage_batch
 from contracts.redaction.decisions import redact_decision
 from contracts.shared.inbound import Inbound
+from contracts.shared.persistence import LeaseFence
 from contracts.shared.rules import Rule, RuleViolation
 from contracts.shared.timestamps import utc_now
 from contracts.shared.tracing import trace_headers
@@ -107,10 +108,12 @@ class RecorderService:
         """The second half: decide against what is stored, write, publish, report."""
         return await self.announce(await self.write_batch(read))
 
-    async def write_batch(self, read: ReadBatch) -> Committed:
+    async def write_batch(self, read: ReadBatch, fence: LeaseFence | None = None
+                          ) -> Committed:
         """Decide against what is stored and write the batch, in one transaction: once
         this returns, a later batch may read the decisions (`announce` does not change
-        what it reads)."""
+        what it reads). `fence`: the partition's lease the transaction holds (LeaseLost,
+        nothing written, once another replica took it)."""
         now, candidates = read.now, read.candidates
         by_seq = read.by_seq
         reject = read.reject
@@ -136,7 +139,7 @@ class RecorderService:
                 continue
             effects = gates.effects(gate, facts, now) if gates is not None else None
             stored = await self._decisions.insert_recorded(triage.accept, now, facts.epochs,
-                                                           facts.ownership, effects)
+                                                           facts.ownership, effects, fence=fence)
             optimistic = False
             if stored is None:
                 # Another worker stored one of these first (or its triage's root), or a

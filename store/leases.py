@@ -14,10 +14,23 @@ stalled past its expiry (its heartbeat stalled with it) cannot commit over its s
 Every expiry is stamped and judged by the database server's clock (store.server_clock,
 ADR 0027): no method takes a time, so a worker whose clock is off can neither write a
 lease that is already over nor take one that is still running.
+
+A recorder partition's lease is taken `fenced`: once the lease is the taker's, it also
+becomes the last taker in the lease's fence record (collection `lease_fences`), and every
+batch the holder writes updates that record, in the batch's transaction, on the
+condition that it is still the last taker (`fence_lease`). A batch and a take-over
+thus write one record, and the database orders them: a holder that stalled past its
+expiry and wakes up with a batch in hand finds the record another's (LeaseLost) and
+writes nothing; a take-over's write of the record waits for a batch in flight to end,
+so every batch of the old holder commits before the new holder pulls. The record is
+apart from the lease, so renewals never wait on a batch's transaction nor make one start
+over, and in a collection of its own, so no other reader or writer meets the batches'
+writes to it.
 """
 
 from __future__ import annotations
 
+import contextlib
 from datetime import timedelta
 from typing import Any
 
@@ -25,7 +38,8 @@ from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
-from store.database import PLAN_LOCKS, Document
+from contracts.shared.persistence import LeaseFence
+from store.database import LEASE_FENCES, PLAN_LOCKS, Document
 from store.errors import LeaseLost
 from store.server_clock import after_now, expired, unexpired
 from store.translate import translate_errors
@@ -35,20 +49,36 @@ from store.translate import translate_errors
 class Leases:
     def __init__(self, db: AsyncDatabase[Document], ttl_seconds: float) -> None:
         self._coll = db[PLAN_LOCKS]
+        self._fences = db[LEASE_FENCES]
         self.ttl = timedelta(seconds=ttl_seconds)
 
     def _stamp(self, owner: str) -> list[dict[str, Any]]:
         """The update pipeline that makes `owner` the holder until now + ttl (server's now)."""
         return [{"$set": {"owner": {"$literal": owner}, "expires_at": after_now(self.ttl)}}]
 
-    async def acquire(self, plan_id: str, owner: str) -> bool:
+    async def acquire(self, plan_id: str, owner: str, *, fenced: bool = False) -> bool:
+        """Take the lease if it is free, expired or already `owner`'s. `fenced`: then make
+        `owner` the last taker in its fence record (the writes under it call
+        `fence_lease`)."""
         free_or_ours = {"$or": [{"$eq": ["$owner", {"$literal": owner}]},
                                 expired("expires_at")]}
+
         try:
             await self._coll.find_one_and_update(
                 {"_id": plan_id, "$expr": free_or_ours}, self._stamp(owner), upsert=True)
         except DuplicateKeyError:
             return False
+        if fenced:
+            # After the lease: a taker that dies in between leaves the record to the
+            # previous taker, who remains the only one that can write under it; one
+            # that fails to write it gives the lease back, to be taken again whole.
+            try:
+                await self._fences.update_one({"_id": plan_id}, {"$set": {"owner": owner}},
+                                              upsert=True)
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    await self.release(plan_id, owner)
+                raise
         return True
 
     async def renew(self, plan_id: str, owner: str) -> bool:
@@ -75,3 +105,15 @@ class Leases:
     async def holder(self, plan_id: str) -> str | None:
         doc = await self._coll.find_one({"_id": plan_id})
         return str(doc["owner"]) if doc else None
+
+
+async def fence_lease(db: AsyncDatabase[Document], f: LeaseFence,
+                      session: AsyncClientSession) -> None:
+    """`f` inside the session's transaction: a write to the lease's fence record if
+    `f.owner` was its last taker (`Leases.acquire(fenced=True)`), else LeaseLost (the
+    transaction aborts). A write, not a read, so that a take-over committing meanwhile
+    conflicts with it instead of passing unseen."""
+    res = await db[LEASE_FENCES].update_one({"_id": f.lease, "owner": f.owner},
+                                            {"$inc": {"writes": 1}}, session=session)
+    if res.matched_count != 1:
+        raise LeaseLost(f.lease, f.owner)

@@ -15,6 +15,7 @@ from contracts.decisions.model import Decision
 from contracts.invariants.outcomes import GateEffects
 from contracts.recording.facts import StoredFacts
 from contracts.recording.message import Candidate
+from contracts.shared.persistence import LeaseFence
 from contracts.trust.ownership import Ownership
 from store.batch_facts import BatchFacts
 from store.batch_insert import StaleFacts, insert_batch
@@ -22,6 +23,7 @@ from store.cache import PARENT_PLAN_CACHE, CounterGuesses, RecorderCache
 from store.database import DECISIONS, Document, find_by_ids
 from store.decisions import from_document
 from store.gate_sink import GateSink, HoldSink
+from store.leases import fence_lease
 from store.transactions import run_in_transaction
 from store.translate import translate_errors
 
@@ -55,18 +57,23 @@ class RecorderRepository:
     async def insert_recorded(self, accepted: Sequence[Candidate], now: datetime,
                               epochs: Mapping[str, int] | None = None,
                               ownership: Mapping[str, Ownership] | None = None,
-                              effects: GateEffects | None = None) -> list[Decision] | None:
+                              effects: GateEffects | None = None, *,
+                              fence: LeaseFence | None = None) -> list[Decision] | None:
         """Number and chain the decisions per plan, in the given order, and insert them with
-        one bulk write, all in one transaction. None means a concurrent writer stored one of these
-        IDs (or its plan's root) first, or a correction changed one of their plans since
-        `epochs` (the facts' epochs; None: not checked) were read, or a plan got an
+        one bulk write, all in one transaction. None means a concurrent writer stored one
+        of these IDs (or its plan's root) first, or a correction changed one of their plans
+        since `epochs` (the facts' epochs; None: not checked) were read, or a plan got an
         owner other than `ownership` says (the facts'; None: not checked): nothing was
         written, and the caller plans again. `effects`: what the invariants' gate decided,
-        written by `sink` in the same transaction (even when nothing is accepted)."""
+        written by `sink` in the same transaction (even when nothing is accepted).
+        `fence`: the partition's lease, renewed in the transaction; LeaseLost (nothing
+        written) once it is another replica's."""
         if not accepted and not effects:
             return []
 
         async def write(s: AsyncClientSession) -> list[Decision]:
+            if fence is not None:
+                await fence_lease(self._db, fence, s)
             done = await insert_batch(self._db, accepted, now, s, epochs=epochs,
                                       ownership=ownership,
                                       guesses=self._counters) if accepted else []

@@ -59,6 +59,7 @@ from contracts.shared.persistence import (
     DuplicateRecord,
     ForeignKeyViolation,
     InvariantNotFound,
+    LeaseFence,
     LeaseLost,
     ResourceNotFoundError,
     ViolationNotFound,
@@ -95,6 +96,8 @@ class State:
     attempts: dict[str, CorrectionAttemptRecord] = dataclasses.field(default_factory=dict)
     outbox: dict[str, tuple[Pending, datetime]] = dataclasses.field(default_factory=dict)
     leases: dict[str, tuple[str, datetime]] = dataclasses.field(default_factory=dict)
+    fences: dict[str, str] = dataclasses.field(default_factory=dict)
+    """Lease -> its last taker, for leases taken fenced (collection `lease_fences`)."""
     dead_letters: dict[str, DeadLetter] = dataclasses.field(default_factory=dict)
     invariants: dict[str, Invariant] = dataclasses.field(default_factory=dict)
     violations: dict[str, InvariantViolation] = dataclasses.field(default_factory=dict)
@@ -279,15 +282,21 @@ class MemoryDecisions:
     async def insert_recorded(self, accepted: Sequence[Candidate], now: datetime,
                               epochs: Mapping[str, int] | None = None,
                               ownership: Mapping[str, Ownership] | None = None,
-                              effects: GateEffects | None = None) -> list[Decision] | None:
+                              effects: GateEffects | None = None, *,
+                              fence: LeaseFence | None = None) -> list[Decision] | None:
         if effects:
             raise NotImplementedError("the invariants' gate records its effects in MongoDB "
                                       "(store.gate_sink); the in-memory store has no sink")
         if not accepted:
             return []
+
+        def write(st: State) -> list[Decision]:
+            if fence is not None:
+                _fence(st, fence)
+            return self._insert(st, accepted, now, epochs, ownership)
+
         try:
-            written = self._db.transaction(
-                lambda st: self._insert(st, accepted, now, epochs, ownership))
+            written = self._db.transaction(write)
         except (DuplicateRecord, _Stale):
             return None
         return written
@@ -546,12 +555,14 @@ class MemoryLeases:
         self._db = db
         self.ttl = timedelta(seconds=ttl_seconds)
 
-    async def acquire(self, plan_id: str, owner: str) -> bool:
+    async def acquire(self, plan_id: str, owner: str, *, fenced: bool = False) -> bool:
         now = utc_now()
         held = self._db.state.leases.get(plan_id)
         if held is not None and held[0] != owner and not held[1] < now:
             return False
         self._db.state.leases[plan_id] = (owner, now + self.ttl)
+        if fenced:
+            self._db.state.fences[plan_id] = owner
         return True
 
     async def renew(self, plan_id: str, owner: str) -> bool:
@@ -579,6 +590,12 @@ class MemoryLeases:
         if held is None or held[0] != owner:
             raise LeaseLost(plan_id, owner)
         st.leases[plan_id] = (owner, utc_now() + self.ttl)
+
+
+def _fence(st: State, f: LeaseFence) -> None:
+    """store.leases.fence_lease: LeaseLost once another took the lease since."""
+    if st.fences.get(f.lease) != f.owner:
+        raise LeaseLost(f.lease, f.owner)
 
 
 def _add_events(st: State, key: str, version: int, events: Sequence[OutgoingEvent],

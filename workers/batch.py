@@ -19,6 +19,7 @@ from nats.aio.msg import Msg
 
 from bootstrap.setting_types import Retry
 from contracts.shared.dead_letter import dead_letter_id
+from contracts.shared.persistence import LeaseFence
 from contracts.shared.unreadable import describe
 from contracts.trust.policy import Identity
 from workers.failures import FailureLog
@@ -29,6 +30,10 @@ R = TypeVar("R")
 
 Count = Callable[[str], None]
 """Told each settled message's outcome: ack, term, nak or fail."""
+
+
+def _nothing() -> None:
+    return None
 
 
 class Batch(Generic[R]):
@@ -55,6 +60,12 @@ class Batch(Generic[R]):
         self.kept_alive_at = time.monotonic()
         """When JetStream last heard this batch was being worked: its pull, or its last
         in-progress acks."""
+        self.fence: LeaseFence | None = None
+        """The lease its consumer is pulled under (a recorder partition's), which the
+        handler's write holds in its transaction; None: pulled by every replica."""
+        self.lease_lost: Callable[[], None] = _nothing
+        """Called by a handler whose fenced write found the lease another's: the puller
+        stops pulling it."""
 
     def hand_off(self) -> None:
         """The next batch may be decided now, while this one finishes.
@@ -68,11 +79,14 @@ class Batch(Generic[R]):
 
     def split(self) -> list[Batch[R]]:
         """One batch per unsettled message, settling through this one."""
-        return [Batch([m], [r], self.now, stream=self._stream, retry=self._retry,
-                      failures=self._failures, settled=self._settled, count=self.count,
-                      identities=[who])
-                for m, r, who in zip(self.msgs, self.reads, self.identities, strict=True)
-                if id(m) not in self._settled]
+        out = [Batch([m], [r], self.now, stream=self._stream, retry=self._retry,
+                     failures=self._failures, settled=self._settled, count=self.count,
+                     identities=[who])
+               for m, r, who in zip(self.msgs, self.reads, self.identities, strict=True)
+               if id(m) not in self._settled]
+        for one in out:
+            one.fence, one.lease_lost = self.fence, self.lease_lost
+        return out
 
     def identity(self, m: Msg) -> Identity:
         """Who sent `m`, as verified (None: unsigned, accepted where that is allowed)."""

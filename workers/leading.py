@@ -26,9 +26,16 @@ stops them; another may take over only after that expiry. The leases' expiry is 
 database server's clock (store.leases, ADR 0027), so replicas whose clocks disagree
 still agree on who holds what; the step-down counts a lease's length on this process's
 monotonic clock from just before the renewal was sent, which ends no later than the
-server's expiry. Two replicas could record a partition at once only if one's process
-stalled past its expiry: harmless for the ledger (every write is idempotent and numbers
-a plan's decisions in its transaction), it costs waits.
+server's expiry.
+
+A process can stall past its expiry with a batch in hand (paused, starved of CPU) and
+wake up unaware that another replica took over. So a partition's lease is taken with
+its fence record, and every batch's transaction writes that record on the condition
+that this replica was the last to take it (`LeaseFence`, store.leases): the database
+orders that write against a take-over's, so a partition's batches commit under one
+holder at a time, whatever the clocks and stalls. A batch refused so is not written;
+its messages go back to the durable (workers.recorder) and this replica stops pulling
+it.
 
 Durables of partitions no longer in use (the count was changed: docs/operations.md,
 Partitions) that still hold messages are found every DRAIN_PROBE_ROUNDS rounds and
@@ -42,12 +49,15 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from typing import Any
 
 from contracts.shared.balance import moves
 from contracts.shared.partitions import Partition
+from contracts.shared.persistence import LeaseFence
 from store.lease_view import LeaseView
 from store.leases import Leases
+from workers.consumer_watch import stop_task
 from workers.metrics import Metrics
 from workers.pull import BatchPuller
 
@@ -131,19 +141,13 @@ class LeadingPullers:
 
     async def stop(self, timeout: float) -> None:
         self._stopping.set()
-        if self._loop is not None:
-            self._loop.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._loop
+        await stop_task(self._loop)
         # Together: each finishes its batch in hand, its lease still renewed; then
         # handed over at once.
         for lease in list(self._held):
             self._hand_over(lease, "stopping", timeout)
         await asyncio.gather(*self._leaving.values(), return_exceptions=True)
-        if self._renewer is not None:
-            self._renewer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._renewer
+        await stop_task(self._renewer)
 
     async def _run(self) -> None:
         while not self._stopping.is_set():
@@ -167,14 +171,17 @@ class LeadingPullers:
                                         release=False)
 
     async def _renew(self) -> None:
+        """Every lease held or being handed over, at once; within the lease's length, so a
+        renewal the database never answers counts as a failed one (and the pullers stop
+        once the leases it last renewed have expired) instead of hanging."""
         sent = time.monotonic()
-        for lease in list(self._leaving):  # a lost one is simply not renewed
-            await self._leases.renew(lease, self._owner)
-        for lease in list(self._held):
-            if not await self._leases.renew(lease, self._owner):
-                log.warning("the %s lease passed to another replica: recording it stops",
-                            lease)
-                self._hand_over(lease, "lease lost", self._graceful, release=False)
+        leaving, held = list(self._leaving), list(self._held)
+        renewed = await asyncio.wait_for(
+            asyncio.gather(*(self._leases.renew(x, self._owner) for x in leaving + held)),
+            self._leases.ttl.total_seconds())
+        for lease, ours in zip(held, renewed[len(leaving):], strict=True):
+            if not ours:  # a lost lease being handed over is simply not renewed
+                self._lost(lease)
         self._valid_until = sent + self._leases.ttl.total_seconds()
 
     def _in_use(self) -> list[Partition]:
@@ -210,13 +217,15 @@ class LeadingPullers:
                 wanted -= 1
 
     async def _take(self, partition: Partition) -> bool:
-        if not await self._leases.acquire(partition.lease, self._owner):
+        if not await self._leases.acquire(partition.lease, self._owner, fenced=True):
             return False
         # Said before anything is pulled, and "let go" after everything pulled is
         # settled: the lines bound the time this replica records the partition.
         log.info("this replica took %s", partition.lease)
         puller = self._make(partition)
         puller.metrics = self.metrics
+        puller.fence = LeaseFence(partition.lease, self._owner)
+        puller.lease_lost = partial(self._lost, partition.lease)
         try:
             await puller.start()
         except Exception as exc:
@@ -231,6 +240,13 @@ class LeadingPullers:
         log.info("this replica now holds %s: recording %s", partition.lease,
                  partition.durable)
         return True
+
+    def _lost(self, lease: str) -> None:
+        """A fenced write found the lease another replica's: stop pulling at once, rather
+        than at the next renewal."""
+        if lease in self._held:
+            log.warning("the %s lease passed to another replica: recording it stops", lease)
+            self._hand_over(lease, "lease lost", self._graceful, release=False)
 
     def _hand_over(self, lease: str, why: str, timeout: float, *,
                    release: bool = True) -> None:

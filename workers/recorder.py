@@ -27,6 +27,7 @@ from contracts.recording.families import RECORDED
 from contracts.recording.message import Candidate, Invalid, read_message
 from contracts.shared.inbound import Inbound
 from contracts.shared.partitions import unpartitioned
+from contracts.shared.persistence import LeaseLost
 from contracts.shared.rules import RuleViolation
 from services.recorder import RecorderService
 from services.recorder_batch import subject_plan
@@ -97,12 +98,29 @@ class RecorderConsumer:
         one's events go out and its messages are settled."""
         svc = self._service()
         inbound = [self._inbound(m) for m in batch.msgs]
-        stored = await svc.write_batch(svc.collect(inbound, batch.now, batch.reads,
-                                                   batch.identities))
+        try:
+            stored = await svc.write_batch(svc.collect(inbound, batch.now, batch.reads,
+                                                       batch.identities), batch.fence)
+        except LeaseLost as exc:
+            batch.hand_off()
+            await self._not_ours(batch, exc)
+            return
         batch.hand_off()
         async with self._announcing:
             verdicts = await svc.announce(stored)
             await self._settle(batch, inbound, verdicts)
+
+    @staticmethod
+    async def _not_ours(batch: Batch[Read], exc: LeaseLost) -> None:
+        """The partition is another replica's now (this one stalled past its lease):
+        nothing was written; the messages go straight back to the durable, which the
+        holder pulls, and this replica stops pulling it. Not a failure of the messages."""
+        log.warning("a batch of %d was not written: %s (another replica took the "
+                    "partition after this one's lease expired); it goes back to the "
+                    "partition's durable", len(batch.msgs), exc)
+        batch.lease_lost()
+        for m in batch.unsettled():
+            await batch.nak(m, 0)
 
     def _inbound(self, m: Msg) -> Inbound:
         found = self._read.pop(m.metadata.sequence.stream, None)

@@ -12,9 +12,12 @@ database driver's exception.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 __all__ = [
     "ConcurrentChange", "DatabaseError", "DuplicateRecord", "ForeignKeyViolation",
-    "InvariantNotFound", "LeaseLost", "ResourceNotFoundError", "RestrictViolation",
+    "InvariantNotFound", "LeaseFence", "LeaseLost", "ResourceNotFoundError",
+    "RestrictViolation",
     "StoreFailure", "StoreUnreachable", "ViolationNotFound",
 ]
 
@@ -55,12 +58,29 @@ class ConcurrentChange(DatabaseError):
 
 
 class LeaseLost(ConcurrentChange):
-    """The plan's lease is no longer ours: another driver took it after ours expired."""
+    """The lease (a plan's, or a recorder partition's) is no longer ours: another holder
+    took it after ours expired."""
 
     def __init__(self, plan_id: str, owner: str) -> None:
         self.plan_id = plan_id
         self.owner = owner
-        super().__init__(f"lease on plan {plan_id} is no longer held by {owner}")
+        super().__init__(f"lease {plan_id} is no longer held by {owner}")
+
+
+@dataclass(frozen=True)
+class LeaseFence:
+    """Commit only while `owner` is the last to have taken `lease`: the write's
+    transaction also writes the lease's fence record on that condition, and aborts with
+    LeaseLost when another took it since.
+
+    Why in the transaction: a holder that stalled past its lease's expiry (a paused
+    process, a starved host) wakes up with a batch in hand and no idea that another
+    replica took over. A check before the write would race the take-over; a write to
+    the record the take-over also writes cannot, since the database orders the two (one
+    of them conflicts)."""
+
+    lease: str
+    owner: str
 
 
 class ResourceNotFoundError(LookupError):

@@ -16,6 +16,7 @@ from contracts.recording.facts import StoredFacts
 from contracts.recording.message import Candidate
 from contracts.shared.dead_letter import DeadLetter
 from contracts.shared.outgoing import Pending
+from contracts.shared.persistence import LeaseFence
 from contracts.trust.ownership import Ownership
 
 
@@ -44,10 +45,12 @@ class RecordedDecisions(Protocol):
     async def insert_recorded(self, accepted: Sequence[Candidate], now: datetime,
                               epochs: Mapping[str, int] | None = None,
                               ownership: Mapping[str, Ownership] | None = None,
-                              effects: GateEffects | None = None) -> list[Decision] | None:
+                              effects: GateEffects | None = None, *,
+                              fence: LeaseFence | None = None) -> list[Decision] | None:
         """Number and insert, with the invariants' gate's `effects`, all or nothing; None
         when a concurrent writer or a correction got there first (the caller triages
-        again)."""
+        again); LeaseLost, nothing written, when `fence`'s lease is no longer its
+        owner's (another replica records the partition now)."""
         ...
 
     async def get_many(self, decision_ids: Iterable[str]) -> dict[str, Decision]: ...

@@ -37,6 +37,7 @@ from contracts.shared.persistence import (
     DuplicateRecord,
     ForeignKeyViolation,
     InvariantNotFound,
+    LeaseFence,
     LeaseLost,
 )
 from contracts.shared.rules import Rule, RuleViolation
@@ -337,6 +338,31 @@ async def test_insert_assigns_dense_sequence_per_plan(b: Backend) -> None:
         stored = await b.raw.decisions.in_sequence(tree[0]["plan_id"])
         assert [x.sequence_number for x in stored] == list(range(len(tree)))
         assert [x.decision_id for x in stored] == [x["decision_id"] for x in tree]
+
+
+async def test_a_batch_commits_only_under_its_partitions_lease(b: Backend) -> None:
+    """A recorder that stalled past its partition's lease wakes up with a batch in hand:
+    once another replica took the lease, the batch writes nothing (LeaseLost). Until
+    then, expired or not, its batches are its own."""
+    partition, r = f"role:recorder-{new_id()}", root()
+    mine = LeaseFence(partition, "stalled")
+    assert await b.raw.leases.acquire(partition, "stalled", fenced=True)
+    assert await b.recorded.insert_recorded([cand(r)], NOW, fence=mine) is not None
+    await b.expire_lease(partition)  # expired, nobody took it: still the only writer
+    assert await b.recorded.insert_recorded([cand(decision(r["plan_id"], r["decision_id"]))],
+                                            NOW, fence=mine) is not None
+    assert await b.raw.leases.acquire(partition, "successor", fenced=True)
+    late = decision(r["plan_id"], r["decision_id"])
+    with pytest.raises(LeaseLost):
+        await b.recorded.insert_recorded([cand(late)], NOW, fence=mine)
+    assert len(await b.raw.decisions.in_sequence(r["plan_id"])) == 2
+    theirs = LeaseFence(partition, "successor")
+    assert await b.recorded.insert_recorded([cand(late)], NOW, fence=theirs) is not None
+    assert [x.sequence_number for x in await b.raw.decisions.in_sequence(r["plan_id"])] \
+        == [0, 1, 2]
+    with pytest.raises(LeaseLost):  # a lease never taken fenced fences nothing
+        await b.recorded.insert_recorded([cand(root())], NOW,
+                                         fence=LeaseFence(f"role:recorder-{new_id()}", "x"))
 
 
 async def test_a_second_root_and_a_concurrent_writer_are_reported_as_raced(

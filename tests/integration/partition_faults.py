@@ -15,8 +15,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import os
 import random
 import re
+import signal
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -39,7 +41,16 @@ from tests.integration.scale_support import (
     start_worker,
 )
 
-HOLDING = re.compile(r"this replica (took|let go of) (role:\S+)")
+STALL_SECONDS = 8.0
+"""How long the stall fault freezes a worker: past its leases (RECORDER_LEASE_SECONDS,
+5 s) and its registration (WORKER_LEASE_SECONDS, 5 s), so the others take over."""
+HOLDING = re.compile(r"this replica (took|let go of) (role:\S+)(?: \(([^)]*)\))?")
+FENCED_ENDS = ("lease lost", "lease expired")
+"""Why a replica let go of a partition when its lease had run out first: it may have
+held on (by its log) after another took over, but its writes were fenced by the lease
+(workers.leading), so no batch of its committed then; counted, not an overlap."""
+REFUSED = "was not written"
+"""The recorder's line for a batch its lease's fence refused (workers.recorder)."""
 
 
 def now() -> datetime:
@@ -111,10 +122,23 @@ async def _note(report: Report, faults: Faults, db: AsyncDatabase[Document], sta
 async def partition_faults(stack: Stack, db: AsyncDatabase[Document], rng: random.Random,
                            rounds: int, report: Report, faults: Faults,
                            started: float) -> None:
-    """Each round: SIGKILL a worker, start it again (it joins); SIGTERM another, start it
-    again. After each, until the partitions are spread again."""
+    """First one worker is frozen past its leases and resumed; then each round: SIGKILL
+    a worker, start it again (it joins); SIGTERM another, start it again. After each,
+    until the partitions are spread again."""
     ws = stack.workers
     first = rng.randrange(len(ws))
+    await asyncio.sleep(rng.uniform(0.5, 1.5))
+    # A stall: the process is frozen past its leases with whatever it had in hand (a
+    # paused VM, a starved host), the others take its partitions, then it wakes up
+    # unaware: its renewals and any batch it still writes find the leases another's.
+    stalled = (first + rounds) % len(ws)
+    proc = ws[stalled].proc
+    assert proc is not None
+    os.kill(proc.pid, signal.SIGSTOP)
+    await asyncio.sleep(STALL_SECONDS)
+    os.kill(proc.pid, signal.SIGCONT)
+    await _note(report, faults, db, stack, started,
+                f"worker {stalled} frozen {STALL_SECONDS:g} s (SIGSTOP), then resumed")
     for r in range(rounds):
         await asyncio.sleep(rng.uniform(0.5, 1.5))
         victim = (first + r) % len(ws)
@@ -139,6 +163,8 @@ class Holding:
     process: str
     start: datetime
     end: datetime
+    fenced: bool = False
+    """It ended because its lease had run out (FENCED_ENDS)."""
 
 
 def holdings(index: int, log: Path, kills: Iterable[datetime], end: datetime) -> list[Holding]:
@@ -161,7 +187,8 @@ def holdings(index: int, log: Path, kills: Iterable[datetime], end: datetime) ->
         if found.group(1) == "took":
             opened[key] = at
         elif key in opened:
-            out.append(Holding(key[0], key[1], opened.pop(key), at))
+            out.append(Holding(key[0], key[1], opened.pop(key), at,
+                               (found.group(3) or "") in FENCED_ENDS))
     for (lease, process), began in opened.items():
         died = next((k for k in deaths if k >= began), end)
         out.append(Holding(lease, process, began, died))
@@ -169,7 +196,8 @@ def holdings(index: int, log: Path, kills: Iterable[datetime], end: datetime) ->
 
 
 def overlaps(all_: list[Holding]) -> list[str]:
-    """Partitions two processes held at the same time."""
+    """Partitions two processes held at the same time, but for a holder that held on
+    past its lease (its writes fenced: FENCED_ENDS)."""
     found = []
     by_lease: dict[str, list[Holding]] = {}
     for h in all_:
@@ -177,7 +205,7 @@ def overlaps(all_: list[Holding]) -> list[str]:
     for lease, hs in by_lease.items():
         hs.sort(key=lambda h: h.start)
         for a, b in itertools.pairwise(hs):
-            if b.start < a.end:
+            if b.start < a.end and not a.fenced:
                 found.append(f"{lease}: {a.process} until {a.end:%H:%M:%S.%f}, "
                              f"{b.process} from {b.start:%H:%M:%S.%f}")
     return found
@@ -192,7 +220,7 @@ async def partition_fault_run(base: Path, mongo_uri: str, db: AsyncDatabase[Docu
     tally = Tally()
     report = Report(f"Partitioned recording fault run: {size.decisions} decisions, "
                     f"{size.agents} agents, {workers} workers, {partitions} partitions, "
-                    f"{rounds} rounds of SIGKILL + SIGTERM + joins, seed {size.seed}",
+                    f"a stall, {rounds} rounds of SIGKILL + SIGTERM + joins, seed {size.seed}",
                     tally)
     stack = await Stack.start(base, mongo_uri, db_name, workers, partitions=partitions)
     faults = Faults()
@@ -210,6 +238,10 @@ async def partition_fault_run(base: Path, mongo_uri: str, db: AsyncDatabase[Docu
         twice = overlaps(found)
         report.counts["partitions held by two at once"] = len(twice)
         report.counts["partition holdings seen"] = len(found)
+        report.counts["  ended by a lost lease (writes fenced)"] = sum(
+            h.fenced for h in found)
+        report.counts["batches refused by a lease's fence"] = sum(
+            w.log_path.read_text(errors="replace").count(REFUSED) for w in stack.workers)
         if faults.moves:
             report.counts["spread again after a fault (s)"] = (
                 f"median {sorted(faults.moves)[len(faults.moves) // 2]:.1f}, "

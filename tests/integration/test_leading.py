@@ -13,11 +13,17 @@ from typing import Any
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
+from contracts.decisions.model import Decision
+from contracts.recording.message import Candidate, content_hash
 from contracts.shared.partitions import Partition, partitions
-from store.database import Document
+from contracts.shared.persistence import LeaseFence, LeaseLost
+from contracts.shared.timestamps import utc_now
+from store.database import DECISIONS, Document
 from store.lease_view import LeaseViews
 from store.leases import Leases
+from store.recorder import RecorderRepository
 from store.workers import WorkerRegistry
+from tests.factories import root
 from workers.leading import LeadingPullers
 
 pytestmark = pytest.mark.store
@@ -31,6 +37,8 @@ class FakePuller:
     def __init__(self, owner: str, durable: str, board: Board) -> None:
         self.owner, self.durable, self._board = owner, durable, board
         self.metrics: Any = None
+        self.fence: LeaseFence | None = None
+        self.lease_lost: Any = None
         self.running = False
 
     async def start(self) -> None:
@@ -107,14 +115,20 @@ class Replica:
 
 
 def replica(db: AsyncDatabase[Document], name: str, board: Board,
-            parts: tuple[Partition, ...]) -> Replica:
+            parts: tuple[Partition, ...], leases: Leases | None = None) -> Replica:
     def make(p: Partition) -> Any:
         return FakePuller(name, p.durable, board)
 
-    return Replica(name, LeadingPullers(make, parts, Leases(db, TTL), LeaseViews(db).read,
+    return Replica(name, LeadingPullers(make, parts, leases or Leases(db, TTL),
+                                        LeaseViews(db).read,
                                         owner=name, stream="DECISIONS",
                                         graceful_timeout=1.0),
                    WorkerRegistry(db, name, TTL))
+
+
+def candidate(raw: dict[str, object]) -> Candidate:
+    model = Decision.model_validate(raw)
+    return Candidate(0, model, content_hash(model))
 
 
 async def until(check: Any, seconds: float = 8.0) -> None:
@@ -198,3 +212,57 @@ async def test_a_hand_over_slower_than_the_lease_never_lets_two_record(
     assert board.overlaps == []
     await asyncio.gather(a.stop(), b.stop())
     assert board.overlaps == [] and board.recording() == 0
+
+
+async def test_a_stalled_holder_wakes_up_fenced_and_stops_pulling(
+        db: AsyncDatabase[Document]) -> None:
+    """A holder whose process stalled past its lease (its loops silent, its puller still
+    holding a batch) while another replica took the partition: its batch's write is
+    refused by the lease it carries, and it stops pulling at once."""
+    board = Board()
+    one = partitions("decisions.recorded", "recorder", 1)
+    a = replica(db, "a", board, one)
+    await a.start()
+    stalled = next(p for p in board.pullers if p.owner == "a")
+    fence = stalled.fence
+    assert fence is not None and fence.lease == one[0].lease and fence.owner == "a"
+    for loop in (a.pullers._loop, a.pullers._renewer):  # the stall: nothing renews
+        assert loop is not None
+        loop.cancel()
+    await a.quiet()
+    b = replica(db, "b", board, one)
+    await b.start()
+    await until(lambda: b.pullers.held == ["recorder"])
+    r = root()
+    with pytest.raises(LeaseLost):
+        await RecorderRepository(db).insert_recorded([candidate(r)], utc_now(), fence=fence)
+    assert await db[DECISIONS].count_documents({"plan_id": r["plan_id"]}) == 0
+    stalled.lease_lost()  # what the recorder's handler does on LeaseLost
+    await until(lambda: not stalled.running)
+    assert a.pullers.held == []
+    await b.stop()
+
+
+class SilentLeases(Leases):
+    """A database that stops answering renewals (no error, no reply)."""
+
+    silent = False
+
+    async def renew(self, plan_id: str, owner: str) -> bool:
+        if self.silent:
+            await asyncio.Event().wait()
+        return await super().renew(plan_id, owner)
+
+
+async def test_renewals_never_answered_stop_the_pullers_once_the_lease_is_over(
+        db: AsyncDatabase[Document]) -> None:
+    board = Board()
+    leases = SilentLeases(db, TTL)
+    one = partitions("decisions.recorded", "recorder", 1)
+    a = replica(db, "a", board, one, leases)
+    await a.start()
+    assert a.pullers.held == ["recorder"]
+    leases.silent = True
+    await until(lambda: board.recording() == 0, seconds=4 * TTL)
+    assert a.pullers.held == []
+    await a.stop()

@@ -68,10 +68,12 @@ async def test_three_workers_killed_at_random_lose_and_double_nothing(
 
 async def test_three_workers_share_six_partitions_through_kills_stops_and_joins(
         mongo_uri: str, db: AsyncDatabase[Document], db_name: str, tmp_path: Path) -> None:
-    """Three workers, six partitions: a SIGKILL, a graceful stop and two joins, twice,
-    while agents record and an operator corrects: nothing lost or doubled, every
-    partition recorded again within seconds, evenly (printed), and no partition held by
-    two workers at once (from their own log lines)."""
+    """Three workers, six partitions: one worker frozen past its leases (SIGSTOP) and
+    resumed, then a SIGKILL, a graceful stop and two joins, twice, while agents record and
+    an operator corrects: nothing lost or doubled, every partition recorded again within
+    seconds, evenly (printed), and no partition held by two workers at once (from their
+    own log lines; a holder that held on past its lease counts apart, its writes fenced
+    by the lease)."""
     report = await partition_fault_run(
         tmp_path, mongo_uri, db, db_name,
         Size(decisions=4000, agents=3, correction_plans=6, spacing=1.5, seed=26),
