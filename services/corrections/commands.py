@@ -46,6 +46,8 @@ class OperatorCommands:
             if v is None or (plan_id is not None and v.correction.plan_id != plan_id):
                 return await self._refuse(correction_id, plan_id, None)
             c = v.correction
+            if _cancelled_so(c, reason, by):
+                return c  # this very cancel, applied as its request was recorded
             if c.status not in CANCELLABLE:
                 return await self._refuse(correction_id, c.plan_id, c.status)
             cancelled = c.transition(S.CANCELLED, self._clock(), reason=reason,
@@ -150,3 +152,16 @@ class OperatorCommands:
         await self._publisher.publish_all([OutgoingEvent(
             refused.subject, refused.model_dump_json().encode(), refused.msg_id)])
         return refused
+
+
+def _cancelled_so(c: Correction, reason: str | None, by: Signature | None) -> bool:
+    """Already CANCELLED by a cancel like this one: with its reason, by no one else.
+
+    The correction consumer applies a cancel it finds in the stream after a queued
+    request as it records the request (workers.corrections); the cancel consumer then
+    meets the same cancel message. Refusing it ("is cancelled") told the operator, and
+    every subscriber of cancel_refused, that a cancel which worked had failed."""
+    if c.status is not S.CANCELLED or not c.history:
+        return False
+    last = c.history[-1]
+    return last.reason == reason and last.by in (None, by.principal if by else None)

@@ -224,6 +224,10 @@ async def test_cancel_from_pending_and_analyzing_only(
     await svc.request_correction(pending)
     cancelled = await svc.cancel_correction(pending.correction_id, "changed my mind")
     assert not isinstance(cancelled, CancelRefused) and cancelled.status is S.CANCELLED
+    # The same cancel met twice (applied as its queued request was recorded, then by
+    # the cancel consumer): done, not refused.
+    same = await svc.cancel_correction(pending.correction_id, "changed my mind")
+    assert not isinstance(same, CancelRefused) and same.status is S.CANCELLED
     again = await svc.cancel_correction(pending.correction_id)
     assert isinstance(again, CancelRefused) and again.status is S.CANCELLED
     applied = request(plan, tree[1].decision_id)
