@@ -28,6 +28,7 @@ from workers.dry_run import start_dry_run
 from workers.handlers import pullers
 from workers.judge import judge_loop
 from workers.logs import BROKER_LOGGER
+from workers.metrics import GAUGES_ROLE
 from workers.recovery import Sweeper
 from workers.relay import relay_loop
 from workers.retention import retention_loop
@@ -143,6 +144,12 @@ async def stop_background(runtime: Runtime, settings: Settings) -> None:
     for task in (runtime.relay, runtime.sweep, runtime.sampler, runtime.judge,
                  runtime.expiry, runtime.retention):
         await stop_task(task)
+    if runtime.mongo is not None:
+        # The sampler releases the gauges' lease as it ends; one that did not end in time
+        # (stop_task) must not leave it to expire, so it is released here as well.
+        with contextlib.suppress(Exception):
+            await Leases(runtime.mongo[settings.mongodb_db], 1.0).release(
+                GAUGES_ROLE, runtime.worker_id)
     if runtime.sweeper is not None:
         await runtime.sweeper.stop(settings.graceful_timeout)
     if runtime.registry is not None:
