@@ -62,7 +62,6 @@ class Leases:
         `fence_lease`)."""
         free_or_ours = {"$or": [{"$eq": ["$owner", {"$literal": owner}]},
                                 expired("expires_at")]}
-
         try:
             await self._coll.find_one_and_update(
                 {"_id": plan_id, "$expr": free_or_ours}, self._stamp(owner), upsert=True)

@@ -66,8 +66,9 @@ class RecorderRepository:
         owner other than `ownership` says (the facts'; None: not checked): nothing was
         written, and the caller plans again. `effects`: what the invariants' gate decided,
         written by `sink` in the same transaction (even when nothing is accepted).
-        `fence`: the partition's lease, renewed in the transaction; LeaseLost (nothing
-        written) once it is another replica's."""
+        `fence`: the partition's lease, whose fence record the transaction writes
+        (store.leases.fence_lease); LeaseLost (nothing written) once another replica
+        took the lease."""
         if not accepted and not effects:
             return []
 

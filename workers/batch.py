@@ -12,6 +12,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Generic, TypeVar
 
@@ -32,8 +33,14 @@ Count = Callable[[str], None]
 """Told each settled message's outcome: ack, term, nak or fail."""
 
 
-def _nothing() -> None:
-    return None
+@dataclass(frozen=True)
+class HeldLease:
+    """The lease a consumer is pulled under (a recorder partition's: workers.leading):
+    its fence, which the handler's write holds in its transaction, and what to call when
+    the fence finds the lease another replica's (the puller stops pulling)."""
+
+    fence: LeaseFence
+    lost: Callable[[], None]
 
 
 class Batch(Generic[R]):
@@ -60,12 +67,8 @@ class Batch(Generic[R]):
         self.kept_alive_at = time.monotonic()
         """When JetStream last heard this batch was being worked: its pull, or its last
         in-progress acks."""
-        self.fence: LeaseFence | None = None
-        """The lease its consumer is pulled under (a recorder partition's), which the
-        handler's write holds in its transaction; None: pulled by every replica."""
-        self.lease_lost: Callable[[], None] = _nothing
-        """Called by a handler whose fenced write found the lease another's: the puller
-        stops pulling it."""
+        self.lease: HeldLease | None = None
+        """The lease its consumer is pulled under; None: pulled by every replica."""
 
     def hand_off(self) -> None:
         """The next batch may be decided now, while this one finishes.
@@ -85,7 +88,7 @@ class Batch(Generic[R]):
                for m, r, who in zip(self.msgs, self.reads, self.identities, strict=True)
                if id(m) not in self._settled]
         for one in out:
-            one.fence, one.lease_lost = self.fence, self.lease_lost
+            one.lease = self.lease
         return out
 
     def identity(self, m: Msg) -> Identity:

@@ -57,6 +57,7 @@ from contracts.shared.partitions import Partition
 from contracts.shared.persistence import LeaseFence
 from store.lease_view import LeaseView
 from store.leases import Leases
+from workers.batch import HeldLease
 from workers.consumer_watch import stop_task
 from workers.metrics import Metrics
 from workers.pull import BatchPuller
@@ -224,8 +225,8 @@ class LeadingPullers:
         log.info("this replica took %s", partition.lease)
         puller = self._make(partition)
         puller.metrics = self.metrics
-        puller.fence = LeaseFence(partition.lease, self._owner)
-        puller.lease_lost = partial(self._lost, partition.lease)
+        puller.lease = HeldLease(LeaseFence(partition.lease, self._owner),
+                                 partial(self._lost, partition.lease))
         try:
             await puller.start()
         except Exception as exc:

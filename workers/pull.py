@@ -26,7 +26,6 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from nats.aio.msg import Msg
@@ -34,9 +33,8 @@ from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig
 
 from bootstrap.setting_types import Retry
-from contracts.shared.persistence import LeaseFence
 from store.deliveries import DeliveryFailures
-from workers.batch import Batch
+from workers.batch import Batch, HeldLease
 from workers.consumer_watch import CHECK_EVERY, ConsumerWatch, stop_task, watch_durable
 from workers.exhaustion import Exhaustion
 from workers.failures import FailureLog
@@ -74,11 +72,9 @@ class BatchPuller(Generic[R]):
         self._durable = config.durable_name or ""
         self.metrics: Metrics | None = None
         """Set by the app before `start` to count what this consumer does."""
-        self.fence: LeaseFence | None = None
+        self.lease: HeldLease | None = None
         """Set by workers.leading before `start`: the lease this durable is pulled under,
-        which each batch's write holds (Batch.fence)."""
-        self.lease_lost: Callable[[], None] = lambda: None
-        """Set with `fence`: a write found the lease another replica's."""
+        handed to each batch (Batch.lease)."""
         self._batch_size = batch_size
         self._max_wait = max_wait
         self._handler = consumer
@@ -179,7 +175,7 @@ class BatchPuller(Generic[R]):
                                          retry=self._retry, failures=self._failures)
                 batch.count = self._count
                 batch.kept_alive_at = pulled
-                batch.fence, batch.lease_lost = self.fence, self.lease_lost
+                batch.lease = self.lease
                 self._live.add(batch)
                 if flight:
                     # Its writes must be committed before this batch reads the store.

@@ -99,8 +99,9 @@ class RecorderConsumer:
         svc = self._service()
         inbound = [self._inbound(m) for m in batch.msgs]
         try:
-            stored = await svc.write_batch(svc.collect(inbound, batch.now, batch.reads,
-                                                       batch.identities), batch.fence)
+            stored = await svc.write_batch(
+                svc.collect(inbound, batch.now, batch.reads, batch.identities),
+                batch.lease.fence if batch.lease is not None else None)
         except LeaseLost as exc:
             batch.hand_off()
             await self._not_ours(batch, exc)
@@ -118,7 +119,8 @@ class RecorderConsumer:
         log.warning("a batch of %d was not written: %s (another replica took the "
                     "partition after this one's lease expired); it goes back to the "
                     "partition's durable", len(batch.msgs), exc)
-        batch.lease_lost()
+        if batch.lease is not None:
+            batch.lease.lost()
         for m in batch.unsettled():
             await batch.nak(m, 0)
 

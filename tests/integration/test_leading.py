@@ -16,7 +16,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from contracts.decisions.model import Decision
 from contracts.recording.message import Candidate, content_hash
 from contracts.shared.partitions import Partition, partitions
-from contracts.shared.persistence import LeaseFence, LeaseLost
+from contracts.shared.persistence import LeaseLost
 from contracts.shared.timestamps import utc_now
 from store.database import DECISIONS, Document
 from store.lease_view import LeaseViews
@@ -24,6 +24,7 @@ from store.leases import Leases
 from store.recorder import RecorderRepository
 from store.workers import WorkerRegistry
 from tests.factories import root
+from workers.batch import HeldLease
 from workers.leading import LeadingPullers
 
 pytestmark = pytest.mark.store
@@ -37,8 +38,7 @@ class FakePuller:
     def __init__(self, owner: str, durable: str, board: Board) -> None:
         self.owner, self.durable, self._board = owner, durable, board
         self.metrics: Any = None
-        self.fence: LeaseFence | None = None
-        self.lease_lost: Any = None
+        self.lease: HeldLease | None = None
         self.running = False
 
     async def start(self) -> None:
@@ -224,8 +224,9 @@ async def test_a_stalled_holder_wakes_up_fenced_and_stops_pulling(
     a = replica(db, "a", board, one)
     await a.start()
     stalled = next(p for p in board.pullers if p.owner == "a")
-    fence = stalled.fence
-    assert fence is not None and fence.lease == one[0].lease and fence.owner == "a"
+    assert stalled.lease is not None
+    fence = stalled.lease.fence
+    assert fence.lease == one[0].lease and fence.owner == "a"
     for loop in (a.pullers._loop, a.pullers._renewer):  # the stall: nothing renews
         assert loop is not None
         loop.cancel()
@@ -237,7 +238,7 @@ async def test_a_stalled_holder_wakes_up_fenced_and_stops_pulling(
     with pytest.raises(LeaseLost):
         await RecorderRepository(db).insert_recorded([candidate(r)], utc_now(), fence=fence)
     assert await db[DECISIONS].count_documents({"plan_id": r["plan_id"]}) == 0
-    stalled.lease_lost()  # what the recorder's handler does on LeaseLost
+    stalled.lease.lost()  # what the recorder's handler does on LeaseLost
     await until(lambda: not stalled.running)
     assert a.pullers.held == []
     await b.stop()
