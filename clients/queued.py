@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from contracts.corrections import subjects
 from contracts.corrections.requests import CancelRequest, CorrectionRequest
 
-__all__ = ["QUEUED_MAX", "Queued", "queued_cancel", "queued_requests"]
+__all__ = ["QUEUED_MAX", "Queued", "QueuedCancel", "queued_cancel", "queued_requests"]
 
 QUEUED_MAX = 200
 """Stream messages read at most for one listing."""
@@ -38,6 +38,18 @@ class Queued:
     stream_sequence: int
     stored_at: datetime | None
     """When JetStream stored it: when it was requested."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedCancel:
+    """A cancel the stream holds, with what its sender signed: who sent it is what a
+    worker verifies from these, never read from the body."""
+
+    request: CancelRequest
+    subject: str
+    headers: dict[str, str]
+    data: bytes
+    stored_at: datetime | None
 
 
 async def _floor(js: nats.js.JetStreamContext) -> int:
@@ -92,7 +104,7 @@ async def queued_requests(nc: Client, *, plan_id: str | None = None,
 
 
 async def queued_cancel(nc: Client, correction_id: str, plan_id: str, after: int,
-                        limit: int = 50) -> CancelRequest | None:
+                        limit: int = 50) -> QueuedCancel | None:
     """A cancel of the correction stored after its request (stream sequence `after`),
     if one is in the stream."""
     js = nc.jetstream()
@@ -111,5 +123,6 @@ async def queued_cancel(nc: Client, correction_id: str, plan_id: str, after: int
         except ValidationError:
             continue
         if cancel.correction_id == correction_id:
-            return cancel
+            return QueuedCancel(cancel, raw.subject or subjects.cancel(plan_id),
+                                dict(raw.headers or {}), raw.data or b"", _time(raw.time))
     return None

@@ -38,10 +38,13 @@ from contracts.shared.families import MessageFamily
 from contracts.shared.inbound import Inbound
 from contracts.shared.rules import RuleViolation
 from contracts.shared.subject_tokens import plan_of
+from contracts.shared.timestamps import utc_now
 from contracts.shared.unreadable import Unreadable, describe
+from contracts.trust.policy import Identity
 from services.corrections.service import CorrectionService
 from workers.batch import Batch
 from workers.deps import Deps, HandlerClass
+from workers.inbound import identify_stored
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +124,7 @@ class RequestConsumer(_Commands):
         super().__init__(deps)
         self._crash = deps.crash
         self._nc = deps.nc
+        self._cancel_trust = deps.trust_for(families.CANCEL)
 
     def read(self, m: Msg, now: datetime) -> CorrectionRequest | Unreadable:
         return read_request(m.subject, m.data,
@@ -135,9 +139,11 @@ class RequestConsumer(_Commands):
             await svc.request_correction(r, arrival=arrival, trace=m.headers,
                                          identity=batch.identity(m))
             recorded.append((m, r))
-            cancel = await self._queued_cancel(r, arrival)
-            if cancel is not None:  # cancelled while queued: before it runs
-                await svc.cancel_correction(r.correction_id, cancel.reason, plan_id=r.plan_id)
+            queued = await self._queued_cancel(r, arrival)
+            if queued is not None:  # cancelled while queued: before it runs
+                cancel, who = queued
+                await svc.cancel_correction(r.correction_id, cancel.reason, plan_id=r.plan_id,
+                                            identity=who)
 
         await self._each(batch, record)
         await _drive(svc, [req.plan_id for _, req in recorded])
@@ -147,20 +153,32 @@ class RequestConsumer(_Commands):
 
 
     async def _queued_cancel(self, r: CorrectionRequest, arrival: int
-                             ) -> CancelRequest | None:
-        """A cancel of this request already in the stream after it: an operator cancelled
-        it while it was queued (the workers stopped or behind). Applied as the request is
-        recorded, before the plan is driven, so it never runs; the cancel consumer then
-        finds it cancelled. Looking costs one stream read per request (usually "none");
-        a failure to look leaves the cancel to its own consumer."""
+                             ) -> tuple[CancelRequest, Identity] | None:
+        """A cancel of this request already in the stream after it, and who sent it as
+        verified: an operator cancelled it while it was queued (the workers stopped or
+        behind). Applied as the request is recorded, before the plan is driven, so it
+        never runs; the cancel consumer then finds it cancelled. The cancel is held to
+        what its own consumer would hold it to (its signature, the operator's projects):
+        one that would be refused there is left to that consumer, which refuses it.
+        Looking costs one stream read per request (usually "none"); a failure to look
+        leaves the cancel to its own consumer."""
         if self._nc is None:
             return None
         try:
-            return await queued_cancel(self._nc, r.correction_id, r.plan_id, arrival)
+            found = await queued_cancel(self._nc, r.correction_id, r.plan_id, arrival)
         except Exception as exc:  # the stream read is best effort; recording is not
             log.warning("looking for a queued cancel of %s failed (%s)", r.correction_id,
                         describe(exc))
             return None
+        if found is None:
+            return None
+        who = identify_stored(self._cancel_trust, found.subject, found.headers, found.data,
+                              found.stored_at or utc_now()) \
+            if self._cancel_trust is not None else None
+        if isinstance(who, RuleViolation) or \
+                await self._service().scope_refusal(who, r.plan_id) is not None:
+            return None
+        return found.request, who
 
 
 class CancelConsumer(_Commands):

@@ -67,12 +67,18 @@ def identify(trust: FamilyTrust | None, m: Msg) -> Identity | RuleViolation:
     the rule its signature breaks. Never raises."""
     if trust is None:
         return None
+    return identify_stored(trust, m.subject, dict(m.headers or {}), m.data,
+                           m.metadata.timestamp)
+
+
+def identify_stored(trust: FamilyTrust, subject: str, headers: dict[str, str], data: bytes,
+                    stored_at: datetime) -> Identity | RuleViolation:
+    """`identify` for a message read from its stream rather than delivered (a queued
+    cancel found beside its request). Never raises."""
     # Signed as published: a partitioned family is stored under `<name>.<k>.<token>`
     # (contracts.shared.partitions), and the signature covers `<name>.<token>`.
-    subject = unpartitioned(trust.kind, m.subject)
-    found = guarded(lambda: trust.identify(dict(m.headers or {}), subject, m.data,
-                                           m.metadata.timestamp))
-    return found
+    signed = unpartitioned(trust.kind, subject)
+    return guarded(lambda: trust.identify(headers, signed, data, stored_at))
 
 
 class Handler(Protocol[R]):

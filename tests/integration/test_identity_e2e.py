@@ -16,7 +16,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from bootstrap.publisher import JetStreamPublisher
 from contracts.corrections import subjects as csubjects
-from contracts.corrections.families import DRYRUN, REQUESTED
+from contracts.corrections.families import CANCEL, DRYRUN, REQUESTED
 from contracts.invariants import subjects as isubjects
 from contracts.invariants.families import VIOLATIONS
 from contracts.recording.families import COMMENT, END_PLAN, RECORDED
@@ -304,3 +304,40 @@ async def test_a_dry_run_is_answered_to_verified_operators_within_their_projects
     assert (await ask(STRANGER))["error"] == "unknown_key"
     assert (await ask(ALICE, **{"Ledger-Key": BOB.public}))["error"] == "bad_signature"
     assert "impact" in await ask(None)  # unsigned: accepted where not required
+
+
+async def test_a_cancel_queued_with_its_request_is_held_to_its_sender(
+        signed_workers: InProcessWorkers, nc: nats.NATS, db: AsyncDatabase[Document]) -> None:
+    """Requests and cancels stored while no worker runs: each cancel applied as its
+    request is recorded names the operator the ledger verified, and one from an operator
+    outside the plan's projects is not applied there (its own consumer refuses it)."""
+    js = nc.jetstream()
+    top = await billing_root(nc, db)
+    plan = top["plan_id"]
+    await signed_workers.stop()
+
+    async def send(who: Member, family: str, subj: str, msg_id: str,
+                   body: dict[str, Any]) -> None:
+        data, h = who.signed(family, subj, msg_id, body)
+        await js.publish(subj, data, headers=h)
+
+    asked = {}
+    for canceller in (ALICE, BOB):
+        cid = asked[canceller.name] = new_id()
+        await send(ALICE, REQUESTED.name, csubjects.requested(plan), cid,
+                   {"correction_id": cid, "plan_id": plan, "mode": "append",
+                    "decision_id": top["decision_id"], "guidance": "Mind the quota"})
+        await send(canceller, CANCEL.name, csubjects.cancel(plan), f"cancel:{cid}",
+                   {"correction_id": cid, "plan_id": plan, "reason": "asked too early"})
+    await signed_workers.start(signed_workers.env["NATS_URL"])
+
+    cancelled = await until(lambda: db.corrections.find_one(
+        {"_id": asked[ALICE.name], "status": "cancelled"}), timeout=30)
+    last = cancelled["history"][-1]
+    assert (last["to_status"], last["by"]) == ("cancelled", ALICE.name)
+    assert last["signature"]["principal"] == ALICE.name
+    ran = await until(lambda: db.corrections.find_one(
+        {"_id": asked[BOB.name], "status": "applied"}), timeout=30)
+    assert all(t["to_status"] != "cancelled" for t in ran["history"])
+    assert await until(lambda: db.dead_letters.find_one(
+        {"subject": csubjects.cancel(plan), "errors.rule": "operator_scope"}))
