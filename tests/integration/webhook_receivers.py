@@ -25,6 +25,9 @@ class Received:
     """path -> the webhook's secret (set once the webhook is added)."""
     verified: dict[str, list[tuple[dict[str, str], Any]]] = field(default_factory=dict)
     refused: list[str] = field(default_factory=list)
+    cut: list[str] = field(default_factory=list)
+    """Requests whose body ended before its content-length: the sender gave up mid-send
+    (its timeout, on a loaded machine), so there was nothing whole to verify."""
     hits: dict[str, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -39,9 +42,14 @@ def _handler(seen: Received, slow_seconds: float) -> type[BaseHTTPRequestHandler
             pass
 
         def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers.get("content-length", "0")))
+            length = int(self.headers.get("content-length", "0"))
+            body = self.rfile.read(length)
             with seen.lock:
                 seen.hits[self.path] = seen.hits.get(self.path, 0) + 1
+                if len(body) < length:
+                    seen.cut.append(f"{self.path}: {len(body)} of {length} bytes")
+            if len(body) < length:
+                return None
             if self.path == "/slow":
                 time.sleep(slow_seconds)
                 return self._answer(200, b"too late")
@@ -59,7 +67,9 @@ def _handler(seen: Received, slow_seconds: float) -> type[BaseHTTPRequestHandler
                 payload = Webhook(seen.secrets[self.path]).verify(body, headers)
             except (WebhookVerificationError, KeyError, ValueError) as exc:
                 with seen.lock:
-                    seen.refused.append(f"{self.path}: {exc}")
+                    seen.refused.append(f"{self.path}: {exc} ({len(body)} bytes, "
+                                        f"id {headers.get('webhook-id')}, "
+                                        f"at {headers.get('webhook-timestamp')})")
                 return self._answer(401, b"bad signature")
             with seen.lock:
                 seen.verified.setdefault(self.path, []).append((headers, payload))
