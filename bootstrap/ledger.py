@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from bootstrap.identity import own_signer
-from bootstrap.judge import OpenAIChatJudge
 from bootstrap.nats_source import NatsSource
 from bootstrap.publisher import Publisher, PublisherOnDemand
 from bootstrap.settings import Settings
@@ -169,6 +168,8 @@ def _judge(settings: Settings, store: MongoStore, publisher: Publisher) -> Judge
     judge = settings.judge
     if not judge.enabled:
         return None
+    from bootstrap.judge import OpenAIChatJudge  # noqa: PLC0415  httpx: only with a judge
+
     return JudgeService(OpenAIChatJudge(judge), holds=store.holds, decisions=store.decisions,
                         invariants=store.invariants, outbox=store.outbox, publisher=publisher,
                         lease=timedelta(seconds=judge.timeout_seconds * 4 + 10),
