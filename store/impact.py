@@ -87,6 +87,10 @@ class ImpactReader:
         self._decisions = db[DECISIONS]
         self._plans = db[PLANS]
 
+    async def sequence_mark(self, plan_id: str) -> int:
+        doc = await self._plans.find_one({"_id": plan_id}, {"next_sequence": 1})
+        return int(doc.get("next_sequence", 0)) if doc else 0
+
     async def walk(self, target_decision_id: str, limit: int | None = None) -> ImpactWalk:
         """The finished walk; with `limit`, it stops once more decisions than that are found."""
         walk = ImpactWalk(target_decision_id, limit)

@@ -453,6 +453,9 @@ class MemoryImpact:
                      ) -> CorrectionImpact:
         return summarize(await self.walk(target_decision_id, limit))
 
+    async def sequence_mark(self, plan_id: str) -> int:
+        return int(self._db.state.plans.get(plan_id, {}).get("next_sequence", 0))
+
 
 # --- corrections -----------------------------------------------------------------------
 
@@ -684,6 +687,8 @@ class MemoryWriter:
                 "superseded_by": new.decision_id, "superseded_at": new.created_at,
                 "superseded_by_correction": writes.correction_id})
         self._roll_back(st, writes.child_plans_to_roll_back, writes.correction_id, now)
+        if not writes.may_have_late_decisions(seq):
+            return [new]
         gone = set(writes.supersede_ids)
         rolled = set(writes.child_plans_to_roll_back)
         for d in st.decisions.values():

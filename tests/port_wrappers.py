@@ -36,6 +36,9 @@ class ImpactThen:
         await self._then(self.calls)
         return found
 
+    async def sequence_mark(self, plan_id: str) -> int:
+        return await self._inner.sequence_mark(plan_id)
+
 
 class Published:
     """The publisher port, keeping what it was given (JetStream's dedup by msg_id)."""

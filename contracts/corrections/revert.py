@@ -66,6 +66,23 @@ class RevertWrites(Frozen):
     child_plans_to_roll_back: list[Ulid] = Field(description="Plans to mark rolled_back.")
     archive_folder: str = Field(description="Relative archive location for the artifacts.")
     manifest: list[ArchiveEntry] = Field(description="Every affected artifact.")
+    walked_at_sequence: int | None = Field(
+        default=None, ge=0,
+        description="The plan's next sequence number read before the impact walk began "
+        "(None: not known). The transaction looks for decisions recorded under the subtree "
+        "since the walk only when the plan's counter has moved from it, or when the walk "
+        "reached child plans (their counters are not marked).")
+
+    def may_have_late_decisions(self, reserved: int) -> bool:
+        """Whether a decision may have been recorded under what this supersedes after
+        the walk read it. `reserved`: the sequence number the transaction took for the
+        replacement, i.e. the plan's counter as the transaction found it. Every decision
+        recorded into the plan moves that counter in its own transaction (and one
+        committing after this transaction's snapshot conflicts with it), so an unmoved
+        counter means nothing was recorded since the walk began. A walk that reached
+        child plans is always checked: their counters are not marked."""
+        return self.walked_at_sequence is None or reserved != self.walked_at_sequence \
+            or bool(self.child_plans_to_roll_back)
 
     def applied_info(self, archived_artifacts_path: str | None,
                      not_copied: Sequence[NotCopiedArtifact] = ()) -> TransitionInfo:
@@ -90,6 +107,7 @@ def revert_writes(
     new_decision_id: str,
     sequence_number: int,
     at: datetime,
+    walked_at_sequence: int | None = None,
 ) -> RevertWrites:
     """The replacement decision and everything it supersedes, rolls back and archives."""
     check_mode(request, CorrectionMode.REVERT)
@@ -139,4 +157,5 @@ def revert_writes(
         child_plans_to_roll_back=list(impact.affected_child_plan_ids),
         archive_folder=archive_folder(target.plan_id, request.correction_id),
         manifest=manifest,
+        walked_at_sequence=walked_at_sequence,
     )

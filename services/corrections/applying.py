@@ -5,6 +5,7 @@ a commit that then fails leaves an archive the FAILED end removes."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from contracts.corrections.append import append_writes
@@ -30,25 +31,36 @@ from services.corrections.messages import (
 )
 
 
+@dataclass(frozen=True)
+class Analysed:
+    """A revert's impact, with its plan's sequence mark read before the walk began (what
+    lets the transaction skip looking for decisions recorded since:
+    RevertWrites.may_have_late_decisions)."""
+
+    impact: CorrectionImpact
+    walked_at_sequence: int
+
+
 async def attempt_changes(v: Versioned, owner: str, attempt: CorrectionAttemptRecord,
                           archive: Archive, now: datetime, *, request: CorrectionRequest,
-                          target: Decision, impact: CorrectionImpact | None,
+                          target: Decision, analysed: Analysed | None,
                           record: PlanRecord | None, note: str | None = None) -> Changes:
     """What the attempt commits; for a revert, the archive is written first."""
     if v.correction.mode is CorrectionMode.REVERT:
-        assert impact is not None
+        assert analysed is not None
         return await _revert(v, owner, attempt, now, archive=archive, request=request,
-                             target=target, impact=impact)
+                             target=target, analysed=analysed)
     return _append(v, owner, attempt, now, request=request, target=target, record=record,
                    note=note)
 
 
 async def _revert(v: Versioned, owner: str, attempt: CorrectionAttemptRecord, now: datetime,
                   *, archive: Archive, request: CorrectionRequest, target: Decision,
-                  impact: CorrectionImpact) -> Changes:
+                  analysed: Analysed) -> Changes:
     c = v.correction
-    revert = revert_writes(request, target, impact, new_decision_id=new_id(),
-                           sequence_number=0, at=now)
+    revert = revert_writes(request, target, analysed.impact, new_decision_id=new_id(),
+                           sequence_number=0, at=now,
+                           walked_at_sequence=analysed.walked_at_sequence)
     path, lines = await archive.archive(revert)  # durable on return
     done = attempt.transition(A.COMPLETE, now, new_decision_id=revert.new_decision.
                               decision_id, archived_artifacts_path=path)

@@ -23,10 +23,10 @@ from contracts.corrections.record import Correction
 from contracts.corrections.running import Step, next_step, next_to_run
 from contracts.corrections.states import CorrectionMode
 from contracts.corrections.states import CorrectionStatus as S
-from contracts.impact.summary import CorrectionImpact
 from contracts.shared.ids import new_id
 from contracts.shared.persistence import ConcurrentChange, LeaseLost, StoreFailure
 from services.archive.writer import Archive
+from services.corrections.applying import Analysed
 from services.corrections.committing import Committer
 from services.corrections.messages import correction_event
 from services.corrections.policy import AnalysisFailed, CorrectionPolicy, PlanBusy
@@ -139,7 +139,7 @@ class PlanRunner:
         return [p for p in plans if p not in live and p not in self._holding_plans], after
 
     async def _advance(self, correction_id: str, owner: str) -> Correction:
-        impact: CorrectionImpact | None = None
+        analysed: Analysed | None = None
         conflicts = 0
         analysis_failures = 0
         last_conflict: Exception | None = None
@@ -158,8 +158,8 @@ class PlanRunner:
                 return c
             try:
                 with step_span(c):
-                    impact = await self._step(
-                        step, v, owner, impact, analysis_failures=analysis_failures,
+                    analysed = await self._step(
+                        step, v, owner, analysed, analysis_failures=analysis_failures,
                         stuck=last_conflict if step is Step.FAIL_ATTEMPT else None)
                 conflicts, last_conflict = 0, None
             except AnalysisFailed:
@@ -170,7 +170,7 @@ class PlanRunner:
                     raise
                 # Whatever changed may be the tree the impact was computed from: never
                 # reuse it, and do not spin while the other writer finishes.
-                impact = None
+                analysed = None
                 conflicts += 1
                 last_conflict = exc
                 log.info("correction %s changed under us (%s); reading it again (round %d)",
@@ -178,8 +178,8 @@ class PlanRunner:
                 await asyncio.sleep(self.policy.conflict_backoff(conflicts))
 
     async def _step(self, step: Step, v: Versioned, owner: str,
-                    impact: CorrectionImpact | None, *, analysis_failures: int,
-                    stuck: Exception | None) -> CorrectionImpact | None:
+                    analysed: Analysed | None, *, analysis_failures: int,
+                    stuck: Exception | None) -> Analysed | None:
         """Do `step` (contracts.corrections.running) for the correction as read; the impact an
         analysis computed, for the execution that follows it."""
         c = v.correction
@@ -187,10 +187,10 @@ class PlanRunner:
             analyzing = c.transition(S.ANALYZING, self._clock())
             await self._writes.commit(Changes(analyzing, v.version, lease_owner=owner,
                                        events=[correction_event(analyzing)]))
-            return impact
+            return analysed
         if step is Step.ANALYZE:
             return await self._steps.analyze(v, owner, analysis_failures)
-        await self._steps.execute(v, owner, impact, stuck)
+        await self._steps.execute(v, owner, analysed, stuck)
         return None
 
     def _owner(self) -> str:

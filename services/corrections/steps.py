@@ -22,11 +22,10 @@ from contracts.corrections.states import CorrectionMode
 from contracts.corrections.states import CorrectionStatus as S
 from contracts.decisions.model import Decision
 from contracts.decisions.plans import PlanRecord
-from contracts.impact.summary import CorrectionImpact
 from contracts.shared.errors import DomainError
 from services.append_forecast import AppendForecaster
 from services.archive.writer import Archive
-from services.corrections.applying import attempt_changes
+from services.corrections.applying import Analysed, attempt_changes
 from services.corrections.committing import Committer
 from services.corrections.messages import attempt_event, correction_event, new_attempt_events
 from services.corrections.policy import (
@@ -48,7 +47,7 @@ class _Loaded:
 
     request: CorrectionRequest
     target: Decision
-    impact: CorrectionImpact | None
+    analysed: Analysed | None
     record: PlanRecord | None
 
 
@@ -65,22 +64,22 @@ class Steps:
         self._clock = clock
         self._forecaster = forecaster
 
-    async def impact(self, decision_id: str) -> CorrectionImpact:
+    async def impact(self, plan_id: str, decision_id: str) -> Analysed:
         """The impact a revert works from; CorrectionTooLarge past the limit."""
+        mark = await self._store.impact.sequence_mark(plan_id)
         impact = await self._store.impact.impact(decision_id, self.policy.max_decisions)
         if impact.exceeds_limit:
             raise CorrectionTooLarge(decision_id, self.policy.max_decisions)
-        return impact
+        return Analysed(impact, mark)
 
-    async def analyze(self, v: Versioned, owner: str,
-                       failures: int) -> CorrectionImpact | None:
+    async def analyze(self, v: Versioned, owner: str, failures: int) -> Analysed | None:
         c = v.correction
         try:
             target = await self._store.decisions.get(c.decision_id)
             validate_target(c.request(), target)
             # An append touches no existing decision: the walk is the dry run's business.
-            impact = await self.impact(c.decision_id) if c.mode is CorrectionMode.REVERT \
-                else None
+            analysed = await self.impact(c.plan_id, c.decision_id) \
+                if c.mode is CorrectionMode.REVERT else None
         except DomainError as exc:
             await self._writes.fail(v, str(exc), owner, None)
             return None
@@ -102,9 +101,9 @@ class Steps:
             executing, v.version, lease_owner=owner,
             attempts=[AttemptChange(attempt, None)],
             events=[correction_event(executing), *new_attempt_events(attempt, now)]))
-        return impact
+        return analysed
 
-    async def execute(self, v: Versioned, owner: str, impact: CorrectionImpact | None,
+    async def execute(self, v: Versioned, owner: str, analysed: Analysed | None,
                       stuck: Exception | None) -> None:
         c = v.correction
         # Only this round's attempts count against max_attempts: an operator's retry
@@ -122,12 +121,12 @@ class Steps:
         if stuck is not None:  # the tree kept changing under this attempt
             await self._attempt_failed(v, owner, attempt, tried, stuck)
             return
-        loaded = await self._load(v, owner, attempt, tried, impact)
+        loaded = await self._load(v, owner, attempt, tried, analysed)
         if loaded is not None:
             await self._apply(v, owner, attempt, tried, loaded)
 
     async def _load(self, v: Versioned, owner: str, attempt: CorrectionAttemptRecord,
-                    tried: int, impact: CorrectionImpact | None) -> _Loaded | None:
+                    tried: int, analysed: Analysed | None) -> _Loaded | None:
         """The target, the plan's record (append) and the impact (revert), validated; None
         once the correction or the attempt was ended FAILED instead."""
         c = v.correction
@@ -139,7 +138,7 @@ class Steps:
             validate_target(request, target)
             assert target is not None
             if c.mode is CorrectionMode.REVERT:
-                impact = impact or await self.impact(c.decision_id)
+                analysed = analysed or await self.impact(c.plan_id, c.decision_id)
         except DomainError as exc:
             await self._writes.fail(v, str(exc), owner, attempt)
             return None
@@ -148,7 +147,7 @@ class Steps:
                 raise
             await self._attempt_failed(v, owner, attempt, tried, exc)
             return None
-        return _Loaded(request, target, impact, record)
+        return _Loaded(request, target, analysed, record)
 
     async def _apply(self, v: Versioned, owner: str, attempt: CorrectionAttemptRecord,
                      tried: int, loaded: _Loaded) -> None:
@@ -161,7 +160,8 @@ class Steps:
                                                                      loaded.record))
             changes = await attempt_changes(
                 v, owner, attempt, self._archive, self._clock(), request=loaded.request,
-                target=loaded.target, impact=loaded.impact, record=loaded.record, note=note)
+                target=loaded.target, analysed=loaded.analysed, record=loaded.record,
+                note=note)
             self._crash("before_execute_commit")
             await self._writes.commit(changes)
         except Exception as exc:

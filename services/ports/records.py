@@ -80,6 +80,12 @@ class ImpactReads(Protocol):
         """TargetNotFound if the target does not exist; `exceeds_limit` past `limit`."""
         ...
 
+    async def sequence_mark(self, plan_id: str) -> int:
+        """The plan's next sequence number (0 for a plan not recorded). Every decision
+        recorded into the plan moves it, in the recording's transaction; read before a
+        walk, it tells a revert whether anything was recorded into the plan since."""
+        ...
+
 
 class OutboxRecords(Protocol):
     async def pending_for(self, source_id: str) -> list[Pending]:

@@ -282,19 +282,41 @@ async def test_a_revert_supersedes_the_subtree_and_rolls_back_child_plans(b: Bac
     assert v is not None and v.version == 2
 
 
+@pytest.mark.parametrize("marked", [False, True])
 async def test_a_revert_fails_on_a_decision_recorded_under_it_since_the_walk(
-        b: Backend) -> None:
+        b: Backend, marked: bool) -> None:
+    """Also when the walk was marked with the plan's counter: the late decision moved it."""
     tree = await chain(b, 3)
     c = await pending(b, tree, 1)
+    mark = await b.store.impact.sequence_mark(tree[0].plan_id)
+    assert mark == len(tree)
     impact = await b.store.impact.impact(tree[1].decision_id)
     late = Decision.model_validate(decision(tree[0].plan_id, tree[2].decision_id))
     await b.recorded.insert_recorded([Candidate(1, late, content_hash(late))], NOW)
     revert = revert_writes(c.request(), tree[1], impact, new_decision_id=new_id(),
-                         sequence_number=0, at=NOW)
+                           sequence_number=0, at=NOW,
+                           walked_at_sequence=mark if marked else None)
     with pytest.raises(ConcurrentChange):
         await b.store.writer.commit(Changes(c, 1, revert=revert), NOW)
     t = await b.store.decisions.get(tree[1].decision_id)
     assert t is not None and t.superseded_by is None
+
+
+async def test_a_revert_marked_before_its_walk_commits_when_nothing_was_recorded_since(
+        b: Backend) -> None:
+    tree = await chain(b, 4)
+    c = await pending(b, tree, 1)
+    mark = await b.store.impact.sequence_mark(tree[0].plan_id)
+    impact = await b.store.impact.impact(tree[1].decision_id)
+    revert = revert_writes(c.request(), tree[1], impact, new_decision_id=new_id(),
+                           sequence_number=0, at=NOW, walked_at_sequence=mark)
+    assert not revert.may_have_late_decisions(mark)
+    w = await b.store.writer.commit(Changes(c, 1, revert=revert), NOW)
+    assert [n.sequence_number for n in w.new_decisions] == [mark]
+    for gone in tree[1:]:
+        stored = await b.store.decisions.get(gone.decision_id)
+        assert stored is not None and stored.superseded_by == revert.new_decision.decision_id
+    assert await b.store.impact.sequence_mark(new_id()) == 0
 
 
 async def test_an_append_writes_a_child_plan_its_root_and_the_intervention(

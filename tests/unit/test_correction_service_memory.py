@@ -22,6 +22,7 @@ from contracts.corrections.revert import RevertWrites
 from contracts.corrections.states import CorrectionAttemptState, CorrectionMode, CorrectionStatus
 from contracts.decisions.model import Decision
 from contracts.decisions.plans import PlanStatus
+from contracts.recording.message import Candidate, content_hash
 from contracts.shared.ids import new_id
 from contracts.shared.persistence import LeaseLost, StoreFailure, StoreUnreachable
 from services.archive.watch import Progress
@@ -231,11 +232,11 @@ async def test_a_tree_that_keeps_changing_ends_the_attempt_then_the_correction(
     and max_attempts attempts end the correction FAILED, nothing written to the tree."""
     m = MemoryStore(lease_seconds=5)
 
-    async def record_under_target(_: int) -> None:
+    async def record_under_target(_: int) -> None:  # as the recorder records one
         late = Decision.model_validate({**decision(s.plan_id, s.tree[3].decision_id),
                                         "artifacts_produced": []})
-        m.db.state.decisions[late.decision_id] = late.model_copy(
-            update={"sequence_number": 1000 + len(m.db.state.decisions)})
+        await m.decisions.insert_recorded([Candidate(1, late, content_hash(late))],
+                                          datetime.now(UTC))
 
     s = await scene(tmp_path, store=m, impact=ImpactThen(m.impact, record_under_target))
     req = s.request(1)

@@ -70,6 +70,19 @@ def append(request: CorrectionRequest | None = None) -> AppendWrites:
     )
 
 
+def test_a_revert_looks_for_late_decisions_unless_its_plans_counter_is_unmoved() -> None:
+    """The plan's counter read before the walk, against the one the transaction found:
+    unmoved means nothing was recorded into the plan since; a walk into child plans, or
+    one with no mark, is always checked."""
+    plain = revert()
+    assert plain.walked_at_sequence is None and plain.may_have_late_decisions(7)
+    marked = plain.model_copy(update={"walked_at_sequence": 7, "child_plans_to_roll_back": []})
+    assert not marked.may_have_late_decisions(7)
+    assert marked.may_have_late_decisions(8)
+    into_children = marked.model_copy(update={"child_plans_to_roll_back": [CHILD_PLAN]})
+    assert into_children.may_have_late_decisions(7)
+
+
 # --- validate_target --------------------------------------------------------------------
 
 
