@@ -99,7 +99,7 @@ class MemoryViews:
                          kinds: Collection[IdKind] | None = None) -> list[IdMatch]:
         st = self._db.state
         wanted = set(IdKind) if kinds is None else set(kinds)
-        every = {
+        every: dict[IdKind, list[tuple[str, str | None]]] = {
             IdKind.CORRECTION: [(v.correction.correction_id, v.correction.plan_id)
                                 for v in st.corrections.values()],
             IdKind.INVARIANT: [(i, None) for i in st.invariants],
