@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from contracts.decisions.model import Decision  # noqa: E402
-from contracts.decisions.plans import PlanStatus  # noqa: E402
+from contracts.decisions.plan_states import PlanStatus  # noqa: E402
 from contracts.shared.views import IdKind, RootFilter  # noqa: E402
 from deploy.embedded import free_port, start_mongo  # noqa: E402
 from services.id_lookup import resolve  # noqa: E402

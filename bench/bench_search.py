@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from contracts.decisions.model import Decision  # noqa: E402
-from contracts.decisions.plans import PlanStatus  # noqa: E402
+from contracts.decisions.plan_states import PlanStatus  # noqa: E402
 from contracts.decisions.search import SearchFilter, search_tokens  # noqa: E402
 from contracts.decisions.types import DecisionType  # noqa: E402
 from deploy.embedded import free_port, start_mongo  # noqa: E402

@@ -38,7 +38,7 @@ from cli.correct import _guidance, requester
 from cli.errors import USAGE_ERROR, err, fail
 from cli.render import JsonFlag, dump, emit_json, out
 from contracts.corrections.states import CorrectionMode
-from contracts.decisions.search import Currency
+from contracts.decisions.currency import Currency
 
 if TYPE_CHECKING:
     from contracts.bulk.model import BulkBatch

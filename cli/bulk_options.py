@@ -12,8 +12,8 @@ from cli.context import Ctx
 from cli.errors import USAGE_ERROR, fail
 from cli.plan_list import TIME_HELP, parse_time
 from contracts.corrections.states import CorrectionMode
-from contracts.decisions.plans import PlanStatus
-from contracts.decisions.search import Currency
+from contracts.decisions.currency import Currency
+from contracts.decisions.plan_states import PlanStatus
 from contracts.decisions.types import DecisionType
 
 if TYPE_CHECKING:

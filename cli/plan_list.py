@@ -19,7 +19,7 @@ from rich.markup import escape
 from cli.context import Ctx, parse_id, run
 from cli.errors import USAGE_ERROR, fail
 from cli.render import JsonFlag, clip, dump, emit_json, out, status_text, table, when
-from contracts.decisions.plans import PlanStatus
+from contracts.decisions.plan_states import PlanStatus
 
 if TYPE_CHECKING:
     from services.plan_list import PlanPage, PlanSummary

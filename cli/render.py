@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.text import Text
 
 from contracts.corrections.states import CorrectionStatus
-from contracts.decisions.plans import PlanStatus
+from contracts.decisions.plan_states import PlanStatus
 from contracts.impact.risk import RiskLevel
 
 out = Console(highlight=False)

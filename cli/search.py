@@ -16,8 +16,8 @@ from rich.markup import escape
 from cli.context import Ctx, parse_id, run
 from cli.plan_list import TIME_HELP, parse_time
 from cli.render import JsonFlag, clip, dump, emit_json, out, status_text, table, when
-from contracts.decisions.plans import PlanStatus
-from contracts.decisions.search import Currency
+from contracts.decisions.currency import Currency
+from contracts.decisions.plan_states import PlanStatus
 from contracts.decisions.types import DecisionType
 
 if TYPE_CHECKING:

@@ -96,7 +96,7 @@ def _end(plan_id: str, status: str, reason: str | None, timeout: float,
 
     async def body(ctx: Ctx) -> None:
         from contracts.decisions.plan_ending import PlanEndRefused, end_plan
-        from contracts.decisions.plans import PlanStatus
+        from contracts.decisions.plan_states import PlanStatus
         from contracts.shared.actor import UNVERIFIED
         from contracts.shared.timestamps import utc_now
         from contracts.shared.views import IdKind

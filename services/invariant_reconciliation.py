@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
 from contracts.decisions.model import Decision
-from contracts.decisions.plans import PlanStatus
+from contracts.decisions.plan_states import PlanStatus
 from contracts.decisions.subjects import recorded
 from contracts.decisions.types import DecisionType
 from contracts.invariants.precedence import effective_invariants

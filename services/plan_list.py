@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from contracts.decisions.model import Decision
-from contracts.decisions.plans import PlanRecord, PlanStatus
+from contracts.decisions.plan_states import PlanStatus
+from contracts.decisions.plans import PlanRecord
 from contracts.shared.counts import PlanCounts
 from contracts.shared.views import RootFilter
 from services.read_model import plan_records

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from contracts.decisions.plans import PlanRecord, PlanStatus
+from contracts.decisions.plan_states import PlanStatus
+from contracts.decisions.plans import PlanRecord
 from contracts.decisions.search import Found, SearchFilter
 from services.read_model import plan_records
 from services.read_ports import LedgerReads

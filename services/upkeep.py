@@ -17,7 +17,8 @@ from datetime import datetime
 from contracts.decisions.comments import Comment, CommentRequest
 from contracts.decisions.model import Decision
 from contracts.decisions.plan_ending import EndPlanRequest, PlanEndRefused, end_plan
-from contracts.decisions.plans import PlanRecord, PlanStatus
+from contracts.decisions.plan_states import PlanStatus
+from contracts.decisions.plans import PlanRecord
 from contracts.shared.actor import Actor
 from contracts.shared.dead_letter_care import DiscardRequest
 from contracts.shared.timestamps import utc_now

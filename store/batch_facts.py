@@ -15,7 +15,8 @@ from datetime import UTC, datetime
 
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.decisions.plans import PlanStatus, ancestry
+from contracts.decisions.plan_states import PlanStatus
+from contracts.decisions.plans import ancestry
 from contracts.recording.facts import PlanClaim, Stored, StoredFacts
 from contracts.recording.message import Candidate
 from contracts.trust.ownership import Ownership

@@ -15,7 +15,7 @@ from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.decisions.model import Decision
-from contracts.decisions.plans import PlanStatus
+from contracts.decisions.plan_states import PlanStatus
 from contracts.recording.message import Candidate
 from contracts.redaction.decisions import marks_document
 from contracts.trust.chain import DECISION, decision_content

@@ -14,13 +14,8 @@ from typing import Protocol
 from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.decisions.plans import (
-    MAX_PLAN_DEPTH,
-    PLAN_LIFECYCLE,
-    PlanRecord,
-    PlanStatus,
-    ancestry,
-)
+from contracts.decisions.plan_states import PLAN_LIFECYCLE, PlanStatus
+from contracts.decisions.plans import MAX_PLAN_DEPTH, PlanRecord, ancestry
 from store.database import (
     CORRECTION_ATTEMPTS,
     CORRECTIONS,

@@ -15,7 +15,8 @@ from typing import Any
 from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.asynchronous.database import AsyncDatabase
 
-from contracts.decisions.plans import MAX_PLAN_DEPTH, PlanStatus
+from contracts.decisions.plan_states import PlanStatus
+from contracts.decisions.plans import MAX_PLAN_DEPTH
 from contracts.retention.erasure import erasure_update
 from contracts.retention.policies import Action, Policy, Records
 from store.database import (

@@ -20,7 +20,7 @@ from pymongo import ReturnDocument, UpdateOne
 from pymongo.asynchronous.client_session import AsyncClientSession
 from pymongo.asynchronous.collection import AsyncCollection
 
-from contracts.decisions.plans import PlanStatus
+from contracts.decisions.plan_states import PlanStatus
 from contracts.trust.chain import Head, Link
 from store.database import Document
 from store.errors import ConcurrentChange

@@ -16,7 +16,8 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
 from contracts.decisions.comments import Comment
-from contracts.decisions.plans import PlanRecord, PlanStatus
+from contracts.decisions.plan_states import PlanStatus
+from contracts.decisions.plans import PlanRecord
 from store.database import COMMENTS, DEAD_LETTERS, PLANS, Document
 from store.translate import translate_errors
 

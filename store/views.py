@@ -14,7 +14,7 @@ from typing import Any
 
 from contracts.corrections.states import CORRECTION_LIFECYCLE, CorrectionStatus
 from contracts.decisions.model import Decision
-from contracts.decisions.plans import PlanStatus
+from contracts.decisions.plan_states import PlanStatus
 from contracts.shared.counts import PlanCounts
 from store.database import ID_CHUNK
 from store.decisions import ROOT_QUERY, from_document

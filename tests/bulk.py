@@ -14,7 +14,7 @@ from datetime import datetime
 from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.decisions.model import Decision
-from contracts.decisions.plans import PlanStatus
+from contracts.decisions.plan_states import PlanStatus
 from contracts.shared.timestamps import utc_now
 from store.database import DECISIONS, PLANS, Document
 from store.decisions import to_document

@@ -34,7 +34,8 @@ from contracts.corrections.states import (
 )
 from contracts.decisions.comments import Comment
 from contracts.decisions.model import Decision
-from contracts.decisions.plans import PLAN_LIFECYCLE, PlanRecord, PlanStatus, ancestry
+from contracts.decisions.plan_states import PLAN_LIFECYCLE, PlanStatus
+from contracts.decisions.plans import PlanRecord, ancestry
 from contracts.decisions.types import DecisionType
 from contracts.impact.summary import CorrectionImpact, summarize
 from contracts.impact.views import DecisionView, PlanLink, child_order

@@ -8,7 +8,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from contracts.decisions.comments import Comment
-from contracts.decisions.plans import PlanRecord, PlanStatus
+from contracts.decisions.plan_states import PlanStatus
+from contracts.decisions.plans import PlanRecord
 
 if TYPE_CHECKING:
     from tests.memory_store import Database, State

@@ -12,7 +12,7 @@ from console.deps import deps
 from console.shapes import brief, correction_brief
 from console.web import Refused, dump, ok, query_int, query_ulid, ulid_param
 from contracts.corrections.as_of import SequenceCut
-from contracts.decisions.plans import PlanStatus
+from contracts.decisions.plan_states import PlanStatus
 from contracts.shared.views import RootFilter
 from services import read_model, tree_model
 from services.id_lookup import IdNotUsable

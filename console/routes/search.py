@@ -11,8 +11,9 @@ from console.deps import deps
 from console.routes.plans import TEXT_MAX, time_param
 from console.shapes import brief
 from console.web import Refused, dump, ok, query_int, query_ulid
-from contracts.decisions.plans import PlanStatus
-from contracts.decisions.search import Currency, SearchFilter
+from contracts.decisions.currency import Currency
+from contracts.decisions.plan_states import PlanStatus
+from contracts.decisions.search import SearchFilter
 from contracts.decisions.types import DecisionType
 from services.search import PAGE_MAX, search
 

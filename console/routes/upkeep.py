@@ -20,7 +20,7 @@ from console.deps import Deps, deps
 from console.web import Refused, body_of, ok, text_field, ulid_param
 from contracts.decisions.comments import COMMENT_MAX_CHARS
 from contracts.decisions.plan_ending import REASON_MAX_CHARS, PlanEndRefused, end_plan
-from contracts.decisions.plans import PlanStatus
+from contracts.decisions.plan_states import PlanStatus
 from contracts.shared.actor import UNVERIFIED
 from contracts.shared.timestamps import utc_now
 from services.plan_export import export_plan

@@ -17,9 +17,10 @@ from ulid import ULID
 
 from contracts.bulk.states import SKIPPED, UNSETTLED, BatchState, ItemState
 from contracts.corrections.states import CorrectionMode
+from contracts.decisions.currency import Currency
 from contracts.decisions.guidance import Guidance
-from contracts.decisions.plans import PlanStatus
-from contracts.decisions.search import Currency, SearchFilter
+from contracts.decisions.plan_states import PlanStatus
+from contracts.decisions.search import SearchFilter
 from contracts.decisions.types import DecisionType
 from contracts.shared.base import Frozen
 from contracts.shared.ids import Ulid

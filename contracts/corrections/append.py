@@ -13,7 +13,8 @@ from contracts.corrections.requests import CorrectionRequest
 from contracts.corrections.states import CorrectionMode
 from contracts.corrections.transition import TransitionInfo
 from contracts.decisions.model import Decision
-from contracts.decisions.plans import PlanRecord, PlanStatus
+from contracts.decisions.plan_states import PlanStatus
+from contracts.decisions.plans import PlanRecord
 from contracts.decisions.types import DecisionType
 from contracts.shared.base import Frozen
 from contracts.shared.ids import Ulid

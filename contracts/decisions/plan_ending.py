@@ -16,7 +16,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from contracts.decisions.plans import ENDINGS, PLAN_LIFECYCLE, PlanRecord, PlanStatus
+from contracts.decisions.plan_states import ENDINGS, PLAN_LIFECYCLE, PlanStatus
+from contracts.decisions.plans import PlanRecord
 from contracts.shared.actor import Actor
 from contracts.shared.base import Frozen
 from contracts.shared.errors import DomainError, IllegalTransition

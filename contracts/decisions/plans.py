@@ -12,40 +12,16 @@ rolled back.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime
-from enum import StrEnum
-from types import MappingProxyType
 from typing import Protocol, Self
 
 from pydantic import Field, model_validator
 
 from contracts.decisions.guidance import Guidance
+from contracts.decisions.plan_states import PLAN_LIFECYCLE, PlanStatus
 from contracts.shared.base import Frozen
 from contracts.shared.ids import Ulid
-from contracts.shared.lifecycle import Lifecycle
 from contracts.shared.timestamps import UtcTime, utc_now
-
-
-class PlanStatus(StrEnum):
-    ACTIVE = "active"
-    ROLLED_BACK = "rolled_back"
-    COMPLETED = "completed"
-    ABANDONED = "abandoned"
-
-
-PLAN_TRANSITIONS: Mapping[PlanStatus, frozenset[PlanStatus]] = MappingProxyType({
-    PlanStatus.ACTIVE: frozenset({PlanStatus.ROLLED_BACK, PlanStatus.COMPLETED,
-                                  PlanStatus.ABANDONED}),
-    # A finished child plan is still rolled back when the decision that spawned it is
-    # reverted: the rollback is about the parent's tree, whatever the child came to.
-    PlanStatus.COMPLETED: frozenset({PlanStatus.ROLLED_BACK}),
-    PlanStatus.ABANDONED: frozenset({PlanStatus.ROLLED_BACK}),
-    PlanStatus.ROLLED_BACK: frozenset(),
-})
-ENDINGS = frozenset({PlanStatus.COMPLETED, PlanStatus.ABANDONED})
-"""The states a plan's owner or an operator may end it in (`end_plan`)."""
-PLAN_LIFECYCLE = Lifecycle("plan", PLAN_TRANSITIONS, PlanStatus.ACTIVE)
 
 
 class PlanRecord(Frozen):

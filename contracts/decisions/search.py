@@ -24,12 +24,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
 
+from contracts.decisions.currency import Currency
 from contracts.decisions.model import Decision
 from contracts.decisions.types import DecisionType
 
-__all__ = ["QUERY_WORDS_MAX", "TOKENS_MAX", "WORD_MAX", "Currency", "Found", "SearchFilter",
+__all__ = ["QUERY_WORDS_MAX", "TOKENS_MAX", "WORD_MAX", "Found", "SearchFilter",
            "agent_token", "path_tokens", "query_words", "search_tokens", "type_token"]
 
 WORD_MAX = 32
@@ -50,12 +50,6 @@ QUERY_WORDS_MAX = 8
 _WORD = re.compile(r"\w+")
 
 
-class Currency(StrEnum):
-    """Whether a search keeps decisions still in their plan's tree, reverted ones, or both."""
-
-    ANY = "any"
-    CURRENT = "current"
-    SUPERSEDED = "superseded"
 
 
 def _bounded(value: str) -> str:

@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from contracts.decisions.plans import PlanStatus
+from contracts.decisions.plan_states import PlanStatus
 
 MAX_POLICIES = 20
 

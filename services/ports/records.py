@@ -8,7 +8,8 @@ from datetime import datetime
 from typing import Protocol
 
 from contracts.decisions.model import Decision
-from contracts.decisions.plans import PlanRecord, PlanStatus
+from contracts.decisions.plan_states import PlanStatus
+from contracts.decisions.plans import PlanRecord
 from contracts.impact.summary import CorrectionImpact
 from contracts.impact.walk import ImpactWalk
 from contracts.invariants.outcomes import GateEffects

@@ -9,7 +9,8 @@ from typing import Protocol
 
 from contracts.decisions.comments import Comment
 from contracts.decisions.model import Decision
-from contracts.decisions.plans import PlanRecord, PlanStatus
+from contracts.decisions.plan_states import PlanStatus
+from contracts.decisions.plans import PlanRecord
 
 
 class UpkeepRecords(Protocol):

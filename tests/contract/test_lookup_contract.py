@@ -16,7 +16,7 @@ from contracts.corrections.states import CorrectionStatus
 from contracts.decisions.comments import CommentRequest
 from contracts.decisions.model import Decision
 from contracts.decisions.plan_ending import EndPlanRequest
-from contracts.decisions.plans import PlanStatus
+from contracts.decisions.plan_states import PlanStatus
 from contracts.shared.actor import UNVERIFIED
 from contracts.shared.dead_letter import DeadLetter
 from contracts.shared.dead_letter_care import DiscardRequest

@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
+from contracts.decisions.currency import Currency
 from contracts.decisions.model import Decision
-from contracts.decisions.plans import PlanStatus
-from contracts.decisions.search import Currency, SearchFilter
+from contracts.decisions.plan_states import PlanStatus
+from contracts.decisions.search import SearchFilter
 from contracts.decisions.types import DecisionType
 from contracts.shared.ids import new_id
 from services.search import Hit, search

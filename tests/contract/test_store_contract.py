@@ -18,7 +18,7 @@ from contracts.corrections.record import Correction
 from contracts.corrections.revert import revert_writes
 from contracts.corrections.states import CorrectionAttemptState, CorrectionStatus
 from contracts.decisions.model import Decision
-from contracts.decisions.plans import PlanStatus
+from contracts.decisions.plan_states import PlanStatus
 from contracts.impact.errors import TargetNotFound
 from contracts.invariants.errors import (
     DuplicateInvariant,

@@ -21,7 +21,7 @@ from contracts.corrections.requests import CorrectionRequest
 from contracts.corrections.revert import RevertWrites
 from contracts.corrections.states import CorrectionAttemptState, CorrectionMode, CorrectionStatus
 from contracts.decisions.model import Decision
-from contracts.decisions.plans import PlanStatus
+from contracts.decisions.plan_states import PlanStatus
 from contracts.recording.message import Candidate, content_hash
 from contracts.shared.ids import new_id
 from contracts.shared.persistence import LeaseLost, StoreFailure, StoreUnreachable

@@ -14,7 +14,8 @@ from cli.render import seconds
 from contracts.corrections.requests import reverted_choice
 from contracts.decisions.comments import CommentRequest
 from contracts.decisions.plan_ending import EndPlanRequest, EndRefusal, PlanEndRefused, end_plan
-from contracts.decisions.plans import PLAN_LIFECYCLE, PlanRecord, PlanStatus
+from contracts.decisions.plan_states import PLAN_LIFECYCLE, PlanStatus
+from contracts.decisions.plans import PlanRecord
 from contracts.recording import families
 from contracts.recording.upkeep_wire import read_upkeep
 from contracts.shared.actor import UNVERIFIED, Actor

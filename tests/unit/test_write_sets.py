@@ -23,7 +23,8 @@ from contracts.corrections.requests import CorrectionRequest, reverted_choice
 from contracts.corrections.revert import RevertWrites, archive_member, revert_writes
 from contracts.corrections.states import CorrectionMode, CorrectionStatus
 from contracts.decisions.model import Decision
-from contracts.decisions.plans import PlanRecord, PlanStatus
+from contracts.decisions.plan_states import PlanStatus
+from contracts.decisions.plans import PlanRecord
 from contracts.decisions.types import DecisionType
 from contracts.impact.errors import TargetNotFound
 from contracts.shared.errors import DomainError, IllegalTransition
