@@ -4,10 +4,10 @@ A plan exists through its decisions; a record is written for the plans the
 correction path creates (append) or changes (revert rolls child plans back), so
 that "which plans were rolled back, and why" is answered without scanning decisions.
 
-A plan's lifecycle is one table (PLAN_TRANSITIONS): active, then completed or
-abandoned by its owner or an operator (`end_plan`, with named refusals), or rolled
-back by a revert of the decision that spawned it, whichever state it is in but
-rolled back.
+A plan's lifecycle is one table (PLAN_TRANSITIONS, in contracts.decisions.plan_states):
+active, then completed or abandoned by its owner or an operator (`end_plan`, with named
+refusals), or rolled back by a revert of the decision that spawned it, whichever state
+it is in but rolled back.
 """
 
 from __future__ import annotations
