@@ -1,6 +1,6 @@
-"""A plan's states and its lifecycle table, apart from the plan record's model: the CLI
-names them in its options and colours, and importing them costs no pydantic (so
-`agents --help` stays quick). contracts.decisions.plans re-exports them."""
+"""A plan's states and its lifecycle table, apart from the plan record's model
+(contracts.decisions.plans): the CLI names them in its options and colours, and
+importing them costs no pydantic (so `agents --help` stays quick)."""
 
 from __future__ import annotations
 
