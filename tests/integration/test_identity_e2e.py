@@ -309,8 +309,10 @@ async def test_a_dry_run_is_answered_to_verified_operators_within_their_projects
 async def test_a_cancel_queued_with_its_request_is_held_to_its_sender(
         signed_workers: InProcessWorkers, nc: nats.NATS, db: AsyncDatabase[Document]) -> None:
     """Requests and cancels stored while no worker runs: each cancel applied as its
-    request is recorded names the operator the ledger verified, and one from an operator
-    outside the plan's projects is not applied there (its own consumer refuses it)."""
+    request is recorded names the operator the ledger verified; one from an operator
+    outside the plan's projects, an agent's, and hostile ones (not JSON, deep nesting,
+    a flipped field, garbage signature headers) are not applied there: their own
+    consumer dead-letters each with its rule."""
     js = nc.jetstream()
     top = await billing_root(nc, db)
     plan = top["plan_id"]
@@ -321,14 +323,29 @@ async def test_a_cancel_queued_with_its_request_is_held_to_its_sender(
         data, h = who.signed(family, subj, msg_id, body)
         await js.publish(subj, data, headers=h)
 
+    async def cancel_of(cid: str, data: bytes, headers: dict[str, str]) -> None:
+        await js.publish(csubjects.cancel(plan), data,
+                         headers={**headers, "Nats-Msg-Id": f"cancel:{cid}:{new_id()}"})
+
     asked = {}
-    for canceller in (ALICE, BOB):
+    for canceller in (ALICE, BOB, AGENT):
         cid = asked[canceller.name] = new_id()
         await send(ALICE, REQUESTED.name, csubjects.requested(plan), cid,
                    {"correction_id": cid, "plan_id": plan, "mode": "append",
                     "decision_id": top["decision_id"], "guidance": "Mind the quota"})
-        await send(canceller, CANCEL.name, csubjects.cancel(plan), f"cancel:{cid}",
-                   {"correction_id": cid, "plan_id": plan, "reason": "asked too early"})
+        body = {"correction_id": cid, "plan_id": plan, "reason": "asked too early"}
+        if canceller is AGENT:
+            # Before the agent's own cancel (wrong_role), hostile ones for the same
+            # correction: not JSON, deeply nested, a flipped field under Alice's
+            # signature, garbage signature headers. None may stop it.
+            await cancel_of(cid, b"\xff\x00 not json", {})
+            await cancel_of(cid, b"[" * 5000 + b"]" * 5000, {})
+            data, h = ALICE.signed(CANCEL.name, csubjects.cancel(plan), f"cancel:{cid}", body)
+            await cancel_of(cid, data.replace(b"asked too early", b"asked much too early"),
+                            h)
+            await cancel_of(cid, json.dumps(body).encode(),
+                            {"Ledger-Key": "U" * 60_000, "Ledger-Sig": "%%%"})
+        await send(canceller, CANCEL.name, csubjects.cancel(plan), f"cancel:{cid}", body)
     await signed_workers.start(signed_workers.env["NATS_URL"])
 
     cancelled = await until(lambda: db.corrections.find_one(
@@ -336,8 +353,10 @@ async def test_a_cancel_queued_with_its_request_is_held_to_its_sender(
     last = cancelled["history"][-1]
     assert (last["to_status"], last["by"]) == ("cancelled", ALICE.name)
     assert last["signature"]["principal"] == ALICE.name
-    ran = await until(lambda: db.corrections.find_one(
-        {"_id": asked[BOB.name], "status": "applied"}), timeout=30)
-    assert all(t["to_status"] != "cancelled" for t in ran["history"])
-    assert await until(lambda: db.dead_letters.find_one(
-        {"subject": csubjects.cancel(plan), "errors.rule": "operator_scope"}))
+    for who in (BOB, AGENT):
+        ran = await until(lambda who=who: db.corrections.find_one(
+            {"_id": asked[who.name], "status": "applied"}), timeout=30)
+        assert all(t["to_status"] != "cancelled" for t in ran["history"])
+    for rule in ("operator_scope", "wrong_role", "bad_signature"):
+        assert await until(lambda rule=rule: db.dead_letters.find_one(
+            {"subject": csubjects.cancel(plan), "errors.rule": rule}))
