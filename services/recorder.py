@@ -164,11 +164,13 @@ class RecorderService:
     async def _judge_waits(self, out: Committed, waiting: Sequence[Candidate]) -> None:
         """Nak each decision still waiting for its parent, with a backoff; dead-letter it
         once it waited parent_wait_seconds. Only when something waits: one more round
-        trip, for when each began waiting (in seconds: deliveries spent in a database
-        outage are not waiting)."""
+        trip, for how long each has waited (in seconds between sightings, a gap counted
+        as at most wait_gap_max_seconds: a database outage, a hand-over or a step of the
+        clock is not waiting)."""
         if not waiting:
             return
-        waits = await self._waits.waited(wait_key(c.stream_sequence) for c in waiting)
+        waits = await self._waits.waited((wait_key(c.stream_sequence) for c in waiting),
+                                         self.policy.wait_gap_max_seconds)
         for c in waiting:
             msg = out.read.by_seq[c.stream_sequence]
             waited = waits[wait_key(c.stream_sequence)]

@@ -6,13 +6,16 @@
   (MaxDeliver), its dead letter lists these errors; then the document is removed. The
   worker that settles a message after a failure removes it too; what another worker
   settled is removed a day after its last failure (at a worker's start).
-- `parent_waits`: {_id: "<stream>:<seq>", since, seen} for a decision whose parent was
-  not stored when it was first judged: the recorder's parent wait is counted from
-  `since` in seconds, not in deliveries, so deliveries spent in a database outage do
-  not count. Both times are the database server's (`$$NOW`, ADR 0027), so a recorder
-  that takes over from one whose clock disagrees counts the same wait. Written only for
-  messages that wait; left behind once decided (small, and swept by
-  `forget_older_than`).
+- `parent_waits`: {_id: "<stream>:<seq>", since, seen, waited_ms} for a decision whose
+  parent was not stored when it was first judged: the recorder's parent wait is counted
+  in seconds, not in deliveries, so deliveries spent in a database outage do not
+  count. `waited_ms` adds up the gaps between sightings (`seen`), each counted as at
+  most the policy's wait_gap_max_seconds: a longer gap is an outage, a hand-over or
+  the server's clock stepping forward, and counting it whole once dead-lettered
+  acknowledged decisions whose parents were merely behind. The times are the database
+  server's (`$$NOW`, ADR 0027), so a recorder that takes over from one whose clock
+  disagrees counts the same wait. Written only for messages that wait; left behind
+  once decided (small, and swept by `forget_older_than`).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from pymongo.errors import BulkWriteError
 
 from store.database import DELIVERY_FAILURES, PARENT_WAITS, Document, find_by_ids
 from store.dead_letters import DUPLICATE_KEY
-from store.server_clock import NOW
+from store.server_clock import NOW, millis
 from store.translate import translate_errors
 
 MAX_ATTEMPTS_KEPT = 25
@@ -108,17 +111,23 @@ class ParentWaits:
     def __init__(self, db: AsyncDatabase[Document]) -> None:
         self._coll = db[PARENT_WAITS]
 
-    async def waited(self, keys: Iterable[str]) -> dict[str, float]:
+    async def waited(self, keys: Iterable[str], gap_max: float) -> dict[str, float]:
         """Seconds each message has waited by the server's clock (0 for the new ones):
-        one write stamps `since` once and `seen` every time, both `$$NOW`, then one read."""
+        one write adds the gap since `seen` (at most `gap_max`, never below 0) to
+        `waited_ms` and stamps `seen`, both from `$$NOW`; then one read. (The dates go
+        through `$toLong`: store.server_clock.)"""
         wanted = list(dict.fromkeys(keys))
         if not wanted:
             return {}
-        stamp = [{"$set": {"since": {"$ifNull": ["$since", NOW]}, "seen": NOW}}]
+        now = millis(NOW)
+        gap = {"$subtract": [now, millis({"$ifNull": ["$seen", NOW]})]}
+        step = {"$min": [int(gap_max * 1000), {"$max": [0, gap]}]}
+        stamp = [{"$set": {"since": {"$ifNull": ["$since", NOW]}, "seen": NOW,
+                           "waited_ms": {"$add": [{"$ifNull": ["$waited_ms", 0]}, step]}}}]
         await self._coll.bulk_write([UpdateOne({"_id": k}, stamp, upsert=True)
                                      for k in wanted], ordered=False)
-        found = await find_by_ids(self._coll, wanted)
-        return {d["_id"]: max(0.0, (d["seen"] - d["since"]).total_seconds()) for d in found}
+        found = await find_by_ids(self._coll, wanted, {"waited_ms": 1})
+        return {d["_id"]: float(d["waited_ms"]) / 1000 for d in found}
 
     async def forget_older_than(self, cutoff: datetime) -> int:
         res = await self._coll.delete_many({"since": {"$lt": cutoff}})

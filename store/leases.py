@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 from datetime import timedelta
+from enum import StrEnum
 from typing import Any
 
 from pymongo.asynchronous.client_session import AsyncClientSession
@@ -43,6 +44,16 @@ from store.database import LEASE_FENCES, PLAN_LOCKS, Document
 from store.errors import LeaseLost
 from store.server_clock import after_now, expired, unexpired
 from store.translate import translate_errors
+
+
+class Taken(StrEnum):
+    """How a take of a lease went (`Leases.take`)."""
+
+    REFUSED = "refused"   # another holds it
+    FREE = "free"         # nobody held it (never taken, or released)
+    OURS = "ours"         # already the taker's: renewed
+    EXPIRED = "expired"   # taken over from a holder whose lease ran out: it died or
+    #                       stalled, with whatever it was doing left unsettled
 
 
 @translate_errors
@@ -57,16 +68,20 @@ class Leases:
         return [{"$set": {"owner": {"$literal": owner}, "expires_at": after_now(self.ttl)}}]
 
     async def acquire(self, plan_id: str, owner: str, *, fenced: bool = False) -> bool:
-        """Take the lease if it is free, expired or already `owner`'s. `fenced`: then make
-        `owner` the last taker in its fence record (the writes under it call
-        `fence_lease`)."""
+        """Take the lease if it is free, expired or already `owner`'s (`take`)."""
+        return await self.take(plan_id, owner, fenced=fenced) is not Taken.REFUSED
+
+    async def take(self, plan_id: str, owner: str, *, fenced: bool = False) -> Taken:
+        """Take the lease if it is free, expired or already `owner`'s, and say which it
+        was. `fenced`: then make `owner` the last taker in its fence record (the writes
+        under it call `fence_lease`)."""
         free_or_ours = {"$or": [{"$eq": ["$owner", {"$literal": owner}]},
                                 expired("expires_at")]}
         try:
-            await self._coll.find_one_and_update(
+            before = await self._coll.find_one_and_update(
                 {"_id": plan_id, "$expr": free_or_ours}, self._stamp(owner), upsert=True)
         except DuplicateKeyError:
-            return False
+            return Taken.REFUSED
         if fenced:
             # After the lease: a taker that dies in between leaves the record to the
             # previous taker, who remains the only one that can write under it; one
@@ -78,7 +93,9 @@ class Leases:
                 with contextlib.suppress(Exception):
                     await self.release(plan_id, owner)
                 raise
-        return True
+        if before is None:
+            return Taken.FREE
+        return Taken.OURS if before.get("owner") == owner else Taken.EXPIRED
 
     async def renew(self, plan_id: str, owner: str) -> bool:
         """Push the expiry on if the lease is still `owner`'s; False once it is not."""

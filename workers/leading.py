@@ -16,8 +16,9 @@ are alive (store.lease_view), and takes or lets go of partitions so that each li
 worker holds its share (contracts.shared.balance). A replica that stops gracefully
 stops its pullers (each finishes the batch in hand) and releases its leases, so the
 others take them within a round or two; one that dies lets them expire
-(`RECORDER_LEASE_SECONDS`), and JetStream redelivers what it held after the ack wait; a
-replica that joins is given its share by the others letting go of theirs. With one
+(`RECORDER_LEASE_SECONDS`), and JetStream redelivers what it held after the ack wait,
+which the replica taking over waits for before its first pull (`hold_off`); a replica
+that joins is given its share by the others letting go of theirs. With one
 partition this is the active/standby recorder it always was.
 
 A replica that cannot renew (the database is unreachable) keeps its pullers until the
@@ -56,7 +57,7 @@ from contracts.shared.balance import moves
 from contracts.shared.partitions import Partition
 from contracts.shared.persistence import LeaseFence
 from store.lease_view import LeaseView
-from store.leases import Leases
+from store.leases import Leases, Taken
 from workers.batch import HeldLease
 from workers.consumer_watch import stop_task
 from workers.metrics import Metrics
@@ -218,17 +219,21 @@ class LeadingPullers:
                 wanted -= 1
 
     async def _take(self, partition: Partition) -> bool:
-        if not await self._leases.acquire(partition.lease, self._owner, fenced=True):
+        taken = await self._leases.take(partition.lease, self._owner, fenced=True)
+        if taken is Taken.REFUSED:
             return False
+        puller = self._make(partition)
+        hold_off = (self.hold_off(puller.ack_wait) if taken is Taken.EXPIRED else 0.0)
         # Said before anything is pulled, and "let go" after everything pulled is
         # settled: the lines bound the time this replica records the partition.
-        log.info("this replica took %s", partition.lease)
-        puller = self._make(partition)
+        log.info("this replica took %s%s", partition.lease,
+                 f" from a holder whose lease expired; pulling in {hold_off:.1f} s, once "
+                 "what it had pulled is redelivered" if hold_off else "")
         puller.metrics = self.metrics
         puller.lease = HeldLease(LeaseFence(partition.lease, self._owner),
                                  partial(self._lost, partition.lease))
         try:
-            await puller.start()
+            await puller.start(hold_off)
         except Exception as exc:
             with contextlib.suppress(Exception):
                 await puller.stop(0.0)
@@ -241,6 +246,23 @@ class LeadingPullers:
         log.info("this replica now holds %s: recording %s", partition.lease,
                  partition.durable)
         return True
+
+    def hold_off(self, ack_wait: float) -> float:
+        """How long a replica that takes a partition from a holder whose lease expired
+        waits before its first pull: until what the holder had pulled and not settled
+        is due for redelivery, so it comes back before anything newer.
+
+        Why: JetStream redelivers a dead holder's messages only after their ack wait,
+        and serves redeliveries before new messages, in stream order. Pulling sooner
+        gets the children of the decisions still out with the dead holder first: they
+        wait for their parents, their children for them, one level per backoff, and a
+        deep plan outlasts the parent wait (ADR 0037).
+
+        The holder renewed its lease every `_renew_every` until it stopped, so it has
+        been silent for at least the lease's length less that (and less a second for
+        a slow renewal); its messages' ack waits ran from before then."""
+        silent = self._leases.ttl.total_seconds() - self._renew_every - 1.0
+        return max(0.0, ack_wait - silent)
 
     def _lost(self, lease: str) -> None:
         """A fenced write found the lease another replica's: stop pulling at once, rather

@@ -96,18 +96,25 @@ class BatchPuller(Generic[R]):
     def durable(self) -> str:
         return self._durable
 
-    async def start(self) -> None:
+    async def start(self, hold_off: float = 0.0) -> None:
+        """`hold_off`: seconds to wait before the first pull (workers.leading: what a
+        replica that died holding this durable had pulled comes back first)."""
         self.watch = await watch_durable(self._js, self._stream, self._config,
                                          self._check_every)
         await self._exhaustion.start()
         self._sub = await self._js.pull_subscribe_bind(durable=self._durable,
                                                        stream=self._stream)
-        self._task = asyncio.create_task(self._run(self._sub), name=f"pull:{self._durable}")
+        self._task = asyncio.create_task(self._run(self._sub, hold_off),
+                                         name=f"pull:{self._durable}")
         self._beat = asyncio.create_task(self._heartbeat(), name=f"beat:{self._durable}")
 
     @property
     def stream(self) -> str:
         return self._stream
+
+    @property
+    def ack_wait(self) -> float:
+        return float(self._config.ack_wait or 30.0)
 
     @property
     def consumers(self) -> list[tuple[str, str]]:
@@ -141,8 +148,11 @@ class BatchPuller(Generic[R]):
             with contextlib.suppress(Exception):
                 await self._sub.unsubscribe()
 
-    async def _run(self, sub: JetStreamContext.PullSubscription) -> None:
+    async def _run(self, sub: JetStreamContext.PullSubscription, hold_off: float) -> None:
         assert self.watch is not None
+        if hold_off > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), hold_off)
         fetcher = Fetcher(sub, self._batch_size, self._subject, stream=self._stream,
                           durable=self._durable, failed=self.watch.poke)
         # Batches being decided, oldest first: at most IN_FLIGHT, and only the newest may

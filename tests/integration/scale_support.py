@@ -534,6 +534,12 @@ async def check(report: Report, nc: Client, db: AsyncDatabase[Document],
                         ("plans with sequence numbers not dense", dense)):
         if items:
             report.problems.append(f"{len(items)} {what}, e.g. {items[:3]}")
+    # How close the run came to the parent wait (RECORDER_PARENT_WAIT_SECONDS): a
+    # decision that waits longer is dead-lettered though acknowledged.
+    waited = [d.get("waited_ms", 0) / 1000
+              async for d in db.parent_waits.find({}, {"waited_ms": 1})]
+    c["waited for a parent"] = (f"{len(waited)} (longest {max(waited):.1f} s)" if waited
+                                else "0")
     c["dead letters"] = await db.dead_letters.count_documents({})
     if c["dead letters"]:
         rules: Counter[str] = Counter()

@@ -30,6 +30,7 @@ from contracts.invariants import subjects as isubjects
 from contracts.shared.ids import new_id
 from deploy.embedded import ManagedServer
 from services.invariants import InvariantService
+from services.recorder_policy import wait_key
 from store.database import Document
 from store.invariant_store import InvariantStore
 from tests.conftest import worker_env
@@ -329,6 +330,55 @@ async def test_a_database_outage_longer_than_the_parent_wait_rejects_no_child(
         # Many more deliveries than a 3 s wait takes: the outage's did not count.
         assert info.delivered.consumer_seq > _retry(
             Settings(recorder_parent_wait_seconds=3, consumer_max_deliver=0)).max_deliver
+    finally:
+        await w.stop()
+
+
+OUTAGE_WAIT = 15.0
+"""The parent wait of the next test: longer than the gap bound (10 s), so one gap counted
+whole or as the bound tells apart."""
+
+
+@pytest.mark.slow
+async def test_a_child_already_waiting_outlives_an_outage_longer_than_its_wait(
+        nats_server: ManagedServer, nc: nats.NATS, mongo_uri: str,
+        mongo_client: AsyncMongoClient[Document], db: AsyncDatabase[Document],
+        db_name: str, tmp_path: Path) -> None:
+    """The child waits for its parent, then the database fails every read for 16 s, longer
+    than the 15 s parent wait: the gap between two of its sightings counts as at most the
+    gap bound (services.recorder_policy), so it is not dead-lettered when the database is
+    back, and its parent, published then, is its parent still. (Counting the gap whole
+    dead-lettered it at its first sighting after the outage; a recorder stopped as long,
+    or the server's clock stepping forward, did the same.)"""
+    w = await _started(nats_server, mongo_uri, db_name, tmp_path,
+                       CONSUMER_MAX_DELIVER="200", CONSUMER_BACKOFF="0.2",
+                       RECORDER_PARENT_WAIT_SECONDS=str(OUTAGE_WAIT))
+    js = nc.jetstream()
+    r = root()
+    child = decision(r["plan_id"], r["decision_id"])
+    try:
+        ack = await js.publish(subject(child), encode(child), headers=headers(child))
+        key = wait_key(ack.seq)
+        await until(lambda: db.parent_waits.find_one({"_id": key}), 10)
+        await fail_point(mongo_client, ["find", "aggregate"])
+        try:
+            await asyncio.sleep(1.0)  # a batch in flight settles
+            before = await db.parent_waits.find_one({"_id": key})
+            assert before is not None
+            await asyncio.sleep(OUTAGE_WAIT + 1 - 1.0)
+        finally:
+            await fail_point(mongo_client, None)
+
+        async def judged_again() -> bool:
+            seen = await db.parent_waits.find_one({"_id": key, "seen": {"$ne": before["seen"]}})
+            return seen is not None or await db.dead_letters.count_documents({}) > 0
+        await until(judged_again, 20)
+        assert await db.dead_letters.count_documents({}) == 0
+        await publish_all(js, [r])
+        assert await wait_for_count(db, "decisions", 2, timeout=20) == 2
+        assert await db.dead_letters.count_documents({}) == 0
+        after = await db.parent_waits.find_one({"_id": key})
+        assert after is not None and after["waited_ms"] < OUTAGE_WAIT * 1000
     finally:
         await w.stop()
 

@@ -40,8 +40,11 @@ class FakePuller:
         self.metrics: Any = None
         self.lease: HeldLease | None = None
         self.running = False
+        self.ack_wait = 1.0
+        self.hold_off: float | None = None
 
-    async def start(self) -> None:
+    async def start(self, hold_off: float = 0.0) -> None:
+        self.hold_off = hold_off
         self._board.started(self)
         self.running = True
 
@@ -153,6 +156,7 @@ async def test_one_partition_two_replicas_never_record_at_once_and_hand_over(
         await asyncio.sleep(0.05)
     await first.stop()  # graceful: released at once, taken within a round or two
     await until(lambda: second.pullers.held == ["recorder"])
+    assert board.pullers[-1].hold_off == 0.0  # released settled: nothing to wait for
     await second.stop()
     assert board.recording() == 0 and board.overlaps == []
 
@@ -164,6 +168,7 @@ async def test_a_dead_holders_partitions_move_only_once_its_leases_expired(
     a = replica(db, "a", board, six)
     await a.start()
     assert len(a.pullers.held) == 6  # a lone replica records every partition at once
+    assert [p.hold_off for p in board.pullers] == [0.0] * 6  # nobody held them
     await a.die(board)
     died = asyncio.get_running_loop().time()
     b = replica(db, "b", board, six)
@@ -171,6 +176,10 @@ async def test_a_dead_holders_partitions_move_only_once_its_leases_expired(
     assert b.pullers.held == []  # the leases have not expired yet
     await until(lambda: len(b.pullers.held) == 6)
     assert asyncio.get_running_loop().time() - died >= TTL * 0.9
+    # Taken from a holder that died: what it had pulled comes back before b pulls.
+    taken = [p for p in board.pullers if p.owner == "b"]
+    assert [p.hold_off for p in taken] == [b.pullers.hold_off(1.0)] * 6
+    assert b.pullers.hold_off(1.0) > 0
     await b.stop()
 
 

@@ -6,16 +6,14 @@ are really off.)"""
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.shared.ids import new_id
-from store.database import PARENT_WAITS, PLAN_LOCKS, WORKERS, Document
-from store.deliveries import ParentWaits
-from store.leases import Leases
+from store.database import PLAN_LOCKS, WORKERS, Document
+from store.leases import Leases, Taken
 from store.workers import WorkerRegistry
 
 pytestmark = pytest.mark.store
@@ -46,9 +44,14 @@ async def test_an_expired_lease_is_judged_by_the_servers_time(db: AsyncDatabase[
         {"_id": plan, "owner": "a", "expires_at": now - timedelta(seconds=1)},
         {"_id": soon, "owner": "a", "expires_at": now + timedelta(seconds=30)}])
     assert await leases.live([plan, soon]) == {soon}
-    assert await leases.acquire(plan, "b")  # over by the server's clock: taken
+    # Over by the server's clock: taken, from a holder whose lease expired.
+    assert await leases.take(plan, "b") is Taken.EXPIRED
     assert not await leases.acquire(soon, "b")  # not yet, whatever the taker's clock says
+    assert await leases.take(soon, "b") is Taken.REFUSED
     assert await leases.live([plan, soon]) == {plan, soon}
+    assert await leases.take(plan, "b") is Taken.OURS
+    await leases.release(plan, "b")
+    assert await leases.take(plan, "c", fenced=True) is Taken.FREE
 
 
 async def test_the_heartbeat_and_the_reaping_follow_the_servers_time(
@@ -71,15 +74,3 @@ async def test_the_heartbeat_and_the_reaping_follow_the_servers_time(
     assert await me.reap() == ["dead"]
     left = {d["_id"] async for d in db[WORKERS].find({}, {"_id": 1})}
     assert left == {"me", "alive", "registering"}
-
-
-async def test_a_parent_wait_is_counted_on_the_servers_clock(db: AsyncDatabase[Document]
-                                                             ) -> None:
-    waits = ParentWaits(db)
-    assert await waits.waited(["DECISIONS:1", "DECISIONS:2"]) == {
-        "DECISIONS:1": 0.0, "DECISIONS:2": 0.0}
-    await asyncio.sleep(0.3)
-    later = await waits.waited(["DECISIONS:1", "DECISIONS:3"])
-    assert later["DECISIONS:1"] >= 0.29 and later["DECISIONS:3"] == 0.0
-    first = await db[PARENT_WAITS].find_one({"_id": "DECISIONS:1"})
-    assert first is not None and first["since"] < first["seen"]
