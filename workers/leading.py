@@ -255,12 +255,14 @@ class LeadingPullers:
         Why: JetStream redelivers a dead holder's messages only after their ack wait,
         and serves redeliveries before new messages, in stream order. Pulling sooner
         gets the children of the decisions still out with the dead holder first: they
-        wait for their parents, their children for them, one level per backoff, and a
-        deep plan outlasts the parent wait (ADR 0037).
+        wait for their parents (ADR 0037).
 
-        The holder renewed its lease every `_renew_every` until it stopped, so it has
-        been silent for at least the lease's length less that (and less a second for
-        a slow renewal); its messages' ack waits ran from before then."""
+        The holder renewed its lease every `_renew_every`, so it has been silent for at
+        least the lease's length less that (and less a second for a slow renewal); its
+        messages' ack waits ran from before then. A holder starved of CPU may have
+        pulled later, between late renewals (a waiting full ack wait did no better in
+        runs under load): then some children still come first, wait, and are woken
+        once their parents are stored (workers.parent_wakes)."""
         silent = self._leases.ttl.total_seconds() - self._renew_every - 1.0
         return max(0.0, ack_wait - silent)
 

@@ -48,7 +48,8 @@ class Metrics:
         r = self.registry
         self.messages = Counter(
             "ledger_messages", "Messages settled, by consumer and outcome (ack: done; "
-            "term: dead-lettered; nak: waiting; fail: failed, redelivered after backoff).",
+            "term: dead-lettered; nak: waiting; fail: failed, redelivered after backoff; "
+            "woken: a waiting one nak'ed again at once, its parent stored).",
             ["stream", "consumer", "outcome"], registry=r)
         self.batch_size = Histogram(
             "ledger_batch_size", "Messages per pulled batch.", ["consumer"],

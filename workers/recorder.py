@@ -14,6 +14,7 @@ max_deliveries). The service is idempotent, so redelivery is safe.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 from collections.abc import Callable, Sequence
@@ -30,12 +31,13 @@ from contracts.shared.partitions import unpartitioned
 from contracts.shared.persistence import LeaseLost
 from contracts.shared.rules import RuleViolation
 from services.recorder import RecorderService
-from services.recorder_batch import subject_plan
+from services.recorder_batch import Committed, subject_plan
 from services.recorder_policy import Disposition, RecorderPolicy, Verdict
 from workers import upkeep
 from workers.batch import Batch
 from workers.deps import Deps, HandlerClass
 from workers.inbound import to_inbound
+from workers.parent_wakes import ParentWakes
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +84,10 @@ class RecorderConsumer:
         self._read: dict[int, Inbound] = {}
         """Each message as `read` saw it, by stream sequence, until its batch is decided
         (a batch decided again message by message reads the rest afresh)."""
+        self._nc = deps.nc
+        self._wakes = ParentWakes()
+        """The deliveries nak'ed while their parent was not stored, woken once a batch
+        stores it (workers.parent_wakes)."""
 
     def read(self, m: Msg, now: datetime) -> Read:
         msg = published(to_inbound(m))
@@ -110,6 +116,29 @@ class RecorderConsumer:
         async with self._announcing:
             verdicts = await svc.announce(stored)
             await self._settle(batch, inbound, verdicts)
+            self._note_waits(batch, stored, verdicts)
+            await self._wake(batch, stored)
+
+    def _note_waits(self, batch: Batch[Read], stored: Committed,
+                    verdicts: dict[int, Disposition]) -> None:
+        replies = {m.metadata.sequence.stream: m.reply for m in batch.msgs}
+        for c in stored.read.candidates:
+            v = verdicts.get(c.stream_sequence)
+            parent = c.decision.parent_decision_id
+            reply = replies.get(c.stream_sequence)
+            if v is not None and v.verdict is Verdict.NAK and parent and reply:
+                self._wakes.sleep(parent, c.decision.decision_id, reply, v.delay)
+
+    async def _wake(self, batch: Batch[Read], stored: Committed) -> None:
+        """Nak again, without a delay, the deliveries that waited for what this batch
+        stored (best effort: one not woken comes back after its delay)."""
+        if self._nc is None:
+            return
+        for reply in self._wakes.wake(d.decision_id for d in stored.written):
+            with contextlib.suppress(Exception):
+                await self._nc.publish(reply, Msg.Ack.Nak)
+                if batch.count is not None:
+                    batch.count("woken")
 
     @staticmethod
     async def _not_ours(batch: Batch[Read], exc: LeaseLost) -> None:

@@ -334,6 +334,38 @@ async def test_a_database_outage_longer_than_the_parent_wait_rejects_no_child(
         await w.stop()
 
 
+async def test_a_chain_whose_children_came_first_is_woken_level_by_level(
+        nats_server: ManagedServer, nc: nats.NATS, mongo_uri: str,
+        db: AsyncDatabase[Document], db_name: str, tmp_path: Path) -> None:
+    """A chain of 12 published deepest first: every child waits, its backoff grows past
+    a second; then the root. Each level is woken once its parent is stored
+    (workers.parent_wakes), so after the root the chain takes about one delivery per
+    decision; each level waiting out its own backoff took several each, one level after
+    another."""
+    w = await _started(nats_server, mongo_uri, db_name, tmp_path,
+                       RECORDER_PARENT_WAIT_SECONDS="60")
+    js = nc.jetstream()
+    chain = [root()]
+    for _ in range(11):
+        chain.append(decision(chain[0]["plan_id"], chain[-1]["decision_id"]))
+    try:
+        for d in reversed(chain[1:]):
+            await js.publish(subject(d), encode(d), headers=headers(d))
+
+        async def all_waiting() -> bool:
+            return await db.parent_waits.count_documents({"waited_ms": {"$gte": 1500}}) == 11
+        await until(all_waiting, 20)
+        before = (await js.consumer_info(DECISIONS_STREAM, RECORDER_DURABLE)).delivered
+        await publish_all(js, chain[:1])
+        assert await wait_for_count(db, "decisions", 12, timeout=30) == 12
+        await drained(js, DECISIONS_STREAM, RECORDER_DURABLE)
+        after = (await js.consumer_info(DECISIONS_STREAM, RECORDER_DURABLE)).delivered
+        assert after.consumer_seq - before.consumer_seq <= 2 * 12, (before, after)
+        assert await db.dead_letters.count_documents({}) == 0
+    finally:
+        await w.stop()
+
+
 OUTAGE_WAIT = 15.0
 """The parent wait of the next test: longer than the gap bound (10 s), so one gap counted
 whole or as the bound tells apart."""
