@@ -363,7 +363,9 @@ async def test_a_chain_whose_children_came_first_is_woken_level_by_level(
               "after its root was published")
         await drained(js, DECISIONS_STREAM, RECORDER_DURABLE)
         after = (await js.consumer_info(DECISIONS_STREAM, RECORDER_DURABLE)).delivered
-        assert after.consumer_seq - before.consumer_seq <= 2 * 12, (before, after)
+        # About one delivery each (a child's own backoff may fire beside its wake on a
+        # loaded machine); waiting out its backoff, each took several.
+        assert after.consumer_seq - before.consumer_seq <= 3 * 12, (before, after)
         assert await db.dead_letters.count_documents({}) == 0
     finally:
         await w.stop()
