@@ -140,8 +140,7 @@ class RecorderConsumer:
                 if batch.count is not None:
                     batch.count("woken")
 
-    @staticmethod
-    async def _not_ours(batch: Batch[Read], exc: LeaseLost) -> None:
+    async def _not_ours(self, batch: Batch[Read], exc: LeaseLost) -> None:
         """The partition is another replica's now (this one stalled past its lease):
         nothing was written; the messages go straight back to the durable, which the
         holder pulls, and this replica stops pulling it. Not a failure of the messages."""
@@ -150,6 +149,9 @@ class RecorderConsumer:
                     "partition's durable", len(batch.msgs), exc)
         if batch.lease is not None:
             batch.lease.lost()
+        # Its waiting deliveries are the new holder's now: a wake from here would only
+        # deliver one twice.
+        self._wakes.clear()
         for m in batch.unsettled():
             await batch.nak(m, 0)
 
