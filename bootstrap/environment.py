@@ -104,8 +104,6 @@ def read_settings(kind: type[Settings]) -> Settings:
         mongodb_uri=os.environ.get("MONGODB_URI", kind.mongodb_uri),
         mongodb_db=os.environ.get("MONGODB_DB", kind.mongodb_db),
         recorder_batch_size=env_int("RECORDER_BATCH_SIZE", kind.recorder_batch_size),
-        recorder_batch_timeout=env_float("RECORDER_BATCH_TIMEOUT",
-                                          kind.recorder_batch_timeout),
         recorder_parent_wait_seconds=env_float("RECORDER_PARENT_WAIT_SECONDS",
                                                 kind.recorder_parent_wait_seconds),
         recorder_ack_wait_seconds=env_float("RECORDER_ACK_WAIT_SECONDS",

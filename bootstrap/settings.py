@@ -41,7 +41,6 @@ class Settings:
     under a backlog; there each batch costs a few round trips whatever its size, so 1,000
     recorded ~10-35% more per second than 500 on the 2-core bench machine (README,
     Benchmarks), while a bare insert_many is as fast in either size."""
-    recorder_batch_timeout: float = 0.02
     recorder_parent_wait_seconds: float = 60.0
     recorder_ack_wait_seconds: float = 5.0
     graceful_timeout: float = 15.0

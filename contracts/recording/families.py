@@ -38,7 +38,7 @@ RECORDED = MessageFamily(
         durable=subjects.RECORDER_DURABLE,
         consumer=ConsumerSpec(
             ack_wait="recorder_ack_wait_seconds", batch_size="recorder_batch_size",
-            max_wait="recorder_batch_timeout", max_ack_pending=20_000, pending_batches=4,
+            max_ack_pending=20_000, pending_batches=4,
             waits="a decision's redeliveries while its parent is not stored yet "
                   "(RECORDER_PARENT_WAIT_SECONDS)",
             # Why: workers.recorder.RecorderConsumer.

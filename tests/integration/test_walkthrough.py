@@ -189,7 +189,7 @@ def learn(stack: Stack, command: str, out: str) -> None:
         stack.ids["01M8SY3M4N5P6Q7R8S9T0V1W2X"] = inv[1]
 
 
-@pytest.mark.long
+@pytest.mark.walkthrough
 async def test_the_readme_and_the_cli_page_run_as_written(tmp_path: Path) -> None:
     up, env = await start_up(tmp_path)
     stack = Stack(env)
