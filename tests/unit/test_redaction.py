@@ -29,6 +29,7 @@ FOUND = [
     ("email", "write to jane.doe+billing@example.co.uk today"),
     ("card", "card 4111 1111 1111 1111, exp 12/29"),
     ("card", "card 5500-0000-0000-0004"),
+    ("card", "paid with 4111111111111111."),
     ("customer", "the account CUST-004211 asked"),
 ]
 LEFT = [
@@ -38,6 +39,12 @@ LEFT = [
     "an @mention and a user@localhost",
     "task-sk-short and skeleton keys",
     "eyJ alone is not a token",
+    # Luhn-valid digit groups inside identifiers: a UUID (this one's "5-7364-6483-8667"
+    # passes Luhn), a LangGraph checkpoint reference, a hash, a slug.
+    "1f1eecd5-7364-6483-8667-864918861462",
+    "langgraph:01M8X0GH0H4R4KVXCEGFGZN0A2:1f1eecd5-7364-6483-8667-864918861462",
+    "sha256:ab4111111111111111cd",
+    "build-4111111111111111-x",
 ]
 
 
@@ -85,6 +92,21 @@ def test_a_decision_is_redacted_field_by_field_and_marks_hold_no_value() -> None
     assert out.actor_reasoning == "nothing here" and out.decision_id == d.decision_id
     plain = Decision.model_validate(root())
     assert redact_decision(RULES, plain) == (plain, ())
+
+
+def test_a_checkpoint_reference_comes_back_as_it_was_sent() -> None:
+    """A resume parses actor_state_ref: a UUID whose digit groups pass Luhn (0.58 % of
+    100,000 LangGraph checkpoint IDs made as a run makes them, `uuid6(clock_seq=step)`)
+    once came back as `...:[redacted:card]...`, and the resumed
+    run forked from a checkpoint that does not exist."""
+    top = root()
+    ref = "langgraph:01M8X0GH0H4R4KVXCEGFGZN0A2:1f1eecd5-7364-6483-8667-864918861462"
+    d = Decision.model_validate(decision(
+        top["plan_id"], top["decision_id"], "strategy_choice",
+        context_snapshot={"hot_context_hash": "sha256:" + "0" * 64,
+                          "hot_context_ref": "langgraph:state", "actor_state_ref": ref,
+                          "relevant_resources": []}))
+    assert redact_decision(RULES, d) == (d, ())
 
 
 def test_a_dead_letters_payload_is_redacted_whatever_it_is() -> None:
