@@ -3,32 +3,19 @@ quiet ledger, where one indexed look per kind stands in for a count per value.""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.shared.rules import Rule
-from store.database import DEAD_LETTERS, INVARIANT_VIOLATIONS, Document, ensure_indexes
+from store.database import DEAD_LETTERS, INVARIANT_VIOLATIONS, Document
 from store.status import ledger_status
-from tests.integration.bounds_support import Commands, counted_client
+from tests.integration.bounds_support import Commands
 
 pytestmark = pytest.mark.store
 
 NOW = datetime(2026, 12, 3, tzinfo=UTC)
-
-
-@pytest.fixture
-async def counted(mongo_uri: str, db_name: str
-                  ) -> AsyncIterator[tuple[AsyncDatabase[Document], Commands]]:
-    client, commands = counted_client(mongo_uri)
-    db = client[db_name]
-    await ensure_indexes(db)
-    try:
-        yield db, commands
-    finally:
-        await client.close()
 
 
 async def test_a_quiet_ledger_is_counted_in_a_few_reads(
