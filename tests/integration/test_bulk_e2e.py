@@ -1,6 +1,7 @@
-"""`agents bulk` against the real servers and workers, over a few hundred plans: the
-preview's counts and conflicts, the bound, a batch requested and followed to its end,
-a re-run that corrects nothing twice, a cancel half-way, an operator out of scope."""
+"""`agents bulk` against the real servers and workers, over a few dozen plans (a few
+hundred in the slow run, AT_SCALE): the preview's counts and conflicts, the bound, a
+batch requested and followed to its end, a re-run that corrects nothing twice, a cancel
+half-way, an operator out of scope."""
 
 from __future__ import annotations
 
@@ -34,17 +35,25 @@ WORDS = "leftpad yanked"
 """The filter every test asks for: both bad decisions of every loaded plan."""
 
 
-@pytest.mark.long  # 45-70 s: dealt first, so no worker ends the run on it
+AT_SCALE = pytest.mark.slow
+"""The same test over a few hundred plans: `scripts/test -m slow` (.ci/run) runs it; the
+default run keeps a few chunks' worth, which takes every path (the bulk service pages,
+chunks and walks the same way at any count) in under half the time (alone: 3.7 s for
+60 plans against 16.6 s for 300 to preview; 9.7 s for 40 against 24.8 s for 120 to
+correct)."""
+
+
+@pytest.mark.parametrize("n", [60, pytest.param(300, marks=[AT_SCALE, pytest.mark.long])])
 async def test_preview_counts_conflicts_bound_and_hostile_filters(
-        agents: Agents, db: AsyncDatabase[Document]) -> None:
-    loaded = await load_plans(db, 300)
+        agents: Agents, db: AsyncDatabase[Document], n: int) -> None:
+    loaded = await load_plans(db, n)
     p = (await agents.ok("bulk", "preview", WORDS, "--json")).json
-    assert (p["matches"], p["plans"]) == (600, 300)
-    assert (p["to_request"], p["covered"], p["conflicts_count"]) == (300, 300, 300)
+    assert (p["matches"], p["plans"]) == (2 * n, n)
+    assert (p["to_request"], p["covered"], p["conflicts_count"]) == (n, n, n)
     # Each outer revert reaches itself, the implementation and the inner match.
     # Files: each plan's own, and the src/app.py the factory gives every decision.
-    assert p["affected_decisions"] == 900 and p["affected_files"] == 301
-    assert p["risk"] == "low" and p["risk_counts"]["low"] == 300
+    assert p["affected_decisions"] == 3 * n and p["affected_files"] == n + 1
+    assert p["risk"] == "low" and p["risk_counts"]["low"] == n
     covered = {c["decision_id"]: c["covered_by"] for c in p["conflicts"]}
     for inner, outer in zip(loaded.inner, loaded.outer, strict=True):
         assert covered.get(inner, outer) == outer
@@ -54,22 +63,23 @@ async def test_preview_counts_conflicts_bound_and_hostile_filters(
 
     appended = (await agents.ok("bulk", "preview", WORDS, "--mode", "append", "--guidance",
                                 "Use the maintained fork.", "--json")).json
-    assert (appended["to_request"], appended["conflicts_count"]) == (600, 300)
+    assert (appended["to_request"], appended["conflicts_count"]) == (2 * n, n)
     narrowed = (await agents.ok("bulk", "preview", WORDS, "--type", "tool_invocation",
                                 "--json")).json
     assert (narrowed["matches"], narrowed["to_request"], narrowed["conflicts_count"]) == \
-        (300, 300, 0)
+        (n, n, 0)
     text = (await agents.ok("bulk", "preview", WORDS)).out
-    for line in ("matches: 600 decision(s) in 300 plan(s)", "would request: 300",
-                 "conflicts: 300", "affected files: 301", "nothing was changed"):
+    for line in (f"matches: {2 * n} decision(s) in {n} plan(s)", f"would request: {n}",
+                 f"conflicts: {n}", f"affected files: {n + 1}", "nothing was changed"):
         assert line in text, line
 
+    under = str(2 * n - 1)
     assert_one_line_error(await agents("bulk", "preview", WORDS,
-                                       env={"BULK_MAX_MATCHES": "599"}), 1,
-                          "matches more than 599 decisions (BULK_MAX_MATCHES)")
+                                       env={"BULK_MAX_MATCHES": under}), 1,
+                          f"matches more than {under} decisions (BULK_MAX_MATCHES)")
     assert_one_line_error(await agents("bulk", "request", WORDS, "--reason", "r",
-                                       env={"BULK_MAX_MATCHES": "599"}), 1,
-                          "matches more than 599 decisions")
+                                       env={"BULK_MAX_MATCHES": under}), 1,
+                          f"matches more than {under} decisions")
     for hostile in ('{"$where": "sleep(1000)"}', ".*", "\ud800"):
         assert_one_line_error(await agents("bulk", "preview", hostile), 1,
                               "matches no decision")
@@ -88,27 +98,28 @@ async def _settled(agents: Agents, batch_id: str, timeout: float = 300) -> dict[
             await asyncio.sleep(1)
 
 
-@pytest.mark.long  # 45-70 s: dealt first, so no worker ends the run on it
+@pytest.mark.long  # 20-70 s: dealt first, so no worker ends the run on it
+@pytest.mark.parametrize("n", [2 * SEND_CHUNK, pytest.param(6 * SEND_CHUNK, marks=AT_SCALE)])
 async def test_request_follows_every_correction_to_its_end_and_reruns_are_idempotent(
-        cli_workers: Workers, agents: Agents, db: AsyncDatabase[Document]) -> None:
-    loaded = await load_plans(db, 120)
+        cli_workers: Workers, agents: Agents, db: AsyncDatabase[Document], n: int) -> None:
+    loaded = await load_plans(db, n)
     batch_id = new_id()
     first = (await agents.ok("bulk", "request", WORDS, "--reason", "yanked release",
                              "--guidance", "Use the maintained fork.",
                              "--batch-id", batch_id, "--json")).json
-    assert first["batch_id"] == batch_id and len(first["items"]) == 240
+    assert first["batch_id"] == batch_id and len(first["items"]) == 2 * n
     done = await _settled(agents, batch_id)
     assert done["state"] == "completed", done["counts"]
-    assert done["counts"] == {"covered": 120, "applied": 120}
+    assert done["counts"] == {"covered": n, "applied": n}
     for d in loaded.outer:
         assert (await db.decisions.find_one({"_id": d}))["superseded_by"] is not None
-    assert await db.corrections.count_documents({"status": "applied"}) == 120
+    assert await db.corrections.count_documents({"status": "applied"}) == n
 
     again = await agents.ok("bulk", "request", WORDS, "--reason", "yanked release",
                             "--guidance", "Use the maintained fork.", "--batch-id", batch_id)
     assert f"bulk batch {batch_id} requested" in again.out
     await asyncio.sleep(2)
-    assert await db.corrections.count_documents({}) == 120
+    assert await db.corrections.count_documents({}) == n
     assert_one_line_error(await agents("bulk", "request", WORDS, "--reason", "r",
                                        "--batch-id", batch_id), 1,
                           "requested with another filter, mode or guidance")
