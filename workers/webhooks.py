@@ -123,24 +123,33 @@ class WebhookWorker:
     async def _dispatch(self, stream: Stream) -> None:
         pull: JetStreamContext.PullSubscription | None = None
         dropped = False
-        while True:
-            try:
-                if not self._on.is_set():
-                    if not dropped:  # also one an earlier run of the workers left
-                        await self._drop(stream, pull)
-                        pull, dropped = None, True
-                    await self._on.wait()
-                    continue
-                dropped = False
-                if pull is None:
-                    pull = await self._bind(stream)
-                await self._one_batch(pull)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.warning("webhook dispatch on %s failed; retrying", stream.name,
-                            exc_info=True)
-                await asyncio.sleep(1.0)
+        try:
+            while True:
+                try:
+                    if not self._on.is_set():
+                        if not dropped:  # also one an earlier run of the workers left
+                            await self._drop(stream, pull)
+                            pull, dropped = None, True
+                        await self._on.wait()
+                        continue
+                    dropped = False
+                    if pull is None:
+                        pull = await self._bind(stream)
+                    await self._one_batch(pull)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.warning("webhook dispatch on %s failed; retrying", stream.name,
+                                exc_info=True)
+                    await asyncio.sleep(1.0)
+        finally:
+            # Stopped: no more reads on this subscription, so it goes now. Left open,
+            # the connection's drain at shutdown waits on it until the drain timeout
+            # (30 s, then DrainTimeoutError): a worker with webhooks took that long to
+            # stop. The durable stays for the other replicas and the next start.
+            if pull is not None:
+                with contextlib.suppress(Exception):
+                    await pull.unsubscribe()
 
     async def _bind(self, stream: Stream) -> JetStreamContext.PullSubscription:
         s = self._settings
