@@ -82,6 +82,8 @@ class WebhookWorker:
         self.delivery.enabled = self._on
         self._tasks: list[asyncio.Task[None]] = []
         self._sub: Subscription | None = None
+        self._pulls: dict[str, JetStreamContext.PullSubscription] = {}
+        """Each dispatcher's subscription, by stream, while it reads."""
 
     async def start(self) -> None:
         self._sub = await self._nc.subscribe(CHANGED.everything, cb=self._on_change)
@@ -98,6 +100,13 @@ class WebhookWorker:
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        # The dispatchers' subscriptions go too (their durable stays, for the other
+        # replicas and the next start). Left open, the connection's drain at shutdown
+        # waited on them until its 30 s timeout (DrainTimeoutError): a worker with
+        # webhooks took that much longer to stop.
+        for pull in self._pulls.values():
+            await _unsubscribe(pull)
+        self._pulls.clear()
         await self._sender.close()
 
     async def _on_change(self, _msg: Any) -> None:
@@ -121,35 +130,26 @@ class WebhookWorker:
                                        REFRESH if self._on.is_set() else IDLE)
 
     async def _dispatch(self, stream: Stream) -> None:
-        pull: JetStreamContext.PullSubscription | None = None
         dropped = False
-        try:
-            while True:
-                try:
-                    if not self._on.is_set():
-                        if not dropped:  # also one an earlier run of the workers left
-                            await self._drop(stream, pull)
-                            pull, dropped = None, True
-                        await self._on.wait()
-                        continue
-                    dropped = False
-                    if pull is None:
-                        pull = await self._bind(stream)
-                    await self._one_batch(pull)
-                except asyncio.CancelledError:
-                    raise
-                except Exception:
-                    log.warning("webhook dispatch on %s failed; retrying", stream.name,
-                                exc_info=True)
-                    await asyncio.sleep(1.0)
-        finally:
-            # Stopped: no more reads on this subscription, so it goes now. Left open,
-            # the connection's drain at shutdown waits on it until the drain timeout
-            # (30 s, then DrainTimeoutError): a worker with webhooks took that long to
-            # stop. The durable stays for the other replicas and the next start.
-            if pull is not None:
-                with contextlib.suppress(Exception):
-                    await pull.unsubscribe()
+        while True:
+            try:
+                if not self._on.is_set():
+                    if not dropped:  # also one an earlier run of the workers left
+                        await self._drop(stream)
+                        dropped = True
+                    await self._on.wait()
+                    continue
+                dropped = False
+                pull = self._pulls.get(stream.name)
+                if pull is None:
+                    pull = self._pulls[stream.name] = await self._bind(stream)
+                await self._one_batch(pull)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.warning("webhook dispatch on %s failed; retrying", stream.name,
+                            exc_info=True)
+                await asyncio.sleep(1.0)
 
     async def _bind(self, stream: Stream) -> JetStreamContext.PullSubscription:
         s = self._settings
@@ -167,12 +167,9 @@ class WebhookWorker:
             await self._js.add_consumer(stream.name, config=config)
         return await self._js.pull_subscribe_bind(durable=DISPATCHER, stream=stream.name)
 
-    async def _drop(self, stream: Stream, pull: JetStreamContext.PullSubscription | None
-                    ) -> None:
+    async def _drop(self, stream: Stream) -> None:
         """No webhook: stop reading, and delete the durable so nothing piles up."""
-        if pull is not None:
-            with contextlib.suppress(Exception):
-                await pull.unsubscribe()
+        await _unsubscribe(self._pulls.pop(stream.name, None))
         with contextlib.suppress(nats.js.errors.NotFoundError, nats.errors.Error):
             await self._js.delete_consumer(stream.name, DISPATCHER)
 
@@ -197,3 +194,9 @@ class WebhookWorker:
             await m.ack()
         if made:
             self.delivery.wake.set()
+
+
+async def _unsubscribe(pull: JetStreamContext.PullSubscription | None) -> None:
+    if pull is not None:
+        with contextlib.suppress(Exception):
+            await pull.unsubscribe()

@@ -194,3 +194,36 @@ async def test_a_secret_is_sealed_at_rest_when_a_key_is_set(
     assert stored["scheme"] == "secretbox"
     assert secret.encode() not in bytes(stored["sealed"])
     assert json.dumps(added.json).count(secret) == 1
+
+
+async def test_a_replica_that_stops_leaves_the_dispatch_to_the_other(
+        rx: Receivers, nats_server: ManagedServer, nc: nats.NATS, mongo_uri: str,
+        db: AsyncDatabase[Document], db_name: str, tmp_path: Path) -> None:
+    """Two replicas share the dispatchers' durable: one that stops lets go of its
+    subscriptions at once (no drain left waiting on them) and keeps the durable, so the
+    other goes on delivering."""
+    env = worker_env(nats_server.url, mongo_uri, db_name, **WEBHOOK_ENV)
+    one = InProcessWorkers(env, tmp_path / "one.log")
+    two = InProcessWorkers(env, tmp_path / "two.log")
+    await one.start(nats_server.url)
+    await two.start(nats_server.url)
+    try:
+        agents = Agents({**env, "USER": "tester", "COLUMNS": "200"})
+        await _add(agents, rx, "/ok", "decision.persisted")
+        await until(lambda: _dispatching(nc), timeout=20)
+        await one.stop()
+        assert "DrainTimeoutError" not in one.log()
+        assert await _dispatching(nc)
+        async with DecisionRecorder.connect(nats_server.url) as rec:
+            root = await rec.root("Add a cache", context=WINDOW)
+            await rec.wait_all_persisted([root], timeout=20)
+
+        async def delivered() -> bool:
+            return any(p.get("decision_id") == root.decision_id
+                       for _, p in rx.seen.verified.get("/ok", []))
+
+        await until(delivered, timeout=30)
+    finally:
+        await one.stop()
+        await two.stop()
+    assert "DrainTimeoutError" not in two.log()
