@@ -2,7 +2,7 @@
 against a bare insert_many baseline in the same run.
 
     python bench/bench_recorder.py [--decisions 10000] [--plans 60] [--workers 1,2,3]
-                                   [--partitions 6] [--bare-runs 3]
+                                   [--partitions 6] [--pairs 3] [--bare-runs 1]
 
 Starts its own nats-server and secantusd-py (free ports, temp dir). For each worker
 count it starts that many `python -m workers` processes with RECORDER_PARTITIONS set,
@@ -19,7 +19,11 @@ second (publish to `persisted`: the latency when the recorder keeps up).
 Then it inserts the very documents the first run stored into a fresh collection with the
 same indexes, with `insert_many` in batches of the recorder's batch size, on the same
 server (`--bare-runs` times, the median counts): recorder / bare is the first run's rate
-over that bare rate.
+over that bare rate. The first worker count runs `--pairs` times (default 3), each run
+followed at once by its bare inserts, and the ratio printed is the median of the pairs'
+ratios: this machine's speed drifts by half within minutes (a fixed Python loop ran 1.5
+to 2.5 million rounds in 2 s between runs), so one pair says little and the spread
+of the pairs is printed beside it.
 
 On a machine with fewer cores than processes, more processes cannot add throughput; what
 the table shows instead is the CPU per 1,000 decisions each process spends, and from it
@@ -347,14 +351,14 @@ class Run:
 
 
 async def one_run(k: int, ns_url: str, mongo: Any, args: argparse.Namespace,
-                  data: Path, *, seed: int, signer: Signer | None, principals: Path) -> Run:
-    db_name = f"bench_recorder_{k}"
+                  data: Path, *, seed: int, signer: Signer | None, principals: Path,
+                  db_name: str) -> Run:
     env = {**os.environ, "NATS_URL": ns_url, "MONGODB_URI": mongo.url, "MONGODB_DB": db_name,
            "PYTHONPATH": str(ROOT), "RECORDER_PARTITIONS": str(args.partitions)}
     if signer is not None:
         env |= {"LEDGER_PRINCIPALS": str(principals), "REQUIRE_SIGNATURES": "1"}
     await add_invariants(mongo.url, db_name, checked_invariants(args.checks))
-    procs = start_workers(k, env, data, f"w{k}")
+    procs = start_workers(k, env, data, db_name)
     try:
         await wait_spread(mongo.url, db_name, args.partitions, k)
         pids = {**{f"worker{i}": p.pid for i, p in enumerate(procs)},
@@ -374,7 +378,7 @@ async def one_run(k: int, ns_url: str, mongo: Any, args: argparse.Namespace,
             p.wait()
 
 
-def report(args: argparse.Namespace, runs: list[Run], bare: dict[str, Any],
+def report(args: argparse.Namespace, runs: list[Run], pairs: list[tuple[Run, dict[str, Any]]],
            batch: int, *, signing: tuple[float, float] | None,
            audit: dict[str, float]) -> None:
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
@@ -393,7 +397,7 @@ def report(args: argparse.Namespace, runs: list[Run], bare: dict[str, Any],
     print(f"{'workers':>7} {'decisions/s':>12} {'p50 ms':>8} {'p99 ms':>8} "
           f"{'workers CPU s/1000':>19}   split (s/1000 per process)   mongo  publisher")
     print("-" * 110)
-    for r in runs:
+    for r in [run for run, _ in pairs] + runs[1:]:
         split = " + ".join(f"{c:.3f}" for c in r.worker_cpu)
         print(f"{r.workers:>7} {r.burst['rate']:>12.0f} {r.burst['p50']:>8.0f} "
               f"{r.burst['p99']:>8.0f} {sum(r.worker_cpu):>19.3f}   {split:<28} "
@@ -404,11 +408,16 @@ def report(args: argparse.Namespace, runs: list[Run], bare: dict[str, Any],
         print(f"paced, {args.paced_rate:.0f}/s offered, 2,000 decisions, {runs[0].workers} "
               f"worker(s): publish -> persisted p50 {paced['p50']:.1f} ms, "
               f"p99 {paced['p99']:.1f} ms")
-    print(f"bare insert_many, same docs, same indexes: {bare['rate']:.0f}/s (median of "
-          f"{', '.join(f'{x:.0f}' for x in bare['runs'])}); CPU s/1000: {shown(bare['cpu'])}")
-    first = runs[0]
-    print(f"recorder / bare (same indexes), {first.workers} worker: "
-          f"{first.burst['rate'] / bare['rate']:.2f}")
+    ratios = []
+    for i, (run, bare) in enumerate(pairs, 1):
+        ratios.append(run.burst["rate"] / bare["rate"])
+        print(f"pair {i}: recorder {run.burst['rate']:.0f}/s, then bare insert_many (same "
+              f"docs, same indexes) {bare['rate']:.0f}/s (median of "
+              f"{', '.join(f'{x:.0f}' for x in bare['runs'])}; CPU s/1000: "
+              f"{shown(bare['cpu'])}): {ratios[-1]:.2f}")
+    print(f"recorder / bare (same indexes), {runs[0].workers} worker: "
+          f"{statistics.median(ratios):.2f} (median of {len(ratios)} pairs; "
+          f"{min(ratios):.2f} to {max(ratios):.2f})")
     for r in runs:
         worst = max(r.worker_cpu) if r.worker_cpu else float("nan")
         print(f"  {r.workers} worker(s): the busiest process spends {worst:.3f} s per 1,000 "
@@ -424,7 +433,10 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--plans", type=int, default=60)
     ap.add_argument("--workers", default="1,2,3")
     ap.add_argument("--partitions", type=int, default=6)
-    ap.add_argument("--bare-runs", type=int, default=3)
+    ap.add_argument("--bare-runs", type=int, default=1,
+                    help="bare insert runs after each recorder run of a pair (median)")
+    ap.add_argument("--pairs", type=int, default=3,
+                    help="recorder run + bare insert pairs for the first worker count")
     ap.add_argument("--keep", metavar="DIR", default=None,
                     help="keep the servers' data and the workers' logs under DIR")
     ap.add_argument("--paced-rate", type=float, default=200.0,
@@ -453,20 +465,25 @@ async def main() -> None:
         signing = None if signer is None else verification_cost(
             signer, principals, interleaved(args.plans, 100, 99))
         try:
-            runs = [await one_run(k, ns.url, ms, args, data, seed=100_000 * i,
-                                  signer=signer, principals=principals)
-                    for i, k in enumerate(counts)]
-            bare = await bare_insert(ms.url, f"bench_recorder_{counts[0]}", batch,
-                                     args.bare_runs,
-                                     lambda: cpu_seconds({"mongo": ms.process.pid,
-                                                          "client": os.getpid()}))
-            first = f"bench_recorder_{counts[0]}"
+            pairs = []
+            for j in range(max(1, args.pairs)):
+                db_name = f"bench_recorder_{counts[0]}_pair{j}"
+                run = await one_run(counts[0], ns.url, ms, args, data, seed=1_000_000 * j,
+                                    signer=signer, principals=principals, db_name=db_name)
+                pairs.append((run, await bare_insert(
+                    ms.url, db_name, batch, args.bare_runs,
+                    lambda: cpu_seconds({"mongo": ms.process.pid, "client": os.getpid()}))))
+            runs = [pairs[0][0]] + [
+                await one_run(k, ns.url, ms, args, data, seed=100_000 * i, signer=signer,
+                              principals=principals, db_name=f"bench_recorder_{k}")
+                for i, k in enumerate(counts) if i > 0]
+            first = f"bench_recorder_{counts[0]}_pair0"
             keys = principal_keys(principals if signer is not None else None)
             audit = await audit_cost(ms.url, first, keys, runs[0].sent)
         finally:
             ns.stop()
             ms.stop()
-    report(args, runs, bare, batch, signing=signing, audit=audit)
+    report(args, runs, pairs, batch, signing=signing, audit=audit)
     eval_s, evaluations = evaluation_cost(checked_invariants(args.checks),
                                           interleaved(args.plans, 100, 99))
     print(f"\nchecked invariants: {args.checks} in force in every run; evaluating them on "

@@ -80,6 +80,15 @@ class Batch(Generic[R]):
         batch at a time."""
         self.handed_off.set()
 
+    def extend(self, more: Batch[R]) -> None:
+        """Take `more`'s messages (read since, from the same consumer) after this batch's
+        own; it must not have been settled or handed off yet."""
+        start = len(self.msgs)
+        self.msgs += more.msgs
+        self.reads += more.reads
+        self.identities += more.identities
+        self._at.update({id(m): start + i for i, m in enumerate(more.msgs)})
+
     def split(self) -> list[Batch[R]]:
         """One batch per unsettled message, settling through this one."""
         out = [Batch([m], [r], self.now, stream=self._stream, retry=self._retry,

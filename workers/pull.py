@@ -10,7 +10,9 @@ batch under a backlog, treats every timeout as "nothing yet", and keeps going.
 Batches overlap in two ways: the next batch is read (CPU) while the previous one waits
 on the database, and a handler may `hand_off` a batch once its writes are committed,
 so the next one is decided while the first still publishes its events and settles its
-messages (at most IN_FLIGHT batches at once; the handler keeps their order).
+messages (at most IN_FLIGHT batches at once; the handler keeps their order). Until the
+previous batch hands off, the next one keeps taking (and reading) what arrives, so under
+a steady flow a batch is what arrived during one commit.
 
 Around the loop: the durable is created or brought to its configuration, then watched
 (re-created from where it stopped if deleted or changed: workers.consumer_watch); a
@@ -38,7 +40,7 @@ from workers.batch import Batch, HeldLease
 from workers.consumer_watch import CHECK_EVERY, ConsumerWatch, stop_task, watch_durable
 from workers.exhaustion import Exhaustion
 from workers.failures import FailureLog
-from workers.fetch import LATE_GRACE, Fetcher
+from workers.fetch import LATE_GRACE, READY_WAIT, Fetcher
 from workers.inbound import Handler, decide, read_batch
 from workers.metrics import Metrics
 
@@ -188,7 +190,9 @@ class BatchPuller(Generic[R]):
                 batch.lease = self.lease
                 self._live.add(batch)
                 if flight:
-                    # Its writes must be committed before this batch reads the store.
+                    # Its writes must be committed before this batch reads the store; what
+                    # arrives meanwhile joins it.
+                    await self._top_up(fetcher, batch, flight[-1][0].handed_off)
                     await flight[-1][0].handed_off.wait()
                 while len(flight) >= IN_FLIGHT:
                     await flight.pop(0)[1]
@@ -197,6 +201,36 @@ class BatchPuller(Generic[R]):
         finally:
             for _, task in flight:
                 await task
+
+    async def _top_up(self, fetcher: Fetcher, batch: Batch[R], previous: asyncio.Event
+                      ) -> None:
+        """Read what arrives into `batch` until the batch before it hands off (the wait
+        this batch has anyway) or it is full: a batch is what arrived during one commit,
+        so batches grow with the load, while a message that arrives when nothing is
+        being committed still goes at once (at most READY_WAIT later).
+
+        A batch closed when the one before began to commit lets a steady flow settle
+        into slivers, each paying a whole round of reads, a transaction and a publish:
+        one recorder partition of six took 1,293 decisions in 165 batches while another
+        took 1,400 in 3 (bench/bench_recorder.py, the workers' batch-size metric)."""
+        topped = False
+        while not previous.is_set() and not self._stopping.is_set() and not self._carry:
+            room = self._batch_size - len(batch.msgs)
+            if room <= 0:
+                return
+            topped = True
+            await self._take(batch, await fetcher.fetch(room, READY_WAIT))
+        if topped and not self._carry:
+            # What the last pull delivered after its fetch returned would otherwise wait,
+            # unread and not kept alive, for the next batch's fetch.
+            await self._take(batch, fetcher.delivered_late())
+
+    async def _take(self, batch: Batch[R], more: list[Msg]) -> None:
+        room = max(0, self._batch_size - len(batch.msgs))
+        more, self._carry = more[:room], more[room:]
+        if more:
+            batch.extend(await read_batch(self._handler, more, stream=self._stream,
+                                          retry=self._retry, failures=self._failures))
 
     def _count(self, outcome: str) -> None:
         if self.metrics is None:

@@ -163,3 +163,47 @@ async def test_the_next_batch_is_decided_once_the_last_hands_off(nc: nats.NATS) 
     family = Sizes(handing_off=True)
     await pull_backlog(nc, family)  # each batch waits for the next one to start
     assert family.most_at_once == 2
+
+
+class SlowFirst(Sizes):
+    """The first batch's write takes `first_write` seconds; the others are quick."""
+
+    def __init__(self, first_write: float) -> None:
+        super().__init__(handing_off=False)
+        self.first_write = first_write
+        self.first_started = asyncio.Event()
+
+    async def decide(self, batch: Batch[bytes]) -> None:
+        self.sizes.append(len(batch.msgs))
+        if len(self.sizes) == 1:
+            self.first_started.set()
+            await asyncio.sleep(self.first_write)
+        for m in batch.msgs:
+            await batch.ack(m)
+
+
+async def test_what_arrives_during_a_commit_joins_the_next_batch(nc: nats.NATS) -> None:
+    """Messages trickling in while a batch commits make one next batch, not a sliver
+    taken at the commit's start and then the rest."""
+    js = nc.jetstream()
+    await js.add_stream(StreamConfig(name="S", subjects=["s.>"]))
+    family = SlowFirst(first_write=0.8)
+    puller = BatchPuller(js, stream="S", subject="s.>",
+                         config=ConsumerConfig(durable_name="s", filter_subject="s.>",
+                                               ack_wait=5.0),
+                         batch_size=100, max_wait=0.2, consumer=family,
+                         retry=Retry(3, (0.1,)))
+    await puller.start()
+    try:
+        await js.publish("s.x", b"first")
+        await asyncio.wait_for(family.first_started.wait(), 5)
+        for i in range(20):  # about 0.3 s of trickle, well inside the first commit
+            await js.publish("s.x", f"m{i}".encode())
+            await asyncio.sleep(0.015)
+        for _ in range(100):
+            if sum(family.sizes) >= 21:
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        await puller.stop(5.0)
+    assert family.sizes == [1, 20]
