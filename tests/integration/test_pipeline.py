@@ -7,10 +7,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 import nats
 import pytest
 from nats.aio.msg import Msg
+from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, StreamConfig
 
 from contracts.shared.inbound import Inbound
@@ -19,6 +21,16 @@ from workers.inbound import Batch, Retry
 from workers.pull import BatchPuller
 
 pytestmark = pytest.mark.e2e
+
+
+def make_puller(js: JetStreamContext, name: str, family: Any, batch_size: int, *,
+                durable: str | None = None) -> BatchPuller[Any]:
+    """A puller of stream `name.upper()` (subjects `name.>`), durable `name` by default."""
+    return BatchPuller(js, stream=name.upper(), subject=f"{name}.>",
+                       config=ConsumerConfig(durable_name=durable or name,
+                                             filter_subject=f"{name}.>", ack_wait=5.0),
+                       batch_size=batch_size, max_wait=0.2, consumer=family,
+                       retry=Retry(3, (0.1,)))
 
 
 class Family:
@@ -62,11 +74,7 @@ async def test_one_bad_message_never_holds_back_its_batch(nc: nats.NATS) -> None
     for body in [*bodies[:4], b"raise", b"poison", *bodies[4:]]:
         await js.publish("t.x", body)
     family = Family()
-    puller = BatchPuller(js, stream="T", subject="t.>",
-                         config=ConsumerConfig(durable_name="p", filter_subject="t.>",
-                                               ack_wait=5.0),
-                         batch_size=50, max_wait=0.2, consumer=family,
-                         retry=Retry(3, (0.1,)))
+    puller = make_puller(js, "t", family, 50, durable="p")
     await puller.start()
     try:
         for _ in range(100):
@@ -134,11 +142,7 @@ async def pull_backlog(nc: nats.NATS, family: Sizes) -> None:
     await js.add_stream(StreamConfig(name="B", subjects=["b.>"]))
     acks = [await js.publish_async("b.x", f"m{i}".encode()) for i in range(1000)]
     await asyncio.gather(*acks)
-    puller = BatchPuller(js, stream="B", subject="b.>",
-                         config=ConsumerConfig(durable_name="b", filter_subject="b.>",
-                                               ack_wait=5.0),
-                         batch_size=100, max_wait=0.2, consumer=family,
-                         retry=Retry(3, (0.1,)))
+    puller = make_puller(js, "b", family, 100)
     await puller.start()
     try:
         for _ in range(200):
@@ -188,11 +192,7 @@ async def test_what_arrives_during_a_commit_joins_the_next_batch(nc: nats.NATS) 
     js = nc.jetstream()
     await js.add_stream(StreamConfig(name="S", subjects=["s.>"]))
     family = SlowFirst(first_write=0.8)
-    puller = BatchPuller(js, stream="S", subject="s.>",
-                         config=ConsumerConfig(durable_name="s", filter_subject="s.>",
-                                               ack_wait=5.0),
-                         batch_size=100, max_wait=0.2, consumer=family,
-                         retry=Retry(3, (0.1,)))
+    puller = make_puller(js, "s", family, 100)
     await puller.start()
     try:
         await js.publish("s.x", b"first")
