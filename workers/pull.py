@@ -212,20 +212,25 @@ class BatchPuller(Generic[R]):
         A batch closed when the one before began to commit lets a steady flow settle
         into slivers, each paying a whole round of reads, a transaction and a publish:
         one recorder partition of six took 1,293 decisions in 165 batches while another
-        took 1,400 in 3 (bench/bench_recorder.py, the workers' batch-size metric)."""
+        took 1,400 in 3 (bench/bench_recorder.py, the workers' batch-size metric).
+        While the stream is quiet this polls every READY_WAIT, which costs a pull
+        request and its empty answer per wait, and only while a batch is committing
+        with the next one begun."""
         topped = False
-        while not previous.is_set() and not self._stopping.is_set() and not self._carry:
-            room = self._batch_size - len(batch.msgs)
-            if room <= 0:
-                return
+        while not previous.is_set() and not self._stopping.is_set() and not self._carry \
+                and len(batch.msgs) < self._batch_size:
             topped = True
-            await self._take(batch, await fetcher.fetch(room, READY_WAIT))
+            await self._take(batch, await fetcher.fetch(self._batch_size - len(batch.msgs),
+                                                        READY_WAIT))
         if topped and not self._carry:
             # What the last pull delivered after its fetch returned would otherwise wait,
-            # unread and not kept alive, for the next batch's fetch.
+            # unread and not kept alive, for the next batch's fetch (beyond the room left,
+            # it starts that batch).
             await self._take(batch, fetcher.delivered_late())
 
     async def _take(self, batch: Batch[R], more: list[Msg]) -> None:
+        """`more` (newer than anything in hand: the carry is empty) into `batch` up to its
+        size; the rest starts the next batch."""
         room = max(0, self._batch_size - len(batch.msgs))
         more, self._carry = more[:room], more[room:]
         if more:

@@ -169,11 +169,13 @@ async def test_the_next_batch_is_decided_once_the_last_hands_off(nc: nats.NATS) 
     assert family.most_at_once == 2
 
 
-class SlowFirst(Sizes):
-    """The first batch's write takes `first_write` seconds; the others are quick."""
+class SlowFirst(Family):
+    """`Family`, recording each batch's size; the first batch's write takes
+    `first_write` seconds, the others are quick."""
 
     def __init__(self, first_write: float) -> None:
-        super().__init__(handing_off=False)
+        super().__init__()
+        self.sizes: list[int] = []
         self.first_write = first_write
         self.first_started = asyncio.Event()
 
@@ -182,23 +184,25 @@ class SlowFirst(Sizes):
         if len(self.sizes) == 1:
             self.first_started.set()
             await asyncio.sleep(self.first_write)
-        for m in batch.msgs:
-            await batch.ack(m)
+        await super().decide(batch)
 
 
 async def test_what_arrives_during_a_commit_joins_the_next_batch(nc: nats.NATS) -> None:
     """Messages trickling in while a batch commits make one next batch, not a sliver
-    taken at the commit's start and then the rest."""
+    taken at the commit's start and then the rest; one among them that raises while
+    read is that message's alone."""
     js = nc.jetstream()
     await js.add_stream(StreamConfig(name="S", subjects=["s.>"]))
     family = SlowFirst(first_write=0.8)
     puller = make_puller(js, "s", family, 100)
+    trickle = [f"m{i}".encode() for i in range(19)]
+    trickle.insert(7, b"raise")
     await puller.start()
     try:
         await js.publish("s.x", b"first")
         await asyncio.wait_for(family.first_started.wait(), 5)
-        for i in range(20):  # about 0.3 s of trickle, well inside the first commit
-            await js.publish("s.x", f"m{i}".encode())
+        for body in trickle:  # about 0.3 s of trickle, well inside the first commit
+            await js.publish("s.x", body)
             await asyncio.sleep(0.015)
         for _ in range(100):
             if sum(family.sizes) >= 21:
@@ -207,3 +211,5 @@ async def test_what_arrives_during_a_commit_joins_the_next_batch(nc: nats.NATS) 
     finally:
         await puller.stop(5.0)
     assert family.sizes == [1, 20]
+    assert family.recorded == [b"first", *(b for b in trickle if b != b"raise")]
+    assert len(family.terminated) == 1 and "RecursionError" in family.terminated[0]
