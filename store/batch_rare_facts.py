@@ -3,6 +3,7 @@ correction made stale resume, and the ancestors of plans that claim child plans.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 
 from pymongo.asynchronous.collection import AsyncCollection
@@ -47,11 +48,19 @@ async def resumes(attempts_coll: AsyncCollection[Document], superseded_by: dict[
         return {}, {}
     replacements = set(superseded_by.values())
     corrections = {c for c in rolled.values() if c is not None}
-    attempts = await attempts_coll.find(
-        {"$or": [{"new_decision_id": {"$in": list(replacements)}},
-                 {"correction_id": {"$in": list(corrections)},
-                  "new_decision_id": {"$type": "string"}}]},
-        {"correction_id": 1, "new_decision_id": 1, "plan_id": 1}).to_list()
+    # Two indexed reads, not one `$or`: SecantusDB reads every attempt for a filter with
+    # a logical operator (ADR 0038).
+    queries: list[Document] = []
+    if replacements:
+        queries.append({"new_decision_id": {"$in": list(replacements)}})
+    if corrections:
+        queries.append({"correction_id": {"$in": list(corrections)},
+                        "new_decision_id": {"$type": "string"}})
+    found = await asyncio.gather(*(attempts_coll.find(
+        q, {"correction_id": 1, "new_decision_id": 1, "plan_id": 1}).to_list()
+        for q in queries))
+    attempts = sorted({a["_id"]: a for docs in found for a in docs}.values(),
+                      key=lambda a: str(a["_id"]))
     by_new = {a["new_decision_id"]: a for a in attempts}
     by_correction = {a["correction_id"]: a for a in attempts}
     superseded = {}

@@ -66,8 +66,10 @@ class HoldRepository:
         """One hold awaiting the judge, leased to `owner`, with its attempt number; None
         when there is none to take."""
         doc = await self._coll.find_one_and_update(
+            # Unclaimed or its claim expired (a date or null): no `$or`, which makes
+            # SecantusDB read every hold (ADR 0038).
             {"status": HoldStatus.AWAITING_JUDGE.value,
-             "$or": [{"claimed_until": None}, {"claimed_until": {"$lt": now}}]},
+             "claimed_until": {"$not": {"$gte": now}}},
             {"$set": {"claimed_until": now + lease, "claimed_by": owner},
              "$inc": {"attempts": 1}},
             sort=[("_id", 1)], return_document=ReturnDocument.AFTER)

@@ -86,3 +86,23 @@ async def test_a_revert_committed_after_the_facts_makes_the_batch_plan_again(
         db["plans"], str(a["plan_id"]), 1, T0, s, bump_epoch=True))
     assert await repo.insert_recorded([late], T0, facts.epochs) is None
     assert await db.decisions.find_one({"_id": late.decision.decision_id}) is None
+
+
+async def test_a_claim_of_a_plan_that_began_since_its_facts_is_not_written(
+        db: AsyncDatabase[Document]) -> None:
+    """The claim rules are asked again of the child's record in the transaction: its
+    root, committed after the claim's facts were read and older than the claim, stands
+    and the claim plans again (and is then refused)."""
+    repo = RecorderRepository(db)
+    a, _ = await two_plans(repo)
+    child = new_id()
+    claim = cand(decision(a["plan_id"], a["decision_id"], downstream_plan_ids=[child],
+                          created_at=at(5)), 1)
+    facts = await repo.facts_for([claim])
+    assert triage_batch([claim], facts).accept
+    assert await repo.insert_recorded([cand(root(child, created_at=at(1)), 2)], T0) is not None
+    assert await repo.insert_recorded([claim], T0, facts.epochs) is None
+    plan = await db.plans.find_one({"_id": child})
+    assert plan is not None and plan.get("parent_plan_id") is None
+    again = triage_batch([claim], await repo.facts_for([claim]))
+    assert [v.rule for _, vs in again.reject for v in vs] == [Rule.CHILD_PLAN_CLAIM]
