@@ -77,6 +77,7 @@ from contracts.invariants.gate import Gate, GateInputs  # noqa: E402
 from contracts.invariants.model import Invariant, InvariantScope  # noqa: E402
 from contracts.invariants.rules import RuleSet  # noqa: E402
 from contracts.recording.families import RECORDED  # noqa: E402
+from contracts.shared.ids import new_id  # noqa: E402
 from contracts.shared.roles import Role  # noqa: E402
 from contracts.trust.audit import verify_export  # noqa: E402
 from contracts.trust.audit_lines import header, principals_json  # noqa: E402
@@ -91,7 +92,7 @@ from contracts.trust.principals import (  # noqa: E402
 from contracts.trust.signing import Signer  # noqa: E402
 from deploy.embedded import die_with_parent, free_port, start_mongo, start_nats  # noqa: E402
 from store.audit import AuditReader  # noqa: E402
-from store.database import DECISIONS, PLAN_LOCKS, connect, ensure_indexes  # noqa: E402
+from store.database import DECISIONS, PLAN_LOCKS, PLANS, connect, ensure_indexes  # noqa: E402
 from store.invariants import InvariantRepository  # noqa: E402
 from tests.factories import encode, headers, plan_tree, subject  # noqa: E402
 
@@ -172,6 +173,21 @@ async def add_invariants(mongo_uri: str, db_name: str, invariants: list[Invarian
         await InvariantRepository(db).add(inv)
     await client.close()
     return invariants
+
+
+async def add_plans(mongo_uri: str, db_name: str, count: int) -> None:
+    """`count` plans' records already in the store (`--existing-plans`), as a deployment
+    that has run a while holds: what a write whose cost grows with the store pays for."""
+    client: AsyncMongoClient[dict[str, Any]] = connect(mongo_uri)
+    now = datetime.now(UTC)
+    plans = client[db_name][PLANS]
+    for i in range(0, count, 5000):
+        await plans.insert_many([
+            {"_id": new_id(), "next_sequence": 1, "status": "active", "created_at": now,
+             "root_decision_id": new_id(), "root_created_at": now, "owner": AGENT,
+             "delegates": [], "project": "bench", "parent_plan_id": None}
+            for _ in range(min(5000, count - i))])
+    await client.close()
 
 
 def interleaved(plans: int, per_plan: int, seed: int) -> list[dict[str, Any]]:
@@ -367,6 +383,8 @@ async def one_run(k: int, ns_url: str, mongo: Any, args: argparse.Namespace,
     if signer is not None:
         env |= {"LEDGER_PRINCIPALS": str(principals), "REQUIRE_SIGNATURES": "1"}
     await add_invariants(mongo.url, db_name, checked_invariants(args.checks))
+    if args.existing_plans:
+        await add_plans(mongo.url, db_name, args.existing_plans)
     procs = start_workers(k, env, data, db_name)
     try:
         await wait_spread(mongo.url, db_name, args.partitions, k)
@@ -454,6 +472,8 @@ def parse_args() -> argparse.Namespace:
                     help="recorder run + bare insert pairs for the first worker count")
     ap.add_argument("--keep", metavar="DIR", default=None,
                     help="keep the servers' data and the workers' logs under DIR")
+    ap.add_argument("--existing-plans", type=int, default=0,
+                    help="plans' records stored before each run (a store that ran a while)")
     ap.add_argument("--paced-rate", type=float, default=200.0,
                     help="offered rate (decisions/s) of the latency run (0: none)")
     ap.add_argument("--checks", type=int, default=20,
