@@ -8,6 +8,7 @@ plans, the counts, the export file), so a family is either wholly there or wholl
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
@@ -46,12 +47,17 @@ SINCE = {PlanStatus.ROLLED_BACK: "rolled_back_at", PlanStatus.COMPLETED: "ended_
 ERASED_MARK = "retained.erased_at"
 
 
-def due_query(policy: Policy, cut: datetime) -> Document:
-    query: Document = {"$or": [{"status": s.value, SINCE[s]: {"$lt": cut}}
-                               for s in policy.statuses]}
-    if policy.action is Action.ERASE:
-        query[ERASED_MARK] = {"$exists": False}
-    return query
+def due_queries(policy: Policy, cut: datetime) -> list[Document]:
+    """One query per status the policy covers, each served by the plans' `by_status`
+    index: not one `$or` of them, which SecantusDB answers by reading every plan, for
+    every page of a sweep (ADR 0038)."""
+    queries: list[Document] = []
+    for s in policy.statuses:
+        query: Document = {"status": s.value, SINCE[s]: {"$lt": cut}}
+        if policy.action is Action.ERASE:
+            query[ERASED_MARK] = {"$exists": False}
+        queries.append(query)
+    return queries
 
 
 @translate_errors
@@ -63,12 +69,11 @@ class RetentionStore:
     async def due_plans(self, policy: Policy, cut: datetime, limit: int,
                         after: str | None = None) -> list[str]:
         """Up to `limit` plans the policy finds due, in ID order after `after`."""
-        query = due_query(policy, cut)
-        if after is not None:
-            query["_id"] = {"$gt": after}
-        docs = await self._db[PLANS].find(query, {"_id": 1}).sort("_id", 1).limit(
-            limit).to_list()
-        return [str(d["_id"]) for d in docs]
+        after_id: Document = {"_id": {"$gt": after}} if after is not None else {}
+        pages = await asyncio.gather(*(
+            self._db[PLANS].find(q | after_id, {"_id": 1}).sort("_id", 1).limit(
+                limit).to_list() for q in due_queries(policy, cut)))
+        return sorted({str(d["_id"]) for docs in pages for d in docs})[:limit]
 
     async def families(self, plan_ids: Iterable[str]) -> dict[str, list[str]]:
         """Each plan's whole family: up to its top plan, then every plan below it."""

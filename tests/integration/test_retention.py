@@ -18,8 +18,9 @@ from pymongo.asynchronous.database import AsyncDatabase
 from bootstrap.retention_settings import RetentionSettings
 from bootstrap.settings import Settings
 from contracts.decisions.model import Decision
+from contracts.decisions.plan_states import PlanStatus
 from contracts.retention.erasure import ERASED
-from contracts.retention.policies import parse_policies
+from contracts.retention.policies import Policy, parse_policies
 from contracts.shared.ids import new_id
 from contracts.shared.timestamps import utc_now
 from contracts.trust.audit import verify_export
@@ -27,6 +28,7 @@ from store.database import Document
 from store.decisions import to_document
 from store.leases import Leases
 from store.mongo_store import MongoStore
+from store.retention import RetentionStore
 from tests.factories import decision, root
 from tests.integration.cli_support import Agents, agents
 from tests.integration.wire import until
@@ -151,3 +153,24 @@ async def test_the_workers_loop_applies_the_policies_under_a_lease(
         await asyncio.gather(task, return_exceptions=True)
         await store.close()
     assert await db.erasures.count_documents({"by": "retention"}) >= 1
+
+
+async def test_due_plans_of_several_statuses_page_in_id_order(
+        db: AsyncDatabase[Document]) -> None:
+    """A policy over two statuses reads one indexed query per status (ADR 0038) and
+    merges them: every due plan once, in ID order, pages of `limit`, nothing else."""
+    now = utc_now()
+    old = now - timedelta(days=400)
+    docs = [{"_id": f"P{i:03d}", "status": status, "ended_at": old, "created_at": old}
+            for i, status in enumerate(["completed", "abandoned", "active", "rolled_back"] * 7)]
+    docs.append({"_id": "P999", "status": "completed", "ended_at": now, "created_at": old})
+    await db.plans.insert_many(docs)
+    policy = Policy("old", 365, statuses=(PlanStatus.COMPLETED, PlanStatus.ABANDONED))
+    store, pages, after = RetentionStore(db), [], None
+    while page := await store.due_plans(policy, now - timedelta(days=365), 5, after):
+        pages.append(page)
+        after = page[-1]
+    want = [d["_id"] for d in docs if d["status"] in ("completed", "abandoned")
+            and d["ended_at"] == old]
+    assert [len(p) for p in pages] == [5, 5, 4]
+    assert [i for p in pages for i in p] == sorted(want)
