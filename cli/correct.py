@@ -43,7 +43,7 @@ def _guidance(guidance: str | None, mode: CorrectionMode, dry_run: bool) -> str 
     """None lets a revert take its default guidance (contracts.corrections.requests.
     default_revert_guidance: it names the target and the operator, and the replacement's
     chosen option reads `(reverted; no replacement chosen) was: <original choice>`), as
-    the seeds' `agents plan correct --mode=revert ID` expects. An append's guidance is
+    the specification's `agents plan correct --mode=revert ID` expects. An append's guidance is
     the child plan's prompt, which nothing can make up, so it is required.
     A dry run changes nothing."""
     if guidance is None:

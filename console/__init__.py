@@ -1,1 +1,1 @@
-"""The operator console: a web application over the ledger (issue 11, docs/console.md)."""
+"""The operator console: a web application over the ledger (ADR 0025, docs/console.md)."""

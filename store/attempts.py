@@ -1,11 +1,11 @@
-"""The correction_attempts collection, with the seed's repository API and its rules.
+"""The correction_attempts collection, with the specified repository API and its rules.
 
-The seed backs this with SQL foreign keys; MongoDB has none, so the rules are
-checked here: `create` refuses an attempt whose correction or original decision does
-not exist (ForeignKeyViolation, the seed's DatabaseError), and the RESTRICT side
-(a decision named by an attempt cannot be deleted) is enforced by
-`DecisionRepository.delete` through `referencing`. Deleting a plan deletes its
-attempts (`PlanRepository.delete`), as the seed's cascade does.
+The specification (ADR 0001) backs this with SQL foreign keys; MongoDB has none, so the
+rules are checked here: `create` refuses an attempt whose correction or original
+decision does not exist (ForeignKeyViolation, the specified DatabaseError), and the
+RESTRICT side (a decision named by an attempt cannot be deleted) is enforced by
+`DecisionRepository.delete`. Deleting a plan deletes its attempts
+(`PlanRepository.delete`), as the specified cascade does.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ class CorrectionAttemptRepository:
         self._corrections = db[CORRECTIONS]
         self._decisions = db[DECISIONS]
 
-    # --- the seed's API -----------------------------------------------------------
+    # --- the specified API (ADR 0001) ----------------------------------------------
 
     async def create(self, record: CorrectionAttemptRecord,
                      session: AsyncClientSession | None = None) -> CorrectionAttemptRecord:
@@ -101,14 +101,6 @@ class CorrectionAttemptRepository:
                                            to_document(after), session=session)
         if res.matched_count != 1:
             raise ConcurrentChange(f"attempt {after.id} is no longer {expected.value}")
-
-    async def referencing(self, decision_ids: list[str],
-                          session: AsyncClientSession | None = None) -> list[str]:
-        """IDs of attempts naming any of these decisions, as original or new decision."""
-        cursor = self._coll.find(
-            {"$or": [{"original_decision_id": {"$in": decision_ids}},
-                     {"new_decision_id": {"$in": decision_ids}}]}, {"_id": 1}, session=session)
-        return [d["_id"] async for d in cursor]
 
     async def _check_references(self, record: CorrectionAttemptRecord,
                                 session: AsyncClientSession | None) -> None:

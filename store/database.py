@@ -79,8 +79,8 @@ _INDEXES: dict[str, list[IndexModel]] = {
         IndexModel([("status", ASCENDING), ("requested_at", ASCENDING)],
                    name="by_status_age"),
     ],
-    # Attempts are few (one or two per correction), so an index per lookup the seed's
-    # API and the RESTRICT rule need costs little.
+    # Attempts are few (one or two per correction), so an index per lookup the
+    # specified API and the RESTRICT rule need costs little.
     CORRECTION_ATTEMPTS: [
         IndexModel([("correction_id", ASCENDING), ("created_at", ASCENDING)],
                    name="by_correction"),

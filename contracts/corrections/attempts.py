@@ -21,7 +21,7 @@ from contracts.shared.timestamps import UtcTime, utc_now
 
 
 class CorrectionAttemptRecord(Frozen):
-    """One execution of a correction (collection `correction_attempts`), as the seed defines it.
+    """One execution of a correction (collection `correction_attempts`), as specified (ADR 0001).
 
     A correction stays EXECUTING while an attempt fails and another is tried; it
     becomes FAILED only when the service gives up.

@@ -26,8 +26,8 @@ def reverted_choice(original: str) -> str:
 
 
 def default_revert_guidance(decision_id: str, requested_by: str | None) -> str:
-    """The guidance of a revert requested without any (the seeds' `agents plan correct
-    --mode=revert ID`): it names the target and the operator. The one place this text is
+    """The guidance of a revert requested without any (the specification's `agents plan
+    correct --mode=revert ID`): it names the target and the operator. The one place this text is
     made; CorrectionRequest fills it in, whoever builds the request (CLI, client, raw
     publisher), so `guidance_defaulted` can recognise it later."""
     who = f" requested by {requested_by}" if requested_by else ""

@@ -42,20 +42,20 @@ CORRECTION_TRANSITIONS: Mapping[CorrectionStatus, frozenset[CorrectionStatus]] =
     _C.FAILED: frozenset({_C.PENDING}),  # an operator's retry only (CORRECTION_REOPEN)
     _C.CANCELLED: frozenset(),
 })
-"""The seed's correction lifecycle, plus PENDING -> FAILED, ANALYZING -> FAILED and the
-operator's retry FAILED -> PENDING.
+"""The specified correction lifecycle (ADR 0001), plus PENDING -> FAILED, ANALYZING ->
+FAILED and the operator's retry FAILED -> PENDING.
 
-The seed only lets EXECUTING fail. But a request whose target is missing, already
-superseded or in another plan must end FAILED with a reason *without executing*
-(issue 3): entering EXECUTING first would publish an `executing` event for work that
+The specification only lets EXECUTING fail. But a request whose target is missing,
+already superseded or in another plan must end FAILED with a reason *without executing*
+(ADR 0017): entering EXECUTING first would publish an `executing` event for work that
 never starts. So validation failures are detected while PENDING or ANALYZING and
-go straight to FAILED. Cancellation stays limited to PENDING and ANALYZING, as seeded.
+go straight to FAILED. Cancellation stays limited to PENDING and ANALYZING, as specified.
 
-FAILED -> PENDING is the operator's retry (`agents correction retry`, issue 8; the seed
-allows "multiple attempts ... if a first attempt fails and the operator retries"). It
-goes back to PENDING, not straight to EXECUTING: the tree may have changed since the
-failure, so the target is validated and the impact computed again, and a retried
-correction can still be cancelled before it executes. Only an operator takes it
+FAILED -> PENDING is the operator's retry (`agents correction retry`, ADR 0017; the
+specification allows "multiple attempts ... if a first attempt fails and the operator
+retries"). It goes back to PENDING, not straight to EXECUTING: the tree may have
+changed since the failure, so the target is validated and the impact computed again,
+and a retried correction can still be cancelled before it executes. Only an operator takes it
 (CORRECTION_REOPEN), so FAILED stays terminal for the runner and the recovery sweep.
 Each pass from PENDING is a *round* (Correction.round); a status is entered at most
 once per round, so `<correction_id>:<status>` (round 1) and
@@ -76,7 +76,7 @@ ATTEMPT_TRANSITIONS: Mapping[CorrectionAttemptState, frozenset[CorrectionAttempt
         _A.FAILED: frozenset(),
     })
 )
-"""The seed's attempt lifecycle, exactly: pending -> executing -> complete | failed."""
+"""The specified attempt lifecycle, exactly: pending -> executing -> complete | failed."""
 
 CORRECTION_LIFECYCLE = Lifecycle(
     "correction", CORRECTION_TRANSITIONS, CorrectionStatus.PENDING, reopen=CORRECTION_REOPEN

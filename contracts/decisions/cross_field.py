@@ -16,7 +16,8 @@ if TYPE_CHECKING:
 
 
 def cross_field_violations(d: Decision) -> list[InitErrorDetails]:
-    """The seed's rules that relate fields of one decision; all are reported at once."""
+    """The specified rules that relate fields of one decision (ADR 0001); all are reported
+    at once."""
     broken = [*_parent_rules(d), *_correction_rules(d), *_parent_plan_rules(d)]
     if d.parent_decision_id is not None and d.parent_decision_id == d.decision_id:
         broken.append(_broken(Rule.PARENT_EXISTS, "parent_decision_id",

@@ -26,7 +26,7 @@ class Rule(StrEnum):
     CORRECTION_NEEDS_TARGET = "correction_needs_target"
     TARGET_NEEDS_CORRECTION_FLAG = "target_needs_correction_flag"
     NON_EMPTY = "non_empty"
-    # Tree rules the seeds imply.
+    # Tree rules the specification implies (ADR 0001).
     ONLY_ROOT_LACKS_PARENT = "only_root_lacks_parent"
     ONE_ROOT_PER_PLAN = "one_root_per_plan"
     PARENT_IN_SAME_PLAN = "parent_in_same_plan"
@@ -57,7 +57,7 @@ class Rule(StrEnum):
     RESOLVED_BY_OPERATOR = "resolved_by_operator"
     INVARIANT_EXISTS = "invariant_exists"
     VIOLATION_ID_CONFLICT = "violation_id_conflict"
-    # Hostile input (issue 7): any failure while reading one message is that message's.
+    # Hostile input (ADR 0011): any failure while reading one message is that message's.
     UNREADABLE = "unreadable"
     """Reading it failed in a way no other rule names (e.g. nested too deeply)."""
     PAYLOAD_TOO_LARGE = "payload_too_large"
@@ -65,11 +65,11 @@ class Rule(StrEnum):
     MORE_ERRORS = "more_errors"
     """Not a rule of its own: the last entry of a report cut at MAX_ERRORS, counting the
     violations not listed (contracts.shared.bounds)."""
-    # Archive safety (issue 7): an artifact_path a revert could not archive safely.
+    # Archive safety (ADR 0018): an artifact_path a revert could not archive safely.
     SAFE_ARTIFACT_PATH = "safe_artifact_path"
     MAX_DELIVERIES = "max_deliveries"
     """Retries exhausted: every delivery of the message failed (each attempt's error listed)."""
-    # The current tree stays a tree (issue 8): nothing current under what a correction removed.
+    # The current tree stays a tree (ADR 0019): nothing current under what a correction removed.
     PARENT_SUPERSEDED = "parent_superseded"
     """The parent was superseded by a revert: resume under the replacement decision."""
     PLAN_ROLLED_BACK = "plan_rolled_back"

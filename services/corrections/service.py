@@ -63,7 +63,7 @@ class CorrectionService:
         self._runner = PlanRunner(store, self._writes, steps, archive, self.policy,
                                   worker_id=worker_id or new_id(), clock=clock)
 
-    # --- the seed's API ------------------------------------------------------------
+    # --- the specified API (ADR 0001) -----------------------------------------------
 
     async def request_correction(self, request: CorrectionRequest, *,
                                  arrival: int = 0,
