@@ -1,4 +1,4 @@
-"""A whole decision graph in memory and the seed's queue-based BFS over it: test code.
+"""A whole decision graph in memory and the specified queue-based BFS over it: test code.
 
 `compute_impact` is written independently of `contracts.impact.walk.ImpactWalk.expand` (one
 queue, no levels), so the property tests comparing the two check the level-by-level
@@ -80,7 +80,7 @@ def compute_impact(
     graph: ImpactGraph,
     durations: Mapping[DecisionType, float] | None = None,
 ) -> CorrectionImpact:
-    """The seed's queue-based BFS over a whole in-memory graph.
+    """The specified queue-based BFS over a whole in-memory graph.
 
     Written independently of `expand` (one queue, no levels) so that the property
     test comparing the two checks the level-by-level version rather than itself.

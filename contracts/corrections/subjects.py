@@ -104,7 +104,7 @@ def resume_msg_id(correction_id: str) -> str:
 
 
 def request_msg_id(correction_id: str) -> str:
-    """Nats-Msg-Id of a CorrectionRequest: the correction_id itself, as the issue fixes."""
+    """Nats-Msg-Id of a CorrectionRequest: the correction_id itself (ADR 0005)."""
     return correction_id
 
 

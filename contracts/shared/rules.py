@@ -19,7 +19,7 @@ from contracts.shared.bounds import MAX_ERRORS, MAX_FIELD_BYTES, MAX_TEXT_BYTES,
 class Rule(StrEnum):
     """Every rule the recorder enforces, by name."""
 
-    # Seed validation rules (decision_model.md, "Validation Rules").
+    # The specified validation rules (ADR 0001; decision_model.md, "Validation Rules").
     VALID_ULID = "valid_ulid"
     CONFIDENCE_RANGE = "confidence_range"
     ROOT_HAS_NO_PARENT = "root_has_no_parent"

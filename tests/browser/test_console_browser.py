@@ -1,5 +1,5 @@
 """The console in a real headless Chromium against the real stack (NATS, MongoDB, the
-workers): the scenarios of issue 11, as an operator clicks through them."""
+workers): the console's scenarios (docs/console.md), as an operator clicks through them."""
 
 from __future__ import annotations
 

@@ -314,7 +314,7 @@ async def stream_bodies(js: JetStreamContext, filter_subject: str
 
 
 def check(tally: Tally, *, workers_alive: bool) -> list[str]:
-    """Every promise of issue 7, as a list of what was broken (empty: all held)."""
+    """Every promise of ADR 0011, as a list of what was broken (empty: all held)."""
     broken = []
     if not workers_alive:
         broken.append("the worker died")

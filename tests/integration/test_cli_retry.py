@@ -1,5 +1,5 @@
-"""The seeds' `agents plan correct --mode=revert ID` (no guidance) and `agents correction
-retry ID` (issue 8), as an operator runs them: subprocesses against the real servers and
+"""The specification's `agents plan correct --mode=revert ID` (no guidance) and `agents
+correction retry ID` (ADR 0017), as an operator runs them: subprocesses against the real servers and
 `python -m workers`."""
 
 from __future__ import annotations

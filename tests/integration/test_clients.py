@@ -190,7 +190,7 @@ async def test_subscriber_terminates_an_unreadable_event_and_retries_a_failed_on
 async def test_operator_reverts_without_guidance_and_a_doomed_retry_is_refused(
         workers: InProcessWorkers, nats_server: ManagedServer, nc: nats.NATS,
         db: AsyncDatabase[Document]) -> None:
-    """Issue 8: `request(..., "revert")` needs no guidance; `retry` of a correction that
+    """ADR 0017: `request(..., "revert")` needs no guidance; `retry` of a correction that
     FAILED on a superseded target, or of an applied one, is answered by a RetryRefused."""
     async with DecisionRecorder.connect(nats_server.url) as rec:
         root, strategy, impl, tool = await record_tree(rec)

@@ -271,7 +271,7 @@ async def test_readyz_follows_a_nats_outage_longer_than_60_reconnect_attempts(
 async def test_a_two_minute_nats_outage_at_default_settings_ends_reconnected(
         nats_outage: Outage, mongo_uri: str, db: AsyncDatabase[Document], db_name: str,
         tmp_path: Path) -> None:
-    """The outage of issue 7 as it was reported: default reconnect settings, 130 s down,
+    """The NATS outage as it was first reported (ADR 0026): default reconnect settings, 130 s down,
     decisions in flight when it starts."""
     w = Workers(worker_env(nats_outage.url, mongo_uri, db_name), tmp_path / "workers.log")
     await w.start(nats_outage.url)

@@ -1,4 +1,4 @@
-"""Corrections never wedge (issue 7), against real MongoDB and NATS, driven in-process.
+"""Corrections never wedge (ADR 0017), against real MongoDB and NATS, driven in-process.
 
 An archive that cannot be written, a tree that changes under the runner, a slow archive
 copy, an operator's fail, a correction over the decision limit, and reverts whose

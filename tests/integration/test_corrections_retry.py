@@ -1,4 +1,4 @@
-"""An operator's retry of a FAILED correction (issue 8), against real MongoDB and NATS,
+"""An operator's retry of a FAILED correction (ADR 0017), against real MongoDB and NATS,
 driven in-process: a new round (failed -> pending -> ... -> applied) with a new attempt,
 the earlier attempts kept; a retry of anything but a FAILED correction, or of one whose
 target can no longer be corrected, is refused with an event saying why.

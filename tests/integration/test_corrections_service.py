@@ -2,7 +2,7 @@
 
 The worker around it is tested in test_corrections_e2e.py; here each rule is shown
 directly: what a revert and an append write, what fails and leaves the tree alone,
-idempotent requests, cancellation, and the seed's attempt repository API.
+idempotent requests, cancellation, and the specified attempt repository API (ADR 0001).
 """
 
 from __future__ import annotations

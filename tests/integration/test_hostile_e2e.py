@@ -1,6 +1,7 @@
 """Hostile bodies among valid ones, through the real servers and workers: the valid ones
 are recorded, each bad one is dead-lettered once with a rejection event within its bound,
-and nothing is left pending (issue 7's RecursionError, OverflowError and 1.7 MB report)."""
+and nothing is left pending (ADR 0011: a RecursionError, an OverflowError and a 1.7 MB
+report were seen before)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 8, item 2, over NATS with `python -m workers`: a decision cannot claim an
+"""Plan lineage (ADR 0020), over NATS with `python -m workers`: a decision cannot claim an
 unrelated plan or name its decisions, and a revert never reaches a plan that was merely
 named, even in data recorded before the claim rules existed."""
 

@@ -1,5 +1,6 @@
-"""Issue 8 in the store: what the recorder's transaction itself refuses when its facts
-went stale (a claim, a root or a revert committed since they were read)."""
+"""Plan lineage (ADR 0020) and late decisions (ADR 0019) in the store: what the
+recorder's transaction itself refuses when its facts went stale (a claim, a root or a
+revert committed since they were read)."""
 
 from __future__ import annotations
 

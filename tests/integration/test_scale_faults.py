@@ -1,5 +1,6 @@
-"""Scale-out under faults (issue 9, items 2 and 3), smaller than the scripts run them
-(bench/cluster_fault_run.py, bench/workers_fault_run.py print the same table).
+"""Scale-out under faults (docs/operations.md, Fault runs at scale), smaller than the
+scripts run them (bench/cluster_fault_run.py, bench/workers_fault_run.py print the same
+table).
 
 Marker `cluster`: three nats-server processes, secantusd-py, several worker processes
 and the load run for a minute or two each on 2 cores; left out of `scripts/test` and

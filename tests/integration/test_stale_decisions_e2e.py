@@ -1,8 +1,9 @@
-"""Issue 8, item 1, over NATS with `python -m workers`: once a revert is applied nothing
-is current under what it removed; late decisions, and decisions into a rolled-back
-child plan, are refused with parent_superseded / plan_rolled_back naming the correction
-and the decision to resume under; and a revert racing hundreds of decisions recorded
-under its subtree leaves no current decision under a superseded parent."""
+"""Late decisions after a revert (ADR 0019), over NATS with `python -m workers`: once a
+revert is applied nothing is current under what it removed; late decisions, and
+decisions into a rolled-back child plan, are refused with parent_superseded /
+plan_rolled_back naming the correction and the decision to resume under; and a revert
+racing hundreds of decisions recorded under its subtree leaves no current decision
+under a superseded parent."""
 
 from __future__ import annotations
 

@@ -56,7 +56,7 @@ S = CorrectionStatus
     (translated(AutoReconnect("down")), False, Outcome.RETRY_LATER),
     (translated(OperationFailure("boom")), False, Outcome.RETRY_LATER),
     (StoreFailure("down"), False, Outcome.RETRY_LATER),
-    # In the writes, a database error uses up an attempt (as the seed's retries do).
+    # In the writes, a database error uses up an attempt (as the specified retries do).
     (translated(AutoReconnect("down")), True, Outcome.FAIL_ATTEMPT),
     # Not database errors: a retry in place would meet them again.
     (DocumentTooLarge("17 MB"), True, Outcome.FAIL_ATTEMPT),

@@ -69,7 +69,7 @@ def test_dry_run_prefix_and_cancel() -> None:
 
 
 def test_a_revert_without_guidance_is_readable_an_append_is_not() -> None:
-    """Issue 8: the seeds' revert carries no guidance; the model fills in the default."""
+    """The specified revert carries no guidance (ADR 0017); the model fills in the default."""
     subject = f"corrections.requested.{PLAN}"
     r = read_request(subject, body(guidance=None))
     assert isinstance(r, CorrectionRequest)

@@ -1,4 +1,5 @@
-"""Every seed validation rule, broken once each, yields an error naming the rule and field."""
+"""Every specified validation rule (ADR 0001), broken once each, yields an error naming
+the rule and field."""
 
 from __future__ import annotations
 

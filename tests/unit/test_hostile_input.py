@@ -246,7 +246,7 @@ def test_any_json_value_as_the_whole_body(kind: str, body: Any) -> None:
     read(kind, json.dumps(body).encode())
 
 
-# --- the cases of issue 7, by name -------------------------------------------------------
+# --- the cases ADR 0011 names -----------------------------------------------------------
 
 @pytest.mark.parametrize("kind", ["decision", "request", "violation"])
 @pytest.mark.parametrize("when", ["9999-12-31T23:00:00-05:00", "0001-01-01T00:00:00+05:00"])

@@ -83,7 +83,7 @@ def ids(*ns: int) -> list[str]:
     return [uid(n) for n in ns]
 
 
-# The seed's picture: D1 is the target, D2 and D3 below it, D4 below D3.
+# The specification's picture: D1 is the target, D2 and D3 below it, D4 below D3.
 SEED_TREE = (dec(0), dec(1, 0), dec(2, 1), dec(3, 1), dec(4, 3), dec(5, 0))
 
 
@@ -120,7 +120,7 @@ def test_a_cycle_of_dependents_does_not_loop() -> None:
     tree = (dec(0), dec(1, 0, deps=[2]), dec(2, 0, deps=[3]), dec(3, 0, deps=[1, 2, 3]))
     result = impact(1, *tree)
     assert result.affected_decision_ids == ids(1, 2, 3)
-    # Never to decisions recorded before the target, its ancestors among them (issue 8).
+    # Never to decisions recorded before the target, its ancestors among them (ADR 0020).
     assert impact(3, *tree).affected_decision_ids == ids(3)
     assert impact(2, *tree).affected_decision_ids == ids(2, 3)
 

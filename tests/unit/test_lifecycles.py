@@ -47,7 +47,7 @@ TARGET = "01JD7X4Q9R8N2V5K3M6P1T0W7Z"
 NEW = "01JD7X4Q9R8N2V5K3M6P1T0W80"
 CORRECTIONS_STREAM_SUBJECTS = captured(CORRECTIONS)
 
-# Written out from the seeds (plus the two documented FAILED edges and the operator's
+# Written out from the specification (plus the two documented FAILED edges and the operator's
 # retry), not read back from the table under test.
 CORRECTION_EDGES = {
     (S.PENDING, S.ANALYZING), (S.ANALYZING, S.EXECUTING), (S.EXECUTING, S.APPLIED),
@@ -425,7 +425,7 @@ def test_any_sequence_of_attempt_steps_sets_completed_at_once(
     assert (a.completed_at is not None) == a.is_terminal
 
 
-# --- the operator's retry (issue 8) ------------------------------------------------
+# --- the operator's retry (ADR 0017) ----------------------------------------------
 
 
 def test_a_retry_opens_round_two_clears_the_error_and_keeps_the_failure_in_history() -> None:
@@ -467,7 +467,7 @@ def test_retry_refused() -> None:
     assert subjects.retry_msg_id(TARGET, NEW) == f"retry:{TARGET}:{NEW}"
 
 
-# --- a revert without guidance (issue 8) ----------------------------------------------
+# --- a revert without guidance (ADR 0017) --------------------------------------------
 
 
 def test_a_revert_without_guidance_gets_the_default_naming_target_and_operator() -> None:

@@ -1,4 +1,4 @@
-"""Issue 8, item 1: a decision a correction made stale is refused, naming where to resume."""
+"""ADR 0019: a decision a correction made stale is refused, naming where to resume."""
 
 from __future__ import annotations
 

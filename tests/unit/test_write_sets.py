@@ -1,5 +1,5 @@
 """What a correction writes: target validation, the revert and append plans, plan records,
-and properties checking that applying a plan leaves the tree as the issue requires."""
+and properties checking that applying a plan leaves the tree as ADRs 0018 and 0019 require."""
 
 from __future__ import annotations
 
@@ -271,7 +271,7 @@ def test_plan_record_rules() -> None:
         PlanRecord(plan_id=PLAN, guidance="")
 
 
-# --- properties: applying a plan leaves the tree as the issue requires -----------------
+# --- properties: applying a plan leaves the tree as ADRs 0018 and 0019 require ---------
 
 
 def apply_revert(decisions: list[Decision], plan: RevertWrites) -> list[Decision]:
