@@ -79,7 +79,7 @@ class _PlanFacts:
         ours = [d for d in docs if d["_id"] in plans]
         return cls(
             epochs={d["_id"]: int(d.get("epoch", 0)) for d in ours},
-            claims={d["_id"]: _claim(d) for d in docs},
+            claims={d["_id"]: plan_claim(d) for d in docs},
             rolled={d["_id"]: d.get("rolled_back_by") for d in ours
                     if d.get("status") == PlanStatus.ROLLED_BACK.value},
             ownership={d["_id"]: Ownership(d["owner"], tuple(d.get("delegates") or ()))
@@ -184,7 +184,8 @@ class BatchFacts:
         return found
 
 
-def _claim(doc: Document) -> PlanClaim:
+def plan_claim(doc: Document) -> PlanClaim:
+    """A plan's claim record as the claim rules read it (times in UTC)."""
     owners = doc.get("claim_owners")
     return PlanClaim(doc.get("parent_plan_id"), doc.get("spawned_from_decision_id"),
                      _utc(doc.get("spawned_at")), doc.get("named_parent_plan_id"),

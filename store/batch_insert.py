@@ -7,7 +7,7 @@ counter and writing it, so the chain costs no round trip of its own."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from pymongo.asynchronous.client_session import AsyncClientSession
@@ -16,11 +16,13 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.decisions.model import Decision
 from contracts.decisions.plan_states import PlanStatus
+from contracts.recording.claims import claim_refused
 from contracts.recording.message import Candidate
 from contracts.redaction.decisions import marks_document
 from contracts.trust.chain import DECISION, decision_content
 from contracts.trust.ownership import Ownership
 from contracts.trust.policy import principal_name, provenance
+from store.batch_facts import plan_claim
 from store.cache import CounterGuesses
 from store.database import DECISIONS, PLANS, Document
 from store.decisions import to_document
@@ -197,24 +199,12 @@ CLAIM_FIELDS = {"parent_plan_id": 1, "spawned_from_decision_id": 1,
 
 
 def _claim_open(doc: Document, d: Decision, claimer: Ownership) -> bool:
-    """Whether `d` may (still) claim the plan `doc` records: it has no parent yet, or
-    this very claim; its root named no other parent; and its root, if recorded, began
-    no earlier than `d` and (when the claiming plan has an owner) was signed by one of
-    that plan's principals."""
-    parent = doc.get("parent_plan_id")
-    if parent is not None and (parent != d.plan_id
-                               or doc.get("spawned_from_decision_id") != d.decision_id):
-        return False
-    if doc.get("named_parent_plan_id") not in (None, d.plan_id):
-        return False
+    """Whether `d` may (still) claim the plan `doc` records: the claim rules
+    (contracts.recording.claims.claim_refused) and, once its root is recorded, a root
+    signed by one of the claiming plan's principals (`Ownership.admits_name`)."""
     began = doc.get("root_created_at")
-    if began is None:
-        return True
-    return (isinstance(began, datetime) and _as_stored(began) >= _as_stored(d.created_at)
-            and (claimer.owner is None or doc.get("owner") in claimer.principals))
-
-
-def _as_stored(at: datetime) -> datetime:
-    """`at` as MongoDB compares it: UTC (a naive time is UTC there), to the millisecond."""
-    at = at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
-    return at.replace(microsecond=at.microsecond // 1000 * 1000)
+    if began is not None and not isinstance(began, datetime):
+        return False  # not what the recorder writes: never read as "not begun"
+    link = plan_claim(doc)
+    return (claim_refused(d, str(doc.get("_id")), link) is None
+            and (link.began_at is None or claimer.admits_name(doc.get("owner"))))

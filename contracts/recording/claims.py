@@ -78,21 +78,7 @@ class ClaimRules:
         if p in self.ancestors.get(d.plan_id, frozenset()):
             return _claim_violation("downstream_plan_ids",
                                     f"plan {p} is an ancestor of plan {d.plan_id}")
-        link = self.claims.get(p, PlanClaim())
-        if link.parent_plan_id is not None and (
-                link.parent_plan_id != d.plan_id
-                or link.spawned_from_decision_id not in (None, d.decision_id)):
-            return _claim_violation(
-                "downstream_plan_ids", f"plan {p} was already spawned by decision "
-                f"{link.spawned_from_decision_id} of plan {link.parent_plan_id}")
-        if link.named_parent_plan_id not in (None, d.plan_id):
-            return _claim_violation("downstream_plan_ids", f"the root of plan {p} names plan "
-                                    f"{link.named_parent_plan_id} as its parent")
-        if link.began_at is not None and link.began_at < d.created_at:
-            return _claim_violation(
-                "downstream_plan_ids", f"plan {p} began on its own at "
-                f"{link.began_at.isoformat()}, before this decision")
-        return None
+        return claim_refused(d, p, self.claims.get(p, PlanClaim()))
 
     def _dependent(self, d: Decision, x: str, plan_of: Mapping[str, str]
                    ) -> RuleViolation | None:
@@ -110,6 +96,26 @@ class ClaimRules:
             rule=Rule.DOWNSTREAM_IN_LINEAGE, field="downstream_decision_ids",
             message=f"decision {x} belongs to plan {plan_id}, which is neither plan "
             f"{d.plan_id} nor one of its child plans")
+
+
+def claim_refused(d: Decision, p: str, link: PlanClaim) -> RuleViolation | None:
+    """What `link`, plan `p`'s claim record, says against `d` claiming `p`: another
+    parent (or another claim of this one), a root naming another parent, or a root that
+    began before `d`. Asked at triage and again in the recorder's transaction."""
+    if link.parent_plan_id is not None and (
+            link.parent_plan_id != d.plan_id
+            or link.spawned_from_decision_id not in (None, d.decision_id)):
+        return _claim_violation(
+            "downstream_plan_ids", f"plan {p} was already spawned by decision "
+            f"{link.spawned_from_decision_id} of plan {link.parent_plan_id}")
+    if link.named_parent_plan_id not in (None, d.plan_id):
+        return _claim_violation("downstream_plan_ids", f"the root of plan {p} names plan "
+                                f"{link.named_parent_plan_id} as its parent")
+    if link.began_at is not None and link.began_at < d.created_at:
+        return _claim_violation(
+            "downstream_plan_ids", f"plan {p} began on its own at "
+            f"{link.began_at.isoformat()}, before this decision")
+    return None
 
 
 def _claim_violation(field_name: str, message: str) -> RuleViolation:
