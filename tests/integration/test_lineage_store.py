@@ -14,7 +14,12 @@ from contracts.decisions.model import Decision
 from contracts.recording.message import Candidate, content_hash
 from contracts.recording.triage import triage_batch
 from contracts.shared.ids import new_id
+from contracts.shared.roles import Role
 from contracts.shared.rules import Rule
+from contracts.trust.keys import new_user_seed, public_of_seed
+from contracts.trust.principals import Principal, PrincipalKey
+from contracts.trust.signing import Signature
+from contracts.trust.verification import Verified
 from store.database import Document
 from store.recorder import RecorderRepository
 from store.sequences import reserve_sequences
@@ -107,3 +112,57 @@ async def test_a_claim_of_a_plan_that_began_since_its_facts_is_not_written(
     assert plan is not None and plan.get("parent_plan_id") is None
     again = triage_batch([claim], await repo.facts_for([claim]))
     assert [v.rule for _, vs in again.reject for v in vs] == [Rule.CHILD_PLAN_CLAIM]
+
+
+async def test_a_root_and_an_older_claim_racing_never_both_stand(
+        db: AsyncDatabase[Document]) -> None:
+    """Two writers at once: one records a child plan's root, the other a claim of that
+    plan made after the root began. Both read their facts before either commits; the
+    root's filter and the claim's read in its transaction leave exactly one standing."""
+    repo, other = RecorderRepository(db), RecorderRepository(db)
+    a, _ = await two_plans(repo)
+    for _ in range(5):
+        child = new_id()
+        old_root = cand(root(child, created_at=at(1)), 1)
+        claim = cand(decision(a["plan_id"], a["decision_id"], downstream_plan_ids=[child],
+                              created_at=at(5)), 2)
+        facts_root, facts_claim = await repo.facts_for([old_root]), await other.facts_for([claim])
+        results = await asyncio.gather(
+            repo.insert_recorded([old_root], T0, facts_root.epochs),
+            other.insert_recorded([claim], T0, facts_claim.epochs))
+        assert sorted(r is None for r in results) == [False, True]
+        plan = await db.plans.find_one({"_id": child})
+        assert plan is not None
+        assert (plan.get("root_created_at") is None) != (plan.get("parent_plan_id") is None)
+
+
+async def test_a_root_signed_by_a_stranger_since_a_claim_s_facts_stops_the_claim(
+        db: AsyncDatabase[Document]) -> None:
+    """The claiming plan belongs to alice; a root of the child plan signed by mallory,
+    committed after the claim's facts were read (and not older than the claim), keeps
+    the plan mallory's: the claim is not written."""
+    repo = RecorderRepository(db)
+    owned = root(created_at=at(0))
+    assert await repo.insert_recorded([cand_by(owned, "alice")], T0) is not None
+    child = new_id()
+    claim = cand_by(decision(owned["plan_id"], owned["decision_id"],
+                             downstream_plan_ids=[child], created_at=at(5)), "alice", 1)
+    facts = await repo.facts_for([claim])
+    assert triage_batch([claim], facts).accept
+    assert await repo.insert_recorded([cand_by(root(child, created_at=at(6)), "mallory", 2)],
+                                      T0) is not None
+    assert await repo.insert_recorded([claim], T0, facts.epochs,
+                                      facts.ownership) is None
+    plan = await db.plans.find_one({"_id": child})
+    assert plan is not None and plan.get("parent_plan_id") is None
+    assert plan.get("owner") == "mallory"
+
+
+def cand_by(d: dict[str, object], name: str, seq: int = 0) -> Candidate:
+    """A candidate as verified from `name`'s signature (the rules read who signed)."""
+    key = public_of_seed(new_user_seed())
+    principal = Principal(name=name, role=Role.AGENT, keys=(PrincipalKey(public=key),))
+    model = Decision.model_validate(d)
+    return Candidate(seq, model, content_hash(model), Verified(
+        principal, Signature(key=key, principal=name, sig="-", salt="-", signed_at=T0,
+                             fields={})))
