@@ -42,9 +42,11 @@ __all__ = ["agents"]
 pytestmark = pytest.mark.e2e
 
 
-def hostile(plan: dict[str, Any]) -> dict[str, tuple[str, bytes, dict[str, str], Rule]]:
+def hostile(plan: dict[str, Any], child_plan: str
+            ) -> dict[str, tuple[str, bytes, dict[str, str], Rule]]:
     """Bad messages for the plan whose root is `plan`, by name: (subject, body, headers,
-    the rule their dead letter names first)."""
+    the rule their dead letter names first). `child_plan` is claimed by a valid decision
+    sent before them."""
     p, parent = plan["plan_id"], plan["decision_id"]
 
     def child(**fields: Any) -> tuple[str, bytes, dict[str, str]]:
@@ -65,6 +67,8 @@ def hostile(plan: dict[str, Any]) -> dict[str, tuple[str, bytes, dict[str, str],
                         Rule.CONFIDENCE_RANGE),
         "second_root": (subject(second_root), encode(second_root),
                         {"Nats-Msg-Id": second_root["decision_id"]}, Rule.ONE_ROOT_PER_PLAN),
+        # A second claim of a plan already claimed, checked against the stored claim.
+        "reclaim": (*child(downstream_plan_ids=[child_plan]), Rule.CHILD_PLAN_CLAIM),
         "request": (f"{correction_subjects.REQUESTED_PREFIX}.{p}", b"[" * 5000, {},
                     Rule.UNREADABLE),
         "cancel": (f"{correction_subjects.CANCEL_PREFIX}.{p}", b'{"a":' * 2000, {},
@@ -80,7 +84,13 @@ async def test_hostile_bodies_are_dead_lettered_within_bounds_and_valid_ones_rec
     tree = plan_tree(60, seed=17)
     await publish_all(js, tree[:1])
     assert await wait_for_count(db, "decisions", 1) == 1
-    bad = hostile(tree[0])
+    # A claim of a child plan and that plan's root among the valid ones: the claim
+    # rules are asked again in the batches' transactions, beside the bad messages.
+    child_plan = new_id()
+    claim = decision(tree[0]["plan_id"], tree[0]["decision_id"],
+                     downstream_plan_ids=[child_plan])
+    tree = [*tree[:3], claim, *tree[3:8], root(child_plan), *tree[8:]]
+    bad = hostile(tree[0], child_plan)
     # Each bad message between valid ones, so they share the recorder's batches.
     rest = iter(tree[1:])
     for subj, body, headers, _ in bad.values():
@@ -111,6 +121,10 @@ async def test_hostile_bodies_are_dead_lettered_within_bounds_and_valid_ones_rec
     assert len(rejected) == len(bad)
     assert max(rejected) <= REJECTION_EVENT_MAX_BYTES
     assert len(await events(nc, "decisions.persisted.>")) == len(tree)  # once each
+    child = await db.plans.find_one({"_id": child_plan})
+    assert child is not None and child["parent_plan_id"] == tree[0]["plan_id"]
+    assert child["spawned_from_decision_id"] == claim["decision_id"]
+    assert child["root_created_at"] is not None
     assert await drained(js, DECISIONS_STREAM, RECORDER_DURABLE)
     assert workers.alive
 
