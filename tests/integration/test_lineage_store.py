@@ -80,6 +80,37 @@ async def test_a_root_older_than_a_claim_committed_since_is_not_written(
     assert [v.rule for _, vs in again.reject for v in vs] == [Rule.CHILD_PLAN_CLAIM]
 
 
+async def test_one_stale_root_among_several_writes_none_of_the_batch(
+        db: AsyncDatabase[Document]) -> None:
+    """The batch's roots go in one write: when one of them meets a claim committed since
+    the facts were read, the whole batch plans again, and no other root nor decision of
+    it is left behind."""
+    repo = RecorderRepository(db)
+    a, _ = await two_plans(repo)
+    child = new_id()
+    fresh = [cand(root(created_at=at(1)), 1 + k) for k in range(4)]
+    old_root = cand(root(child, created_at=at(1)), 5)
+    batch = [*fresh[:2], old_root, *fresh[2:]]
+    facts = await repo.facts_for(batch)
+    assert len(triage_batch(batch, facts).accept) == len(batch)
+    claim = cand(decision(a["plan_id"], a["decision_id"], downstream_plan_ids=[child],
+                          created_at=at(5)), 6)
+    assert await repo.insert_recorded([claim], T0) is not None
+    assert await repo.insert_recorded(batch, T0, facts.epochs) is None
+    ids = [c.decision.decision_id for c in batch]
+    assert await db.decisions.count_documents({"_id": {"$in": ids}}) == 0
+    plans = [c.decision.plan_id for c in fresh]
+    assert await db.plans.count_documents({"_id": {"$in": plans},
+                                           "root_decision_id": {"$ne": None}}) == 0
+    # Planned again, the stale root alone is refused and the others are written.
+    again = triage_batch(batch, await repo.facts_for(batch))
+    assert [c.decision.decision_id for c in again.accept] == [c.decision.decision_id
+                                                              for c in fresh]
+    assert await repo.insert_recorded(list(again.accept), T0) is not None
+    assert await db.plans.count_documents({"_id": {"$in": plans},
+                                           "root_decision_id": {"$ne": None}}) == 4
+
+
 async def test_a_revert_committed_after_the_facts_makes_the_batch_plan_again(
         db: AsyncDatabase[Document]) -> None:
     repo = RecorderRepository(db)
