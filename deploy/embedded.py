@@ -100,6 +100,13 @@ class ManagedServer:
             self.process.kill()
             self.process.wait()
 
+    def discard(self) -> None:
+        """Killed at once, for a server whose data is thrown away with it (a test's): a
+        clean stop takes secantusd-py about 2 s and nats-server about 0.17 s."""
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+
 
 _PR_SET_PDEATHSIG = 1
 _prctl = ctypes.CDLL(None, use_errno=True).prctl if sys.platform == "linux" else None
