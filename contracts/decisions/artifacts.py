@@ -33,20 +33,29 @@ def artifact_path_problem(path: str) -> str | None:
     accepts (no NUL, no control characters, components and total within the limits):
     otherwise the copy could read outside the tree or fail on every attempt.
     """
-    if path.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", path):
+    if path.startswith(("/", "\\")) or _DRIVE.match(path):
         return "must be relative to ARTIFACTS_ROOT, not absolute"
     if _CONTROL.search(path):
         return "must not contain NUL or control characters"
-    size = len(path.encode("utf-8", "surrogatepass"))
+    size = _utf8_size(path)
     if size > ARTIFACT_PATH_MAX_BYTES:
         return f"is {size} bytes long; at most {ARTIFACT_PATH_MAX_BYTES} are accepted"
     parts = path.replace("\\", "/").split("/")
     if ".." in parts:
         return "must not contain '..' components"
-    if any(len(p.encode("utf-8", "surrogatepass")) > ARTIFACT_COMPONENT_MAX_BYTES
-           for p in parts):
+    # No component is longer than the whole: most paths need no look at each one.
+    if size > ARTIFACT_COMPONENT_MAX_BYTES and any(
+            _utf8_size(p) > ARTIFACT_COMPONENT_MAX_BYTES for p in parts):
         return f"has a component over {ARTIFACT_COMPONENT_MAX_BYTES} bytes"
     return None
+
+
+_DRIVE = re.compile(r"[A-Za-z]:")
+"""A Windows drive letter at the start (`match` anchors it)."""
+
+
+def _utf8_size(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
 class ArtifactRef(Frozen):

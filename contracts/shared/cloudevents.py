@@ -20,6 +20,7 @@ import json
 import re
 import string
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 from contracts.shared.families import MessageFamily
@@ -131,8 +132,10 @@ def encode(value: str) -> str:
     return "".join(out)
 
 
-def _fields(template: str) -> list[str]:
-    return [name for _, name, _, _ in string.Formatter().parse(template) if name]
+@lru_cache(maxsize=256)
+def _fields(template: str) -> tuple[str, ...]:
+    """The `{field}`s of a template (a family's constant: parsed once, not per event)."""
+    return tuple(name for _, name, _, _ in string.Formatter().parse(template) if name)
 
 
 def _fill(template: str, values: dict[str, str]) -> str:

@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from nats.aio.msg import Msg
 
 from clients._feed_guard import FeedGuard, subject_matches
@@ -37,6 +39,26 @@ pytestmark = pytest.mark.unit
 ])
 def test_subjects_match_as_nats_matches_them(pattern: str, subject: str, matches: bool) -> None:
     assert subject_matches(pattern, subject) is matches
+
+
+def token_by_token(pattern: str, subject: str) -> bool:
+    """The definition, one token at a time: `*` is one token, a last `>` one or more."""
+    want, have = pattern.split("."), subject.split(".")
+    for i, token in enumerate(want):
+        if token == ">":
+            return len(have) > i
+        if i >= len(have) or (token != "*" and token != have[i]):
+            return False
+    return len(have) == len(want)
+
+
+TOKENS = st.sampled_from(["a", "b", "*", ">", "", "a*", "\\", "(", "\n"])
+
+
+@given(st.lists(TOKENS, max_size=5).map(".".join), st.lists(TOKENS, max_size=6).map(".".join))
+def test_the_compiled_matcher_is_the_token_by_token_definition(pattern: str,
+                                                               subject: str) -> None:
+    assert subject_matches(pattern, subject) is token_by_token(pattern, subject)
 
 
 def msg(subject: str, reply: str) -> Msg:
