@@ -41,8 +41,10 @@ def register(app: typer.Typer) -> None:
 
 async def _run_app(settings: Settings, on_ready: Callable[[], None] | None = None) -> None:
     from workers.app import build_app
+    from workers.collector import tune
 
     app = build_app(settings)
+    tune()
     if on_ready is not None:
         # Registered after build_app's own hooks, so it fires once consumers are pulling.
         @app.after_startup

@@ -11,6 +11,7 @@ from bootstrap.reachability import StartupFailed
 from bootstrap.settings import Settings
 from services.corrections.policy import CrashHook, no_crash
 from workers.app import build_app
+from workers.collector import tune
 from workers.logs import configure
 from workers.telemetry import configure_tracing
 
@@ -24,7 +25,9 @@ def main(crash: CrashHook = no_crash) -> None:
     configure(settings.log_format, settings.log_level)
     flush_traces = configure_tracing()
     try:
-        asyncio.run(build_app(settings, crash).run())
+        app = build_app(settings, crash)
+        tune()
+        asyncio.run(app.run())
     except StartupFailed as exc:
         sys.exit(f"error: {exc}")
     finally:
