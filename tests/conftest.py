@@ -37,6 +37,7 @@ from store.database import Document, connect, ensure_indexes
 from tests import properties
 from tests.in_process_workers import InProcessWorkers
 from tests.warm_caches import warm_in_background
+from workers.collector import tune
 
 # The default profile and the deep one (`--hypothesis-profile=deep`): tests/properties.py.
 properties.register()
@@ -45,6 +46,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 BROWSER_TESTS = ROOT / "tests" / "browser"
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collection built lives as long as the session: frozen, no collection walks
+    it again (the thresholds were set in tests/__init__.py, before the imports)."""
+    tune()
 
 
 def _only_browser(name: str, /, **_: str | int | bool | None) -> bool:
