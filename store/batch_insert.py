@@ -69,9 +69,10 @@ async def insert_batch(db: AsyncDatabase[Document], accepted: Sequence[Candidate
     for c, d, _ in numbered:
         if d.is_root:
             roots.append((d, principal_name(c.identity)))
-        for p in d.downstream_plan_ids:
-            await _record_roots(db, roots, session)  # the batch's order: roots before it first
+        if d.downstream_plan_ids:  # the batch's order: the roots before this claim first
+            await _record_roots(db, roots, session)
             roots = []
+        for p in d.downstream_plan_ids:
             await _record_claim(db, d, p, claimer=owners.get(d.plan_id, Ownership()), now=now,
                                 session=session)
     await _record_roots(db, roots, session)
@@ -162,9 +163,8 @@ async def _record_roots(db: AsyncDatabase[Document], roots: Sequence[tuple[Decis
     res = await db[PLANS].bulk_write([_root_update(d, owner) for d, owner in roots],
                                      ordered=False, session=session)
     if res.matched_count != len(roots):
-        plans = ", ".join(d.plan_id for d, _ in roots)
-        raise StaleFacts(f"{len(roots) - res.matched_count} of plans {plans} claimed since "
-                         "their facts were read")
+        raise StaleFacts(f"{len(roots) - res.matched_count} of the batch's {len(roots)} "
+                         "plans were claimed since their facts were read")
 
 
 def _root_update(d: Decision, owner: str | None) -> UpdateOne:
