@@ -109,6 +109,7 @@ def read_settings(kind: type[Settings]) -> Settings:
         recorder_ack_wait_seconds=env_float("RECORDER_ACK_WAIT_SECONDS",
                                              kind.recorder_ack_wait_seconds),
         graceful_timeout=env_float("GRACEFUL_TIMEOUT", kind.graceful_timeout),
+        pull_wait_seconds=env_float("PULL_WAIT_SECONDS", kind.pull_wait_seconds),
         max_payload_bytes=env_int("MAX_PAYLOAD_BYTES", kind.max_payload_bytes),
         artifacts_root=Path(root) if root else None,
         archive_root=Path(archive) if (archive := os.environ.get("ARCHIVE_ROOT")) else None,

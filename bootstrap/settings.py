@@ -30,6 +30,9 @@ from contracts.webhooks.policy import WebhookLimits
 
 __all__ = ["Settings"]
 
+MAX_PULL_WAIT_SECONDS = 30.0
+"""Longest PULL_WAIT_SECONDS: a stop waits this long for an idle pull at worst."""
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -44,6 +47,12 @@ class Settings:
     recorder_parent_wait_seconds: float = 60.0
     recorder_ack_wait_seconds: float = 5.0
     graceful_timeout: float = 15.0
+    pull_wait_seconds: float = 1.0
+    """PULL_WAIT_SECONDS: how long an idle pull waits for a first message. A pull returns
+    as soon as one arrives, so a longer wait costs no latency; each expiry costs a pull
+    request and its answer, and a stopping worker waits for its idle pulls to end (so
+    a stop takes up to this long). Test rigs that start and stop workers by the hundred
+    shorten it."""
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
     """Largest message body a consumer reads; a larger one is dead-lettered unread
     (rule payload_too_large). Why 256 KiB: contracts.shared.bounds."""
@@ -185,6 +194,9 @@ class Settings:
     they are stored as they are, in MongoDB."""
 
     def __post_init__(self) -> None:
+        if not 0 < self.pull_wait_seconds <= MAX_PULL_WAIT_SECONDS:
+            raise ValueError(f"PULL_WAIT_SECONDS must be above 0 and at most "
+                             f"{MAX_PULL_WAIT_SECONDS:g}, not {self.pull_wait_seconds:g}")
         if not 1 <= self.recorder_partitions <= MAX_PARTITIONS:
             raise ValueError(f"RECORDER_PARTITIONS must be 1 to {MAX_PARTITIONS}, not "
                              f"{self.recorder_partitions}")

@@ -290,6 +290,8 @@ def start_cost(env: dict[str, str]) -> float:
 def worker_env(nats_url: str, mongo_uri: str, db_name: str, **extra: str) -> dict[str, str]:
     return {**os.environ, "NATS_URL": nats_url, "MONGODB_URI": mongo_uri, "MONGODB_DB": db_name,
             "RECORDER_PARENT_WAIT_SECONDS": "3", "PYTHONPATH": str(ROOT),
+            # Each stop waits for the idle pulls to end: hundreds of stops in a run.
+            "PULL_WAIT_SECONDS": "0.2",
             # SecantusDB reports a replica set; the flag is for a plain mongod given as
             # MONGODB_URI_TEST (tests/integration/test_durability.py runs without it).
             "ALLOW_STANDALONE_MONGODB": "1", **extra}

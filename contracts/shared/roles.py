@@ -89,12 +89,12 @@ class ConsumerSpec:
 
     ack_wait: Setting
     batch_size: Setting
-    max_wait: Setting = 1.0
-    """Seconds an idle pull waits for a first message. A pull returns as soon as one
-    arrives, so a longer wait costs no latency; each expiry costs a pull request and its
-    answer, and a stopping puller notices the stop when its pull ends. (The recorder's
-    wait was once 20 ms: an idle `agents up` then used 5.6 % of a core and its nats-server
-    3.3 %, against 2.4 % and 0.7 % at 1 s.)"""
+    max_wait: Setting = "pull_wait_seconds"
+    """Seconds an idle pull waits for a first message (PULL_WAIT_SECONDS, 1 s by
+    default). A pull returns as soon as one arrives, so a longer wait costs no latency;
+    each expiry costs a pull request and its answer, and a stopping puller notices the
+    stop when its pull ends. (The recorder's wait was once 20 ms: an idle `agents up`
+    then used 5.6 % of a core and its nats-server 3.3 %, against 2.4 % and 0.7 % at 1 s.)"""
     max_ack_pending: int = 1000
     pending_batches: int = 0
     """max_ack_pending is at least this many full batches (0: no such floor)."""

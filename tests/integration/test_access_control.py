@@ -13,6 +13,7 @@ per-principal file is attacked at length by tests/attack.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -61,15 +62,27 @@ class Session:
             self._seen.set()
 
     async def refused(self, action: Callable[[Client], Awaitable[object]]) -> str:
-        """Run `action`; return the server's refusal (fails if none comes)."""
+        """Run `action`; return the server's refusal (fails if none comes).
+
+        A refused request gets no reply, only the -ERR saying why: the action is not
+        waited for once the refusal came (its request would only time out)."""
         self._seen.clear()
         self.errors.clear()
+
+        async def act() -> None:
+            try:
+                await action(self.nc)
+                await self.nc.flush()
+            except (nats.errors.TimeoutError, TimeoutError):
+                pass
+
+        acting = asyncio.create_task(act())
         try:
-            await action(self.nc)
-            await self.nc.flush()
-        except (nats.errors.TimeoutError, TimeoutError):
-            pass  # a refused request gets no reply; the -ERR says why
-        await asyncio.wait_for(self._seen.wait(), REFUSAL_WAIT)
+            await asyncio.wait_for(self._seen.wait(), REFUSAL_WAIT)
+        finally:
+            acting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await acting
         return self.errors[0]
 
     async def allowed(self, action: Callable[[Client], Awaitable[object]]) -> object:
