@@ -16,7 +16,7 @@ from contracts.shared.families import Direction, MessageFamily
 from contracts.shared.roles import Publisher, Reader, Role, Via
 from services.corrections.policy import no_crash
 from workers.deps import Deps
-from workers.durables import consumer_config
+from workers.durables import consumer_config, setting
 from workers.handlers import HANDLERS
 
 pytestmark = pytest.mark.unit
@@ -64,6 +64,22 @@ def test_the_settings_a_consumer_names_exist_and_are_numbers() -> None:
         for value in (spec.ack_wait, spec.batch_size, spec.max_wait):
             if isinstance(value, str):
                 assert isinstance(getattr(settings, value), int | float), value
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "31"])
+def test_a_pull_wait_out_of_bounds_is_refused_naming_it(monkeypatch: pytest.MonkeyPatch,
+                                                        value: str) -> None:
+    monkeypatch.setenv("PULL_WAIT_SECONDS", value)
+    with pytest.raises(ValueError, match="PULL_WAIT_SECONDS"):
+        Settings.from_env()
+
+
+def test_every_idle_pull_waits_pull_wait_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PULL_WAIT_SECONDS", "0.25")
+    settings = Settings.from_env()
+    for _, reader in worker_consumers():
+        assert reader.consumer is not None
+        assert setting(settings, reader.consumer.max_wait) == 0.25
 
 
 def test_a_handler_counts_waits_exactly_when_its_family_declares_them() -> None:
