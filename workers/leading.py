@@ -143,6 +143,12 @@ class LeadingPullers:
 
     async def stop(self, timeout: float) -> None:
         self._stopping.set()
+        # The round under way is let end (it takes nothing more once stopping): one
+        # cancelled in the middle of a take could leave a lease the database granted
+        # held by nobody's puller until it expired, and then the next holder would wait
+        # out the ack wait as if this replica had died.
+        if self._loop is not None:
+            await asyncio.wait({self._loop}, timeout=timeout)
         await stop_task(self._loop)
         # Together: each finishes its batch in hand, its lease still renewed; then
         # handed over at once.
@@ -150,10 +156,17 @@ class LeadingPullers:
             self._hand_over(lease, "stopping", timeout)
         await asyncio.gather(*self._leaving.values(), return_exceptions=True)
         await stop_task(self._renewer)
+        # A take cut short anyway (its answer never came) may still have been granted:
+        # whatever of these partitions is still leased to this replica goes too.
+        await asyncio.gather(*(self._leases.release(p.lease, self._owner)
+                               for p in self._in_use()), return_exceptions=True)
 
     async def _run(self) -> None:
         while not self._stopping.is_set():
-            await asyncio.sleep(self.every)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), self.every)
+            if self._stopping.is_set():
+                return
             try:
                 await self._round()
             except Exception:  # a bug here must not end the recording for good

@@ -18,9 +18,9 @@ from contracts.recording.message import Candidate, content_hash
 from contracts.shared.partitions import Partition, partitions
 from contracts.shared.persistence import LeaseLost
 from contracts.shared.timestamps import utc_now
-from store.database import DECISIONS, Document
+from store.database import DECISIONS, PLAN_LOCKS, Document
 from store.lease_view import LeaseViews
-from store.leases import Leases
+from store.leases import Leases, Taken
 from store.recorder import RecorderRepository
 from store.workers import WorkerRegistry
 from tests.factories import root
@@ -276,3 +276,43 @@ async def test_renewals_never_answered_stop_the_pullers_once_the_lease_is_over(
     await until(lambda: board.recording() == 0, seconds=4 * TTL)
     assert a.pullers.held == []
     await a.stop()
+
+
+class AnsweredLate(Leases):
+    """A database that grants a take but whose answer is slow to come back (`late`), or
+    never comes (`late` None)."""
+
+    slow = False
+    late: float | None = 0.3
+    granted = False
+
+    async def take(self, plan_id: str, owner: str, *, fenced: bool = False) -> Taken:
+        taken = await super().take(plan_id, owner, fenced=fenced)
+        if self.slow and taken is not Taken.REFUSED:
+            self.granted = True
+            if self.late is None:
+                await asyncio.Event().wait()
+            else:
+                await asyncio.sleep(self.late)
+        return taken
+
+
+@pytest.mark.parametrize("late", [0.3, None], ids=["answered", "never-answered"])
+async def test_a_stop_in_the_middle_of_a_take_leaves_no_lease_behind(
+        db: AsyncDatabase[Document], late: float | None) -> None:
+    """A graceful stop hands every partition over at once: none is left leased to a
+    replica that has gone, for the next one to wait out as if it had died."""
+    board = Board()
+    one = partitions("decisions.recorded", "recorder", 1)
+    a = replica(db, "a", board, one)
+    await a.start()
+    leases = AnsweredLate(db, TTL)
+    leases.late = late
+    b = replica(db, "b", board, one, leases)
+    leases.slow = True
+    await b.start()  # refused: a holds the partition
+    await a.stop()
+    await until(lambda: leases.granted)  # b's round took it; the answer is on its way
+    await b.stop()
+    assert board.recording() == 0
+    assert await db[PLAN_LOCKS].find({"_id": {"$regex": "^role:"}}).to_list() == []
