@@ -67,10 +67,10 @@ def test_unreachable_nats_exits_fast_with_one_line_naming_nats_url(
         mongo_uri: str, db_name: str, entry: list[str], refused_port: int) -> None:
     port = refused_port
     env = worker_env(f"nats://agent:{PASSWORD}@127.0.0.1:{port}", mongo_uri, db_name,
-                     CONNECT_TIMEOUT_SECONDS="3")
+                     CONNECT_TIMEOUT_SECONDS="1")
     code, out, err, took = _run_workers(entry, env)
     assert code == 1, (out, err)
-    assert took < 3 + 3 + 2 * start_cost(env), took  # the deadline plus the start
+    assert took < 1 + 3 + 2 * start_cost(env), took  # the deadline plus the start
     assert _error_lines(err) == [
         f"error: cannot reach NATS at nats://agent:***@127.0.0.1:{port} (NATS_URL): "
         "connection refused"], err
@@ -84,10 +84,10 @@ def test_unreachable_mongodb_exits_fast_with_one_line_naming_mongodb_uri(
         nats_server: ManagedServer, entry: list[str], refused_port: int) -> None:
     port = refused_port
     uri = f"mongodb://ledger:{PASSWORD}@127.0.0.1:{port}/?directConnection=true"
-    env = worker_env(nats_server.url, uri, "unused", CONNECT_TIMEOUT_SECONDS="3")
+    env = worker_env(nats_server.url, uri, "unused", CONNECT_TIMEOUT_SECONDS="1")
     code, out, err, took = _run_workers(entry, env)
     assert code == 1, (out, err)
-    assert took < 3 + 3 + 2 * start_cost(env), took
+    assert took < 1 + 3 + 2 * start_cost(env), took
     assert _error_lines(err) == [
         f"error: cannot reach MongoDB at mongodb://ledger:***@127.0.0.1:{port}/"
         "?directConnection=true (MONGODB_URI): connection refused"], err
