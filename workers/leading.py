@@ -158,8 +158,10 @@ class LeadingPullers:
         await stop_task(self._renewer)
         # A take cut short anyway (its answer never came) may still have been granted:
         # whatever of these partitions is still leased to this replica goes too.
-        await asyncio.gather(*(self._leases.release(p.lease, self._owner)
-                               for p in self._in_use()), return_exceptions=True)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.gather(
+                *(self._leases.release(p.lease, self._owner) for p in self._in_use()),
+                return_exceptions=True), timeout)
 
     async def _run(self) -> None:
         while not self._stopping.is_set():
