@@ -20,6 +20,7 @@ from rich.markup import escape
 from cli.context import Ctx, parse_id, run
 from cli.errors import USAGE_ERROR, fail
 from cli.render import JsonFlag, emit_json, out
+from contracts.shared.persistence import ConcurrentChange
 
 if TYPE_CHECKING:
     from contracts.trust.audit_findings import Report
@@ -51,7 +52,10 @@ async def _header_and_lines(ctx: Ctx, plan_ids: list[str], cut: str | None,
             directory = load_directory(path.read_text())
         except (OSError, ValueError) as exc:
             fail(f"principals file {path}: {exc}", USAGE_ERROR)
-    entries, lines = await ctx.ledger.store.audit.export(plan_ids, cut)
+    try:
+        entries, lines = await ctx.ledger.store.audit.export(plan_ids, cut)
+    except ConcurrentChange as exc:  # a plan kept being written while it was read
+        fail(str(exc))
     head = header(exported_at=plain(datetime.now(UTC)), parameters=parameters,
                   principals=principals_json(directory), plans=entries)
     return head, lines

@@ -12,6 +12,7 @@ from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
 
+from contracts.shared.persistence import ConcurrentChange
 from contracts.trust.audit_lines import (
     Line,
     correction_lines,
@@ -28,6 +29,17 @@ from store.translate import translate_errors
 PlanLines = tuple[dict[str, Any], list[Line]]
 """What the export header says of a plan, and its lines in chain order."""
 
+READ_TRIES = 10
+"""Reads of a plan's records before an audit gives up on one moment of a busy plan."""
+
+
+class PlanKeptChanging(ConcurrentChange):
+    """Records were committed into the plan during every one of an audit's reads."""
+
+    def __init__(self, plan_id: str, tries: int) -> None:
+        super().__init__(f"plan {plan_id} was written to during each of {tries} reads of "
+                         "it; audit it again")
+
 
 @translate_errors
 class AuditReader:
@@ -38,18 +50,36 @@ class AuditReader:
         self._violations = db[INVARIANT_VIOLATIONS]
 
     async def plan(self, plan_id: str) -> PlanLines | None:
-        """A plan's header entry and lines; None if nothing of it is stored."""
-        counter, decisions, corrections, violations = await asyncio.gather(
-            self._plans.find_one({"_id": plan_id}),
-            self._decisions.find({"plan_id": plan_id}).to_list(),
-            self._corrections.find({"plan_id": plan_id}).to_list(),
-            self._violations.find({"plan_id": plan_id}).to_list())
+        """A plan's header entry and lines, as of one moment; None if nothing of it is
+        stored.
+
+        The records are read between two reads of the plan's counter, which every
+        chained write moves in its own transaction: when both reads agree, no record was
+        committed meanwhile, so the records are the plan as that counter says. When they
+        differ (an agent still recording, a correction committing), the records are read
+        again, READ_TRIES times at most, then PlanKeptChanging. Read at once, a record
+        committed between the reads looked removed or reordered to the verifier."""
+        before = await self._counter(plan_id)
+        for _ in range(READ_TRIES):
+            decisions, corrections, violations = await asyncio.gather(
+                self._decisions.find({"plan_id": plan_id}).to_list(),
+                self._corrections.find({"plan_id": plan_id}).to_list(),
+                self._violations.find({"plan_id": plan_id}).to_list())
+            counter = await self._counter(plan_id)
+            if plan_entry(counter) == plan_entry(before):
+                break
+            before = counter
+        else:
+            raise PlanKeptChanging(plan_id, READ_TRIES)
         if counter is None and not decisions and not corrections and not violations:
             return None
         lines = [*(ln for d in decisions for ln in decision_lines(d)),
                  *(ln for c in corrections for ln in correction_lines(c)),
                  *(ln for v in violations for ln in violation_lines(v))]
         return plan_entry(counter), in_chain_order(lines, [plan_id])
+
+    async def _counter(self, plan_id: str) -> Document | None:
+        return await self._plans.find_one({"_id": plan_id})
 
     async def export(self, plan_ids: Iterable[str], cut: str | None = None
                      ) -> tuple[dict[str, dict[str, Any]], list[Line]]:

@@ -18,7 +18,12 @@ import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
 from clients.operator import CorrectionClient
+from contracts.shared.ids import new_id
+from contracts.trust.audit import verify_export
+from contracts.trust.audit_findings import Report
+from contracts.trust.audit_lines import header
 from deploy.embedded import ManagedServer
+from store.audit import READ_TRIES, AuditReader, PlanKeptChanging
 from store.database import Document
 from tests.factories import decision
 from tests.integration.audit_support import (
@@ -161,6 +166,54 @@ async def test_two_writers_at_once_leave_a_valid_chain(
     code, report = await verify(agents, plan, principals)
     assert code == 0, report
     assert report["records"] == 5 + 150 + 1 + 2
+
+
+async def test_a_plan_read_while_it_is_written_verifies_every_time(
+        nats_server: ManagedServer, mongo_uri: str, db: AsyncDatabase[Document],
+        db_name: str, tmp_path: Path, nc: nats.NATS) -> None:
+    """An audit of a plan an agent is still recording into reads it as of one moment:
+    a decision committed between its reads is never taken for a removed or reordered
+    record."""
+    w, _ = await start_workers(nats_server, mongo_uri, db_name, tmp_path)
+    try:
+        plan, ids = await record_plan(nc, db)
+        more = [decision(plan, ids["d"], question=f"more {i}?") for i in range(120)]
+
+        async def agent() -> None:
+            for i in range(0, len(more), 4):
+                await publish_signed(nc.jetstream(), AGENT, more[i:i + 4])
+                await asyncio.sleep(0.02)
+
+        recording = asyncio.create_task(agent())
+        reader, reports = AuditReader(db), list[Report]()
+        while not recording.done() or len(reports) < 5:
+            entries, lines = await reader.export([plan])
+            reports.append(verify_export(header(exported_at="", parameters={},
+                                                principals=[], plans=entries), lines))
+        await recording
+    finally:
+        await w.stop()
+    broken = [str(r.findings[0]) for r in reports if not r.ok]
+    assert broken == [], f"{len(broken)} of {len(reports)} reads: {broken[:3]}"
+
+
+class AlwaysWritten(AuditReader):
+    """A plan whose counter moves between every two reads of it."""
+
+    reads = 0
+
+    async def _counter(self, plan_id: str) -> Document | None:
+        self.reads += 1
+        return {"_id": plan_id, "chain_length": self.reads}
+
+
+async def test_a_plan_written_during_every_read_is_given_up_on_in_a_bounded_time(
+        db: AsyncDatabase[Document]) -> None:
+    reader = AlwaysWritten(db)
+    with pytest.raises(PlanKeptChanging, match=r"during each of \d+ reads of it; audit it "
+                                               "again"):
+        await reader.plan(new_id())
+    assert reader.reads == READ_TRIES + 1
 
 
 async def _stored(db: AsyncDatabase[Document], plan: str, n: int) -> bool:
