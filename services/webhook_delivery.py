@@ -27,6 +27,7 @@ from contracts.webhooks.model import Attempt, Delivery, DeliveryStatus, Webhook,
 from contracts.webhooks.policy import WebhookLimits
 from services.ports.publishing import EventPublisher
 from services.ports.webhooks import Answer, Claimed, Sender, WebhookRecords
+from services.tasks import stop_tasks
 from services.webhook_secrets import Sealer, SecretUnavailable
 
 log = logging.getLogger(__name__)
@@ -90,9 +91,7 @@ class DeliveryLoop:
             await self.stop()
 
     async def stop(self) -> None:
-        for t in list(self._tasks):
-            t.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await stop_tasks(self._tasks)
 
     async def fill(self) -> int:
         """Claim and start due deliveries while this worker has room."""

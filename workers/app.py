@@ -18,11 +18,11 @@ from bootstrap.settings import Settings
 from contracts.corrections.families import DRYRUN
 from contracts.shared.urls import nats_servers
 from services.corrections.policy import CrashHook, no_crash
+from services.tasks import stop_task
 from store.lease_view import LeaseViews
 from store.leases import Leases
 from workers.approvals import expiry_loop
 from workers.connections import NatsLink, nats_options
-from workers.consumer_watch import stop_task
 from workers.deps import Deps
 from workers.dry_run import start_dry_run
 from workers.handlers import pullers

@@ -12,7 +12,6 @@ reports and log each change of state once, never once per attempt.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -27,6 +26,7 @@ from bootstrap.settings import Settings
 from clients.credentials import NatsCredentials
 from contracts.shared.persistence import StoreFailure
 from contracts.shared.urls import redact
+from services.tasks import stop_task
 from store.mongo_store import MongoStore
 
 log = logging.getLogger(__name__)
@@ -161,10 +161,7 @@ class MongoWatch:
         self._task = asyncio.create_task(self._run(), name="mongo-watch")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await stop_task(self._task)
 
     def problem(self) -> str | None:
         """None when MongoDB answered a ping within the last three intervals."""

@@ -27,12 +27,12 @@ import contextlib
 import dataclasses
 import logging
 from datetime import datetime
-from typing import Any
 
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, ConsumerInfo, DeliverPolicy
 from nats.js.errors import BadRequestError, NotFoundError
 
+from services.tasks import stop_task
 from workers.durables import WATCHED, config_changes, ensure_consumer
 
 log = logging.getLogger(__name__)
@@ -137,27 +137,3 @@ async def watch_durable(js: JetStreamContext, stream: str, config: ConsumerConfi
     await watch.check()
     watch.start()
     return watch
-
-
-STOP_WAIT_SECONDS = 5.0
-"""How long a stop waits for a cancelled task to end before it goes on without it."""
-
-
-async def stop_task(task: asyncio.Task[Any] | None, wait: float = STOP_WAIT_SECONDS) -> None:
-    """Cancel `task` (if any) and wait until it has ended, at most `wait` seconds.
-
-    Bounded, because a shutdown that waits forever is a worker that never exits: a task
-    blocked in a database call that never answers (the embedded test server left a
-    burst of counts unanswered) stayed "cancelling" and held the stop behind it. One
-    that outlives the wait is named in the log and left to the process's end."""
-    if task is None:
-        return
-    task.cancel()
-    done, _ = await asyncio.wait({task}, timeout=wait)
-    if not done:
-        log.warning("task %s did not end within %g s of its cancel; stopping without it",
-                    task.get_name(), wait)
-        return
-    if not task.cancelled() and (exc := task.exception()) is not None:
-        log.warning("task %s had ended with %s: %s", task.get_name(), type(exc).__name__,
-                    exc)

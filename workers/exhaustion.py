@@ -27,6 +27,7 @@ from contracts.shared.inbound import Inbound
 from contracts.shared.rules import Rule, RuleViolation
 from contracts.shared.timestamps import utc_now
 from contracts.shared.unreadable import describe
+from services.tasks import stop_tasks
 from store.deliveries import Attempt, DeliveryFailures
 from workers.failures import FailureLog
 from workers.inbound import Handler
@@ -66,10 +67,7 @@ class Exhaustion:
         self._spawn(self._sweep())
 
     async def stop(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await stop_tasks(self._tasks)
         if self._advisories is not None:
             with contextlib.suppress(Exception):
                 await self._advisories.unsubscribe()

@@ -56,10 +56,10 @@ from typing import Any
 from contracts.shared.balance import moves
 from contracts.shared.partitions import Partition
 from contracts.shared.persistence import LeaseFence
+from services.tasks import stop_task
 from store.lease_view import LeaseView
 from store.leases import Leases, Taken
 from workers.batch import HeldLease
-from workers.consumer_watch import stop_task
 from workers.metrics import Metrics
 from workers.pull import BatchPuller
 

@@ -35,9 +35,10 @@ from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig
 
 from bootstrap.setting_types import Retry
+from services.tasks import stop_task
 from store.deliveries import DeliveryFailures
 from workers.batch import Batch, HeldLease
-from workers.consumer_watch import CHECK_EVERY, ConsumerWatch, stop_task, watch_durable
+from workers.consumer_watch import CHECK_EVERY, ConsumerWatch, watch_durable
 from workers.exhaustion import Exhaustion
 from workers.failures import FailureLog
 from workers.fetch import LATE_GRACE, READY_WAIT, Fetcher

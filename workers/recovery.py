@@ -30,6 +30,7 @@ from collections.abc import Callable
 
 from bootstrap.settings import Settings
 from services.corrections.service import CorrectionService
+from services.tasks import stop_tasks
 from store.workers import WorkerRegistry
 
 log = logging.getLogger(__name__)
@@ -104,6 +105,4 @@ class Sweeper:
         if not tasks:
             return
         _, late = await asyncio.wait(tasks, timeout=timeout)
-        for t in late:
-            t.cancel()
-        await asyncio.gather(*late, return_exceptions=True)
+        await stop_tasks(late)

@@ -32,6 +32,7 @@ from contracts.shared.families import Stream
 from contracts.webhooks.families import CHANGED, DISPATCHER
 from services.ports.publishing import EventPublisher
 from services.ports.webhooks import Answer
+from services.tasks import stop_tasks
 from services.webhook_delivery import DeliveryLoop
 from services.webhooks import Incoming, WebhookService
 
@@ -97,9 +98,7 @@ class WebhookWorker:
         if self._sub is not None:
             with contextlib.suppress(Exception):
                 await self._sub.unsubscribe()
-        for t in self._tasks:
-            t.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await stop_tasks(self._tasks)
         # The dispatchers' subscriptions go too (their durable stays, for the other
         # replicas and the next start). Left open, the connection's drain at shutdown
         # waited on them until its 30 s timeout (DrainTimeoutError): a worker with
