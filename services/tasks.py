@@ -5,8 +5,9 @@ stop must end: a shutdown that waits forever is a worker that never exits. A can
 task can outlive its cancel: one blocked in a database call that never answers (the
 embedded test server left a burst of counts unanswered) stayed "cancelling", and on
 Python 3.11 `asyncio.wait_for` drops a cancel that arrives as the awaited event fires,
-so a `while True` loop around it goes on as if never cancelled (a stopping worker with
-webhooks waited on its deliveries' loop until the test's 10-minute timeout).
+so a `while True` loop around it goes on as if never cancelled (cpython#86296). A
+stopping worker with webhooks once waited in its stop until a test's 10-minute timeout;
+every cancel-and-wait of the workers and services goes through here since.
 """
 
 from __future__ import annotations

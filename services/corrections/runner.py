@@ -32,6 +32,7 @@ from services.corrections.messages import correction_event
 from services.corrections.policy import AnalysisFailed, CorrectionPolicy, PlanBusy
 from services.corrections.steps import Steps
 from services.ports.corrections import CorrectionStorePort
+from services.tasks import stop_task
 
 log = logging.getLogger(__name__)
 
@@ -106,9 +107,7 @@ class PlanRunner:
             yield
         finally:
             self._holding_plans.discard(plan_id)
-            beat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await beat
+            await stop_task(beat)
             await self._store.leases.release(plan_id, owner)
 
     async def _renew_lease(self, plan_id: str, owner: str) -> None:
