@@ -327,7 +327,10 @@ async def test_a_mongodb_outage_ends_with_every_valid_message_recorded_once(
         await asyncio.sleep(35)
         assert w.alive
         mongo = start_mongo(mongo_dir, port=port)
-        await wait_for_status(f"http://127.0.0.1:{health}/readyz", 200, 30)
+        try:
+            await wait_for_status(f"http://127.0.0.1:{health}/readyz", 200, 30)
+        except AssertionError as exc:
+            raise AssertionError(_outage_diagnosis(mongo, port, w)) from exc
         await publish_all(js, after)
         await nc.close()
         await _recorded_once(nats_server.url, db, before + during + after)
@@ -337,6 +340,20 @@ async def test_a_mongodb_outage_ends_with_every_valid_message_recorded_once(
         await client.close()
         mongo.stop()
         os.sync()
+
+
+def _outage_diagnosis(mongo: ManagedServer, port: int, w: Workers) -> str:
+    """What a readiness that never came back leaves to read: the restarted server's state
+    and log, and the worker's last lines (the test's temp dir is gone by the time CI shows
+    the failure)."""
+    state = "running" if mongo.process.poll() is None else f"exited {mongo.process.returncode}"
+    with socket.socket() as probe:
+        probe.settimeout(1)
+        listening = probe.connect_ex(("127.0.0.1", port))
+    log = mongo.log_path
+    server_log = log.read_text(errors="replace")[-1500:] if log.exists() else ""
+    return (f"readiness did not come back; restarted MongoDB {state}, connect_ex={listening}\n"
+            f"--- its log ---\n{server_log}\n--- workers ---\n{w.log()[-3000:]}")
 
 
 @pytest.mark.e2e
