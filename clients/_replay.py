@@ -70,8 +70,11 @@ class StreamReplay:
                 msg = await self._js.get_msg(self._stream, seq=self._seq, next=True,
                                              subject=self._filter)
             except NotFoundError:
+                # Not asyncio.wait_for: on Python 3.11 it can drop a cancel that arrives as
+                # the event fires (cpython#86296), and this loop would go on.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._woken.wait(), self._poll)
+                    async with asyncio.timeout(self._poll):
+                        await self._woken.wait()
                 continue
             self._seq = (msg.seq or self._seq) + 1
             if subject_matches(self._filter, msg.subject or ""):

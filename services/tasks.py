@@ -7,7 +7,9 @@ embedded test server left a burst of counts unanswered) stayed "cancelling", and
 Python 3.11 `asyncio.wait_for` drops a cancel that arrives as the awaited event fires,
 so a `while True` loop around it goes on as if never cancelled (cpython#86296). A
 stopping worker with webhooks once waited in its stop until a test's 10-minute timeout;
-every cancel-and-wait of the workers and services goes through here since.
+every cancel-and-wait of the workers and services goes through here since, and every
+loop that sleeps until an event or a timeout waits with `wait_event`, which keeps its
+cancel.
 """
 
 from __future__ import annotations
@@ -21,6 +23,22 @@ log = logging.getLogger(__name__)
 
 STOP_WAIT_SECONDS = 5.0
 """How long a stop waits for a cancelled task to end before it goes on without it."""
+
+
+async def wait_event(event: asyncio.Event, timeout: float) -> bool:
+    """Wait until `event` is set or `timeout` seconds pass; whether it was set.
+
+    Unlike `asyncio.wait_for(event.wait(), timeout)` on Python 3.11, a cancel that arrives
+    as the event fires still cancels the caller: nothing runs the wait in a task of its
+    own whose result could stand in for the cancel."""
+    if event.is_set():
+        return True
+    try:
+        async with asyncio.timeout(timeout):
+            await event.wait()
+    except TimeoutError:
+        return False
+    return True
 
 
 async def stop_task(task: asyncio.Task[Any] | None, wait: float = STOP_WAIT_SECONDS) -> None:

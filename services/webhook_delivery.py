@@ -12,7 +12,6 @@ deduplicate on `webhook-id`, the same on every attempt of an event.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import Counter
 from collections.abc import Callable
@@ -27,7 +26,7 @@ from contracts.webhooks.model import Attempt, Delivery, DeliveryStatus, Webhook,
 from contracts.webhooks.policy import WebhookLimits
 from services.ports.publishing import EventPublisher
 from services.ports.webhooks import Answer, Claimed, Sender, WebhookRecords
-from services.tasks import stop_tasks
+from services.tasks import stop_tasks, wait_event
 from services.webhook_secrets import Sealer, SecretUnavailable
 
 log = logging.getLogger(__name__)
@@ -85,8 +84,7 @@ class DeliveryLoop:
                     log.warning("looking for due webhook deliveries failed; retrying",
                                 exc_info=True)
                 self.wake.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.wake.wait(), IDLE_POLL)
+                await wait_event(self.wake, IDLE_POLL)
         finally:
             await self.stop()
 

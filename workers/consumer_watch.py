@@ -32,7 +32,7 @@ from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, ConsumerInfo, DeliverPolicy
 from nats.js.errors import BadRequestError, NotFoundError
 
-from services.tasks import stop_task
+from services.tasks import stop_task, wait_event
 from workers.durables import WATCHED, config_changes, ensure_consumer
 
 log = logging.getLogger(__name__)
@@ -74,8 +74,7 @@ class ConsumerWatch:
 
     async def _run(self) -> None:
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._poke.wait(), self._every)
+            await wait_event(self._poke, self._every)
             self._poke.clear()
             try:
                 await self.check()

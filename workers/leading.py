@@ -56,7 +56,7 @@ from typing import Any
 from contracts.shared.balance import moves
 from contracts.shared.partitions import Partition
 from contracts.shared.persistence import LeaseFence
-from services.tasks import stop_task
+from services.tasks import stop_task, wait_event
 from store.lease_view import LeaseView
 from store.leases import Leases, Taken
 from workers.batch import HeldLease
@@ -165,9 +165,7 @@ class LeadingPullers:
 
     async def _run(self) -> None:
         while not self._stopping.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), self.every)
-            if self._stopping.is_set():
+            if await wait_event(self._stopping, self.every):
                 return
             try:
                 await self._round()

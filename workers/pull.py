@@ -35,7 +35,7 @@ from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig
 
 from bootstrap.setting_types import Retry
-from services.tasks import stop_task
+from services.tasks import stop_task, wait_event
 from store.deliveries import DeliveryFailures
 from workers.batch import Batch, HeldLease
 from workers.consumer_watch import CHECK_EVERY, ConsumerWatch, watch_durable
@@ -154,8 +154,7 @@ class BatchPuller(Generic[R]):
     async def _run(self, sub: JetStreamContext.PullSubscription, hold_off: float) -> None:
         assert self.watch is not None
         if hold_off > 0:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), hold_off)
+            await wait_event(self._stopping, hold_off)
         fetcher = Fetcher(sub, self._batch_size, self._subject, stream=self._stream,
                           durable=self._durable, failed=self.watch.poke)
         # Batches being decided, oldest first: at most IN_FLIGHT, and only the newest may

@@ -32,7 +32,7 @@ from contracts.shared.families import Stream
 from contracts.webhooks.families import CHANGED, DISPATCHER
 from services.ports.publishing import EventPublisher
 from services.ports.webhooks import Answer
-from services.tasks import stop_tasks
+from services.tasks import stop_tasks, wait_event
 from services.webhook_delivery import DeliveryLoop
 from services.webhooks import Incoming, WebhookService
 
@@ -124,9 +124,7 @@ class WebhookWorker:
                     self._on.clear()
             except Exception:
                 log.warning("reading the webhooks failed; retrying", exc_info=True)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(),
-                                       REFRESH if self._on.is_set() else IDLE)
+            await wait_event(self._changed, REFRESH if self._on.is_set() else IDLE)
 
     async def _dispatch(self, stream: Stream) -> None:
         dropped = False
