@@ -15,6 +15,10 @@ For each (plan, subtree) it prints:
   latency  a revert, from publishing the CorrectionRequest to receiving its APPLIED event
            from a plain subscriber (record PENDING, analyze, one transaction superseding
            the subtree, archive manifest, events);
+  walk / write  where that latency went, from the correction's history (the worker's
+           clock, the same machine's): the worker's impact walk (ANALYZING to
+           EXECUTING), and the archive, the transaction and the events (the APPLIED
+           entry's time, stamped before them, to the event's arrival);
   bare     right after, on the same server, one transaction setting superseded_by on
            the same documents with update_many and nothing else (no walk, no events,
            no archive): the best of `$in` chunks of 50 (the store's) and 500;
@@ -36,7 +40,9 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import nats
 from pymongo import AsyncMongoClient
@@ -114,12 +120,21 @@ async def wait_ready(url: str) -> None:
     await nc.close()
 
 
-async def revert_latency(nc: nats.NATS, plan_id: str, target: str) -> tuple[float, int]:
+@dataclass
+class Reverted:
+    latency: float
+    superseded: int
+    correction_id: str
+    requested_at: datetime
+    """The bench's clock when it published the request."""
+
+
+async def revert_latency(nc: nats.NATS, plan_id: str, target: str) -> Reverted:
     """Seconds from publishing a revert to its APPLIED event; and how many it superseded."""
     sub = await nc.subscribe(f"corrections.events.{plan_id}.*")
     req = CorrectionRequest(plan_id=plan_id, decision_id=target, mode=CorrectionMode.REVERT,
                             guidance="bench revert", requested_by="bench")
-    t0 = time.perf_counter()
+    t0, requested_at = time.perf_counter(), datetime.now(UTC)
     await nc.jetstream().publish(f"corrections.requested.{plan_id}",
                                  req.model_dump_json().encode(),
                                  headers={"Nats-Msg-Id": req.correction_id})
@@ -131,7 +146,21 @@ async def revert_latency(nc: nats.NATS, plan_id: str, target: str) -> tuple[floa
     latency = time.perf_counter() - t0
     await sub.unsubscribe()
     assert body["to_status"] == "applied", body
-    return latency, body["superseded_count"]  # the list itself holds the first 100
+    # The list itself holds the first 100.
+    return Reverted(latency, body["superseded_count"], req.correction_id, requested_at)
+
+
+async def stages(client: AsyncMongoClient[dict[str, object]], db_name: str,
+                 reverted: Reverted) -> tuple[float, float]:
+    """The worker's walk (ANALYZING to EXECUTING) and what came after the walk (the
+    APPLIED entry's time to the event's arrival), in seconds, from the stored history."""
+    doc = await client[db_name]["corrections"].find_one({"_id": reverted.correction_id})
+    assert doc is not None
+    history: list[dict[str, Any]] = doc["history"]  # type: ignore[assignment]
+    at = {str(h["to_status"]): h["at"] for h in history}
+    walk = (at["executing"] - at["analyzing"]).total_seconds()
+    after = reverted.latency - (at["applied"] - reverted.requested_at).total_seconds()
+    return walk, after
 
 
 BARE_CHUNKS = (50, 500)
@@ -196,13 +225,13 @@ async def measure(mongo_url: str, nats_url: str, db_name: str, plan_sizes: list[
                     times.append(time.perf_counter() - t0)
                     rounds = walk.rounds
                     assert len(walk.affected) == size
-                latency, superseded = await revert_latency(nc, decisions[0].plan_id,
-                                                           targets[size])
-                assert superseded == size
+                reverted = await revert_latency(nc, decisions[0].plan_id, targets[size])
+                assert reverted.superseded == size
+                walked, written = await stages(client, db_name, reverted)
                 ids = await superseded_ids(client, db_name, targets[size])
                 bare = await bare_update(client, db_name, ids)
                 rows.append(Row(len(decisions), size, statistics.median(times), rounds,
-                                latency, bare))
+                                reverted.latency, walked, written, bare))
                 # As it comes (a long run on a loaded machine shows where it is).
                 print(f"# {rows[-1].line()}", file=sys.stderr, flush=True)
         await nc.close()
@@ -218,12 +247,15 @@ class Row:
     impact: float
     rounds: int
     latency: float
+    walked: float
+    written: float
     bare: dict[str, float]
 
     def line(self) -> str:
         bare = " / ".join(f"{v:.2f}" for v in self.bare.values())
+        stages = f"{self.walked:.2f} / {self.written:.2f}"
         return (f"{self.plan:>10,} | {self.subtree:>8,} | {self.impact:>10.3f} | "
-                f"{self.rounds:>6} | {self.latency:>18.3f} | {bare:>26} | "
+                f"{self.rounds:>6} | {self.latency:>18.3f} | {stages:>13} | {bare:>26} | "
                 f"{self.latency / self.best_bare:>5.2f}")
 
     @property
@@ -264,9 +296,10 @@ def main() -> None:
         natsd.stop()
         mongo.stop()
     print(f"\n{'plan size':>10} | {'subtree':>8} | {'impact (s)':>10} | {'rounds':>6} | "
-          f"{'revert latency (s)':>18} | {'bare update_many (s)':>26} | {'ratio':>5}")
-    print(f"{'-' * 10}-+-{'-' * 8}-+-{'-' * 10}-+-{'-' * 6}-+-{'-' * 18}-+-{'-' * 26}-+-"
-          f"{'-' * 5}")
+          f"{'revert latency (s)':>18} | {'walk / write':>13} | {'bare update_many (s)':>26} | "
+          f"{'ratio':>5}")
+    print(f"{'-' * 10}-+-{'-' * 8}-+-{'-' * 10}-+-{'-' * 6}-+-{'-' * 18}-+-{'-' * 13}-+-"
+          f"{'-' * 26}-+-{'-' * 5}")
     for r in rows:
         print(r.line())
     print(f"load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
