@@ -164,9 +164,7 @@ class LeadingPullers:
                 return_exceptions=True), timeout)
 
     async def _run(self) -> None:
-        while not self._stopping.is_set():
-            if await wait_event(self._stopping, self.every):
-                return
+        while not await wait_event(self._stopping, self.every):
             try:
                 await self._round()
             except Exception:  # a bug here must not end the recording for good
