@@ -187,6 +187,28 @@ async def test_subscriber_terminates_an_unreadable_event_and_retries_a_failed_on
     assert info.num_ack_pending == 0 and info.num_pending == 0
 
 
+async def test_following_reads_past_hostile_bytes_on_the_plans_event_subject(
+        workers: InProcessWorkers, nats_server: ManagedServer, nc: nats.NATS) -> None:
+    """`wait_for_outcome` replays `corrections.events.<plan>.*` from the stream's start
+    when its client did not send the request: bytes that are no transition, ahead of the
+    real ones, are skipped and hold none of them back."""
+    async with DecisionRecorder.connect(nats_server.url) as rec:
+        root, strategy, *_ = await record_tree(rec)
+        await rec.wait_all_persisted([root, strategy], timeout=20)
+    js, subject = nc.jetstream(), f"corrections.events.{root.plan_id}.applied"
+    hostile = [b"\xff\xfe", b"[" * 5000, b"[" + b"1," * 200_000 + b"1]",
+               b'{"correction_id": "%s", "plan_id": "%s", "to_status": "applied", '
+               b'"at": "2026-13-45T99:99:99Z"}' % (new_id().encode(), root.plan_id.encode()),
+               b"{}" * 1000]
+    for body in hostile:
+        await js.publish(subject, body)
+    async with CorrectionClient.connect(nats_server.url) as ops:
+        cid = await ops.request(root.plan_id, strategy.decision_id, "append", "Add metrics")
+    async with CorrectionClient.connect(nats_server.url) as other:  # did not send it
+        outcome = await other.wait_for_outcome(cid, root.plan_id, timeout=30)
+    assert (outcome.correction_id, outcome.to_status) == (cid, CorrectionStatus.APPLIED)
+
+
 async def test_operator_reverts_without_guidance_and_a_doomed_retry_is_refused(
         workers: InProcessWorkers, nats_server: ManagedServer, nc: nats.NATS,
         db: AsyncDatabase[Document]) -> None:
