@@ -24,6 +24,7 @@ from contracts.shared.persistence import LeaseFence
 from contracts.shared.unreadable import describe
 from contracts.trust.policy import Identity
 from workers.failures import FailureLog
+from workers.lane import Permit
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,10 @@ class Batch(Generic[R]):
         in-progress acks."""
         self.lease: HeldLease | None = None
         """The lease its consumer is pulled under; None: pulled by every replica."""
+        self.prepared: object | None = None
+        """What its handler made of it ahead of deciding it (workers.inbound.Preparing)."""
+        self.permit: Permit | None = None
+        """Its room in its puller's lane (workers.lane), given back at hand-off."""
 
     def hand_off(self) -> None:
         """The next batch may be decided now, while this one finishes.
@@ -77,8 +82,10 @@ class Batch(Generic[R]):
         their events, settling the messages) no longer changes what the next batch reads
         from the store; it keeps that rest in batch order itself. The pipeline calls it
         when `decide` returns or raises, so a handler that never calls it is decided one
-        batch at a time."""
+        batch at a time. Its room in the read lane is given back with it."""
         self.handed_off.set()
+        if self.permit is not None:
+            self.permit.release()
 
     def extend(self, more: Batch[R]) -> None:
         """Take `more`'s messages (read since, from the same consumer) after this batch's

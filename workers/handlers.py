@@ -26,6 +26,7 @@ from store.leases import Leases
 from workers import corrections, invariants, recorder
 from workers.deps import Deps, HandlerClass
 from workers.durables import batch_size, consumer_config, partition_count, setting, spec_of
+from workers.lane import Lane
 from workers.leading import LeadingPullers
 from workers.pull import BatchPuller
 
@@ -37,9 +38,10 @@ Puller = BatchPuller[Any] | LeadingPullers
 
 
 def puller(js: JetStreamContext, family: MessageFamily, reader: Reader,
-           deps: Deps, partition: Partition | None = None) -> BatchPuller[Any]:
+           deps: Deps, partition: Partition | None = None, *,
+           lane: Lane | None = None) -> BatchPuller[Any]:
     """The pull loop of one declared durable (or one partition of it), with a handler of
-    its own."""
+    its own; the partitions of one durable share a `lane` (workers.lane)."""
     spec, settings = spec_of(reader), deps.settings
     if family.stream is None:
         raise ValueError(f"{family.name} is captured by no stream: nothing to pull")
@@ -50,7 +52,8 @@ def puller(js: JetStreamContext, family: MessageFamily, reader: Reader,
         config=config, batch_size=batch_size(reader, settings),
         max_wait=setting(settings, spec.max_wait),
         consumer=handler, retry=settings.retry(handler.extra_deliveries()),
-        failures=deps.failures, backoff_after_ack_wait=spec.backoff_after_ack_wait)
+        failures=deps.failures, backoff_after_ack_wait=spec.backoff_after_ack_wait,
+        lane=lane)
 
 
 def reader_partitions(family: MessageFamily, reader: Reader, deps: Deps
@@ -98,7 +101,8 @@ def pullers(js: JetStreamContext, deps: Deps, *, locks: Leases, views: LeaseView
         assert family.stream is not None
         current = reader_partitions(family, reader, deps)
         leading.append(LeadingPullers(
-            partial(puller, js, family, reader, deps), current, locks, views.read,
+            partial(puller, js, family, reader, deps, lane=Lane()), current, locks,
+            views.read,
             owner=owner, stream=family.stream.name,
             graceful_timeout=deps.settings.graceful_timeout,
             probe=left_to_drain(js, family, reader, current)))

@@ -25,7 +25,7 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, runtime_checkable
 
 import nats.errors
 from nats.aio.msg import Msg
@@ -103,6 +103,18 @@ class Handler(Protocol[R]):
     async def dead_letter(self, msg: Inbound, violations: Sequence[RuleViolation]) -> None:
         """Keep (and report) a message JetStream gave up on, through the handler's reject
         path; idempotent by `<stream>:<seq>`."""
+        ...
+
+
+@runtime_checkable
+class Preparing(Protocol[R]):
+    """A handler with CPU work on a read batch that need not wait for the batch before
+    it: the pull loop runs `prepare` before the batch waits its turn to be written
+    (workers.lane), and the handler's `decide` takes what it left in `batch.prepared`
+    (or does the work itself, for a batch never prepared)."""
+
+    async def prepare(self, batch: Batch[R]) -> None:
+        """CPU work, yielding now and then: the batch before is being written."""
         ...
 
 

@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from nats.aio.msg import Msg
@@ -42,7 +43,8 @@ from workers.consumer_watch import CHECK_EVERY, ConsumerWatch, watch_durable
 from workers.exhaustion import Exhaustion
 from workers.failures import FailureLog
 from workers.fetch import LATE_GRACE, READY_WAIT, Fetcher
-from workers.inbound import Handler, decide, read_batch
+from workers.inbound import Handler, Preparing, decide, read_batch
+from workers.lane import Lane, Permit
 from workers.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -54,16 +56,26 @@ IN_FLIGHT = 2
 while the next one reads the store and writes."""
 
 
+def _giving_back(permit: Permit) -> Callable[[asyncio.Task[None]], None]:
+    """A done callback that gives `permit` back (a no-op once the batch handed off)."""
+    def give_back(_: asyncio.Task[None]) -> None:
+        permit.release()
+    return give_back
+
+
 class BatchPuller(Generic[R]):
     def __init__(self, js: JetStreamContext, *, stream: str, subject: str,
                  config: ConsumerConfig, batch_size: int, max_wait: float,
                  consumer: Handler[R], retry: Retry,
                  failures: DeliveryFailures | None = None,
-                 backoff_after_ack_wait: bool = True, check_every: float = CHECK_EVERY
-                 ) -> None:
+                 backoff_after_ack_wait: bool = True, check_every: float = CHECK_EVERY,
+                 lane: Lane | None = None) -> None:
         """`backoff_after_ack_wait=False`: a message whose worker died comes back after
         the ack wait every time, instead of after the consumer's BackOff at its delivery
-        count (see workers.recorder for why the recorder wants that)."""
+        count (see workers.recorder for why the recorder wants that).
+
+        `lane`: shared with the other partitions of this durable pulled in this process,
+        so their batches take turns to be read and written (workers.lane)."""
         self._js = js
         self._stream = stream
         self._subject = subject
@@ -81,6 +93,11 @@ class BatchPuller(Generic[R]):
         self._batch_size = batch_size
         self._max_wait = max_wait
         self._handler = consumer
+        self._lane = lane
+        self._held: list[Msg] = []
+        """Pulled and in no batch yet (the carry, or a batch's first messages waiting for
+        room in the lane): kept alive like a batch in hand (`_heartbeat`)."""
+        self._held_since = 0.0
         self._failures = FailureLog(failures, self._durable)
         self._exhaustion = Exhaustion(js, stream=stream, durable=self._durable, retry=retry,
                                       handler=consumer, failures=self._failures,
@@ -168,39 +185,72 @@ class BatchPuller(Generic[R]):
             while True:
                 if self._stopping.is_set() and not self._carry:
                     await asyncio.sleep(LATE_GRACE)
-                    self._carry = fetcher.delivered_late()
+                    self._carry = self._hold(fetcher.delivered_late())
                     if not self._carry:
                         break
                 # Wait for one message, then take whatever else is ready: a lone message
                 # is handled at once, a backlog in batches of up to batch_size.
-                first = self._carry or await fetcher.fetch(1, self._max_wait)
+                first = self._carry or self._hold(await fetcher.fetch(1, self._max_wait))
                 if not first:
                     continue
-                msgs = first if self._stopping.is_set() else await fetcher.fill(first)
-                # A fetch can return more than asked (a pull's late deliveries): the rest
-                # starts the next batch.
-                msgs, self._carry = msgs[:self._batch_size], msgs[self._batch_size:]
-                # Read while the previous batch is still committing: the database and
-                # this process work at the same time instead of taking turns.
-                pulled = time.monotonic()
-                batch = await read_batch(self._handler, msgs, stream=self._stream,
-                                         retry=self._retry, failures=self._failures)
-                batch.count = self._count
-                batch.kept_alive_at = pulled
-                batch.lease = self.lease
-                self._live.add(batch)
-                if flight:
-                    # Its writes must be committed before this batch reads the store; what
-                    # arrives meanwhile joins it.
-                    await self._top_up(fetcher, batch, flight[-1][0].handed_off)
-                    await flight[-1][0].handed_off.wait()
-                while len(flight) >= IN_FLIGHT:
-                    await flight.pop(0)[1]
-                flight.append((batch, asyncio.create_task(self._commit(batch, pulled))))
+                flight.append(await self._next(fetcher, first, flight))
                 flight = [(b, t) for b, t in flight if not t.done()]
         finally:
             for _, task in flight:
                 await task
+
+    async def _next(self, fetcher: Fetcher, first: list[Msg],
+                    flight: list[tuple[Batch[R], asyncio.Task[None]]]
+                    ) -> tuple[Batch[R], asyncio.Task[None]]:
+        """The batch `first` begins, read and prepared, and the task that decides it once
+        its turn to be written has come (at most IN_FLIGHT of this loop's at once)."""
+        permit = await self._lane.begin() if self._lane is not None else None
+        try:
+            batch, pulled = await self._begin(fetcher, first, flight, self._held_since)
+            if isinstance(self._handler, Preparing):
+                await self._handler.prepare(batch)
+            while len(flight) >= IN_FLIGHT:
+                await flight.pop(0)[1]
+            if self._lane is not None and permit is not None:
+                permit = await self._lane.write(permit)
+                batch.permit = permit  # given back when it hands off
+            task = asyncio.create_task(self._commit(batch, pulled))
+        except BaseException:
+            if permit is not None:
+                permit.release()
+            raise
+        if permit is not None:  # a commit cancelled before it began
+            task.add_done_callback(_giving_back(permit))
+        return batch, task
+
+    def _hold(self, msgs: list[Msg]) -> list[Msg]:
+        """`msgs`, just pulled, held outside any batch until one takes them."""
+        self._held, self._held_since = msgs, time.monotonic()
+        return msgs
+
+    async def _begin(self, fetcher: Fetcher, first: list[Msg],
+                     flight: list[tuple[Batch[R], asyncio.Task[None]]], alive_at: float
+                     ) -> tuple[Batch[R], float]:
+        """The next batch (`first` and whatever else is ready, read, then topped up with
+        what arrives until the batch before it hands off) and when it was pulled."""
+        msgs = first if self._stopping.is_set() else await fetcher.fill(first)
+        # A fetch can return more than asked (a pull's late deliveries): the rest
+        # starts the next batch.
+        msgs, self._carry = msgs[:self._batch_size], self._hold(msgs[self._batch_size:])
+        # Read while the previous batch is still committing: the database and
+        # this process work at the same time instead of taking turns.
+        pulled = time.monotonic()
+        batch = await self._read(msgs)
+        batch.count = self._count
+        batch.kept_alive_at = alive_at  # when JetStream last heard of `first`
+        batch.lease = self.lease
+        self._live.add(batch)
+        if flight:
+            # Its writes must be committed before this batch reads the store; what
+            # arrives meanwhile joins it.
+            await self._top_up(fetcher, batch, flight[-1][0].handed_off)
+            await flight[-1][0].handed_off.wait()
+        return batch, pulled
 
     async def _top_up(self, fetcher: Fetcher, batch: Batch[R], previous: asyncio.Event
                       ) -> None:
@@ -232,10 +282,13 @@ class BatchPuller(Generic[R]):
         """`more` (newer than anything in hand: the carry is empty) into `batch` up to its
         size; the rest starts the next batch."""
         room = max(0, self._batch_size - len(batch.msgs))
-        more, self._carry = more[:room], more[room:]
+        more, self._carry = more[:room], self._hold(more[room:])
         if more:
-            batch.extend(await read_batch(self._handler, more, stream=self._stream,
-                                          retry=self._retry, failures=self._failures))
+            batch.extend(await self._read(more))
+
+    async def _read(self, msgs: list[Msg]) -> Batch[R]:
+        return await read_batch(self._handler, msgs, stream=self._stream,
+                                retry=self._retry, failures=self._failures)
 
     def _count(self, outcome: str) -> None:
         if self.metrics is None:
@@ -270,3 +323,8 @@ class BatchPuller(Generic[R]):
             for batch in list(self._live):
                 if batch.kept_alive_at <= due:
                     await batch.in_progress()
+            if self._held and self._held_since <= due:
+                self._held_since = time.monotonic()
+                for m in list(self._held):
+                    with contextlib.suppress(Exception):
+                        await m.in_progress()

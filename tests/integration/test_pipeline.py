@@ -18,6 +18,7 @@ from nats.js.api import ConsumerConfig, StreamConfig
 from contracts.shared.inbound import Inbound
 from contracts.shared.rules import RuleViolation
 from workers.inbound import Batch, Retry
+from workers.lane import WRITING, Lane
 from workers.pull import BatchPuller
 
 pytestmark = pytest.mark.e2e
@@ -213,3 +214,117 @@ async def test_what_arrives_during_a_commit_joins_the_next_batch(nc: nats.NATS) 
     assert family.sizes == [1, 20]
     assert family.recorded == [b"first", *(b for b in trickle if b != b"raise")]
     assert len(family.terminated) == 1 and "RecursionError" in family.terminated[0]
+
+
+class Turns:
+    """What the batches of pullers sharing a lane did at once."""
+
+    def __init__(self) -> None:
+        self.recorded: list[bytes] = []
+        self.writing = 0
+        self.most_writing = 0
+        self.prepared_while_writing = 0
+
+
+class Laned(Family):
+    """`Family` with a write that takes a while, preparing each batch first
+    (workers.inbound.Preparing) and handing off once written, as the recorder does."""
+
+    def __init__(self, turns: Turns) -> None:
+        super().__init__()
+        self.turns = turns
+
+    async def prepare(self, batch: Batch[bytes]) -> None:
+        batch.prepared = len(batch.msgs)
+        self.turns.prepared_while_writing += self.turns.writing > 0
+
+    async def decide(self, batch: Batch[bytes]) -> None:
+        assert batch.prepared == len(batch.msgs)  # prepared whole, after its top-up
+        turns = self.turns
+        turns.writing += 1
+        turns.most_writing = max(turns.most_writing, turns.writing)
+        try:
+            await asyncio.sleep(0.05)  # the write
+        finally:
+            turns.writing -= 1
+        batch.hand_off()
+        for m, r in batch.items:
+            turns.recorded.append(r)
+            await batch.ack(m)
+
+
+async def test_partitions_sharing_a_lane_read_one_batch_while_another_is_written(
+        nc: nats.NATS) -> None:
+    """Three partitions' pullers in one process, each with a backlog: no more batches
+    are written at once than the lane has room for, batches are read and prepared
+    while another is written, and every message is recorded once."""
+    js = nc.jetstream()
+    await js.add_stream(StreamConfig(name="L", subjects=["l.>"]))
+    bodies = [f"p{k}m{i}".encode() for k in range(3) for i in range(300)]
+    acks = [await js.publish_async(f"l.{b.decode()[1]}.x", b) for b in bodies]
+    await asyncio.gather(*acks)
+    turns, lane = Turns(), Lane()
+    pullers = [BatchPuller(js, stream="L", subject=f"l.{k}.>",
+                           config=ConsumerConfig(durable_name=f"l{k}",
+                                                 filter_subject=f"l.{k}.>", ack_wait=5.0),
+                           batch_size=50, max_wait=0.2, consumer=Laned(turns),
+                           retry=Retry(3, (0.1,)), lane=lane) for k in range(3)]
+    for p in pullers:
+        await p.start()
+    try:
+        for _ in range(200):
+            if len(turns.recorded) >= len(bodies):
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        for p in pullers:
+            await p.stop(5.0)
+    assert sorted(turns.recorded) == sorted(bodies)
+    assert turns.most_writing == WRITING
+    assert turns.prepared_while_writing > len(bodies) // 50 // 2
+
+
+class SlowWrites(Family):
+    """`Family` whose every write takes `write` seconds, noting each message's deliveries."""
+
+    def __init__(self, write: float, deliveries: list[int]) -> None:
+        super().__init__()
+        self.write = write
+        self.deliveries = deliveries
+
+    async def decide(self, batch: Batch[bytes]) -> None:
+        self.deliveries += [m.metadata.num_delivered for m in batch.msgs]
+        await asyncio.sleep(self.write)
+        await super().decide(batch)
+
+
+async def test_messages_waiting_their_turn_in_a_lane_are_kept_alive(nc: nats.NATS) -> None:
+    """One batch written at a time, each write longer than the ack wait: the batch read
+    and waiting to be written, and the message pulled and waiting to be read, are not
+    redelivered meanwhile."""
+    js = nc.jetstream()
+    await js.add_stream(StreamConfig(name="K", subjects=["k.>"]))
+    for k in range(3):
+        await js.publish(f"k.{k}.x", f"m{k}".encode())
+    deliveries: list[int] = []
+    lane = Lane(ahead=1, writing=1)
+    pullers = [BatchPuller(js, stream="K", subject=f"k.{k}.>",
+                           config=ConsumerConfig(durable_name=f"k{k}",
+                                                 filter_subject=f"k.{k}.>", ack_wait=1.0),
+                           batch_size=10, max_wait=0.2, consumer=SlowWrites(1.5, deliveries),
+                           retry=Retry(3, (0.1,)), lane=lane) for k in range(3)]
+    for p in pullers:
+        await p.start()
+    try:
+        for _ in range(200):
+            if len(deliveries) >= 3 and all(not p._live for p in pullers):
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        for p in pullers:
+            await p.stop(5.0)
+    assert deliveries == [1, 1, 1]
+    for k in range(3):
+        info = await js.consumer_info("K", f"k{k}")
+        assert info.num_pending == 0 and info.num_ack_pending == 0
+        assert info.num_redelivered == 0
