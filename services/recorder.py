@@ -98,6 +98,11 @@ class RecorderService:
             read.candidates.append(replace(kept, identity=who) if who else kept)
         return read
 
+    def lay_out(self, candidates: Sequence[Candidate]) -> list[Candidate]:
+        """The candidates with their records laid out ahead of `write_batch` (CPU only:
+        the worker does it while the batch before is written)."""
+        return self._decisions.lay_out(candidates)
+
     async def dead_letter(self, msg: Inbound, violations: Sequence[RuleViolation]) -> None:
         """Keep and report one message outside a batch (its retries were exhausted)."""
         read = ReadBatch([msg], utc_now())

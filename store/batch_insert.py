@@ -7,6 +7,7 @@ counter and writing it, so the chain costs no round trip of its own."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -18,9 +19,9 @@ from pymongo.asynchronous.database import AsyncDatabase
 from contracts.decisions.model import Decision
 from contracts.decisions.plan_states import PlanStatus
 from contracts.recording.claims import claim_refused
-from contracts.recording.message import Candidate
+from contracts.recording.message import Candidate, Laid
 from contracts.redaction.decisions import marks_document
-from contracts.trust.chain import DECISION, decision_content
+from contracts.trust.chain import DECISION, content_of, decision_digests, field_digest
 from contracts.trust.ownership import Ownership
 from contracts.trust.policy import principal_name, provenance
 from store.batch_facts import plan_claim
@@ -117,20 +118,41 @@ def _number(per_plan: Mapping[str, list[Candidate]], counters: Mapping[str, Coun
     for plan_id, group in per_plan.items():
         start, head = counters[plan_id].next_sequence, counters[plan_id].chain
         for i, c in enumerate(group):
-            d = c.decision.model_copy(update={"sequence_number": start + i})
-            doc = (to_document(d, c.content_hash, c.stream_sequence,
-                               principal_name(c.identity))
-                   | provenance(c.identity, "recorded_by"))
-            if c.redactions:
-                doc["redactions"] = marks_document(c.redactions)
-            # The document as it is: each field digest equals its `plain` form's
-            # (contracts.trust.chain._digest), without walking the whole document first.
-            link = head.link(plan_id, DECISION, d.decision_id, decision_content(doc))
+            n = start + i
+            d = c.decision.model_copy(update={"sequence_number": n})
+            laid = c.laid or lay_out(c)
+            doc = {**laid.document, SEQUENCE: n}  # a copy: a retried transaction numbers again
+            content = content_of({**laid.digests, SEQUENCE: field_digest(SEQUENCE, n)})
+            link = head.link(plan_id, DECISION, d.decision_id, content)
             doc["chain"] = link.as_document()
             head = head.after(link)
             numbered.append((c, d, doc))
         after[plan_id] = Counter(start + len(group), head)
     return numbered, after
+
+
+SEQUENCE = "sequence_number"
+
+
+def lay_out(c: Candidate) -> Laid:
+    """`c`'s document but for its sequence number, and the chain's digests of its
+    fields: everything of the write that does not need the plan's counter (Laid).
+
+    The document as it is: each field digest equals its `plain` form's
+    (contracts.trust.chain._digest), without walking the whole document first."""
+    doc = (to_document(c.decision, c.content_hash, c.stream_sequence,
+                       principal_name(c.identity))
+           | provenance(c.identity, "recorded_by"))
+    if c.redactions:
+        doc["redactions"] = marks_document(c.redactions)
+    digests = decision_digests(doc)
+    digests.pop(SEQUENCE, None)  # the numbering's (recorder-owned: None as sent)
+    return Laid(doc, digests)
+
+
+def laid_out(candidates: Sequence[Candidate]) -> list[Candidate]:
+    """Each candidate with its record laid out (RecordedDecisions.lay_out)."""
+    return [c if c.laid is not None else replace(c, laid=lay_out(c)) for c in candidates]
 
 
 def _owning(c: Candidate) -> Ownership:

@@ -18,7 +18,7 @@ from contracts.recording.message import Candidate
 from contracts.shared.persistence import LeaseFence
 from contracts.trust.ownership import Ownership
 from store.batch_facts import BatchFacts
-from store.batch_insert import StaleFacts, insert_batch
+from store.batch_insert import StaleFacts, insert_batch, laid_out
 from store.cache import PARENT_PLAN_CACHE, CounterGuesses, RecorderCache
 from store.database import DECISIONS, Document, find_by_ids
 from store.decisions import from_document
@@ -45,6 +45,9 @@ class RecorderRepository:
     async def get_many(self, decision_ids: Iterable[str]) -> dict[str, Decision]:
         return {d["_id"]: from_document(d)
                 for d in await find_by_ids(self._decisions, decision_ids)}
+
+    def lay_out(self, candidates: Sequence[Candidate]) -> list[Candidate]:
+        return laid_out(candidates)
 
     async def facts_for(self, candidates: Sequence[Candidate], *,
                         existing: bool = True) -> StoredFacts:

@@ -185,6 +185,9 @@ class MemoryDecisions:
         held = self._db.state.decisions
         return {i: held[i] for i in decision_ids if i in held}
 
+    def lay_out(self, candidates: Sequence[Candidate]) -> list[Candidate]:
+        return list(candidates)  # nothing to lay out: records are kept as models
+
     async def roots_of(self, plan_ids: Iterable[str]) -> dict[str, Decision]:
         wanted = set(plan_ids)
         return {d.plan_id: d for d in self._db.state.decisions.values()

@@ -19,7 +19,7 @@ import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from nats.aio.msg import Msg
 
@@ -31,7 +31,7 @@ from contracts.shared.partitions import unpartitioned
 from contracts.shared.persistence import LeaseLost
 from contracts.shared.rules import RuleViolation
 from services.recorder import RecorderService
-from services.recorder_batch import Committed, subject_plan
+from services.recorder_batch import Committed, ReadBatch, subject_plan
 from services.recorder_policy import Disposition, RecorderPolicy, Verdict
 from workers import upkeep
 from workers.batch import Batch
@@ -48,7 +48,18 @@ def parent_waits(settings: Settings) -> int:
 
 
 Read = Candidate | Invalid
-SETTLE_SLICE = 50
+
+
+class Prepared(NamedTuple):
+    """A batch as `RecorderConsumer.prepare` left it: its messages as read, collected."""
+
+    inbound: list[Inbound]
+    read: ReadBatch
+
+
+SLICE = 50
+"""Messages laid out or settled between two yields to the event loop: the other batch
+in hand has its database replies taken up meanwhile."""
 
 
 def published(msg: Inbound) -> Inbound:
@@ -99,15 +110,34 @@ class RecorderConsumer:
         return Invalid(m.metadata.sequence.stream,
                        subject_plan(unpartitioned(RECORDED.name, m.subject)), (why,))
 
+    async def prepare(self, batch: Batch[Read]) -> None:
+        """Redact the batch's decisions and lay out their records (workers.inbound.
+        Preparing): most of the CPU between the start of a batch's write and its insert,
+        done while the batch before it is written instead, a slice at a time so that
+        batch's round trips are not held up."""
+        svc = self._service()
+        inbound, read = self._collect(batch, svc)
+        todo, read.candidates = read.candidates, []
+        for i in range(0, len(todo), SLICE):
+            await asyncio.sleep(0)
+            read.candidates += svc.lay_out(todo[i:i + SLICE])
+        batch.prepared = Prepared(inbound, read)
+
+    def _collect(self, batch: Batch[Read], svc: RecorderService) -> Prepared:
+        inbound = [self._inbound(m) for m in batch.msgs]
+        return Prepared(inbound, svc.collect(inbound, batch.now, batch.reads,
+                                             batch.identities))
+
     async def decide(self, batch: Batch[Read]) -> None:
         """Write, then hand off: the next batch reads and writes the store while this
         one's events go out and its messages are settled."""
         svc = self._service()
-        inbound = [self._inbound(m) for m in batch.msgs]
+        prepared = batch.prepared
+        inbound, read = (prepared if isinstance(prepared, Prepared)
+                         else self._collect(batch, svc))
         try:
             stored = await svc.write_batch(
-                svc.collect(inbound, batch.now, batch.reads, batch.identities),
-                batch.lease.fence if batch.lease is not None else None)
+                read, batch.lease.fence if batch.lease is not None else None)
         except LeaseLost as exc:
             batch.hand_off()
             await self._not_ours(batch, exc)
@@ -163,7 +193,7 @@ class RecorderConsumer:
     async def _settle(batch: Batch[Read], inbound: list[Inbound],
                       verdicts: dict[int, Disposition]) -> None:
         for i, (m, msg) in enumerate(zip(batch.msgs, inbound, strict=True)):
-            if i and not i % SETTLE_SLICE:
+            if i and not i % SLICE:
                 await asyncio.sleep(0)  # an ack does not yield: let the next batch's I/O in
             v = verdicts[msg.stream_sequence]
             if v.verdict is Verdict.ACK:

@@ -11,6 +11,7 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -44,6 +45,20 @@ class Candidate:
     redactions: tuple[Mark, ...] = ()
     """What redaction replaced in its free text (contracts.redaction): the record keeps
     these marks, never the values."""
+    laid: Laid | None = None
+    """Its record laid out ahead of the write (None: laid out when written)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Laid:
+    """A candidate's record as the store will write it, but for its sequence number, and
+    the chain's digests of those fields (contracts.trust.chain): the CPU work of the write
+    that does not need the plan's counter, done while the batch before is written
+    (RecordedDecisions.lay_out). The numbering adds the sequence number's field and
+    digest, then the link."""
+
+    document: Mapping[str, Any]
+    digests: Mapping[str, str]
 
 
 @dataclass(frozen=True, slots=True)

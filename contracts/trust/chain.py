@@ -227,8 +227,25 @@ def kept_digests(doc: Mapping[str, Any], digests: dict[str, str]) -> dict[str, s
 
 def decision_content(doc: Mapping[str, Any]) -> dict[str, Any]:
     """A decision's content: every stored field but the mutable ones (plain JSON)."""
+    return content_of(decision_digests(doc))
+
+
+def decision_digests(doc: Mapping[str, Any]) -> dict[str, str]:
+    """The field digests a decision's content holds (`decision_content`)."""
     digests = field_digests(doc, DECISION_MUTABLE)
-    return {"fields": kept_digests(doc, digests) if "erased" in doc else digests}
+    return kept_digests(doc, digests) if "erased" in doc else digests
+
+
+def content_of(digests: Mapping[str, str]) -> dict[str, Any]:
+    """A decision's content from its field digests."""
+    return {"fields": digests}
+
+
+def field_digest(name: str, value: object) -> str:
+    """The digest of one field of a stored record, as `field_digests` gives it: the
+    recorder digests a decision's fields before it numbers it, and its sequence number
+    once it has one (store.batch_insert)."""
+    return _digest(name, value)
 
 
 def correction_kind(event: Mapping[str, Any]) -> str | None:

@@ -56,6 +56,12 @@ class RecordedDecisions(Protocol):
 
     async def get_many(self, decision_ids: Iterable[str]) -> dict[str, Decision]: ...
 
+    def lay_out(self, candidates: Sequence[Candidate]) -> list[Candidate]:
+        """The candidates with what `insert_recorded` would compute of each before it
+        knows its sequence number done now (Candidate.laid): CPU only, so the worker does
+        it while the batch before is written. Optional to call; the same records result."""
+        ...
+
 
 class PlanRecords(Protocol):
     async def get(self, plan_id: str) -> PlanRecord | None: ...

@@ -1,0 +1,90 @@
+"""A record laid out ahead of its write (store.batch_insert.lay_out, done by the recorder
+worker while the batch before is written) numbers and chains exactly as one laid out
+in the write: same documents, same links, and a link that verifies from the document
+read back."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from contracts.recording.families import RECORDED
+from contracts.recording.message import Candidate, read_message
+from contracts.redaction.decisions import redact_decision
+from contracts.redaction.rules import Rules
+from contracts.shared.inbound import Inbound
+from contracts.shared.roles import Role
+from contracts.trust.chain import DECISION, Head, decision_content, plain
+from contracts.trust.policy import TrustPolicy
+from store.batch_insert import _number, laid_out
+from store.sequences import Counter
+from tests.factories import encode, plan_tree, subject
+from tests.trust_support import directory, member
+
+pytestmark = pytest.mark.unit
+
+AGENT = member("billing-agent", Role.AGENT)
+
+
+def _candidates() -> list[Candidate]:
+    """A plan's decisions as the recorder collects them: most signed, one not, one with
+    redacted free text."""
+    trust = TrustPolicy(directory(AGENT)).for_family(RECORDED)
+    assert trust is not None
+    now = datetime.now(UTC)
+    out = []
+    tree = plan_tree(8, seed=11)
+    tree[3] = {**tree[3], "rationale": "mail ops@example.com, key sk-abcdefghijklmnopqrstuvwx"}
+    for seq, d in enumerate(tree):
+        data, headers = AGENT.signed(RECORDED.name, subject(d), d["decision_id"], encode(d))
+        msg = Inbound(subject=subject(d), headers=headers, data=data, stream_sequence=seq + 1,
+                      delivered=1, stream_time=now)
+        c = read_message(msg, now, max_skew=timedelta(minutes=5))
+        assert isinstance(c, Candidate)
+        decision, marks = redact_decision(Rules(), c.decision)
+        c = replace(c, decision=decision, redactions=marks)
+        if seq != 5:
+            c = replace(c, identity=trust.identify(headers, subject(d), data, now))
+        out.append(c)
+    assert out[3].redactions and out[5].identity is None and out[0].identity is not None
+    return out
+
+
+def _numbered(candidates: list[Candidate], start: int = 4
+              ) -> tuple[list[dict[str, Any]], Counter]:
+    plan = candidates[0].decision.plan_id
+    head = Head(2, "sha256:" + "ab" * 32)
+    numbered, after = _number({plan: candidates}, {plan: Counter(start, head)})
+    return [doc for _, _, doc in numbered], after[plan]
+
+
+def test_laid_out_ahead_numbers_and_chains_as_laid_out_in_the_write() -> None:
+    candidates = _candidates()
+    laid = laid_out(candidates)
+    assert all(c.laid is not None for c in laid)
+    assert _numbered(laid) == _numbered(candidates)
+
+
+def test_each_link_verifies_from_the_document_read_back() -> None:
+    docs, after = _numbered(laid_out(_candidates()))
+    head = Head(2, "sha256:" + "ab" * 32)
+    for doc in docs:
+        assert doc["sequence_number"] == head.length + 2
+        link = head.link(doc["plan_id"], DECISION, doc["_id"], decision_content(plain(doc)))
+        assert link.as_document() == doc["chain"]
+        head = head.after(link)
+    assert head.digest == after.chain.digest
+
+
+def test_a_retried_numbering_starts_from_the_layout_untouched() -> None:
+    laid = laid_out(_candidates())
+    first, _ = _numbered(laid, start=4)
+    again, _ = _numbered(laid, start=9)  # the transaction ran again, the counter moved
+    assert [d["sequence_number"] for d in again] == list(range(9, 17))
+    assert all("chain" not in c.laid.document and c.laid.document["sequence_number"] is None
+               for c in laid if c.laid is not None)
+    assert [d["_id"] for d in first] == [d["_id"] for d in again]
+    assert laid_out(laid) == laid  # laid out once
