@@ -19,7 +19,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from contracts.decisions.model import Decision
 from contracts.decisions.plan_states import PlanStatus
 from contracts.recording.claims import claim_refused
-from contracts.recording.message import Candidate, Laid
+from contracts.recording.message import Candidate, Laid, laid_from
 from contracts.redaction.decisions import marks_document
 from contracts.trust.chain import DECISION, content_of, decision_digests, field_digest
 from contracts.trust.ownership import Ownership
@@ -120,7 +120,7 @@ def _number(per_plan: Mapping[str, list[Candidate]], counters: Mapping[str, Coun
         for i, c in enumerate(group):
             n = start + i
             d = c.decision.model_copy(update={"sequence_number": n})
-            laid = c.laid or lay_out(c)
+            laid = c.laid if c.laid is not None and c.laid.fits(c) else lay_out(c)
             doc = {**laid.document, SEQUENCE: n}  # a copy: a retried transaction numbers again
             content = content_of({**laid.digests, SEQUENCE: field_digest(SEQUENCE, n)})
             link = head.link(plan_id, DECISION, d.decision_id, content)
@@ -147,12 +147,13 @@ def lay_out(c: Candidate) -> Laid:
         doc["redactions"] = marks_document(c.redactions)
     digests = decision_digests(doc)
     digests.pop(SEQUENCE, None)  # the numbering's (recorder-owned: None as sent)
-    return Laid(doc, digests)
+    return Laid(doc, digests, laid_from(c))
 
 
 def laid_out(candidates: Sequence[Candidate]) -> list[Candidate]:
     """Each candidate with its record laid out (RecordedDecisions.lay_out)."""
-    return [c if c.laid is not None else replace(c, laid=lay_out(c)) for c in candidates]
+    return [c if c.laid is not None and c.laid.fits(c) else replace(c, laid=lay_out(c))
+            for c in candidates]
 
 
 def _owning(c: Candidate) -> Ownership:

@@ -36,6 +36,7 @@ from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig
 
 from bootstrap.setting_types import Retry
+from contracts.shared.unreadable import describe
 from services.tasks import stop_task, wait_event
 from store.deliveries import DeliveryFailures
 from workers.batch import Batch, HeldLease
@@ -208,7 +209,7 @@ class BatchPuller(Generic[R]):
         try:
             batch, pulled = await self._begin(fetcher, first, flight, self._held_since)
             if isinstance(self._handler, Preparing):
-                await self._handler.prepare(batch)
+                await self._prepare(self._handler, batch)
             while len(flight) >= IN_FLIGHT:
                 await flight.pop(0)[1]
             if self._lane is not None and permit is not None:
@@ -222,6 +223,17 @@ class BatchPuller(Generic[R]):
         if permit is not None:  # a commit cancelled before it began
             task.add_done_callback(_giving_back(permit))
         return batch, task
+
+    async def _prepare(self, handler: Preparing[R], batch: Batch[R]) -> None:
+        """`handler.prepare(batch)`, never raising: a batch it fails on is decided
+        unprepared, where whatever fails is its messages' failure (retried, dead-lettered
+        in the end), never the loop's."""
+        try:
+            await handler.prepare(batch)
+        except Exception as exc:  # hostile input is normal input: the loop goes on
+            batch.prepared = None
+            log.warning("preparing a batch of %d on %s failed (%s); it is decided as it is",
+                        len(batch.msgs), self._subject, describe(exc))
 
     def _hold(self, msgs: list[Msg]) -> list[Msg]:
         """`msgs`, just pulled, held outside any batch until one takes them."""

@@ -59,6 +59,19 @@ class Laid:
 
     document: Mapping[str, Any]
     digests: Mapping[str, str]
+    source: tuple[object, ...] = ()
+    """What of the candidate it was laid out from (`Laid.fits`)."""
+
+    def fits(self, c: Candidate) -> bool:
+        """Whether it was laid out from `c` as it is: a candidate changed since (another
+        decision, signer or redaction, even an equal one) is laid out again."""
+        return len(self.source) == len(source := laid_from(c)) and all(
+            a is b for a, b in zip(self.source, source, strict=True))
+
+
+def laid_from(c: Candidate) -> tuple[object, ...]:
+    """What a candidate's laid-out record is made of."""
+    return (c.decision, c.identity, c.redactions, c.content_hash, c.stream_sequence)
 
 
 @dataclass(frozen=True, slots=True)

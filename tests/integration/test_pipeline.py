@@ -328,3 +328,48 @@ async def test_messages_waiting_their_turn_in_a_lane_are_kept_alive(nc: nats.NAT
         info = await js.consumer_info("K", f"k{k}")
         assert info.num_pending == 0 and info.num_ack_pending == 0
         assert info.num_redelivered == 0
+
+
+class FailingPrepare(Laned):
+    """`Laned`, whose prepare raises for a batch holding `prep-raise`."""
+
+    async def prepare(self, batch: Batch[bytes]) -> None:
+        batch.prepared = len(batch.msgs)
+        if b"prep-raise" in batch.reads:
+            raise RecursionError("maximum recursion depth exceeded")
+
+    async def decide(self, batch: Batch[bytes]) -> None:
+        if b"prep-raise" in batch.reads:
+            assert batch.prepared is None  # decided as it is
+            batch.prepared = len(batch.msgs)
+        await super().decide(batch)
+
+
+async def test_a_prepare_that_raises_leaves_its_batch_unprepared_not_lost(
+        nc: nats.NATS) -> None:
+    js = nc.jetstream()
+    await js.add_stream(StreamConfig(name="F", subjects=["f.>"]))
+    bodies = [b"a", b"prep-raise", b"b"]
+    for body in bodies:
+        await js.publish("f.x", body)
+    turns = Turns()
+    puller = BatchPuller(js, stream="F", subject="f.>",
+                         config=ConsumerConfig(durable_name="f", filter_subject="f.>",
+                                               ack_wait=5.0),
+                         batch_size=10, max_wait=0.2, consumer=FailingPrepare(turns),
+                         retry=Retry(3, (0.1,)), lane=Lane())
+    await puller.start()
+    try:
+        for _ in range(100):
+            if len(turns.recorded) >= len(bodies):
+                break
+            await asyncio.sleep(0.05)
+        await js.publish("f.x", b"after")  # the loop still pulls
+        for _ in range(100):
+            if b"after" in turns.recorded:
+                break
+            await asyncio.sleep(0.05)
+        assert puller.running
+    finally:
+        await puller.stop(5.0)
+    assert sorted(turns.recorded) == sorted([*bodies, b"after"])

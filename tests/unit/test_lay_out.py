@@ -88,3 +88,13 @@ def test_a_retried_numbering_starts_from_the_layout_untouched() -> None:
                for c in laid if c.laid is not None)
     assert [d["_id"] for d in first] == [d["_id"] for d in again]
     assert laid_out(laid) == laid  # laid out once
+
+
+def test_a_candidate_changed_after_its_layout_is_laid_out_again() -> None:
+    laid = laid_out(_candidates())
+    other = laid[1].decision.model_copy(update={"rationale": "changed after the layout"})
+    changed = [laid[0], replace(laid[1], decision=other), *laid[2:]]
+    assert changed[1].laid is not None and not changed[1].laid.fits(changed[1])
+    docs, _ = _numbered(changed)
+    assert docs[1]["rationale"] == "changed after the layout"
+    assert _numbered(changed) == _numbered([replace(c, laid=None) for c in changed])
