@@ -25,13 +25,16 @@ pytestmark = pytest.mark.e2e
 
 
 def make_puller(js: JetStreamContext, name: str, family: Any, batch_size: int, *,
-                durable: str | None = None) -> BatchPuller[Any]:
-    """A puller of stream `name.upper()` (subjects `name.>`), durable `name` by default."""
-    return BatchPuller(js, stream=name.upper(), subject=f"{name}.>",
+                durable: str | None = None, subject: str | None = None,
+                ack_wait: float = 5.0, lane: Lane | None = None) -> BatchPuller[Any]:
+    """A puller of stream `name.upper()` (subjects `name.>` unless `subject` says which
+    of them), durable `name` by default."""
+    subject = subject or f"{name}.>"
+    return BatchPuller(js, stream=name.upper(), subject=subject,
                        config=ConsumerConfig(durable_name=durable or name,
-                                             filter_subject=f"{name}.>", ack_wait=5.0),
+                                             filter_subject=subject, ack_wait=ack_wait),
                        batch_size=batch_size, max_wait=0.2, consumer=family,
-                       retry=Retry(3, (0.1,)))
+                       retry=Retry(3, (0.1,)), lane=lane)
 
 
 class Family:
@@ -264,11 +267,8 @@ async def test_partitions_sharing_a_lane_read_one_batch_while_another_is_written
     acks = [await js.publish_async(f"l.{b.decode()[1]}.x", b) for b in bodies]
     await asyncio.gather(*acks)
     turns, lane = Turns(), Lane()
-    pullers = [BatchPuller(js, stream="L", subject=f"l.{k}.>",
-                           config=ConsumerConfig(durable_name=f"l{k}",
-                                                 filter_subject=f"l.{k}.>", ack_wait=5.0),
-                           batch_size=50, max_wait=0.2, consumer=Laned(turns),
-                           retry=Retry(3, (0.1,)), lane=lane) for k in range(3)]
+    pullers = [make_puller(js, "l", Laned(turns), 50, durable=f"l{k}", subject=f"l.{k}.>",
+                           lane=lane) for k in range(3)]
     for p in pullers:
         await p.start()
     try:
@@ -308,11 +308,8 @@ async def test_messages_waiting_their_turn_in_a_lane_are_kept_alive(nc: nats.NAT
         await js.publish(f"k.{k}.x", f"m{k}".encode())
     deliveries: list[int] = []
     lane = Lane(ahead=1, writing=1)
-    pullers = [BatchPuller(js, stream="K", subject=f"k.{k}.>",
-                           config=ConsumerConfig(durable_name=f"k{k}",
-                                                 filter_subject=f"k.{k}.>", ack_wait=1.0),
-                           batch_size=10, max_wait=0.2, consumer=SlowWrites(1.5, deliveries),
-                           retry=Retry(3, (0.1,)), lane=lane) for k in range(3)]
+    pullers = [make_puller(js, "k", SlowWrites(1.5, deliveries), 10, durable=f"k{k}",
+                           subject=f"k.{k}.>", ack_wait=1.0, lane=lane) for k in range(3)]
     for p in pullers:
         await p.start()
     try:
@@ -353,11 +350,7 @@ async def test_a_prepare_that_raises_leaves_its_batch_unprepared_not_lost(
     for body in bodies:
         await js.publish("f.x", body)
     turns = Turns()
-    puller = BatchPuller(js, stream="F", subject="f.>",
-                         config=ConsumerConfig(durable_name="f", filter_subject="f.>",
-                                               ack_wait=5.0),
-                         batch_size=10, max_wait=0.2, consumer=FailingPrepare(turns),
-                         retry=Retry(3, (0.1,)), lane=Lane())
+    puller = make_puller(js, "f", FailingPrepare(turns), 10, lane=Lane())
     await puller.start()
     try:
         for _ in range(100):
