@@ -21,7 +21,7 @@ from contracts.decisions.plan_states import PlanStatus
 from contracts.recording.claims import claim_refused
 from contracts.recording.message import Candidate, Laid, laid_from
 from contracts.redaction.decisions import marks_document
-from contracts.trust.chain import DECISION, content_of, decision_digests, field_digest
+from contracts.trust.chain import DECISION, content_of, decision_digests, field_digests
 from contracts.trust.ownership import Ownership
 from contracts.trust.policy import principal_name, provenance
 from store.batch_facts import plan_claim
@@ -122,7 +122,7 @@ def _number(per_plan: Mapping[str, list[Candidate]], counters: Mapping[str, Coun
             d = c.decision.model_copy(update={"sequence_number": n})
             laid = c.laid if c.laid is not None and c.laid.fits(c) else lay_out(c)
             doc = {**laid.document, SEQUENCE: n}  # a copy: a retried transaction numbers again
-            content = content_of({**laid.digests, SEQUENCE: field_digest(SEQUENCE, n)})
+            content = content_of({**laid.digests, **field_digests({SEQUENCE: n})})
             link = head.link(plan_id, DECISION, d.decision_id, content)
             doc["chain"] = link.as_document()
             head = head.after(link)

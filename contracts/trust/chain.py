@@ -241,13 +241,6 @@ def content_of(digests: Mapping[str, str]) -> dict[str, Any]:
     return {"fields": digests}
 
 
-def field_digest(name: str, value: object) -> str:
-    """The digest of one field of a stored record, as `field_digests` gives it: the
-    recorder digests a decision's fields before it numbers it, and its sequence number
-    once it has one (store.batch_insert)."""
-    return _digest(name, value)
-
-
 def correction_kind(event: Mapping[str, Any]) -> str | None:
     """Which chained record a correction's transition is, or None (a runner's working
     step, ANALYZING or EXECUTING, which no record vouches for)."""

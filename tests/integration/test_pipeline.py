@@ -18,7 +18,7 @@ from nats.js.api import ConsumerConfig, StreamConfig
 from contracts.shared.inbound import Inbound
 from contracts.shared.rules import RuleViolation
 from workers.inbound import Batch, Retry
-from workers.lane import WRITING, Lane
+from workers.lane import AHEAD, WRITING, Lane
 from workers.pull import BatchPuller
 
 pytestmark = pytest.mark.e2e
@@ -366,3 +366,38 @@ async def test_a_prepare_that_raises_leaves_its_batch_unprepared_not_lost(
     finally:
         await puller.stop(5.0)
     assert sorted(turns.recorded) == sorted([*bodies, b"after"])
+
+
+async def test_a_backlog_in_one_partition_does_not_starve_another_in_the_lane(
+        nc: nats.NATS) -> None:
+    """An agent flooding its plan's partition and another agent's one decision in the
+    same worker's lane: the lane serves partitions in turn, so the lone decision is
+    written within a couple of the flood's batches, not after all of them."""
+    js = nc.jetstream()
+    await js.add_stream(StreamConfig(name="G", subjects=["g.>"]))
+    flood = [f"flood{i}".encode() for i in range(1000)]
+    acks = [await js.publish_async("g.0.x", b) for b in flood]
+    await asyncio.gather(*acks)
+    turns, lane = Turns(), Lane()
+    pullers = [make_puller(js, "g", Laned(turns), 50, durable=f"g{k}", subject=f"g.{k}.>",
+                           lane=lane) for k in range(2)]
+    for p in pullers:
+        await p.start()
+    try:
+        for _ in range(200):
+            if turns.recorded:
+                break
+            await asyncio.sleep(0.01)
+        before = len(turns.recorded)
+        await js.publish("g.1.x", b"lone")
+        for _ in range(400):
+            if len(turns.recorded) > len(flood):
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        for p in pullers:
+            await p.stop(5.0)
+    assert sorted(turns.recorded) == sorted([*flood, b"lone"])
+    # Behind at most the flood's batches already in the lane (AHEAD + WRITING) and the
+    # one that asked for room before it, not behind the whole flood.
+    assert turns.recorded.index(b"lone") <= before + (AHEAD + WRITING + 1) * 50

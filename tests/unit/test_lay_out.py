@@ -5,14 +5,15 @@ read back."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 
 from contracts.recording.families import RECORDED
-from contracts.recording.message import Candidate, read_message
+from contracts.recording.message import Candidate, Invalid, read_message
 from contracts.redaction.decisions import redact_decision
 from contracts.redaction.rules import Rules
 from contracts.shared.inbound import Inbound
@@ -98,3 +99,39 @@ def test_a_candidate_changed_after_its_layout_is_laid_out_again() -> None:
     docs, _ = _numbered(changed)
     assert docs[1]["rationale"] == "changed after the layout"
     assert _numbered(changed) == _numbered([replace(c, laid=None) for c in changed])
+
+
+def _odd_batch() -> list[Candidate | Invalid]:
+    """One batch as the recorder reads it: garbage, deep nesting and an impossible date
+    among valid decisions with odd values (2,000 alternatives, a date in nanoseconds at
+    +14:00, a tiny float, text outside the BMP)."""
+    now = datetime.now(UTC)
+    tree = plan_tree(6, seed=5)
+    odd = now.astimezone(timezone(timedelta(hours=14)))
+    tree[1] = {**tree[1], "alternatives_considered": [f"alt {i}" for i in range(2000)]}
+    tree[2] = {**tree[2], "created_at": odd.strftime("%Y-%m-%dT%H:%M:%S.123456789+14:00")}
+    tree[3] = {**tree[3], "confidence_score": 1e-7, "rationale": "\U0001f600 \u00e9t\u00e9"}
+    garbage = [b"\xff\xfe{", b"[" * 5000,
+               json.dumps({**tree[0], "created_at": "2026-13-45T99:99:99Z"}).encode()]
+    sent = [(d, encode(d)) for d in tree[:4]] + [(tree[0], g) for g in garbage] \
+        + [(d, encode(d)) for d in tree[4:]]
+    out = []
+    for seq, (d, body) in enumerate(sent):
+        msg = Inbound(subject=subject(d), headers={"Nats-Msg-Id": d["decision_id"]},
+                      data=body, stream_sequence=seq + 1, delivered=1, stream_time=now)
+        out.append(read_message(msg, now, max_skew=timedelta(minutes=5)))
+    return out
+
+
+def test_odd_but_valid_decisions_lay_out_as_in_the_write_and_garbage_never_gets_there(
+        ) -> None:
+    read = _odd_batch()
+    candidates = [r for r in read if isinstance(r, Candidate)]
+    assert len(candidates) == 6 and sum(isinstance(r, Invalid) for r in read) == 3
+    assert _numbered(laid_out(candidates)) == _numbered(candidates)
+    docs, _ = _numbered(laid_out(candidates))
+    head = Head(2, "sha256:" + "ab" * 32)
+    for doc in docs:
+        link = head.link(doc["plan_id"], DECISION, doc["_id"], decision_content(plain(doc)))
+        assert link.as_document() == doc["chain"]
+        head = head.after(link)
