@@ -5,7 +5,8 @@ valid ones in the same batches."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import contextlib
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -229,6 +230,32 @@ class Turns:
         self.prepared_while_writing = 0
 
 
+@contextlib.asynccontextmanager
+async def partitions(js: JetStreamContext, name: str, families: Sequence[Any], batch_size: int,
+                     lane: Lane, ack_wait: float = 5.0) -> AsyncIterator[list[BatchPuller[Any]]]:
+    """One started puller per family, of partitions `name.<k>.>` of stream `name.upper()`,
+    sharing `lane` as a worker's recorder partitions do; stopped on the way out."""
+    pullers = [make_puller(js, name, family, batch_size, durable=f"{name}{k}",
+                           subject=f"{name}.{k}.>", ack_wait=ack_wait, lane=lane)
+               for k, family in enumerate(families)]
+    for p in pullers:
+        await p.start()
+    try:
+        yield pullers
+    finally:
+        for p in pullers:
+            await p.stop(5.0)
+
+
+async def until(done: Callable[[], bool], seconds: float = 10.0) -> None:
+    """Poll `done` every 10 ms until it holds or `seconds` pass (the asserts then say what
+    did not happen)."""
+    for _ in range(int(seconds / 0.01)):
+        if done():
+            return
+        await asyncio.sleep(0.01)
+
+
 class Laned(Family):
     """`Family` with a write that takes a while, preparing each batch first
     (workers.inbound.Preparing) and handing off once written, as the recorder does."""
@@ -266,19 +293,9 @@ async def test_partitions_sharing_a_lane_read_one_batch_while_another_is_written
     bodies = [f"p{k}m{i}".encode() for k in range(3) for i in range(300)]
     acks = [await js.publish_async(f"l.{b.decode()[1]}.x", b) for b in bodies]
     await asyncio.gather(*acks)
-    turns, lane = Turns(), Lane()
-    pullers = [make_puller(js, "l", Laned(turns), 50, durable=f"l{k}", subject=f"l.{k}.>",
-                           lane=lane) for k in range(3)]
-    for p in pullers:
-        await p.start()
-    try:
-        for _ in range(200):
-            if len(turns.recorded) >= len(bodies):
-                break
-            await asyncio.sleep(0.05)
-    finally:
-        for p in pullers:
-            await p.stop(5.0)
+    turns = Turns()
+    async with partitions(js, "l", [Laned(turns) for _ in range(3)], 50, Lane()):
+        await until(lambda: len(turns.recorded) >= len(bodies))
     assert sorted(turns.recorded) == sorted(bodies)
     assert turns.most_writing == WRITING
     assert turns.prepared_while_writing > len(bodies) // 50 // 2
@@ -307,19 +324,11 @@ async def test_messages_waiting_their_turn_in_a_lane_are_kept_alive(nc: nats.NAT
     for k in range(3):
         await js.publish(f"k.{k}.x", f"m{k}".encode())
     deliveries: list[int] = []
-    lane = Lane(ahead=1, writing=1)
-    pullers = [make_puller(js, "k", SlowWrites(1.5, deliveries), 10, durable=f"k{k}",
-                           subject=f"k.{k}.>", ack_wait=1.0, lane=lane) for k in range(3)]
-    for p in pullers:
-        await p.start()
-    try:
-        for _ in range(200):
-            if len(deliveries) >= 3 and all(not p._live for p in pullers):
-                break
-            await asyncio.sleep(0.05)
-    finally:
-        for p in pullers:
-            await p.stop(5.0)
+    families = [SlowWrites(1.5, deliveries) for _ in range(3)]
+    async with partitions(js, "k", families, 10, Lane(ahead=1, writing=1),
+                          ack_wait=1.0) as pullers:
+        await until(lambda: len(deliveries) >= 3
+                    and all(not p._live for p in pullers))
     assert deliveries == [1, 1, 1]
     for k in range(3):
         info = await js.consumer_info("K", f"k{k}")
@@ -353,15 +362,9 @@ async def test_a_prepare_that_raises_leaves_its_batch_unprepared_not_lost(
     puller = make_puller(js, "f", FailingPrepare(turns), 10, lane=Lane())
     await puller.start()
     try:
-        for _ in range(100):
-            if len(turns.recorded) >= len(bodies):
-                break
-            await asyncio.sleep(0.05)
+        await until(lambda: len(turns.recorded) >= len(bodies))
         await js.publish("f.x", b"after")  # the loop still pulls
-        for _ in range(100):
-            if b"after" in turns.recorded:
-                break
-            await asyncio.sleep(0.05)
+        await until(lambda: b"after" in turns.recorded)
         assert puller.running
     finally:
         await puller.stop(5.0)
@@ -378,25 +381,12 @@ async def test_a_backlog_in_one_partition_does_not_starve_another_in_the_lane(
     flood = [f"flood{i}".encode() for i in range(1000)]
     acks = [await js.publish_async("g.0.x", b) for b in flood]
     await asyncio.gather(*acks)
-    turns, lane = Turns(), Lane()
-    pullers = [make_puller(js, "g", Laned(turns), 50, durable=f"g{k}", subject=f"g.{k}.>",
-                           lane=lane) for k in range(2)]
-    for p in pullers:
-        await p.start()
-    try:
-        for _ in range(200):
-            if turns.recorded:
-                break
-            await asyncio.sleep(0.01)
+    turns = Turns()
+    async with partitions(js, "g", [Laned(turns) for _ in range(2)], 50, Lane()):
+        await until(lambda: bool(turns.recorded))
         before = len(turns.recorded)
         await js.publish("g.1.x", b"lone")
-        for _ in range(400):
-            if len(turns.recorded) > len(flood):
-                break
-            await asyncio.sleep(0.05)
-    finally:
-        for p in pullers:
-            await p.stop(5.0)
+        await until(lambda: len(turns.recorded) > len(flood), 20.0)
     assert sorted(turns.recorded) == sorted([*flood, b"lone"])
     # Behind at most the flood's batches already in the lane (AHEAD + WRITING) and the
     # one that asked for room before it, not behind the whole flood.
