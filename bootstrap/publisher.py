@@ -27,11 +27,9 @@ from contracts.shared.outgoing import OutgoingEvent, StreamAck
 from contracts.shared.timestamps import utc_now
 from contracts.trust.signing import Signer
 from services.ports.publishing import EventPublisher, MessagePublisher, NotStored
+from services.turns import Turns
 
 __all__ = ["JetStreamPublisher", "Publisher", "PublisherOnDemand"]
-
-SLICE = 50
-
 
 class Publisher(EventPublisher, MessagePublisher, Protocol):
     """Both publishing ports: events for the services, one message as given for a dead
@@ -72,13 +70,14 @@ class JetStreamPublisher:
 
     async def publish_all(self, events: Sequence[OutgoingEvent]) -> None:
         # Pipelined: send all, then wait for every PubAck, instead of one round trip each.
-        # Sending does not yield on its own, so it yields every SLICE events: the other
-        # batch in flight gets its database replies taken up meanwhile.
+        # Sending does not yield on its own, so the loop gets a turn every few
+        # milliseconds: the other batch in flight gets its database replies taken up
+        # meanwhile (services.turns).
         futures = []
         sent: list[tuple[dict[str, str], bytes]] = []
-        for i, e in enumerate(events):
-            if i and not i % SLICE:
-                await asyncio.sleep(0)
+        turns = Turns()
+        for e in events:
+            await turns.take()
             headers = self._headers(e)
             futures.append(await self._js.publish_async(e.subject, e.payload, headers=headers))
             sent.append((headers, e.payload))

@@ -21,7 +21,6 @@ ack / nak(delay) / term.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Sequence
 from datetime import datetime
@@ -38,6 +37,7 @@ from contracts.shared.rules import RuleViolation
 from contracts.shared.timestamps import utc_now
 from contracts.shared.unreadable import describe, guarded
 from contracts.trust.policy import FamilyTrust, Identity
+from services.turns import Turns
 from workers.batch import Batch
 from workers.failures import FailureLog
 
@@ -49,10 +49,6 @@ UNREACHABLE: tuple[type[Exception], ...] = (StoreUnreachable, nats.errors.Error,
                                           OSError)
 """A server that does not answer: every message would fail alike, so a failed batch is
 retried whole rather than message by message."""
-READ_SLICE = 50
-"""Messages read between two yields to the event loop: reading a batch is CPU work, and
-the batch before it is meanwhile waiting on the database; its replies are taken up
-between slices instead of after the whole batch."""
 
 
 def to_inbound(m: Msg) -> Inbound:
@@ -120,14 +116,15 @@ class Preparing(Protocol[R]):
 
 async def read_batch(handler: Handler[R], msgs: list[Msg], *, stream: str, retry: Retry,
                      failures: FailureLog) -> Batch[R]:
-    """Read every message through the guard, yielding to the event loop every
-    READ_SLICE messages; never raises."""
+    """Read every message through the guard; never raises. Reading is CPU work while
+    the batch before is waiting on the database: the loop gets a turn every few
+    milliseconds (services.turns), so that batch's replies are taken up meanwhile."""
     now = utc_now()
     reads: list[R] = []
     identities: list[Identity] = []
-    for i, m in enumerate(msgs):
-        if i and not i % READ_SLICE:
-            await asyncio.sleep(0)
+    turns = Turns()
+    for m in msgs:
+        await turns.take()
         who = identify(handler.trust, m)
         if isinstance(who, RuleViolation):
             reads.append(handler.unreadable(m, who))

@@ -33,6 +33,7 @@ from contracts.shared.rules import RuleViolation
 from services.recorder import RecorderService
 from services.recorder_batch import Committed, ReadBatch, subject_plan
 from services.recorder_policy import Disposition, RecorderPolicy, Verdict
+from services.turns import Turns
 from workers import upkeep
 from workers.batch import Batch
 from workers.deps import Deps, HandlerClass
@@ -55,11 +56,6 @@ class Prepared(NamedTuple):
 
     inbound: list[Inbound]
     read: ReadBatch
-
-
-SLICE = 50
-"""Messages laid out or settled between two yields to the event loop: the other batch
-in hand has its database replies taken up meanwhile."""
 
 
 def published(msg: Inbound) -> Inbound:
@@ -113,14 +109,15 @@ class RecorderConsumer:
     async def prepare(self, batch: Batch[Read]) -> None:
         """Redact the batch's decisions and lay out their records (workers.inbound.
         Preparing): most of the CPU between the start of a batch's write and its insert,
-        done while the batch before it is written instead, a slice at a time so that
-        batch's round trips are not held up."""
+        done while the batch before it is written instead, giving the loop a turn every
+        few milliseconds so that batch's round trips are not held up (services.turns)."""
         svc = self._service()
         inbound, read = self._collect(batch, svc)
         todo, read.candidates = read.candidates, []
-        for i in range(0, len(todo), SLICE):
-            await asyncio.sleep(0)
-            read.candidates += svc.lay_out(todo[i:i + SLICE])
+        turns = Turns()
+        for c in todo:
+            await turns.take()
+            read.candidates += svc.lay_out([c])
         batch.prepared = Prepared(inbound, read)
 
     def _collect(self, batch: Batch[Read], svc: RecorderService) -> Prepared:
@@ -192,9 +189,9 @@ class RecorderConsumer:
     @staticmethod
     async def _settle(batch: Batch[Read], inbound: list[Inbound],
                       verdicts: dict[int, Disposition]) -> None:
-        for i, (m, msg) in enumerate(zip(batch.msgs, inbound, strict=True)):
-            if i and not i % SLICE:
-                await asyncio.sleep(0)  # an ack does not yield: let the next batch's I/O in
+        turns = Turns()  # an ack does not yield: let the next batch's I/O in
+        for m, msg in zip(batch.msgs, inbound, strict=True):
+            await turns.take()
             v = verdicts[msg.stream_sequence]
             if v.verdict is Verdict.ACK:
                 await batch.ack(m)
