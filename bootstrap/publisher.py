@@ -31,6 +31,7 @@ from services.turns import Turns
 
 __all__ = ["JetStreamPublisher", "Publisher", "PublisherOnDemand"]
 
+
 class Publisher(EventPublisher, MessagePublisher, Protocol):
     """Both publishing ports: events for the services, one message as given for a dead
     letter's retry."""

@@ -39,6 +39,7 @@ from contracts.shared.timestamps import utc_now
 from contracts.shared.unreadable import Unreadable
 from contracts.trust.policy import Identity
 from services.invariants import InvariantService
+from services.turns import Turns
 from store.errors import InvariantNotFound
 from workers.approvals import VerdictConsumer
 from workers.batch import Batch
@@ -79,9 +80,13 @@ class ReconcilerConsumer:
         return None
 
     async def decide(self, batch: Batch[DecisionPersisted | None]) -> None:
-        # Non-roots first: if reconciling fails, only the roots are retried.
+        # Non-roots first: if reconciling fails, only the roots are retried. Every
+        # decision recorded comes through here, so the acks take turns with the
+        # recorder's writes in the same loop (services.turns).
         roots: list[tuple[Msg, DecisionPersisted]] = []
+        turns = Turns()
         for m, r in batch.items:
+            await turns.take()
             if r is None:
                 await batch.ack(m)
             else:
