@@ -120,7 +120,7 @@ def _number(per_plan: Mapping[str, list[Candidate]], counters: Mapping[str, Coun
         for i, c in enumerate(group):
             n = start + i
             d = c.decision.model_copy(update={"sequence_number": n})
-            laid = c.laid if c.laid is not None and c.laid.fits(c) else lay_out(c)
+            laid = laid_for(c)
             doc = {**laid.document, SEQUENCE: n}  # a copy: a retried transaction numbers again
             content = content_of({**laid.digests, **field_digests({SEQUENCE: n})})
             link = head.link(plan_id, DECISION, d.decision_id, content)
@@ -150,9 +150,14 @@ def lay_out(c: Candidate) -> Laid:
     return Laid(doc, digests, laid_from(c))
 
 
+def laid_for(c: Candidate) -> Laid:
+    """`c`'s record as laid out ahead, if that still fits it; else laid out now."""
+    return c.laid if c.laid is not None and c.laid.fits(c) else lay_out(c)
+
+
 def laid_out(candidates: Sequence[Candidate]) -> list[Candidate]:
     """Each candidate with its record laid out (RecordedDecisions.lay_out)."""
-    return [c if c.laid is not None and c.laid.fits(c) else replace(c, laid=lay_out(c))
+    return [c if (laid := laid_for(c)) is c.laid else replace(c, laid=laid)
             for c in candidates]
 
 

@@ -59,7 +59,7 @@ class Laid:
 
     document: Mapping[str, Any]
     digests: Mapping[str, str]
-    source: tuple[object, ...] = ()
+    source: tuple[object, ...]
     """What of the candidate it was laid out from (`Laid.fits`)."""
 
     def fits(self, c: Candidate) -> bool:
