@@ -85,6 +85,52 @@ async def test_read_batch_isolates_the_message_that_raises() -> None:
     assert batch.reads[1].startswith("unreadable:") and "OverflowError" in batch.reads[1]
 
 
+class _Recorded:
+    """The recorder's single-message rules (read_guarded) on each message of a batch."""
+
+    trust = None
+
+    def read(self, msg: Msg, now: datetime) -> object:
+        return read_guarded(Inbound(msg.subject, dict(msg.headers or {}), msg.data, 1), now)
+
+    def unreadable(self, msg: Msg, why: RuleViolation) -> object:
+        return why
+
+
+async def test_a_long_batch_of_garbage_among_decisions_is_read_whole_while_others_get_turns(
+        ) -> None:
+    """Hostile bodies among valid ones in one batch long enough to take turns
+    (services.turns): every message gets its own read, in order, and a task that became
+    ready during the read ran before the read ended."""
+    garbage = [b"\xff\xfe" * 1000, b"[" * 5000, b"[" + b"1," * 100_000 + b"1]",
+               encode({**root(), "created_at": "9999-12-31T23:00:00-05:00"})]
+    valid = [root() for _ in range(200)]
+    msgs: list[Msg] = []
+    for i, d in enumerate(valid):
+        msgs.append(Msg(None, subject=subject(d), data=encode(d),  # type: ignore[arg-type]
+                        headers=headers(d)))
+        if i % 50 == 0:
+            msgs += [Msg(None, subject=subject(d), data=g)  # type: ignore[arg-type]
+                     for g in garbage]
+    ran: list[bool] = []
+
+    async def other() -> None:
+        ran.append(reading.done())
+
+    reading = asyncio.create_task(read_batch(_Recorded(), msgs, stream="S",  # type: ignore[arg-type]
+                                             retry=Retry(3, (1.0,)),
+                                             failures=FailureLog(None, "c")))
+    asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(other()))
+    batch = await reading
+    assert ran == [False], "the other task waited for the whole read"
+    assert len(batch.reads) == len(msgs)
+    for m, r in zip(msgs, batch.reads, strict=True):
+        if m.data in garbage:
+            assert isinstance(r, Invalid), m.data[:20]
+        else:
+            assert not isinstance(r, Invalid), r
+
+
 def test_retry_delays_follow_the_backoff_and_repeat_the_last() -> None:
     r = Retry(5, (1.0, 2.0, 5.0))
     assert [r.delay(n) for n in range(1, 7)] == [1.0, 2.0, 5.0, 5.0, 5.0, 5.0]
