@@ -220,7 +220,7 @@ async def test_what_arrives_during_a_commit_joins_the_next_batch(nc: nats.NATS) 
     assert len(family.terminated) == 1 and "RecursionError" in family.terminated[0]
 
 
-class Turns:
+class LaneLog:
     """What the batches of pullers sharing a lane did at once."""
 
     def __init__(self) -> None:
@@ -260,26 +260,26 @@ class Laned(Family):
     """`Family` with a write that takes a while, preparing each batch first
     (workers.inbound.Preparing) and handing off once written, as the recorder does."""
 
-    def __init__(self, turns: Turns) -> None:
+    def __init__(self, log: LaneLog) -> None:
         super().__init__()
-        self.turns = turns
+        self.log = log
 
     async def prepare(self, batch: Batch[bytes]) -> None:
         batch.prepared = len(batch.msgs)
-        self.turns.prepared_while_writing += self.turns.writing > 0
+        self.log.prepared_while_writing += self.log.writing > 0
 
     async def decide(self, batch: Batch[bytes]) -> None:
         assert batch.prepared == len(batch.msgs)  # prepared whole, after its top-up
-        turns = self.turns
-        turns.writing += 1
-        turns.most_writing = max(turns.most_writing, turns.writing)
+        log = self.log
+        log.writing += 1
+        log.most_writing = max(log.most_writing, log.writing)
         try:
             await asyncio.sleep(0.05)  # the write
         finally:
-            turns.writing -= 1
+            log.writing -= 1
         batch.hand_off()
         for m, r in batch.items:
-            turns.recorded.append(r)
+            log.recorded.append(r)
             await batch.ack(m)
 
 
@@ -293,12 +293,12 @@ async def test_partitions_sharing_a_lane_read_one_batch_while_another_is_written
     bodies = [f"p{k}m{i}".encode() for k in range(3) for i in range(300)]
     acks = [await js.publish_async(f"l.{b.decode()[1]}.x", b) for b in bodies]
     await asyncio.gather(*acks)
-    turns = Turns()
-    async with partitions(js, "l", [Laned(turns) for _ in range(3)], 50, Lane()):
-        await until(lambda: len(turns.recorded) >= len(bodies))
-    assert sorted(turns.recorded) == sorted(bodies)
-    assert turns.most_writing == WRITING
-    assert turns.prepared_while_writing > len(bodies) // 50 // 2
+    log = LaneLog()
+    async with partitions(js, "l", [Laned(log) for _ in range(3)], 50, Lane()):
+        await until(lambda: len(log.recorded) >= len(bodies))
+    assert sorted(log.recorded) == sorted(bodies)
+    assert log.most_writing == WRITING
+    assert log.prepared_while_writing > len(bodies) // 50 // 2
 
 
 class SlowWrites(Family):
@@ -358,17 +358,17 @@ async def test_a_prepare_that_raises_leaves_its_batch_unprepared_not_lost(
     bodies = [b"a", b"prep-raise", b"b"]
     for body in bodies:
         await js.publish("f.x", body)
-    turns = Turns()
-    puller = make_puller(js, "f", FailingPrepare(turns), 10, lane=Lane())
+    log = LaneLog()
+    puller = make_puller(js, "f", FailingPrepare(log), 10, lane=Lane())
     await puller.start()
     try:
-        await until(lambda: len(turns.recorded) >= len(bodies))
+        await until(lambda: len(log.recorded) >= len(bodies))
         await js.publish("f.x", b"after")  # the loop still pulls
-        await until(lambda: b"after" in turns.recorded)
+        await until(lambda: b"after" in log.recorded)
         assert puller.running
     finally:
         await puller.stop(5.0)
-    assert sorted(turns.recorded) == sorted([*bodies, b"after"])
+    assert sorted(log.recorded) == sorted([*bodies, b"after"])
 
 
 async def test_a_backlog_in_one_partition_does_not_starve_another_in_the_lane(
@@ -381,13 +381,13 @@ async def test_a_backlog_in_one_partition_does_not_starve_another_in_the_lane(
     flood = [f"flood{i}".encode() for i in range(1000)]
     acks = [await js.publish_async("g.0.x", b) for b in flood]
     await asyncio.gather(*acks)
-    turns = Turns()
-    async with partitions(js, "g", [Laned(turns) for _ in range(2)], 50, Lane()):
-        await until(lambda: bool(turns.recorded))
-        before = len(turns.recorded)
+    log = LaneLog()
+    async with partitions(js, "g", [Laned(log) for _ in range(2)], 50, Lane()):
+        await until(lambda: bool(log.recorded))
+        before = len(log.recorded)
         await js.publish("g.1.x", b"lone")
-        await until(lambda: len(turns.recorded) > len(flood), 20.0)
-    assert sorted(turns.recorded) == sorted([*flood, b"lone"])
+        await until(lambda: len(log.recorded) > len(flood), 20.0)
+    assert sorted(log.recorded) == sorted([*flood, b"lone"])
     # Behind at most the flood's batches already in the lane (AHEAD + WRITING) and the
     # one that asked for room before it, not behind the whole flood.
-    assert turns.recorded.index(b"lone") <= before + (AHEAD + WRITING + 1) * 50
+    assert log.recorded.index(b"lone") <= before + (AHEAD + WRITING + 1) * 50
