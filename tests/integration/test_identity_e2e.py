@@ -5,6 +5,7 @@ principals the ledger verified."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -21,6 +22,7 @@ from contracts.invariants import subjects as isubjects
 from contracts.invariants.families import VIOLATIONS
 from contracts.recording.families import COMMENT, END_PLAN, RECORDED
 from contracts.shared.ids import new_id
+from contracts.shared.partitions import partition_of
 from contracts.shared.roles import Role
 from deploy.embedded import ManagedServer
 from services.invariants import InvariantService
@@ -33,6 +35,7 @@ from tests.factories import decision, encode, root, subject
 from tests.in_process_workers import InProcessWorkers
 from tests.integration.wire import until, wait_for_count
 from tests.trust_support import Member, ago, member, write_principals, write_seed
+from workers.lane import AHEAD, WRITING
 
 pytestmark = pytest.mark.e2e
 
@@ -360,3 +363,41 @@ async def test_a_cancel_queued_with_its_request_is_held_to_its_sender(
     for rule in ("operator_scope", "wrong_role", "bad_signature"):
         assert await until(lambda rule=rule: db.dead_letters.find_one(
             {"subject": csubjects.cancel(plan), "errors.rule": rule}))
+
+
+async def test_an_agent_flooding_its_plan_does_not_hold_back_another_agents_decision(
+        nats_server: ManagedServer, mongo_uri: str, db: AsyncDatabase[Document],
+        db_name: str, tmp_path: Path, nc: nats.NATS) -> None:
+    """What an agent's own credentials allow against another team's agent: flood its own
+    plan. The worker's partitions share a lane and its loops take turns by the clock
+    (workers.lane, services.turns), so another agent's plan root in another partition
+    is recorded within a few of the flood's batches, not behind the whole flood; and
+    nothing of the flood is lost."""
+    batch = 100
+    w = await _workers(nats_server, mongo_uri, db_name, tmp_path, REQUIRE_SIGNATURES="1",
+                       RECORDER_PARTITIONS="2", RECORDER_BATCH_SIZE=str(batch))
+    try:
+        js = nc.jetstream()
+        top = await billing_root(nc, db)
+        flood = [decision(top["plan_id"], top["decision_id"], question=f"Flood {i}?")
+                 for i in range(1_000)]
+        theirs = root()
+        while partition_of(theirs["plan_id"], 2) == partition_of(top["plan_id"], 2):
+            theirs = root()
+        sent = [signed(AGENT, d) for d in flood]
+        lone = signed(OTHER, theirs)
+        acks = [await js.publish_async(s, data, headers=h) for s, data, h in sent]
+        await asyncio.gather(*acks)
+        before = await db.decisions.count_documents({"plan_id": top["plan_id"]})
+        await js.publish(lone[0], lone[1], headers=lone[2])
+        assert await until(lambda: _all_there(db, [theirs]), 60.0)
+        at = await db.decisions.count_documents({"plan_id": top["plan_id"]})
+        assert await until(lambda: _all_there(db, flood), 120.0)
+        assert await db.dead_letters.count_documents({}) == 0
+        stored = await db.decisions.find_one({"_id": theirs["decision_id"]})
+        assert stored is not None and stored["recorded_by"] == OTHER.name
+        # Behind at most the flood's batches begun or being written in the lane (AHEAD +
+        # WRITING), the one that asked for room before it, and the pull it was in.
+        assert at - before <= (AHEAD + WRITING + 2) * batch, (before, at)
+    finally:
+        await w.stop()
