@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Protocol
 
 import nats.errors
@@ -59,9 +60,9 @@ class JetStreamPublisher:
         self._signer = signer
         self._schema_base = schema_base
 
-    def _headers(self, e: OutgoingEvent) -> dict[str, str]:
-        ce = event_headers(e.subject, e.msg_id, e.payload, e.time or utc_now(),
-                           self._schema_base)
+    def _headers(self, e: OutgoingEvent, now: datetime) -> dict[str, str]:
+        ce = event_headers(e.subject, e.msg_id, e.payload, e.time or now, self._schema_base,
+                           known=dict(e.known) if e.known else None)
         headers = {**ce, **dict(e.headers), MSG_ID_HEADER: e.msg_id}
         kind = inbound_kind(e.subject) if self._signer is not None else None
         if self._signer is not None and kind is not None:
@@ -77,9 +78,10 @@ class JetStreamPublisher:
         futures = []
         sent: list[tuple[dict[str, str], bytes]] = []
         turns = Turns()
+        now = utc_now()  # published together: one time (and its text written once)
         for e in events:
             await turns.take()
-            headers = self._headers(e)
+            headers = self._headers(e, now)
             futures.append(await self._js.publish_async(e.subject, e.payload, headers=headers))
             sent.append((headers, e.payload))
         if futures:

@@ -7,6 +7,7 @@ document and the permissions file are derived from (contracts.shared.families).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
 
@@ -97,12 +98,15 @@ def family_of(subject: str) -> MessageFamily | None:
 
 
 def event_headers(subject: str, msg_id: str, payload: bytes, at: datetime,
-                  schema_base: str = cloudevents.DEFAULT_SCHEMA_BASE) -> dict[str, str]:
+                  schema_base: str = cloudevents.DEFAULT_SCHEMA_BASE, *,
+                  known: Mapping[str, str] | None = None) -> dict[str, str]:
     """The CloudEvents headers of an event published on `subject` ({} for a subject of
     no event family: a decision the reconciler records, a dead letter's retry). The one
     place every published event gets them (bootstrap.publisher calls it), so a new event
-    family has them without a line of its own."""
+    family has them without a line of its own. `known`: body fields its producer has at
+    hand (cloudevents.about)."""
     f = family_of(subject)
     if f is None or f.direction is not Direction.EVENT:
         return {}
-    return cloudevents.headers(f, subject, msg_id, payload, at, schema_base=schema_base)
+    return cloudevents.headers(f, subject, msg_id, payload, at, schema_base=schema_base,
+                               known=known)

@@ -49,7 +49,8 @@ def persisted_event(d: Decision, trace: Mapping[str, str] | None = None,
     continued on the event (contracts.shared.tracing); `hold` the status of its hold."""
     return OutgoingEvent(persisted(d.plan_id), persisted_body(d, hold),
                          persisted_msg_id(d.decision_id),
-                         tuple(trace.items()) if trace else ())
+                         tuple(trace.items()) if trace else (),
+                         known=(("decision_id", d.decision_id),))
 
 
 @dataclass

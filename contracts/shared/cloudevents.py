@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import re
 import string
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
@@ -75,11 +76,15 @@ def event_type(family: MessageFamily, tokens: dict[str, str]) -> str:
     return f"{TYPE_PREFIX}{stem}.v{family.version}"
 
 
-def about(family: MessageFamily, tokens: dict[str, str], payload: bytes) -> str | None:
-    """The event's subject: the `about` template from the subject's tokens, else the
-    body's fields; the plan alone when a field is missing; None when not even that."""
+def about(family: MessageFamily, tokens: dict[str, str], payload: bytes,
+          known: Mapping[str, str] | None = None) -> str | None:
+    """The event's subject: the `about` template from the subject's tokens, else from
+    `known` (fields its producer has at hand), else the body's fields; the plan alone
+    when a field is missing; None when not even that."""
     fields = _fields(family.about)
     values: dict[str, str] = {f: tokens[f] for f in fields if f in tokens}
+    if known:
+        values.update((f, known[f]) for f in fields if f not in values and f in known)
     missing = [f for f in fields if f not in values]
     if missing:
         body = _body(payload)
@@ -94,22 +99,37 @@ def about(family: MessageFamily, tokens: dict[str, str], payload: bytes) -> str 
 
 
 def headers(family: MessageFamily, subject: str, msg_id: str, payload: bytes, at: datetime, *,
-            schema_base: str = DEFAULT_SCHEMA_BASE) -> dict[str, str]:
-    """The `ce-*` headers of one event, or {} when `subject` is not the family's."""
+            schema_base: str = DEFAULT_SCHEMA_BASE,
+            known: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The `ce-*` headers of one event, or {} when `subject` is not the family's.
+    `known`: values of the `about` fields its producer has at hand, so the body is not
+    read again for them (the recorder's persisted events: one per decision)."""
     tokens = subject_tokens(family, subject)
     if tokens is None or family.stream is None:
         return {}
-    attributes = {
-        "specversion": SPECVERSION, "id": msg_id,
-        "source": SOURCE_PREFIX + family.stream.namespace,
-        "type": event_type(family, tokens), "subject": about(family, tokens, payload),
-        "time": rfc3339(at), "datacontenttype": CONTENT_TYPE,
-        "dataschema": dataschema(family, schema_base)}
-    return {PREFIX + k: encode(v) for k, v in attributes.items() if v}
+    out = dict(_fixed(family.stream.namespace, event_type(family, tokens),
+                      dataschema(family, schema_base)))
+    for name, value in (("id", msg_id), ("subject", about(family, tokens, payload, known)),
+                        ("time", rfc3339(at))):
+        if value:
+            out[PREFIX + name] = encode(value)
+    return out
 
 
+@lru_cache(maxsize=1024)
+def _fixed(namespace: str, type_: str, schema: str) -> tuple[tuple[str, str], ...]:
+    """The attributes every event of a family and type has alike, encoded: made once,
+    as they would otherwise cost as much as the rest of an event's headers (one event
+    per recorded decision). A type stem may hold a subject token: hence the bound."""
+    attributes = {"specversion": SPECVERSION, "source": SOURCE_PREFIX + namespace,
+                  "type": type_, "datacontenttype": CONTENT_TYPE, "dataschema": schema}
+    return tuple((PREFIX + k, encode(v)) for k, v in attributes.items() if v)
+
+
+@lru_cache(maxsize=64)
 def rfc3339(at: datetime) -> str:
-    """UTC with milliseconds and a `Z`: `2026-01-02T03:04:05.678Z` (a naive time is UTC)."""
+    """UTC with milliseconds and a `Z`: `2026-01-02T03:04:05.678Z` (a naive time is UTC).
+    Cached: the events published together share their time, written once."""
     at = at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
     return at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}Z"
 

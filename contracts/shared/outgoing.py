@@ -24,6 +24,10 @@ class OutgoingEvent:
     """When the event was decided (the outbox's row time, for a republished one): its
     CloudEvents `ce-time`. None: when it is published. Not part of the event's identity
 (a stored and a republished copy are equal)."""
+    known: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+    """Fields of the body its producer has at hand, for the CloudEvents subject
+    (contracts.shared.cloudevents.about), so the publisher does not read the body again
+    for them. Not stored: a republished copy reads its body."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,10 +10,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from contracts.decisions.model import Decision
 from contracts.families import FAMILIES, event_headers, family_of
 from contracts.shared.cloudevents import encode, rfc3339
 from contracts.shared.families import Direction
 from contracts.shared.ids import new_id
+from services.recorder_batch import persisted_event
+from tests.factories import decision
 
 pytestmark = pytest.mark.unit
 
@@ -31,6 +34,10 @@ def test_times_are_utc_with_milliseconds() -> None:
     assert rfc3339(AT) == "2026-01-02T03:04:05.678Z"
     east = AT.astimezone(timezone(timedelta(hours=5)))
     assert rfc3339(east) == rfc3339(AT) == rfc3339(AT.replace(tzinfo=None))
+    # Written once per time (cached): a naive time and another zone still come out UTC.
+    west = AT.replace(tzinfo=timezone(timedelta(hours=-2)))
+    assert rfc3339(west) == "2026-01-02T05:04:05.678Z"
+    assert rfc3339(AT.replace(tzinfo=None)) == rfc3339(AT)
 
 
 def test_a_correction_event_names_its_status_and_its_correction() -> None:
@@ -57,6 +64,35 @@ def test_a_nested_field_and_a_missing_one() -> None:
     # A body without the field (or no JSON at all): the plan alone.
     bare = event_headers(f"invariants.events.{PLAN}.violated", "x", b"\xff{", AT)
     assert bare["ce-subject"] == f"plan/{PLAN}"
+
+
+def test_what_the_producer_knows_fills_the_subject_as_the_body_would() -> None:
+    d = Decision.model_validate(decision(PLAN, new_id()) | {"sequence_number": 3})
+    e = persisted_event(d)  # the recorder's: one per decision, its decision_id at hand
+    read = event_headers(e.subject, e.msg_id, e.payload, AT)
+    told = event_headers(e.subject, e.msg_id, e.payload, AT, known=dict(e.known))
+    assert told == read and told["ce-subject"] == f"plan/{PLAN}/decision/{d.decision_id}"
+    did = d.decision_id
+    # Only the template's fields are taken, and a subject token is never overridden.
+    other = event_headers(f"decisions.persisted.{PLAN}", "x", b"not json", AT,
+                          known={"plan_id": "elsewhere", "decision_id": did, "x": "y"})
+    assert other["ce-subject"] == f"plan/{PLAN}/decision/{did}"
+
+
+def test_events_of_two_families_and_two_schema_bases_keep_their_own_constants() -> None:
+    cid = new_id()
+    a = event_headers(f"corrections.events.{PLAN}.applied", "a", b"{}", AT, "https://a/")
+    b = event_headers(f"corrections.events.{PLAN}.failed", "b", b"{}", AT, "https://b")
+    c = event_headers(f"decisions.persisted.{PLAN}", cid, b"{}", AT, "https://a/")
+    assert (a["ce-type"], b["ce-type"]) == ("io.decision-ledger.correction.applied.v1",
+                                            "io.decision-ledger.correction.failed.v1")
+    assert (a["ce-dataschema"], b["ce-dataschema"], c["ce-dataschema"]) == (
+        "https://a/corrections.events.json", "https://b/corrections.events.json",
+        "https://a/decisions.persisted.json")
+    assert c["ce-source"] == "/decision-ledger/decisions" and c["ce-id"] == cid
+    a["ce-source"] = "changed by a caller"
+    again = event_headers(f"corrections.events.{PLAN}.applied", "a", b"{}", AT, "https://a/")
+    assert again["ce-source"] == "/decision-ledger/corrections"
 
 
 def test_inbound_families_and_unknown_subjects_get_nothing() -> None:
