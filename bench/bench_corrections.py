@@ -21,7 +21,8 @@ For each (plan, subtree) it prints:
            entry's time, stamped before them, to the event's arrival);
   bare     right after, on the same server, one transaction setting superseded_by on
            the same documents with update_many and nothing else (no walk, no events,
-           no archive): the best of `$in` chunks of 50 (the store's) and 500;
+           no archive), with the workers' client options (majority, journaled): the
+           best of `$in` chunks of 50 (the store's) and 500;
   ratio    latency / bare.
 The cost follows the subtree: the same subtree costs the same in a plan 100x larger.
 """
@@ -61,7 +62,7 @@ from contracts.decisions.subjects import DECISIONS_STREAM, RECORDER_DURABLE  # n
 from contracts.decisions.types import DecisionType  # noqa: E402
 from contracts.shared.ids import new_id  # noqa: E402
 from deploy.embedded import free_port, start_mongo, start_nats  # noqa: E402
-from store.database import ensure_indexes  # noqa: E402
+from store.database import connect, ensure_indexes  # noqa: E402
 from store.impact import ImpactReader  # noqa: E402
 from tests.bulk import load_plan  # noqa: E402
 
@@ -201,7 +202,9 @@ async def bare_update(client: AsyncMongoClient[dict[str, object]], db_name: str,
 
 async def measure(mongo_url: str, nats_url: str, db_name: str, plan_sizes: list[int],
                   subtree_sizes: list[int]) -> list[Row]:
-    client: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(mongo_url, tz_aware=True)
+    # The workers' own client options (w: majority, j: true, majority reads): the bare
+    # update asks for the durability the revert's transaction asks for.
+    client: AsyncMongoClient[dict[str, object]] = connect(mongo_url)
     rows = []
     try:
         db = client[db_name]
