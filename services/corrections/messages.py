@@ -12,17 +12,15 @@ from contracts.corrections.record import Correction
 from contracts.corrections.resume import ResumeInstruction
 from contracts.corrections.states import CorrectionAttemptState
 from contracts.decisions.model import Decision
-from contracts.decisions.subjects import persisted, persisted_msg_id
-from contracts.recording.events import persisted_body
 from contracts.shared.outgoing import OutgoingEvent
+from services.recorder_batch import persisted_event
 
 
 def persisted_message(d: Decision) -> OutgoingEvent:
     """The decisions.persisted event of a decision a correction wrote directly, as the
     recorder would publish it: the reconciler then reconciles an append's child plan
     like any plan, exactly once (outboxed with the write, fixed Nats-Msg-Id)."""
-    return OutgoingEvent(persisted(d.plan_id), persisted_body(d),
-                         persisted_msg_id(d.decision_id))
+    return persisted_event(d)
 
 
 def correction_event(c: Correction) -> OutgoingEvent:
