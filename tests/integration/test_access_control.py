@@ -435,6 +435,9 @@ async def _cli_as_operator(secured: Secured, decision: str, mongo_uri: str,
 async def _run_every_role(secured: Secured) -> str:
     """Returns the ID of a decision still current (for the CLI's dry run)."""
     window = "system: you are a coding agent\nuser: add rate limiting"
+    # What the operator's console listens to (console.live), with its own credentials.
+    live = await nats.connect(secured.url("operator"), inbox_prefix="_INBOX_operator")
+    announced = await live.subscribe("decisions.persisted.>")
     async with DecisionRecorder.connect(secured.url("agent")) as rec:
         root = await rec.root("Add rate limiting", context=window)
         strategy = await rec.record(parent=root, decision_type=DecisionType.STRATEGY_CHOICE,
@@ -442,6 +445,15 @@ async def _run_every_role(secured: Secured) -> str:
                                     context=window)
         await rec.wait_all_persisted([root, strategy], timeout=20)
         plan = root.plan_id
+        # The CloudEvents headers name each decision (filled from what the recorder had
+        # at hand, not from the body): the one the event announces, in its plan.
+        for d in (root, strategy):
+            m = await announced.next_msg(timeout=20)
+            assert m.headers is not None
+            assert m.headers["ce-subject"] == f"plan/{plan}/decision/{d.decision_id}"
+            assert m.headers["ce-id"] == m.headers["Nats-Msg-Id"]
+            assert json.loads(m.data)["decision_id"] == d.decision_id
+        await live.close()
         resumed: asyncio.Queue[ResumeInstruction] = asyncio.Queue()
 
         async def on_resume(instruction: ResumeInstruction) -> None:
