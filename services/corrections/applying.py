@@ -23,12 +23,8 @@ from contracts.decisions.plans import PlanRecord
 from contracts.impact.summary import CorrectionImpact
 from contracts.shared.ids import new_id
 from services.archive.writer import Archive
-from services.corrections.messages import (
-    attempt_event,
-    correction_event,
-    persisted_message,
-    resume_message,
-)
+from services.corrections.messages import attempt_event, correction_event, resume_message
+from services.recorder_batch import persisted_event
 
 
 @dataclass(frozen=True)
@@ -65,8 +61,10 @@ async def _revert(v: Versioned, owner: str, attempt: CorrectionAttemptRecord, no
     done = attempt.transition(A.COMPLETE, now, new_decision_id=revert.new_decision.
                               decision_id, archived_artifacts_path=path)
     applied = c.transition(S.APPLIED, now, **revert.applied_info(path, not_copied(lines)))
+    # Each decision the step writes is announced as the recorder announces one, so the
+    # reconciler treats it like any other (outboxed with the write, fixed Nats-Msg-Id).
     return Changes(applied, v.version, lease_owner=owner, revert=revert,
-                   announce=persisted_message,
+                   announce=persisted_event,
                    attempts=[AttemptChange(done, A.EXECUTING)],
                    events=[attempt_event(done, A.EXECUTING, now),
                            correction_event(applied),
@@ -87,7 +85,7 @@ def _append(v: Versioned, owner: str, attempt: CorrectionAttemptRecord, now: dat
     done = attempt.transition(A.COMPLETE, now, new_decision_id=append.new_decision_id)
     applied = c.transition(S.APPLIED, now, **append.applied_info())
     return Changes(applied, v.version, lease_owner=owner, append=append,
-                   announce=persisted_message,
+                   announce=persisted_event,
                    attempts=[AttemptChange(done, A.EXECUTING)],
                    events=[attempt_event(done, A.EXECUTING, now),
                            correction_event(applied),

@@ -1,6 +1,7 @@
 """The messages a correction's steps put in the outbox: its lifecycle events, its
-attempts' events, the resume instruction, and the persisted event of every decision it
-writes. Built from the stored records, so a republished message is identical."""
+attempts' events and the resume instruction (the persisted event of every decision it
+writes is the recorder's: services.recorder_batch.persisted_event). Built from the
+stored records, so a republished message is identical."""
 
 from __future__ import annotations
 
@@ -11,16 +12,7 @@ from contracts.corrections.events import AttemptTransitioned, CorrectionTransiti
 from contracts.corrections.record import Correction
 from contracts.corrections.resume import ResumeInstruction
 from contracts.corrections.states import CorrectionAttemptState
-from contracts.decisions.model import Decision
 from contracts.shared.outgoing import OutgoingEvent
-from services.recorder_batch import persisted_event
-
-
-def persisted_message(d: Decision) -> OutgoingEvent:
-    """The decisions.persisted event of a decision a correction wrote directly, as the
-    recorder would publish it: the reconciler then reconciles an append's child plan
-    like any plan, exactly once (outboxed with the write, fixed Nats-Msg-Id)."""
-    return persisted_event(d)
 
 
 def correction_event(c: Correction) -> OutgoingEvent:
