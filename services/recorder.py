@@ -37,7 +37,7 @@ from services.ports.records import DeadLetterRecords, RecordedDecisions
 from services.recorder_batch import (
     Committed,
     ReadBatch,
-    persisted_event,
+    announced,
     read_guarded,
     subject_plan,
 )
@@ -209,10 +209,11 @@ class RecorderService:
                                  redelivered: list[Candidate],
                                  traces: Mapping[str, Mapping[str, str]],
                                  holds: Mapping[str, str]) -> None:
-        events = [persisted_event(d, traces.get(d.decision_id), holds.get(d.decision_id))
-                  for d in written]
+        events = [e for d in written
+                  for e in announced(d, traces.get(d.decision_id), holds.get(d.decision_id))]
         if redelivered:
             stored = await self._decisions.get_many(c.decision.decision_id for c in redelivered)
-            events += [persisted_event(d, traces.get(d.decision_id)) for d in stored.values()]
+            events += [e for d in stored.values()
+                       for e in announced(d, traces.get(d.decision_id))]
         if events:
             await self._publisher.publish_all(events)

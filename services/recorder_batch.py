@@ -5,12 +5,14 @@ of one message."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from contracts.decisions.model import Decision
 from contracts.decisions.subjects import (
     DECISIONS_STREAM,
+    began,
+    began_msg_id,
     persisted,
     persisted_msg_id,
     plan_of_subject,
@@ -51,6 +53,18 @@ def persisted_event(d: Decision, trace: Mapping[str, str] | None = None,
                          persisted_msg_id(d.decision_id),
                          tuple(trace.items()) if trace else (),
                          known=(("decision_id", d.decision_id),))
+
+
+def announced(d: Decision, trace: Mapping[str, str] | None = None,
+              hold: str | None = None) -> list[OutgoingEvent]:
+    """What the recorder publishes for a decision it stored: its persisted event, and for
+    a plan's root also the plan's began event (the same body), which is all the
+    invariants' reconciler reads (contracts.recording.families.BEGAN)."""
+    event = persisted_event(d, trace, hold)
+    if not d.is_root:
+        return [event]
+    return [event, replace(event, subject=began(d.plan_id),
+                           msg_id=began_msg_id(d.decision_id))]
 
 
 @dataclass

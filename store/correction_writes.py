@@ -84,7 +84,7 @@ class CorrectionWriter:
         await chains.save()
         events = list(c.events)
         if c.announce is not None:
-            events += [c.announce(d) for d in new]
+            events += [e for d in new for e in c.announce(d)]
         await self._outbox.add(c.correction.correction_id, version, events, now, s)
         return Written(Versioned(c.correction, version, c.arrival), new)
 

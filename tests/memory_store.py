@@ -674,7 +674,7 @@ class MemoryWriter:
             new = self._append(st, c.append, now)
         events = list(c.events)
         if c.announce is not None:
-            events += [c.announce(d) for d in new]
+            events += [e for d in new for e in c.announce(d)]
         _add_events(st, cid, version, events, now)
         return Written(Versioned(c.correction, version, c.arrival), new)
 

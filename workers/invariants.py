@@ -1,10 +1,12 @@
 """The invariant workers: thin adapters from NATS to `services.invariants`.
 
-- reconciler (`decisions.persisted.*` on DECISIONS, durable pull consumer): for each new
+- reconciler (`decisions.began.*` on DECISIONS, durable pull consumer): for each new
   plan root, publishes its invariant_enforced decisions to decisions.recorded.<plan_id>
-  and acks the persisted events only after JetStream stored them. Non-root events are
-  acked untouched, and so is a body that cannot be read (the recorder writes these
-  events; anything else on the subject is someone else's, logged and acked).
+  and acks the began events only after JetStream stored them. The recorder publishes a
+  began event for each root it records, beside the root's persisted event, so the
+  reconciler reads one message per plan, not one per decision. A body that is not a
+  root, or cannot be read, is acked untouched (the recorder writes these events;
+  anything else on the subject is someone else's, logged and acked).
 - violations (`invariants.violations.*` on INVARIANTS, durable pull consumer): store
   each report and announce it; a report that can never be stored is dead-lettered,
   reported on invariants.rejected.<plan_id> and terminated, never retried.
@@ -22,7 +24,7 @@ from typing import Any
 
 from nats.aio.msg import Msg
 
-from contracts.decisions.subjects import DECISIONS_STREAM, PERSISTED_PREFIX, plan_of_subject
+from contracts.decisions.subjects import BEGAN_PREFIX, DECISIONS_STREAM, plan_of_subject
 from contracts.decisions.types import DecisionType
 from contracts.invariants import subjects
 from contracts.invariants.errors import ViolationConflict
@@ -30,7 +32,7 @@ from contracts.invariants.families import TEMPLATES, VERDICTS, VIOLATIONS
 from contracts.invariants.violations import InvariantViolation
 from contracts.invariants.wire import read_violation
 from contracts.recording.events import DecisionPersisted, read_persisted_root
-from contracts.recording.families import PERSISTED
+from contracts.recording.families import BEGAN
 from contracts.shared.dead_letter import DeadLetter, dead_letter_id
 from contracts.shared.ids import is_ulid
 from contracts.shared.inbound import Inbound
@@ -39,7 +41,6 @@ from contracts.shared.timestamps import utc_now
 from contracts.shared.unreadable import Unreadable
 from contracts.trust.policy import Identity
 from services.invariants import InvariantService
-from services.turns import Turns
 from store.errors import InvariantNotFound
 from workers.approvals import VerdictConsumer
 from workers.batch import Batch
@@ -54,19 +55,19 @@ ROOT_TYPE = DecisionType.PROMPT_DEFINITION.value.encode()
 
 
 class ReconcilerConsumer:
-    """decisions.persisted.*: reconcile the roots of a batch together (one read of the
+    """decisions.began.*: reconcile the roots of a batch together (one read of the
     roots, one of the invariants, one pipelined publish), then ack the whole batch."""
 
     def __init__(self, deps: Deps) -> None:
         self._service: Service = deps.invariants
         self._settings = deps.settings
         self._dead_letters = deps.dead_letters
-        self.trust = deps.trust_for(PERSISTED)  # None: the recorder's own events
+        self.trust = deps.trust_for(BEGAN)  # None: the recorder's own events
 
     def read(self, m: Msg, now: datetime) -> DecisionPersisted | None:
         if ROOT_TYPE not in m.data:
-            # Not a root (nearly every event): nothing to reconcile, and no need to parse
-            # it. Whatever a root's body holds, it names its type.
+            # Not a root (the recorder sends only roots here): nothing to reconcile, and
+            # no need to parse it. Whatever a root's body holds, it names its type.
             return None
         read = read_persisted_root(m.data, self._settings.max_payload_bytes)
         if isinstance(read, RuleViolation):
@@ -80,13 +81,10 @@ class ReconcilerConsumer:
         return None
 
     async def decide(self, batch: Batch[DecisionPersisted | None]) -> None:
-        # Non-roots first: if reconciling fails, only the roots are retried. Every
-        # decision recorded comes through here, so the acks take turns with the
-        # recorder's writes in the same loop (services.turns).
+        # What is no root first (someone else's message): if reconciling fails, only
+        # the roots are retried.
         roots: list[tuple[Msg, DecisionPersisted]] = []
-        turns = Turns()
         for m, r in batch.items:
-            await turns.take()
             if r is None:
                 await batch.ack(m)
             else:
@@ -103,7 +101,7 @@ class ReconcilerConsumer:
     async def dead_letter(self, msg: Inbound, violations: Sequence[RuleViolation]) -> None:
         """A root never reconciled: kept in dead_letters (no event: the plan runs
         without its invariant_enforced decisions, which an operator should know)."""
-        plan = plan_of_subject(msg.subject, PERSISTED_PREFIX)
+        plan = plan_of_subject(msg.subject, BEGAN_PREFIX)
         log.error("plan %s was never reconciled with its invariants: %s", plan,
                   "; ".join(v.message for v in violations[:1]))
         await self._dead_letters().keep([DeadLetter.of_message(
@@ -185,7 +183,7 @@ def _subject_plan(subject: str) -> str | None:
     return plan.upper() if plan and is_ulid(plan) else None
 
 
-HANDLERS: dict[str, HandlerClass[Any]] = {PERSISTED.name: ReconcilerConsumer,
+HANDLERS: dict[str, HandlerClass[Any]] = {BEGAN.name: ReconcilerConsumer,
                                           VIOLATIONS.name: ViolationConsumer,
                                           TEMPLATES.name: TemplateConsumer,
                                           VERDICTS.name: VerdictConsumer}

@@ -53,9 +53,10 @@ class Changes:
     events: Sequence[OutgoingEvent] = ()
     lease_owner: str | None = None
     """When set, the transaction renews and requires this owner's lease on the plan."""
-    announce: Callable[[Decision], OutgoingEvent] | None = None
-    """Builds the event announcing each decision the step writes (decisions.persisted),
-    once its sequence number is known inside the transaction; outboxed with the rest."""
+    announce: Callable[[Decision], Sequence[OutgoingEvent]] | None = None
+    """Builds the events announcing each decision the step writes (decisions.persisted,
+    and decisions.began for a root), once its sequence number is known inside the
+    transaction; outboxed with the rest."""
 
 
 @dataclass(frozen=True)

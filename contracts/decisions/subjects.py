@@ -8,6 +8,7 @@ DECISIONS_STREAM = "DECISIONS"
 
 RECORDED_PREFIX = "decisions.recorded"
 PERSISTED_PREFIX = "decisions.persisted"
+BEGAN_PREFIX = "decisions.began"
 REJECTED_PREFIX = "decisions.rejected"
 
 COMMENT_PREFIX = "decisions.comment"
@@ -19,7 +20,7 @@ COMMENTER_DURABLE = "commenter"
 PLAN_ENDER_DURABLE = "plan-ender"
 DISCARDER_DURABLE = "dead-letter-discarder"
 RECONCILER_DURABLE = "reconciler"
-"""The invariants' reconciler, on this stream: reads decisions.persisted.* for new roots."""
+"""The invariants' reconciler, on this stream: reads decisions.began.* (new roots)."""
 
 
 def recorded(plan_id: str) -> str:
@@ -29,6 +30,11 @@ def recorded(plan_id: str) -> str:
 
 def persisted(plan_id: str) -> str:
     return f"{PERSISTED_PREFIX}.{plan_token(plan_id)}"
+
+
+def began(plan_id: str) -> str:
+    """Where the recorder announces a plan's recorded root (beside its persisted event)."""
+    return f"{BEGAN_PREFIX}.{plan_token(plan_id)}"
 
 
 def rejected(plan_id: str | None) -> str:
@@ -43,6 +49,11 @@ def plan_of_subject(subject: str, prefix: str = RECORDED_PREFIX) -> str | None:
 def persisted_msg_id(decision_id: str) -> str:
     """Nats-Msg-Id of the persisted event: one event per decision, whoever publishes it."""
     return f"persisted:{decision_id}"
+
+
+def began_msg_id(decision_id: str) -> str:
+    """Nats-Msg-Id of a plan's began event: one per root decision."""
+    return f"began:{decision_id}"
 
 
 def rejected_msg_id(stream_sequence: int) -> str:

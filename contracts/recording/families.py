@@ -55,6 +55,21 @@ PERSISTED = MessageFamily(
     "decisions a correction writes, from its outbox).",
     publishers=(Publisher(Role.WORKER, "the recorder, and the correction driver's outbox"),),
     readers=(
+        WAIT_PERSISTED,
+        Reader(Role.OPERATOR, Via.CORE, "the console's live view (console.live)"),
+    ),
+)
+
+BEGAN = MessageFamily(
+    f"{subjects.BEGAN_PREFIX}.{{plan_id}}", DecisionPersisted, Direction.EVENT, DECISIONS,
+    msg_id="began:<decision_id>", event_type="plan.began",
+    about="plan/{plan_id}/decision/{decision_id}",
+    description="One per plan root (prompt_definition) recorded, published beside its "
+    "persisted event with the same body (by the recorder, or from a correction's outbox "
+    "for an append's child plan). What the invariants' reconciler reads: one message per "
+    "plan rather than one per decision.",
+    publishers=(Publisher(Role.WORKER, "the recorder, and the correction driver's outbox"),),
+    readers=(
         Reader(Role.WORKER, Via.DURABLE, "the reconciler (workers.invariants): new roots get "
                "their plan's invariant_enforced decisions",
                durable=subjects.RECONCILER_DURABLE,
@@ -63,8 +78,6 @@ PERSISTED = MessageFamily(
                consumer=ConsumerSpec(ack_wait="invariants_ack_wait_seconds",
                                      batch_size="reconciler_batch_size",
                                      max_ack_pending=20_000, deliver=Deliver.NEW)),
-        WAIT_PERSISTED,
-        Reader(Role.OPERATOR, Via.CORE, "the console's live view (console.live)"),
     ),
 )
 
@@ -120,4 +133,4 @@ DISCARD = MessageFamily(
     readers=(Reader(Role.WORKER, Via.DURABLE, "the upkeep consumers (workers.upkeep)",
                     durable=subjects.DISCARDER_DURABLE, consumer=UPKEEP),))
 
-FAMILIES = (RECORDED, PERSISTED, REJECTED, COMMENT, END_PLAN, DISCARD)
+FAMILIES = (RECORDED, PERSISTED, BEGAN, REJECTED, COMMENT, END_PLAN, DISCARD)

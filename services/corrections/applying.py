@@ -24,7 +24,7 @@ from contracts.impact.summary import CorrectionImpact
 from contracts.shared.ids import new_id
 from services.archive.writer import Archive
 from services.corrections.messages import attempt_event, correction_event, resume_message
-from services.recorder_batch import persisted_event
+from services.recorder_batch import announced
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ async def _revert(v: Versioned, owner: str, attempt: CorrectionAttemptRecord, no
     # Each decision the step writes is announced as the recorder announces one, so the
     # reconciler treats it like any other (outboxed with the write, fixed Nats-Msg-Id).
     return Changes(applied, v.version, lease_owner=owner, revert=revert,
-                   announce=persisted_event,
+                   announce=announced,
                    attempts=[AttemptChange(done, A.EXECUTING)],
                    events=[attempt_event(done, A.EXECUTING, now),
                            correction_event(applied),
@@ -85,7 +85,7 @@ def _append(v: Versioned, owner: str, attempt: CorrectionAttemptRecord, now: dat
     done = attempt.transition(A.COMPLETE, now, new_decision_id=append.new_decision_id)
     applied = c.transition(S.APPLIED, now, **append.applied_info())
     return Changes(applied, v.version, lease_owner=owner, append=append,
-                   announce=persisted_event,
+                   announce=announced,
                    attempts=[AttemptChange(done, A.EXECUTING)],
                    events=[attempt_event(done, A.EXECUTING, now),
                            correction_event(applied),

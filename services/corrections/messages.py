@@ -1,7 +1,7 @@
 """The messages a correction's steps put in the outbox: its lifecycle events, its
-attempts' events and the resume instruction (the persisted event of every decision it
-writes is the recorder's: services.recorder_batch.persisted_event). Built from the
-stored records, so a republished message is identical."""
+attempts' events and the resume instruction (the events of every decision it writes
+are the recorder's: services.recorder_batch.announced). Built from the stored records,
+so a republished message is identical."""
 
 from __future__ import annotations
 

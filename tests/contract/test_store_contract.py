@@ -330,7 +330,7 @@ async def test_an_append_writes_a_child_plan_its_root_and_the_intervention(
                          child_root_decision_id=new_id(), intervention_decision_id=new_id(),
                          sequence_number=0, at=NOW, project=None, action_template=None)
     w = await b.store.writer.commit(Changes(c, 1, append=append,
-                                            announce=lambda x: event(x.decision_id)), NOW)
+                                            announce=lambda x: [event(x.decision_id)]), NOW)
     intervention, child_root = w.new_decisions
     assert intervention.sequence_number == 3 and child_root.sequence_number == 0
     record = await b.store.plans.get(child_plan)

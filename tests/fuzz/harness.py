@@ -29,9 +29,9 @@ from tests.factories import decision, encode, headers, root, subject
 from tests.fuzz.hostile import (
     Hostile,
     corpus,
+    hostile_began,
     hostile_command,
     hostile_decision,
-    hostile_persisted,
     request_body,
 )
 
@@ -167,7 +167,7 @@ async def run(nc: nats.NATS, db: AsyncDatabase[Document], *, rounds: int, per_ro
                     "verdicts"):
             hostile += corpus(hostile_command(fam, plan_id, other_plan_id),
                               max(2, per_round // 3), seed=round_seed)
-        hostile += corpus(hostile_persisted(plan_id), 2, seed=round_seed)
+        hostile += corpus(hostile_began(plan_id), 2, seed=round_seed)
         valid: list[dict[str, Any]] = []
         for pr in plans.roots:
             for _ in range(per_round):
@@ -262,7 +262,7 @@ FAMILIES = {"decisions.recorded.": "decisions", "corrections.requested.": "reque
             "corrections.cancel.": "cancels", "corrections.fail.": "fails",
             "corrections.retry.": "retries", "invariants.violations.": "violations",
             "invariants.templates.": "templates", "invariants.verdicts.": "verdicts",
-            "decisions.persisted.": "persisted"}
+            "decisions.began.": "began"}
 
 
 def family_of(subject: str) -> str:

@@ -34,7 +34,7 @@ NATS_MAX_PAYLOAD = MiB
 class Hostile:
     """One message to publish: where, what, with which headers, and why it is bad."""
 
-    family: str          # decisions | requests | cancels | violations | persisted | dryrun
+    family: str          # decisions | requests | cancels | violations | began | dryrun
     subject: str
     data: bytes
     headers: dict[str, str]
@@ -272,15 +272,15 @@ def hostile_command(draw: st.DrawFn, family: str, plan_id: str, other_plan: str)
 
 
 @st.composite
-def hostile_persisted(draw: st.DrawFn, plan_id: str) -> Hostile:
-    """Someone else's message on decisions.persisted.*, the reconciler's input."""
+def hostile_began(draw: st.DrawFn, plan_id: str) -> Hostile:
+    """Someone else's message on decisions.began.*, the reconciler's input."""
     data, kind = draw(garbage())
     if draw(st.booleans()):
         data = json.dumps({"decision_id": "x", "plan_id": plan_id,
                            "decision_type": "prompt_definition", "sequence_number": "1e400",
                            "parent_decision_id": [[]]}).encode()
         kind = "fake_root"
-    return Hostile("persisted", f"decisions.persisted.{plan_id}", data,
+    return Hostile("began", f"decisions.began.{plan_id}", data,
                    {"Nats-Msg-Id": new_id()}, kind)
 
 

@@ -117,8 +117,9 @@ async def test_hostile_decisions_are_dead_lettered_alone_and_valid_ones_recorded
         assert "out of range" in by_rule["schema"]["message"]
         assert all(len(d["errors"][0]["message"]) < 500 for d in dead)
         persisted = await js.stream_info(DECISIONS_STREAM)
-        # 42 published, 40 persisted events, 2 rejected events: nothing twice.
-        assert persisted.state.messages == 84
+        # 42 published, 40 persisted events, the root's began event, 2 rejected events:
+        # nothing twice.
+        assert persisted.state.messages == 85
         assert w.alive
     finally:
         await w.stop()
@@ -191,7 +192,7 @@ async def test_hostile_violation_reports_do_not_hold_back_valid_ones(
             await js.publish(subj, json.dumps(far).encode(),
                              headers={"Nats-Msg-Id": far["violation_id"]})
     # A garbage body on the reconciler's subject is logged and acked, never blocks it.
-    await js.publish(f"decisions.persisted.{plan}", DEEP)
+    await js.publish(f"decisions.began.{plan}", DEEP)
     w = await _started(nats_server, mongo_uri, db_name, tmp_path)
     try:
         assert await wait_for_count(db, "invariant_violations", 5, timeout=30) == 5

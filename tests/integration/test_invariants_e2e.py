@@ -6,23 +6,29 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import nats
 import pytest
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from pymongo.asynchronous.database import AsyncDatabase
 
 from bootstrap.publisher import JetStreamPublisher
+from contracts.decisions.subjects import DECISIONS_STREAM, RECONCILER_DURABLE
 from contracts.invariants.model import InvariantScope
 from contracts.invariants.reconciliation import enforced_decision_id
 from contracts.invariants.severity import Severity
 from contracts.shared.ids import new_id
+from deploy.embedded import ManagedServer
 from services.invariants import InvariantService
 from store.database import Document
 from store.invariant_store import InvariantStore
+from tests.conftest import worker_env
 from tests.factories import decision, root
 from tests.in_process_workers import InProcessWorkers
 from tests.integration.wire import events, publish_all, publish_raw, until, wait_for_count
+from workers.streams import ensure_streams
 
 pytestmark = pytest.mark.e2e
 
@@ -75,12 +81,13 @@ async def test_reconciliation_records_one_enforced_decision_per_effective_invari
                                       ) == {"_id": plan_id, "project": "myapp",
                                             "action_template": "refactor"}
 
-    # The root's persisted event delivered twice more (as a redelivery would, under
-    # message IDs JetStream has not seen): nothing new is recorded or announced.
-    persisted = await events(nc, f"decisions.persisted.{plan_id}", settle=0.3)
-    root_event = next(ev for _, ev, _ in persisted if ev["decision_id"] == r["decision_id"])
+    # The root's began event (what the reconciler reads) delivered twice more (as a
+    # redelivery would, under message IDs JetStream has not seen): nothing new is
+    # recorded or announced.
+    [(_, root_event, _)] = await events(nc, f"decisions.began.{plan_id}", settle=0.3)
+    assert root_event["decision_id"] == r["decision_id"]
     for n in range(2):
-        await publish_raw(js, f"decisions.persisted.{plan_id}",
+        await publish_raw(js, f"decisions.began.{plan_id}",
                           json.dumps(root_event).encode(), {"Nats-Msg-Id": f"again:{n}"})
     await asyncio.sleep(2.0)
     assert await db["decisions"].count_documents({"plan_id": plan_id, **ENFORCED}) == 4
@@ -176,3 +183,31 @@ async def test_invalid_violation_reports_are_dead_lettered_and_reported(
     assert [v.violation_id for v in stored] == [good["violation_id"]]
     assert stored[0].severity is Severity.WARNING
     assert await service.blocked_plans([plan_id]) == set()
+
+
+async def test_the_reconciler_durable_of_the_version_before_moves_to_began_events(
+        nats_server: ManagedServer, mongo_uri: str, nc: nats.NATS,
+        db: AsyncDatabase[Document], db_name: str, tmp_path: Path) -> None:
+    # The version before read every decisions.persisted.* for roots. Its durable (same
+    # name, the old filter) is updated in place when the workers start, and new roots
+    # are reconciled from their began events.
+    js = nc.jetstream()
+    await ensure_streams(js)
+    await js.add_consumer(DECISIONS_STREAM, ConsumerConfig(
+        durable_name=RECONCILER_DURABLE, filter_subject="decisions.persisted.*",
+        ack_policy=AckPolicy.EXPLICIT, deliver_policy=DeliverPolicy.NEW))
+    service = InvariantService.from_store(InvariantStore.open(db), JetStreamPublisher(nc))
+    inv = await service.add_invariant("no-prod-deletes", "Never delete production data")
+    w = InProcessWorkers(worker_env(nats_server.url, mongo_uri, db_name),
+                         tmp_path / "workers.log")
+    await w.start(nats_server.url)
+    try:
+        info = await js.consumer_info(DECISIONS_STREAM, RECONCILER_DURABLE)
+        assert info.config.filter_subject == "decisions.began.*"
+        r = root()
+        await publish_all(js, [r])
+        assert await wait_for_count(db, "decisions", 1, query=ENFORCED) == 1
+        assert await db.decisions.find_one(ENFORCED, {"_id": 1}) == {
+            "_id": enforced_decision_id(r["decision_id"], inv.id)}
+    finally:
+        await w.stop()

@@ -69,11 +69,15 @@ async def test_append_child_plan_is_reconciled_and_blocked_by_its_parent(
     [child] = applied["child_plans_spawned"]
     child_root = await db.decisions.find_one({"plan_id": child, "parent_decision_id": None})
     assert child_root is not None
-    # The child root and the intervention are announced like recorded decisions ...
+    # The child root and the intervention are announced like recorded decisions, and
+    # the child's root on decisions.began too ...
     persisted = await events(nc, "decisions.persisted.*", settle=0.3)
     announced = {ev["decision_id"]: h["Nats-Msg-Id"] for _, ev, h in persisted}
     for d in (child_root["_id"], applied["new_decision_id"]):
         assert announced[d] == f"persisted:{d}"
+    began = await events(nc, f"decisions.began.{child}", settle=0.3)
+    assert [(ev["decision_id"], h["Nats-Msg-Id"]) for _, ev, h in began] == [
+        (child_root["_id"], f"began:{child_root['_id']}")]
     # ... so the child plan is reconciled: the parent's PLAN invariant outranks GLOBAL.
     assert await wait_for_count(db, "decisions", 2, query={"plan_id": child, **ENFORCED}) == 2
     got = {d["_id"] async for d in db.decisions.find({"plan_id": child, **ENFORCED})}

@@ -126,6 +126,23 @@ async def test_same_decision_again_writes_and_publishes_nothing_new(
     assert len(persisted) == 1
 
 
+async def test_a_plans_root_is_announced_once_more_on_decisions_began_for_the_reconciler(
+        workers: InProcessWorkers, nc: nats.NATS, db: AsyncDatabase[Document]) -> None:
+    # The reconciler reads decisions.began.* only: one event per plan, not per decision.
+    tree = plan_tree(5, seed=6)
+    await publish_all(nc.jetstream(), tree)
+    await wait_for_count(db, "decisions", 5)
+    [r] = [d for d in tree if d["parent_decision_id"] is None]
+    persisted = {ev["decision_id"]: ev for _, ev, _ in await events(nc, "decisions.persisted.>")}
+    began = await events(nc, "decisions.began.>")
+    assert len(persisted) == 5 and len(began) == 1
+    subj, ev, h = began[0]
+    assert subj == f"decisions.began.{r['plan_id']}"
+    assert h["Nats-Msg-Id"] == f"began:{r['decision_id']}"
+    assert ev == persisted[r["decision_id"]]
+    assert h["ce-type"].startswith("io.decision-ledger.plan.began.")
+
+
 async def test_persisted_event_carries_what_was_recorded(
         workers: InProcessWorkers, nc: nats.NATS, db: AsyncDatabase[Document]) -> None:
     tree = plan_tree(5, seed=5)
