@@ -13,6 +13,7 @@ from datetime import datetime
 
 from contracts.corrections.families import CORRECTIONS
 from contracts.corrections.families import FAMILIES as CORRECTION_FAMILIES
+from contracts.decisions import subjects as decision_subjects
 from contracts.invariants.families import FAMILIES as INVARIANT_FAMILIES
 from contracts.invariants.families import INVARIANTS
 from contracts.recording.families import DECISIONS
@@ -45,6 +46,13 @@ def _dispatched(f: MessageFamily) -> MessageFamily:
 FAMILIES: tuple[MessageFamily, ...] = tuple(_dispatched(f) for f in (
     *RECORDING_FAMILIES, *CORRECTION_FAMILIES, *INVARIANT_FAMILIES, *WEBHOOK_FAMILIES))
 STREAMS: tuple[Stream, ...] = (DECISIONS, CORRECTIONS, INVARIANTS, WEBHOOKS)
+
+RETIRED: tuple[tuple[Stream, str], ...] = (
+    (DECISIONS, decision_subjects.RETIRED_RECONCILER_DURABLE),
+)
+"""Durables of earlier versions that no reader uses any more: the workers delete them
+when they start (workers.durables.retire_durables), so none is left behind growing its
+backlog."""
 
 GRANTS: dict[Role, tuple[Grant, ...]] = {
     Role.WORKER: (Grant.MANAGE_STREAMS,),

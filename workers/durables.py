@@ -19,7 +19,8 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
 from bootstrap.settings import Settings
-from contracts.shared.families import MessageFamily
+from contracts.families import RETIRED
+from contracts.shared.families import MessageFamily, Stream
 from contracts.shared.partitions import Partition
 from contracts.shared.roles import ConsumerSpec, Deliver, Reader, Setting
 
@@ -124,3 +125,21 @@ async def ensure_consumer(js: JetStreamContext, stream: str, want: ConsumerConfi
                  ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in changes.items()
                            if k in MUTABLE))
     return want
+
+
+async def retire_durables(js: JetStreamContext,
+                          retired: tuple[tuple[Stream, str], ...] = RETIRED) -> list[str]:
+    """Delete the durables of earlier versions that nothing reads any more
+    (contracts.families.RETIRED); the names of those it found. A worker of the version
+    before, still running during a rolling upgrade, may create its own again (and keep
+    reading through it until it stops): the next start deletes it then."""
+    gone = []
+    for stream, durable in retired:
+        try:
+            await js.delete_consumer(stream.name, durable)
+        except NotFoundError:
+            continue
+        log.info("consumer %s on %s retired: no reader of this version uses it",
+                 durable, stream.name)
+        gone.append(durable)
+    return gone

@@ -43,7 +43,7 @@ from store.dead_letters import DeadLetterRepository
 from store.deliveries import DeliveryFailures
 from store.workers import WorkerRegistry
 from workers.connections import MongoWatch, NatsLink, connect_nats
-from workers.durables import partition_count
+from workers.durables import partition_count, retire_durables
 from workers.health import HealthServer
 from workers.leading import LeadingPullers
 from workers.logs import set_worker_id
@@ -191,8 +191,10 @@ async def prepare_streams(broker: NatsBroker, settings: Settings) -> None:
     deadline = asyncio.get_running_loop().time() + settings.connect_timeout_seconds
     while True:
         try:
-            await ensure_streams(broker.connection.jetstream(), limits_for(settings),
+            js = broker.connection.jetstream()
+            await ensure_streams(js, limits_for(settings),
                                  partial(partition_count, settings=settings))
+            await retire_durables(js)
             return
         except StreamRefused as exc:
             raise StartupFailed(str(exc)) from None

@@ -19,8 +19,14 @@ RECORDER_DURABLE = "recorder"
 COMMENTER_DURABLE = "commenter"
 PLAN_ENDER_DURABLE = "plan-ender"
 DISCARDER_DURABLE = "dead-letter-discarder"
-RECONCILER_DURABLE = "reconciler"
+RECONCILER_DURABLE = "plan-reconciler"
 """The invariants' reconciler, on this stream: reads decisions.began.* (new roots)."""
+RETIRED_RECONCILER_DURABLE = "reconciler"
+"""The reconciler's durable until 2026-12-05, which read every decisions.persisted.* for
+the roots among them; the workers delete it when they start (contracts.families.RETIRED).
+A new name rather than the old durable given a new filter: a worker of the version before,
+still running during a rolling upgrade, would put its filter back (workers.consumer_watch),
+and the two versions would take turns re-creating it."""
 
 
 def recorded(plan_id: str) -> str:

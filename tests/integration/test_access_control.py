@@ -236,7 +236,7 @@ def msg_get(stream: str) -> Callable[[Client], Awaitable[object]]:
 EVENT = f"corrections.events.{PLAN}.applied"
 WORKERS_OWN = [consumer_info("CORRECTIONS", "corrector"), delete_consumer("DECISIONS", "recorder"),
                request("$JS.API.CONSUMER.MSG.NEXT.CORRECTIONS.correction-canceller"),
-               request("$JS.API.CONSUMER.CREATE.DECISIONS.reconciler.decisions.began.*"),
+               request("$JS.API.CONSUMER.CREATE.DECISIONS.plan-reconciler.decisions.began.*"),
                delete_consumer("INVARIANTS", "invariant-violations"),
                hijack("DECISIONS", "recorder"), hijack("CORRECTIONS", "corrector"),
                ordered("decisions.>"), subscribe("_INBOX.>")]

@@ -22,6 +22,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from bootstrap.publisher import JetStreamPublisher
 from clients.operator import CorrectionClient
 from contracts.corrections.states import CorrectionStatus
+from contracts.decisions.subjects import RECONCILER_DURABLE
 from contracts.shared.ids import new_id
 from deploy.embedded import ManagedServer, free_port
 from services.invariants import InvariantService
@@ -193,7 +194,7 @@ async def test_workers_bring_back_the_corrector_and_the_reconciler_under_load(
         # gets its plan's invariant_enforced decision.
         invariants = InvariantService.from_store(InvariantStore.open(db), JetStreamPublisher(nc))
         await invariants.add_invariant("no-prod-deletes", "Never delete production data")
-        await js.delete_consumer("DECISIONS", "reconciler")
+        await js.delete_consumer("DECISIONS", RECONCILER_DURABLE)
         plans = [new_id() for _ in range(5)]
         await publish_all(js, [root(p) for p in plans])
         for p in plans:
@@ -204,4 +205,4 @@ async def test_workers_bring_back_the_corrector_and_the_reconciler_under_load(
         w.stop()
     log = w.log()
     assert "consumer corrector on CORRECTIONS is missing" in log
-    assert "consumer reconciler on DECISIONS is missing" in log
+    assert f"consumer {RECONCILER_DURABLE} on DECISIONS is missing" in log

@@ -15,7 +15,11 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from pymongo.asynchronous.database import AsyncDatabase
 
 from bootstrap.publisher import JetStreamPublisher
-from contracts.decisions.subjects import DECISIONS_STREAM, RECONCILER_DURABLE
+from contracts.decisions.subjects import (
+    DECISIONS_STREAM,
+    RECONCILER_DURABLE,
+    RETIRED_RECONCILER_DURABLE,
+)
 from contracts.invariants.model import InvariantScope
 from contracts.invariants.reconciliation import enforced_decision_id
 from contracts.invariants.severity import Severity
@@ -185,16 +189,16 @@ async def test_invalid_violation_reports_are_dead_lettered_and_reported(
     assert await service.blocked_plans([plan_id]) == set()
 
 
-async def test_the_reconciler_durable_of_the_version_before_moves_to_began_events(
+async def test_the_reconciler_durable_of_the_version_before_is_retired_at_start(
         nats_server: ManagedServer, mongo_uri: str, nc: nats.NATS,
         db: AsyncDatabase[Document], db_name: str, tmp_path: Path) -> None:
-    # The version before read every decisions.persisted.* for roots. Its durable (same
-    # name, the old filter) is updated in place when the workers start, and new roots
-    # are reconciled from their began events.
+    # The version before read every decisions.persisted.* through the durable
+    # `reconciler`. The workers delete it when they start (nothing reads it any more),
+    # and reconcile new roots from their began events through `plan-reconciler`.
     js = nc.jetstream()
     await ensure_streams(js)
     await js.add_consumer(DECISIONS_STREAM, ConsumerConfig(
-        durable_name=RECONCILER_DURABLE, filter_subject="decisions.persisted.*",
+        durable_name=RETIRED_RECONCILER_DURABLE, filter_subject="decisions.persisted.*",
         ack_policy=AckPolicy.EXPLICIT, deliver_policy=DeliverPolicy.NEW))
     service = InvariantService.from_store(InvariantStore.open(db), JetStreamPublisher(nc))
     inv = await service.add_invariant("no-prod-deletes", "Never delete production data")
@@ -202,6 +206,8 @@ async def test_the_reconciler_durable_of_the_version_before_moves_to_began_event
                          tmp_path / "workers.log")
     await w.start(nats_server.url)
     try:
+        names = {c.name for c in await js.consumers_info(DECISIONS_STREAM)}
+        assert RETIRED_RECONCILER_DURABLE not in names and RECONCILER_DURABLE in names
         info = await js.consumer_info(DECISIONS_STREAM, RECONCILER_DURABLE)
         assert info.config.filter_subject == "decisions.began.*"
         r = root()
@@ -211,3 +217,4 @@ async def test_the_reconciler_durable_of_the_version_before_moves_to_began_event
             "_id": enforced_decision_id(r["decision_id"], inv.id)}
     finally:
         await w.stop()
+    assert "consumer reconciler on DECISIONS retired" in (tmp_path / "workers.log").read_text()

@@ -58,7 +58,7 @@ def test_every_other_holder_is_denied_the_workers_durables_by_name() -> None:
         g = grants(Holder.of_role(role), ROLES)
         assert "$JS.API.CONSUMER.*.CORRECTIONS.corrector" in g.deny_publish
         assert "$JS.API.CONSUMER.*.*.DECISIONS.recorder" in g.deny_publish
-        assert "$JS.API.CONSUMER.CREATE.DECISIONS.reconciler.>" in g.deny_publish
+        assert "$JS.API.CONSUMER.CREATE.DECISIONS.plan-reconciler.>" in g.deny_publish
         assert ("$JS.EVENT.ADVISORY.CONSUMER.*.INVARIANTS.invariant-violations"
                 in g.deny_subscribe)
     assert grants(Holder.of_role(Role.WORKER), ROLES).deny_publish == []
