@@ -74,9 +74,10 @@ class DecisionRejected(BaseModel):
 
 def read_persisted_root(data: bytes, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
                         ) -> DecisionPersisted | RuleViolation | None:
-    """What the reconciler needs from a `decisions.persisted.*` body: the event when it
-    announces a plan root, None for any other decision, or why it cannot be read (someone
-    else's message on the subject: nothing to reconcile in it). Never raises."""
+    """What the reconciler needs from a `decisions.began.*` body (a root's persisted
+    body): the event when it announces a plan root, None for any other decision, or why
+    it cannot be read (someone else's message on the subject: nothing to reconcile in
+    it). Never raises."""
     big = too_large(data, max_payload_bytes)
     if big is not None:
         return big
@@ -84,7 +85,7 @@ def read_persisted_root(data: bytes, max_payload_bytes: int = DEFAULT_MAX_PAYLOA
         body = json_object(data, "a DecisionPersisted")
         if isinstance(body, RuleViolation):
             return body
-        # Cheap check first: nearly every persisted event is not a root.
+        # Cheap check first: a body that is no root is not validated.
         if body.get("decision_type") != DecisionType.PROMPT_DEFINITION.value:
             return None
         return DecisionPersisted.model_validate(body)
