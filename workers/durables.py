@@ -128,12 +128,12 @@ async def ensure_consumer(js: JetStreamContext, stream: str, want: ConsumerConfi
 
 
 async def retire_durables(js: JetStreamContext,
-                          retired: tuple[tuple[Stream, str], ...] = RETIRED) -> list[str]:
+                          retired: tuple[tuple[Stream, str], ...] = RETIRED) -> None:
     """Delete the durables of earlier versions that nothing reads any more
-    (contracts.families.RETIRED); the names of those it found. A worker of the version
-    before, still running during a rolling upgrade, may create its own again (and keep
-    reading through it until it stops): the next start deletes it then."""
-    gone = []
+    (contracts.families.RETIRED). One already gone (another replica starting at the same
+    time deleted it) is fine. A worker of the version before, still running during a
+    rolling upgrade, may create its own again (and keep reading through it until it
+    stops): the next start deletes it then."""
     for stream, durable in retired:
         try:
             await js.delete_consumer(stream.name, durable)
@@ -141,5 +141,3 @@ async def retire_durables(js: JetStreamContext,
             continue
         log.info("consumer %s on %s retired: no reader of this version uses it",
                  durable, stream.name)
-        gone.append(durable)
-    return gone

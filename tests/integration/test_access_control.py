@@ -239,12 +239,15 @@ WORKERS_OWN = [consumer_info("CORRECTIONS", "corrector"), delete_consumer("DECIS
                request("$JS.API.CONSUMER.CREATE.DECISIONS.plan-reconciler.decisions.began.*"),
                delete_consumer("INVARIANTS", "invariant-violations"),
                hijack("DECISIONS", "recorder"), hijack("CORRECTIONS", "corrector"),
+               delete_consumer("DECISIONS", "plan-reconciler"),
+               hijack("DECISIONS", "plan-reconciler"),
                ordered("decisions.>"), subscribe("_INBOX.>")]
 """The workers' own durables are theirs alone: a client that could delete or pull one
 would silence (or swallow) a whole family of messages."""
 STREAM_OPS = [purge("DECISIONS"), delete("CORRECTIONS"), update("DECISIONS"),
               create("STOLEN", ["stolen.>"])]
 FORGERIES = [publish(EVENT), js_publish(EVENT), publish(f"decisions.persisted.{PLAN}"),
+             publish(f"decisions.began.{PLAN}"), js_publish(f"decisions.began.{PLAN}"),
              publish(f"corrections.attempts.{PLAN}.failed"),
              publish(f"invariants.events.{PLAN}.violated"), publish(f"corrections.resume.{PLAN}")]
 

@@ -191,7 +191,10 @@ async def test_hostile_violation_reports_do_not_hold_back_valid_ones(
             await js.publish(subj, DEEP)
             await js.publish(subj, json.dumps(far).encode(),
                              headers={"Nats-Msg-Id": far["violation_id"]})
-    # A garbage body on the reconciler's subject is logged and acked, never blocks it.
+    # A garbage body on the reconciler's subject. Its durable starts at NEW, so one
+    # published before the workers start is never delivered to it; garbage that reaches
+    # the reconciler beside a valid began event, in one batch:
+    # test_invariants_e2e.py::test_hostile_began_events_beside_a_valid_one_...
     await js.publish(f"decisions.began.{plan}", DEEP)
     w = await _started(nats_server, mongo_uri, db_name, tmp_path)
     try:

@@ -32,6 +32,7 @@ from tests.conftest import worker_env
 from tests.factories import decision, root
 from tests.in_process_workers import InProcessWorkers
 from tests.integration.wire import events, publish_all, publish_raw, until, wait_for_count
+from workers.durables import retire_durables
 from workers.streams import ensure_streams
 
 pytestmark = pytest.mark.e2e
@@ -99,6 +100,49 @@ async def test_reconciliation_records_one_enforced_decision_per_effective_invari
     persisted = await events(nc, f"decisions.persisted.{plan_id}", settle=0.3)
     assert len([ev for _, ev, _ in persisted
                 if ev["decision_type"] == "invariant_enforced"]) == 4
+
+
+async def test_hostile_began_events_beside_a_valid_one_are_acked_and_its_root_reconciled(
+        service: InvariantService, nc: nats.NATS, db: AsyncDatabase[Document]) -> None:
+    # Anyone's bytes on the reconciler's subject, published together with a valid began
+    # event so that they reach it in one batch: garbage, nesting too deep for the
+    # parser, a huge list, a date with no UTC equivalent, and a well-formed root that
+    # was never stored. Each is acked; the valid root is reconciled; nothing is
+    # dead-lettered and no root is invented.
+    js = nc.jetstream()
+    r = root()
+    await publish_all(js, [r])
+    [(_, body, _)] = await events(nc, f"decisions.began.{r['plan_id']}", settle=0.3)
+
+    async def idle() -> bool:
+        info = await js.consumer_info(DECISIONS_STREAM, RECONCILER_DURABLE)
+        return info.num_pending == 0 and info.num_ack_pending == 0
+    await until(idle)  # reconciled with no invariant in force: nothing recorded
+    inv = await service.add_invariant("no-prod-deletes", "Never delete production data")
+    subj = f"decisions.began.{r['plan_id']}"
+    never_stored = {**body, "decision_id": new_id()}
+    # Each names a root's type, so none is skipped before the parser (the reader's
+    # shortcut for bodies that do not).
+    batch = [b"prompt_definition, not json",
+             b'{"decision_type": "prompt_definition", "x": ' + b"[" * 5000,
+             json.dumps(["prompt_definition"] * 10_000).encode(),  # under the bound
+             json.dumps(["prompt_definition"] * 20_000).encode(),  # over it
+             json.dumps(body).encode(),
+             json.dumps({**body, "created_at": "9999-12-31T23:00:00-05:00"}).encode(),
+             json.dumps({**body, "sequence_number": "1e400", "parent_decision_id": [[]]}
+                        ).encode(),
+             json.dumps(never_stored).encode()]
+    acks = [await js.publish_async(subj, data, headers={"Nats-Msg-Id": new_id()})
+            for data in batch]
+    await asyncio.gather(*acks)
+    assert await wait_for_count(db, "decisions", 1, query=ENFORCED) == 1
+    await until(idle)
+    await asyncio.sleep(0.5)
+    enforced = await db.decisions.find(ENFORCED, {"_id": 1, "plan_id": 1}).to_list()
+    assert enforced == [{"_id": enforced_decision_id(r["decision_id"], inv.id),
+                         "plan_id": r["plan_id"]}]
+    assert await db.decisions.count_documents({"_id": never_stored["decision_id"]}) == 0
+    assert await db.dead_letters.count_documents({}) == 0
 
 
 async def test_error_violation_blocks_execute_until_resolved_warnings_never_block(
@@ -218,3 +262,19 @@ async def test_the_reconciler_durable_of_the_version_before_is_retired_at_start(
     finally:
         await w.stop()
     assert "consumer reconciler on DECISIONS retired" in (tmp_path / "workers.log").read_text()
+
+
+async def test_two_replicas_starting_together_both_retire_the_old_durable_without_error(
+        nats_server: ManagedServer, nc: nats.NATS) -> None:
+    js = nc.jetstream()
+    await ensure_streams(js)
+    await js.add_consumer(DECISIONS_STREAM, ConsumerConfig(
+        durable_name=RETIRED_RECONCILER_DURABLE, filter_subject="decisions.persisted.*",
+        ack_policy=AckPolicy.EXPLICIT, deliver_policy=DeliverPolicy.NEW))
+    other = await nats.connect(nats_server.url)
+    try:
+        await asyncio.gather(retire_durables(js), retire_durables(other.jetstream()))
+    finally:
+        await other.close()
+    names = {c.name for c in await js.consumers_info(DECISIONS_STREAM)}
+    assert RETIRED_RECONCILER_DURABLE not in names
