@@ -5,7 +5,6 @@ report were seen before)."""
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 from datetime import UTC, datetime
@@ -14,7 +13,6 @@ from typing import Any
 import bson
 import nats
 import pytest
-from nats.js import JetStreamContext
 from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.corrections import subjects as correction_subjects
@@ -35,7 +33,7 @@ from store.dead_letters import DeadLetterRepository
 from tests.factories import decision, encode, plan_tree, root, subject
 from tests.in_process_workers import InProcessWorkers
 from tests.integration.cli_support import Agents, agents, assert_one_line_error
-from tests.integration.wire import events, publish_all, wait_for_count
+from tests.integration.wire import drained, events, publish_all, wait_for_count
 
 __all__ = ["agents"]
 
@@ -125,7 +123,7 @@ async def test_hostile_bodies_are_dead_lettered_within_bounds_and_valid_ones_rec
     assert child is not None and child["parent_plan_id"] == tree[0]["plan_id"]
     assert child["spawned_from_decision_id"] == claim["decision_id"]
     assert child["root_created_at"] is not None
-    assert await drained(js, DECISIONS_STREAM, RECORDER_DURABLE)
+    await drained(js, DECISIONS_STREAM, RECORDER_DURABLE, timeout=10)
     assert workers.alive
 
 
@@ -142,17 +140,6 @@ async def event_sizes(nc: nats.NATS, filter_subject: str) -> list[int]:
             sizes.append(len(msg.data))
     finally:
         await sub.unsubscribe()
-
-
-async def drained(js: JetStreamContext, stream: str, durable: str, timeout: float = 10) -> bool:
-    """Nothing pending or unacknowledged on the consumer (acks go out after the writes)."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while asyncio.get_running_loop().time() < deadline:
-        info = await js.consumer_info(stream, durable)
-        if info.num_pending == 0 and info.num_ack_pending == 0:
-            return True
-        await asyncio.sleep(0.2)
-    return False
 
 
 async def test_a_dead_letter_kept_in_part_is_shown_so_and_never_retried(

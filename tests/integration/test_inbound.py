@@ -38,7 +38,7 @@ from tests.factories import decision, encode, headers, plan_tree, root, subject
 from tests.in_process_workers import InProcessWorkers
 from tests.integration.access_support import start_secured
 from tests.integration.correction_support import request
-from tests.integration.wire import publish_all, until, wait_for_count
+from tests.integration.wire import drained, publish_all, until, wait_for_count
 from workers.recorder import parent_waits
 from workers.streams import ensure_streams
 
@@ -63,13 +63,6 @@ async def _started(nats_server: ManagedServer, mongo_uri: str, db_name: str, tmp
     await w.start(nats_server.url)
     return w
 
-
-
-async def drained(js: Any, stream: str, durable: str) -> None:
-    async def probe() -> bool:
-        info = await js.consumer_info(stream, durable)
-        return info.num_pending == 0 and info.num_ack_pending == 0
-    await until(probe)
 
 
 async def letters(db: AsyncDatabase[Document], prefix: str) -> list[Document]:

@@ -40,6 +40,16 @@ async def until(probe: Callable[[], Awaitable[Any]], timeout: float = 30.0) -> A
     raise AssertionError(f"condition not met in {timeout}s (last: {last!r})")
 
 
+async def drained(js: JetStreamContext, stream: str, durable: str,
+                  timeout: float = 30.0) -> None:
+    """Wait until nothing is pending or unacknowledged on the durable (its workers ack
+    after their writes, so what it took is written); AssertionError after `timeout`."""
+    async def probe() -> bool:
+        info = await js.consumer_info(stream, durable)
+        return bool(info.num_pending == 0 and info.num_ack_pending == 0)
+    await until(probe, timeout)
+
+
 async def wait_for_count(db: AsyncDatabase[Document], collection: str, expected: int,
                          timeout: float = 60.0, query: dict[str, Any] | None = None) -> int:
     deadline = asyncio.get_running_loop().time() + timeout
