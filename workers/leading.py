@@ -189,11 +189,10 @@ class LeadingPullers:
         once the leases it last renewed have expired) instead of hanging."""
         sent = time.monotonic()
         leaving, held = list(self._leaving), list(self._held)
-        renewed = await asyncio.wait_for(
-            asyncio.gather(*(self._leases.renew(x, self._owner) for x in leaving + held)),
-            self._leases.ttl.total_seconds())
-        for lease, ours in zip(held, renewed[len(leaving):], strict=True):
-            if not ours:  # a lost lease being handed over is simply not renewed
+        renewed = await asyncio.wait_for(self._leases.renew_all(leaving + held, self._owner),
+                                         self._leases.ttl.total_seconds())
+        for lease in held:
+            if lease not in renewed:  # a lost lease being handed over is simply not renewed
                 self._lost(lease)
         self._valid_until = sent + self._leases.ttl.total_seconds()
 

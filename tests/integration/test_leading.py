@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -258,10 +259,10 @@ class SilentLeases(Leases):
 
     silent = False
 
-    async def renew(self, plan_id: str, owner: str) -> bool:
+    async def renew_all(self, lease_ids: Sequence[str], owner: str) -> set[str]:
         if self.silent:
             await asyncio.Event().wait()
-        return await super().renew(plan_id, owner)
+        return await super().renew_all(lease_ids, owner)
 
 
 async def test_renewals_never_answered_stop_the_pullers_once_the_lease_is_over(

@@ -12,7 +12,7 @@ import pytest
 from pymongo.asynchronous.database import AsyncDatabase
 
 from contracts.shared.ids import new_id
-from store.database import PLAN_LOCKS, WORKERS, Document
+from store.database import ID_CHUNK, PLAN_LOCKS, WORKERS, Document
 from store.leases import Leases, Taken
 from store.workers import WorkerRegistry
 
@@ -52,6 +52,37 @@ async def test_an_expired_lease_is_judged_by_the_servers_time(db: AsyncDatabase[
     assert await leases.take(plan, "b") is Taken.OURS
     await leases.release(plan, "b")
     assert await leases.take(plan, "c", fenced=True) is Taken.FREE
+
+
+async def test_renewing_many_leases_at_once_renews_only_the_owners(
+        db: AsyncDatabase[Document]) -> None:
+    """`renew_all` (a replica's recorder partitions, one write per ID_CHUNK): each lease
+    still the owner's is pushed a ttl past the server's time; one another took after it
+    expired, one released, and one never taken are reported lost and left as they are."""
+    leases = Leases(db, 5.0)
+    mine = [new_id() for _ in range(ID_CHUNK + 3)]  # more than one write's worth
+    taken, released, never = mine[0], mine[1], new_id()
+    for lease in mine:
+        assert await leases.acquire(lease, "a")
+    now = await server_now(db)
+    await db[PLAN_LOCKS].update_one({"_id": taken},
+                                    {"$set": {"expires_at": now - timedelta(seconds=1)}})
+    assert await leases.take(taken, "b") is Taken.EXPIRED
+    await leases.release(released, "a")
+    theirs = await db[PLAN_LOCKS].find_one({"_id": taken})
+    before = await server_now(db)
+
+    renewed = await leases.renew_all([*mine, never, mine[5]], "a")
+
+    after = await server_now(db)
+    assert renewed == set(mine[2:])
+    async for doc in db[PLAN_LOCKS].find({"_id": {"$in": mine[2:]}}):
+        assert doc["owner"] == "a"
+        assert before + leases.ttl - MS <= doc["expires_at"] <= after + leases.ttl + MS
+    assert await db[PLAN_LOCKS].find_one({"_id": taken}) == theirs
+    assert await db[PLAN_LOCKS].count_documents({"_id": {"$in": [released, never]}}) == 0
+    assert await leases.renew_all(mine[2:], "a") == set(mine[2:])  # none lost: no read
+    assert await leases.renew_all([], "a") == set()
 
 
 async def test_the_heartbeat_and_the_reaping_follow_the_servers_time(
