@@ -110,7 +110,9 @@ class Leases:
         lost, instead of a write per lease: a replica holding many recorder partitions
         renews them all every third of the lease's length, and on secantusd-py each
         renewal waits behind any transaction's statement in progress (docs/benchmarks.md,
-        "One statement at a time")."""
+        "One statement at a time"). A multi-document update is not a write the driver
+        retries: one cut by a failover fails the round (workers.leading), and the next
+        round, a third of the lease later, renews again."""
         unique = list(dict.fromkeys(lease_ids))
         chunks = [unique[i:i + ID_CHUNK] for i in range(0, len(unique), ID_CHUNK)]
         return {lease for found in await asyncio.gather(
