@@ -189,11 +189,17 @@ ID_CHUNK = 50
 the list (500 IDs: 0.53 s; 10 queries of 50: 0.13 s, measured); mongod is indifferent."""
 
 
+def id_chunks(ids: Iterable[str]) -> list[list[str]]:
+    """The distinct `ids`, first seen first, in lists of at most ID_CHUNK: one `$in`
+    each."""
+    unique = list(dict.fromkeys(ids))
+    return [unique[i:i + ID_CHUNK] for i in range(0, len(unique), ID_CHUNK)]
+
+
 async def find_by_ids(coll: AsyncCollection[Document], ids: Iterable[str],
                       projection: dict[str, Any] | None = None) -> list[Document]:
     """Documents whose _id is in `ids`, fetched in chunks of ID_CHUNK concurrently."""
-    unique = list(dict.fromkeys(ids))
-    chunks = [unique[i:i + ID_CHUNK] for i in range(0, len(unique), ID_CHUNK)]
+    chunks = id_chunks(ids)
     results = await asyncio.gather(*[
         coll.find({"_id": {"$in": chunk}}, projection).to_list() for chunk in chunks])
     return [doc for docs in results for doc in docs]

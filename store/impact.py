@@ -30,7 +30,7 @@ from contracts.decisions.types import DecisionType
 from contracts.impact.summary import CorrectionImpact, summarize
 from contracts.impact.views import DecisionView, PlanLink
 from contracts.impact.walk import ImpactWalk
-from store.database import DECISIONS, ID_CHUNK, PLANS, Document, find_by_ids
+from store.database import DECISIONS, PLANS, Document, find_by_ids, id_chunks
 from store.impact_children import VIEW_FIELDS, children_capped, children_within
 from store.translate import translate_errors
 
@@ -75,10 +75,6 @@ def _grouped(docs: Iterable[Document], key: str) -> dict[str, list[Document]]:
     for d in docs:
         out[d[key]].append(d)
     return out
-
-
-def _chunks(ids: Sequence[str]) -> list[list[str]]:
-    return [list(ids[i:i + ID_CHUNK]) for i in range(0, len(ids), ID_CHUNK)]
 
 
 @translate_errors
@@ -157,7 +153,7 @@ class ImpactReader:
         query_extra: dict[str, Any] = {"superseded_by": None}
         if roots_only:
             query_extra["parent_decision_id"] = None
-        chunks = _chunks(list(dict.fromkeys(values)))
+        chunks = id_chunks(values)
         results = await asyncio.gather(*[
             self._decisions.find({field: {"$in": c}, **query_extra}, VIEW_FIELDS).to_list()
             for c in chunks])

@@ -10,7 +10,7 @@ from typing import Any
 from pymongo.asynchronous.collection import AsyncCollection
 
 from contracts.impact.walk import ImpactWalk
-from store.database import ID_CHUNK, Document
+from store.database import Document, id_chunks
 
 READ_BATCH = 500
 """Documents per round trip of a children cursor: what the walk may read past its limit
@@ -23,10 +23,6 @@ VIEW_FIELDS = {
     "created_at": 1, "superseded_by": 1,
 }
 """What the walk reads of a decision."""
-
-
-def _chunks(ids: Sequence[str]) -> list[list[str]]:
-    return [list(ids[i:i + ID_CHUNK]) for i in range(0, len(ids), ID_CHUNK)]
 
 
 async def children_within(decisions: AsyncCollection[Document], parents: Sequence[str],
@@ -54,7 +50,7 @@ async def children_within(decisions: AsyncCollection[Document], parents: Sequenc
                     if over:
                         return
 
-    chunks = _chunks(parents)
+    chunks = id_chunks(parents)
     for i in range(0, len(chunks), READERS):
         await asyncio.gather(*(read(c) for c in chunks[i:i + READERS]))
         if over:
@@ -74,7 +70,7 @@ async def children_capped(decisions: AsyncCollection[Document], parents: Sequenc
     out: list[Document] = []
     overflowing: set[str] = set()
     if room is None:
-        for chunk in _chunks(parents):
+        for chunk in id_chunks(parents):
             query: dict[str, Any] = {"parent_decision_id": {"$in": chunk},
                                      "superseded_by": None}
             out += await decisions.find(query, VIEW_FIELDS).to_list()

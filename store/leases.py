@@ -42,7 +42,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
 from contracts.shared.persistence import LeaseFence
-from store.database import ID_CHUNK, LEASE_FENCES, PLAN_LOCKS, Document
+from store.database import LEASE_FENCES, PLAN_LOCKS, Document, id_chunks
 from store.errors import LeaseLost
 from store.server_clock import after_now, expired, unexpired
 from store.translate import translate_errors
@@ -113,10 +113,9 @@ class Leases:
         "One statement at a time"). A multi-document update is not a write the driver
         retries: one cut by a failover fails the round (workers.leading), and the next
         round, a third of the lease later, renews again."""
-        unique = list(dict.fromkeys(lease_ids))
-        chunks = [unique[i:i + ID_CHUNK] for i in range(0, len(unique), ID_CHUNK)]
         return {lease for found in await asyncio.gather(
-            *(self._renew_chunk(chunk, owner) for chunk in chunks)) for lease in found}
+            *(self._renew_chunk(chunk, owner) for chunk in id_chunks(lease_ids)))
+            for lease in found}
 
     async def _renew_chunk(self, lease_ids: list[str], owner: str) -> set[str]:
         mine = {"_id": {"$in": lease_ids}, "owner": owner}

@@ -16,7 +16,7 @@ from contracts.corrections.states import CORRECTION_LIFECYCLE, CorrectionStatus
 from contracts.decisions.model import Decision
 from contracts.decisions.plan_states import PlanStatus
 from contracts.shared.counts import PlanCounts
-from store.database import ID_CHUNK
+from store.database import id_chunks
 from store.decisions import ROOT_QUERY, from_document
 from store.lookups import MAX_PAGE, Lookups
 from store.translate import translate_errors
@@ -24,10 +24,6 @@ from store.translate import translate_errors
 __all__ = ["PlanCounts", "TreeViews"]
 
 IN_FLIGHT = [s.value for s in CorrectionStatus if not CORRECTION_LIFECYCLE.is_terminal(s)]
-
-
-def _chunks(ids: list[str]) -> list[list[str]]:
-    return [ids[i:i + ID_CHUNK] for i in range(0, len(ids), ID_CHUNK)]
 
 
 @translate_errors
@@ -77,7 +73,7 @@ class TreeViews(Lookups):
         """parent decision_id -> how many children it has (current ones unless
         `superseded`), for the nodes of one page."""
         out: dict[str, int] = {}
-        for chunk in _chunks(list(dict.fromkeys(parents))):
+        for chunk in id_chunks(parents):
             match: dict[str, Any] = {"parent_decision_id": {"$in": chunk}}
             if not superseded:
                 match["superseded_by"] = None
@@ -100,7 +96,7 @@ class TreeViews(Lookups):
         counter document is counted on the decisions too."""
         ids = list(dict.fromkeys(plan_ids))
         found: dict[str, dict[str, int]] = {p: {} for p in ids}
-        for chunk in _chunks(ids):
+        for chunk in id_chunks(ids):
             touched = await self._count_decisions(chunk, found)
             touched |= await self._count_corrections(chunk, found)
             await self._count_violations(chunk, found)

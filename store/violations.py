@@ -30,7 +30,7 @@ from contracts.trust.chain import (
     violation_content,
 )
 from contracts.trust.signing import Signature
-from store.database import ID_CHUNK, INVARIANT_VIOLATIONS, PLANS, Document
+from store.database import INVARIANT_VIOLATIONS, PLANS, Document, id_chunks
 from store.errors import ViolationNotFound
 from store.outbox import OutboxRepository
 from store.sequences import PlanChains
@@ -76,12 +76,10 @@ async def blocking_violations(db: AsyncDatabase[Document], plan_ids: Iterable[st
                               ) -> dict[str, tuple[str, ...]]:
     """plan_id -> its unresolved blocking violation IDs (oldest first), for the blocked
     ones among `plan_ids`. One indexed query per ID_CHUNK plans (usually one per batch)."""
-    unique = list(dict.fromkeys(plan_ids))
     coll = db[INVARIANT_VIOLATIONS]
-    chunks = [unique[i:i + ID_CHUNK] for i in range(0, len(unique), ID_CHUNK)]
     results = await asyncio.gather(*[
         coll.find(_blocking_query(chunk), {"plan_id": 1, "reported_at": 1},
-                  session=session).to_list() for chunk in chunks])
+                  session=session).to_list() for chunk in id_chunks(plan_ids)])
     out: dict[str, list[tuple[datetime, str]]] = {}
     for docs in results:
         for d in docs:
