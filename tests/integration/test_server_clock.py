@@ -6,6 +6,7 @@ are really off.)"""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -83,6 +84,28 @@ async def test_renewing_many_leases_at_once_renews_only_the_owners(
     assert await db[PLAN_LOCKS].count_documents({"_id": {"$in": [released, never]}}) == 0
     assert await leases.renew_all(mine[2:], "a") == set(mine[2:])  # none lost: no read
     assert await leases.renew_all([], "a") == set()
+
+
+async def test_a_renewal_racing_a_take_over_leaves_one_holder(
+        db: AsyncDatabase[Document]) -> None:
+    """A replica renewing its leases (`renew_all`) while another takes one of them over
+    as it expires, at once: either the renewal wins (the take is refused) or the take
+    does (the renewal reports the lease lost); never both, never neither."""
+    leases = Leases(db, 5.0)
+    for _ in range(20):
+        lease, other = new_id(), new_id()
+        assert await leases.acquire(lease, "a") and await leases.acquire(other, "a")
+        now = await server_now(db)
+        await db[PLAN_LOCKS].update_one({"_id": lease},
+                                        {"$set": {"expires_at": now - timedelta(seconds=1)}})
+        renewed, taken = await asyncio.gather(leases.renew_all([lease, other], "a"),
+                                              leases.take(lease, "b"))
+        holder = (await db[PLAN_LOCKS].find_one({"_id": lease}) or {}).get("owner")
+        assert other in renewed
+        if lease in renewed:
+            assert taken is Taken.REFUSED and holder == "a"
+        else:
+            assert taken is Taken.EXPIRED and holder == "b"
 
 
 async def test_the_heartbeat_and_the_reaping_follow_the_servers_time(
