@@ -11,7 +11,10 @@ decisions (untimed: a fresh database's first transactions conflict, see one_run)
 publishes decision trees (`--plans` interleaved plans) with a plain nats-py client as
 fast as the stream acks them, and times each decision from publish to its
 `decisions.persisted` event. It reads each process's CPU time from /proc before and
-after, so the table shows how the recording CPU splits across the processes. Each count
+after, so the table shows how the recording CPU splits across the processes, and how
+long the server's threads were ready to run but waited for a CPU (`waited_seconds`), in
+the burst and in the bare insert: on a machine of two cores the server shares them with
+the worker, nats-server and the publisher, which its CPU time does not show. Each count
 records into a database of its own, on the same servers.
 
 The first worker count also times 2,000 decisions offered at `--paced-rate` per
@@ -110,6 +113,26 @@ def cpu_seconds(pids: dict[str, int]) -> dict[str, float]:
         except OSError:
             return {}
         out[name] = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    return out
+
+
+def waited_seconds(pids: dict[str, int]) -> dict[str, float]:
+    """Time each process's threads have spent ready to run but waiting for a CPU, from
+    /proc/<pid>/task/*/schedstat (Linux, its second field; an empty dict elsewhere), and,
+    as "steal", the time the machine's host kept its CPUs (/proc/stat). On two cores the
+    server, the worker, nats-server and the publisher take turns, and the server's CPU
+    time does not show the time it was kept waiting. Summed over the threads: two
+    threads of one process ready at once count twice (a Python server's threads also
+    hand its GIL to each other), so it is an upper bound on the time the process lost."""
+    out: dict[str, float] = {}
+    try:
+        for name, pid in pids.items():
+            out[name] = sum(int(t.read_text().split()[1])
+                            for t in Path(f"/proc/{pid}/task").glob("*/schedstat")) / 1e9
+        cpu_line = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+        out["steal"] = int(cpu_line[8]) / CLOCK_TICKS
+    except (OSError, IndexError, ValueError):
+        return {}
     return out
 
 
@@ -324,15 +347,16 @@ async def audit_cost(mongo_uri: str, db_name: str, keys: list[dict[str, Any]],
 
 
 async def bare_insert(mongo_uri: str, db_name: str, batch: int, runs: int,
-                      cpu: Callable[[], dict[str, float]], *, sent: list[dict[str, Any]]
-                      ) -> dict[str, Any]:
+                      cpu: Callable[[], dict[str, float]], *,
+                      waited: Callable[[], dict[str, float]],
+                      sent: list[dict[str, Any]]) -> dict[str, Any]:
     # The workers' own client options (w: majority, j: true...): same durability asked.
     client: AsyncMongoClient[dict[str, Any]] = connect(mongo_uri)
     source = client[db_name][DECISIONS]
     plans = sorted({d["plan_id"] for d in sent})  # the burst's, not the warm-up's
     docs = await source.find({"plan_id": {"$in": plans}}).sort(
         [("plan_id", 1), ("sequence_number", 1)]).to_list()
-    rates, cpu0 = [], cpu()
+    rates, cpu0, waited0 = [], cpu(), waited()
     for i in range(runs):
         db = client[f"{db_name}_bare{i}"]
         await ensure_indexes(db)
@@ -341,7 +365,8 @@ async def bare_insert(mongo_uri: str, db_name: str, batch: int, runs: int,
             await db[DECISIONS].insert_many(docs[j:j + batch], ordered=False)
         rates.append(len(docs) / (time.perf_counter() - start))
     out = {"rate": statistics.median(rates), "runs": rates,
-           "cpu": per_1000(cpu0, cpu(), len(docs) * runs)}
+           "cpu": per_1000(cpu0, cpu(), len(docs) * runs),
+           "waited": per_1000(waited0, waited(), len(docs) * runs)}
     await client.close()
     return out
 
@@ -360,6 +385,9 @@ class Run:
     burst: dict[str, float]
     cpu: dict[str, float]
     """CPU seconds per 1,000 decisions of each process during the burst."""
+    waited: dict[str, float] = field(default_factory=dict)
+    """Seconds per 1,000 decisions each process waited for a CPU during the burst (and
+    the host's steal): `waited_seconds`."""
     paced: dict[str, float] | None = None
     """The latency run at `--paced-rate` (first worker count only)."""
     sent: list[dict[str, Any]] = field(default_factory=list)
@@ -397,14 +425,15 @@ async def one_run(k: int, ns_url: str, mongo: Any, args: argparse.Namespace,
         # then counted.
         await run_load(ns_url, interleaved(WARM_PLANS, WARM_PER_PLAN, seed + 999), None, signer)
         sent = interleaved(args.plans, args.decisions // args.plans, seed)
-        cpu0 = cpu_seconds(pids)
+        cpu0, waited0 = cpu_seconds(pids), waited_seconds(pids)
         burst = await run_load(ns_url, sent, None, signer)
-        cpu1 = cpu_seconds(pids)
+        cpu1, waited1 = cpu_seconds(pids), waited_seconds(pids)
         paced = None
         if args.paced_rate and seed == 0:
             paced = await run_load(ns_url, interleaved(args.plans, 2000 // args.plans, 7),
                                    args.paced_rate, signer)
-        return Run(k, burst, per_1000(cpu0, cpu1, len(sent)), paced, sent)
+        return Run(k, burst, per_1000(cpu0, cpu1, len(sent)),
+                   per_1000(waited0, waited1, len(sent)), paced, sent)
     finally:
         for p in procs:
             p.terminate()
@@ -428,14 +457,16 @@ def report(args: argparse.Namespace, runs: list[Run], pairs: list[tuple[Run, dic
           f"reading {audit['read']:.3f} s, verifying {audit['verify']:.3f} s of CPU "
           "(chain, signatures, supersessions)\n")
     print(f"{'workers':>7} {'decisions/s':>12} {'p50 ms':>8} {'p99 ms':>8} "
-          f"{'workers CPU s/1000':>19}   split (s/1000 per process)   mongo  publisher")
-    print("-" * 110)
+          f"{'workers CPU s/1000':>19}   split (s/1000 per process)   mongo  publisher"
+          "  mongo waited")
+    print("-" * 124)
     for r in [run for run, _ in pairs] + runs[1:]:
         split = " + ".join(f"{c:.3f}" for c in r.worker_cpu)
         print(f"{r.workers:>7} {r.burst['rate']:>12.0f} {r.burst['p50']:>8.0f} "
               f"{r.burst['p99']:>8.0f} {sum(r.worker_cpu):>19.3f}   {split:<28} "
-              f"{r.cpu.get('mongo', float('nan')):>5.3f}  {r.cpu.get('publisher', 0):.3f}")
-    print("-" * 110)
+              f"{r.cpu.get('mongo', float('nan')):>5.3f}  {r.cpu.get('publisher', 0):>9.3f}"
+              f"  {r.waited.get('mongo', float('nan')):>12.3f}")
+    print("-" * 124)
     paced = runs[0].paced
     if paced:
         print(f"paced, {args.paced_rate:.0f}/s offered, 2,000 decisions, {runs[0].workers} "
@@ -451,6 +482,15 @@ def report(args: argparse.Namespace, runs: list[Run], pairs: list[tuple[Run, dic
     print(f"recorder / bare (same indexes), {runs[0].workers} worker: "
           f"{statistics.median(ratios):.2f} (median of {len(ratios)} pairs; "
           f"{min(ratios):.2f} to {max(ratios):.2f})")
+    for i, (run, bare) in enumerate(pairs, 1):
+        if "mongo" in run.waited and "mongo" in bare["waited"]:
+            cores = os.cpu_count() or 1
+            print(f"pair {i}: the server waited for a CPU "
+                  f"{_share(run.waited['mongo'], run.burst['rate'])} of the recorder's burst, "
+                  f"{_share(bare['waited']['mongo'], bare['rate'])} of the bare insert's; "
+                  "the host took "
+                  f"{_share(run.waited.get('steal', 0) / cores, run.burst['rate'])} of the "
+                  "machine's CPU time in the burst (steal)")
     for r in runs:
         worst = max(r.worker_cpu) if r.worker_cpu else float("nan")
         print(f"  {r.workers} worker(s): the busiest process spends {worst:.3f} s per 1,000 "
@@ -458,6 +498,11 @@ def report(args: argparse.Namespace, runs: list[Run], pairs: list[tuple[Run, dic
               f"{1000 / worst:.0f} decisions/s of the recorder's work, "
               f"{r.workers * 1000 / worst if r.workers else 0:.0f}/s together, as long as "
               "MongoDB keeps up (projection)")
+
+
+def _share(per_1000: float, rate: float) -> str:
+    """Seconds per 1,000 decisions at `rate` decisions/s, as a share of the wall time."""
+    return f"{per_1000 * rate / 1000:.0%}"
 
 
 def parse_args() -> argparse.Namespace:
@@ -508,7 +553,7 @@ async def main() -> None:
                 pairs.append((run, await bare_insert(
                     ms.url, db_name, batch, args.bare_runs,
                     lambda: cpu_seconds({"mongo": ms.process.pid, "client": os.getpid()}),
-                    sent=run.sent)))
+                    waited=lambda: waited_seconds({"mongo": ms.process.pid}), sent=run.sent)))
             runs = [pairs[0][0]] + [
                 await one_run(k, ns.url, ms, args, data, seed=100_000 * i, signer=signer,
                               principals=principals, db_name=f"bench_recorder_{k}")
